@@ -1,0 +1,107 @@
+//! The 32-byte header that starts every bus message.
+//!
+//! ```text
+//!  0      2        4          8           12        16              24             32
+//!  +------+--------+----------+-----------+---------+---------------+--------------+
+//!  | type | version| length   | stream_id | flags   | sequence      | publish_tsc  |
+//!  | u16  | u16    | u32      | u32       | u32     | u64           | u64          |
+//!  +------+--------+----------+-----------+---------+---------------+--------------+
+//! ```
+//! `length` is the whole message including this header. `publish_tsc` is the publisher's raw TSC
+//! at commit; convert deltas with the ticks-per-ns stored in the ring header, never with a local
+//! calibration (processes calibrate differently).
+use core::mem::{offset_of, size_of};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use crate::message::MsgType;
+
+/// Bytes in [`Header`].
+pub const HEADER_LEN: usize = 32;
+
+/// Common header of every message; see the module docs for the layout.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Header {
+    /// [`MsgType`] as its wire value.
+    pub msg_type: u16,
+    /// Schema version of this message type.
+    pub version: u16,
+    /// Total message length in bytes, header included.
+    pub length: u32,
+    /// Stream the message was published on.
+    pub stream_id: u32,
+    /// Reserved for flags; zero today, ignored by readers of version 1.
+    pub flags: u32,
+    /// Per-stream sequence number (the ring position), set on publish.
+    pub sequence: u64,
+    /// Publisher's raw TSC at commit.
+    pub publish_tsc: u64,
+}
+
+const _: () = {
+    assert!(size_of::<Header>() == HEADER_LEN);
+    assert!(offset_of!(Header, msg_type) == 0);
+    assert!(offset_of!(Header, version) == 2);
+    assert!(offset_of!(Header, length) == 4);
+    assert!(offset_of!(Header, stream_id) == 8);
+    assert!(offset_of!(Header, flags) == 12);
+    assert!(offset_of!(Header, sequence) == 16);
+    assert!(offset_of!(Header, publish_tsc) == 24);
+};
+
+impl Header {
+    /// A header for a message of `msg_type`, `version` and total `length`; stream, sequence and
+    /// TSC are filled in by the publisher.
+    pub const fn new(msg_type: MsgType, version: u16, length: u32) -> Self {
+        Header {
+            msg_type: msg_type as u16,
+            version,
+            length,
+            stream_id: 0,
+            flags: 0,
+            sequence: 0,
+            publish_tsc: 0,
+        }
+    }
+
+    /// Reads the header at the start of `bytes` without any alignment requirement.
+    pub fn peek(bytes: &[u8]) -> Option<Header> {
+        Header::read_from_prefix(bytes).ok().map(|(h, _)| h)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static GOLDEN: [u8; 32] = [
+        0x01, 0x00, // type = Quote
+        0x01, 0x00, // version 1
+        0x50, 0x00, 0x00, 0x00, // length 80
+        0x07, 0x00, 0x00, 0x00, // stream 7
+        0x00, 0x00, 0x00, 0x00, // flags
+        0x2a, 0, 0, 0, 0, 0, 0, 0, // sequence 42
+        0xef, 0xbe, 0xad, 0xde, 0, 0, 0, 0, // tsc 0xdeadbeef
+    ];
+
+    #[test]
+    fn emits_little_endian_golden_bytes() {
+        let mut h = Header::new(MsgType::Quote, 1, 80);
+        h.stream_id = 7;
+        h.sequence = 42;
+        h.publish_tsc = 0xdead_beef;
+        assert_eq!(h.as_bytes(), &GOLDEN);
+    }
+
+    #[test]
+    fn peeks_unaligned_and_refuses_short_input() {
+        let mut buf = [0u8; 33];
+        buf[1..].copy_from_slice(&GOLDEN);
+        let h = Header::peek(&buf[1..]).expect("32 bytes is enough");
+        assert_eq!(
+            (h.msg_type, h.length, h.sequence),
+            (MsgType::Quote as u16, 80, 42)
+        );
+        assert!(Header::peek(&GOLDEN[..31]).is_none());
+    }
+}

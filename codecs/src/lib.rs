@@ -1,0 +1,34 @@
+//! Fixed-layout messages that travel on the tickbus, and (later) exchange codecs.
+//!
+//! Owns: the byte layout of every bus message. Must never: do I/O, read a clock, allocate on a
+//! decode path, or panic on any input.
+//!
+//! Every message is a `#[repr(C)]` struct that starts with a 32-byte [`Header`], derives zerocopy's
+//! traits, has 8-byte aligned fields, and asserts its size and field offsets at compile time. The
+//! wire is little-endian: the crate refuses to build on a big-endian target rather than silently
+//! emitting the wrong byte order (every platform trading firms deploy on is little-endian).
+//!
+//! Decoding is zero-copy: [`Message::parse`] checks length, type and version once and returns a
+//! reference into the buffer; after that no accessor can panic.
+#![forbid(unsafe_code)]
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("tickbus-codecs lays messages out little-endian on the wire; big-endian targets are unsupported");
+
+pub mod any;
+pub mod enums;
+pub mod exec;
+pub mod header;
+pub mod md;
+pub mod message;
+pub mod orders;
+
+pub use any::{decode, AnyMessage};
+pub use enums::{OrdType, Side, TimeInForce};
+pub use header::{Header, HEADER_LEN};
+pub use message::{DecodeError, Message, MsgType};
+
+/// Prices are signed fixed-point integers with eight decimal places (`1.0` = `100_000_000`).
+///
+/// Eight places hold ITCH's Price(4) and Price(8) exactly and leave an i64 range of +/-92 billion.
+pub const PRICE_SCALE: i64 = 100_000_000;

@@ -1,0 +1,16 @@
+//! Normalised market data: top of book, trades, L3 order events and book snapshots.
+mod book_snapshot;
+mod order_add;
+mod order_delete;
+mod order_execute;
+mod order_modify;
+mod quote;
+mod trade;
+
+pub use book_snapshot::{BookSnapshot, Level, SNAPSHOT_DEPTH};
+pub use order_add::OrderAdd;
+pub use order_delete::OrderDelete;
+pub use order_execute::OrderExecute;
+pub use order_modify::OrderModify;
+pub use quote::Quote;
+pub use trade::Trade;
