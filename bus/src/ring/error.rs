@@ -1,0 +1,79 @@
+//! Errors of the ring protocol. One enum per operation; each variant says whether retrying helps.
+//! None allocates: they are returned on the hot path.
+use core::fmt;
+
+/// A region is not a ring this build can use, or a config is invalid. Retrying does not help.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum LayoutError {
+    #[error("not a tickbus ring (magic {found_magic:#018x}); check the path or stream name")]
+    NotARing { found_magic: u64 },
+    #[error("ring layout version {found}, this build speaks {supported}; run the same tickbus version on both sides or recreate the ring")]
+    VersionMismatch { found: u64, supported: u64 },
+    #[error("invalid ring config: {what}")]
+    BadConfig { what: &'static str },
+    #[error("ring needs {need} bytes but the region has {have}; the file was truncated or the mapping is too small")]
+    TooSmall { need: usize, have: usize },
+    #[error("ring not initialised yet (magic is zero): the publisher is still creating it; retry shortly")]
+    NotReady,
+}
+
+/// A claim or publish could not take a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ClaimError {
+    /// Reliable mode: consumer `consumer` still holds position `consumer_position`. Retry after it
+    /// consumes; if it never does, check it is alive (the transport's `consumer_status`).
+    #[error("ring full: consumer {consumer} is at position {consumer_position}, publisher at {position}; retry when it catches up")]
+    Full {
+        position: u64,
+        consumer: usize,
+        consumer_position: u64,
+    },
+    /// The payload is larger than a slot. Retrying never helps: use a ring with larger slots.
+    #[error("payload of {len} bytes exceeds the slot's {max} bytes; create the ring with a larger slot_size")]
+    TooLarge { len: usize, max: usize },
+}
+
+impl ClaimError {
+    /// Whether trying again later can succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, ClaimError::Full { .. })
+    }
+}
+
+/// A typed send failed; the message is handed back so nothing is lost.
+#[derive(PartialEq, Eq, thiserror::Error)]
+pub enum SendError<T> {
+    #[error("ring full; message handed back, retry when the consumer catches up")]
+    Full(T),
+    #[error("message larger than a slot; message handed back")]
+    TooLarge(T),
+}
+
+impl<T> SendError<T> {
+    /// The message that was not sent.
+    pub fn into_inner(self) -> T {
+        match self {
+            SendError::Full(t) | SendError::TooLarge(t) => t,
+        }
+    }
+}
+
+impl<T> fmt::Debug for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::Full(_) => f.write_str("Full(..)"),
+            SendError::TooLarge(_) => f.write_str("TooLarge(..)"),
+        }
+    }
+}
+
+/// A reader could not attach.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum AttachError {
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error("all {max} consumer slots of this reliable ring are held by live processes; create the ring with more max_consumers or stop one")]
+    NoFreeConsumer { max: usize },
+    #[error("consumer slot {index} does not exist (ring has {max})")]
+    NoSuchConsumer { index: usize, max: usize },
+}

@@ -1,0 +1,86 @@
+//! The memory a ring lives in, seen as an array of 64-bit atomic words.
+//!
+//! Owns: the contract every backing (heap, shm mapping, registered RDMA buffer) must keep.
+//! Never: hands out a reference covering the whole ring. Words are touched one `&AtomicU64` at a
+//! time and payload bytes only through raw pointers, so no shared reference ever overlaps bytes
+//! a publisher writes.
+use std::sync::Arc;
+
+use super::sync::AtomicU64;
+
+/// Memory holding a ring.
+///
+/// # Safety
+/// `base()` must point to `len_words()` properly aligned `AtomicU64`s that stay valid (mapped,
+/// not freed, not moved) for as long as `self` exists, and that other processes or threads may
+/// only touch through atomic operations or the ring protocol.
+pub unsafe trait RingMemory {
+    fn base(&self) -> *const AtomicU64;
+    fn len_words(&self) -> usize;
+}
+
+/// A ring on the heap, shared by threads of one process (tests, in-process hand-off, loom models).
+pub struct HeapMemory {
+    words: Box<[AtomicU64]>,
+}
+
+impl HeapMemory {
+    /// Zeroed memory of at least `bytes` bytes, shareable between a writer and readers.
+    pub fn new(bytes: usize) -> Arc<HeapMemory> {
+        let words = (0..bytes.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
+        Arc::new(HeapMemory { words })
+    }
+}
+
+// SAFETY: the boxed slice is owned by the Arc'd HeapMemory, never moves or shrinks while any Arc
+// clone lives, and holds real AtomicU64s.
+unsafe impl RingMemory for Arc<HeapMemory> {
+    fn base(&self) -> *const AtomicU64 {
+        self.words.as_ptr()
+    }
+    fn len_words(&self) -> usize {
+        self.words.len()
+    }
+}
+
+/// A bounds-checked-at-attach view of ring memory: `word(i)` for any `i` below `len` is sound.
+pub(crate) struct Words {
+    base: *const AtomicU64,
+    len: usize,
+}
+
+impl Words {
+    pub fn new<M: RingMemory>(mem: &M) -> Words {
+        Words {
+            base: mem.base(),
+            len: mem.len_words(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The word at index `i`.
+    #[inline(always)]
+    pub fn word(&self, i: usize) -> &AtomicU64 {
+        debug_assert!(i < self.len);
+        // SAFETY: callers index only words inside the ring, whose size was checked against
+        // `len` when the ring was attached; the RingMemory contract keeps them alive and aligned
+        // while the owning writer/reader (which owns the memory handle) lives.
+        unsafe { &*self.base.add(i) }
+    }
+
+    /// Raw byte pointer to word `i`, for payload copies that must not create references.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub fn byte_ptr(&self, i: usize) -> *mut u8 {
+        debug_assert!(i < self.len);
+        // SAFETY: same bounds as `word`; pointer arithmetic only, no reference is created.
+        unsafe { self.base.add(i) as *mut u8 }
+    }
+}
+
+// SAFETY: Words is a pointer to atomics whose owner (kept beside it) is Send; all access is atomic
+// or governed by the ring protocol.
+unsafe impl Send for Words {}

@@ -1,0 +1,28 @@
+//! The ring protocol: one implementation that every transport (shm, RDMA) moves.
+//!
+//! Owns: the memory layout of a ring (see [`layout`]), the slot seqlock, the writer and reader
+//! state machines. Never: does I/O, reads a clock, allocates after attach, or makes a syscall;
+//! tests drive it deterministically and loom model-checks its synchronisation.
+//!
+//! A ring is a header plus `slot_count` fixed-size slots. Position `n` lives in slot
+//! `n % slot_count`; its validity word holds `n + 1` once published. Lossy rings never make the
+//! publisher wait; reliable rings bound the publisher by the slowest declared consumer.
+mod attach;
+pub mod error;
+pub mod layout;
+pub mod memory;
+mod reader;
+mod slot;
+pub(crate) mod sync;
+mod writer;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub use error::{AttachError, ClaimError, LayoutError, SendError};
+pub use layout::{Mode, RingConfig, HEADER_BYTES, MAX_CONSUMERS, SLOT_OVERHEAD};
+pub use memory::{HeapMemory, RingMemory};
+pub use reader::{Delivery, Gap, Recv, RingReader, StartAt};
+pub use writer::{Claim, RingWriter};

@@ -1,0 +1,301 @@
+//! The subscribing side of a ring: poll the next slot, deliver it, report gaps.
+//!
+//! Owns: the reader's position, its copy-out buffer, and (reliable mode) its consumer line.
+//! Never: blocks, allocates after attach, reads a clock, makes a syscall, or delivers a message
+//! that failed the seqlock re-check.
+use super::attach;
+use super::error::AttachError;
+use super::layout::{
+    Geometry, Mode, RingConfig, C_ATTACHES, C_OWNER, C_POSITION, W_PRODUCER_EPOCH,
+    W_PRODUCER_POSITION, W_PRODUCER_TOKEN,
+};
+use super::memory::{RingMemory, Words};
+use super::slot::{self, SlotState};
+use super::sync::Ordering;
+
+/// Where a new observer starts reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAt {
+    /// The next message published after attaching (live data).
+    Latest,
+    /// The oldest position the ring may still hold; a lap check still applies.
+    Oldest,
+    /// An explicit position (e.g. resuming after a gap was recovered elsewhere).
+    Position(u64),
+}
+
+/// A message or a gap, in stream order.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Recv<'a> {
+    Message(Delivery<'a>),
+    Gap(Gap),
+}
+
+/// One delivered message. `payload` is valid until the next call on the reader.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Delivery<'a> {
+    /// The message's position (its per-stream sequence number).
+    pub position: u64,
+    pub payload: &'a [u8],
+}
+
+/// Messages the reader lost because the publisher lapped it (lossy mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gap {
+    /// The position the reader expected.
+    pub expected: u64,
+    /// The position it resumed at; `resumed_at - expected` messages were lost.
+    pub resumed_at: u64,
+}
+
+impl Gap {
+    pub fn missed(&self) -> u64 {
+        self.resumed_at - self.expected
+    }
+}
+
+/// A subscriber of a ring: an observer (any number, never slows the publisher) or a reliable
+/// consumer (holds a consumer line; the publisher waits for it).
+pub struct RingReader<M: RingMemory> {
+    words: Words,
+    geo: Geometry,
+    cfg: RingConfig,
+    position: u64,
+    consumer: Option<usize>,
+    released: u64,
+    credit_every: u64,
+    buf: Box<[u64]>,
+    _mem: M,
+}
+
+impl<M: RingMemory> RingReader<M> {
+    /// Attaches an observer. On a lossy ring this is the normal subscriber; on a reliable ring
+    /// it is a tap that copies messages out and may be lapped.
+    pub fn observer(mem: M, start: StartAt) -> Result<Self, AttachError> {
+        let mut r = Self::new(mem)?;
+        let latest = r.words.word(W_PRODUCER_POSITION).load(Ordering::Acquire);
+        r.position = match start {
+            StartAt::Latest => latest,
+            StartAt::Oldest => latest.saturating_sub(r.geo.count - 1),
+            StartAt::Position(p) => p,
+        };
+        Ok(r)
+    }
+
+    /// Attaches as a reliable consumer, taking the first free consumer line or one whose owner
+    /// `is_alive` says is gone. Resumes where that line's last owner stopped, so nothing published
+    /// while no consumer was attached is lost.
+    pub fn consumer(
+        mem: M,
+        token: u64,
+        is_alive: impl Fn(u64) -> bool,
+    ) -> Result<Self, AttachError> {
+        let mut r = Self::new(mem)?;
+        let max = r.cfg.max_consumers;
+        if r.cfg.mode != Mode::Reliable {
+            return Err(AttachError::Layout(super::error::LayoutError::BadConfig {
+                what: "consumer() needs a reliable ring; use observer() on a lossy ring",
+            }));
+        }
+        let owner = |i| r.words.word(Geometry::consumer(i) + C_OWNER);
+        let take = |i: usize, cur: u64| {
+            owner(i)
+                .compare_exchange(cur, token, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        };
+        let free = (0..max).find(|&i| take(i, 0));
+        let index = match free {
+            Some(i) => i,
+            None => (0..max)
+                .find(|&i| {
+                    let cur = owner(i).load(Ordering::Acquire);
+                    cur != token && !is_alive(cur) && take(i, cur)
+                })
+                .ok_or(AttachError::NoFreeConsumer { max })?,
+        };
+        let line = Geometry::consumer(index);
+        r.words
+            .word(line + C_ATTACHES)
+            .fetch_add(1, Ordering::Relaxed);
+        r.position = r.words.word(line + C_POSITION).load(Ordering::Acquire);
+        r.released = r.position;
+        r.consumer = Some(index);
+        Ok(r)
+    }
+
+    fn new(mem: M) -> Result<Self, AttachError> {
+        let words = Words::new(&mem);
+        let cfg = attach::read(&words)?;
+        let geo = Geometry::new(&cfg);
+        let buf = vec![0u64; geo.max_payload.div_ceil(8)].into_boxed_slice();
+        let credit_every = (geo.count / 4).max(1);
+        Ok(RingReader {
+            words,
+            geo,
+            cfg,
+            position: 0,
+            consumer: None,
+            released: 0,
+            credit_every,
+            buf,
+            _mem: mem,
+        })
+    }
+
+    /// The ring's configuration (includes the publisher's TSC ticks-per-ns).
+    pub fn config(&self) -> &RingConfig {
+        &self.cfg
+    }
+
+    /// The position of the next message this reader will deliver.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// The consumer line this reader holds, if it is a reliable consumer.
+    pub fn consumer_index(&self) -> Option<usize> {
+        self.consumer
+    }
+
+    /// The publisher's token (pid) and epoch as the ring header says now; token 0 = closed cleanly.
+    pub fn publisher(&self) -> (u64, u64) {
+        (
+            self.words.word(W_PRODUCER_TOKEN).load(Ordering::Acquire),
+            self.words.word(W_PRODUCER_EPOCH).load(Ordering::Acquire),
+        )
+    }
+
+    /// The next message or gap, or `None` if nothing new is published.
+    #[inline]
+    pub fn try_recv(&mut self) -> Option<Recv<'_>> {
+        if self.consumer.is_some() {
+            return self.recv_consumer();
+        }
+        loop {
+            let pos = self.position;
+            let slot = self.geo.slot(pos);
+            match slot::read_copy(&self.words, &self.geo, slot, pos, &mut self.buf) {
+                SlotState::Empty => return None,
+                SlotState::Lapped { seen } => return Some(Recv::Gap(self.resync(seen))),
+                SlotState::Ready { aborted: true, .. } => self.position = pos + 1,
+                SlotState::Ready {
+                    len,
+                    aborted: false,
+                } => {
+                    self.position = pos + 1;
+                    let payload = &zerocopy::IntoBytes::as_bytes(&self.buf[..])[..len];
+                    return Some(Recv::Message(Delivery {
+                        position: pos,
+                        payload,
+                    }));
+                }
+            }
+        }
+    }
+
+    /// Reliable consumer: the slot cannot be overwritten until our consumer line passes it, so
+    /// the payload is delivered in place, without a copy.
+    #[inline]
+    fn recv_consumer(&mut self) -> Option<Recv<'_>> {
+        // Everything below `position` was delivered and its borrow has ended (we hold &mut self).
+        if self.position - self.released >= self.credit_every {
+            self.release();
+        }
+        loop {
+            let pos = self.position;
+            let slot = self.geo.slot(pos);
+            match slot::peek(&self.words, &self.geo, slot, pos) {
+                SlotState::Empty => {
+                    if self.released != self.position {
+                        self.release();
+                    }
+                    return None;
+                }
+                SlotState::Lapped { seen } => return Some(Recv::Gap(self.resync(seen))),
+                SlotState::Ready { .. } => {
+                    self.position = pos + 1;
+                    let (len, aborted) = slot::read_len(&self.words, &self.geo, slot);
+                    if aborted {
+                        continue;
+                    }
+                    return Some(Recv::Message(Delivery {
+                        position: pos,
+                        payload: self.in_place(slot, len),
+                    }));
+                }
+            }
+        }
+    }
+
+    #[cfg(not(loom))]
+    #[inline(always)]
+    fn in_place(&self, slot: usize, len: usize) -> &[u8] {
+        let p = self.words.byte_ptr(slot + super::layout::SLOT_PAYLOAD);
+        // SAFETY: `len <= max_payload`, so the bytes lie inside this slot's payload region. The
+        // slot's trail word was Acquire-loaded as published, and the publisher cannot reuse the
+        // slot until our consumer line (stored with Release after this borrow ends) passes it.
+        unsafe { core::slice::from_raw_parts(p, len) }
+    }
+
+    /// Under loom there are no raw bytes: copy through the atomics (same synchronisation).
+    #[cfg(loom)]
+    fn in_place(&mut self, slot: usize, len: usize) -> &[u8] {
+        for k in 0..len.div_ceil(8) {
+            self.buf[k] = self
+                .words
+                .word(slot + super::layout::SLOT_PAYLOAD + k)
+                .load(Ordering::Relaxed);
+        }
+        &zerocopy::IntoBytes::as_bytes(&self.buf[..])[..len]
+    }
+
+    /// Delivers up to `limit` messages or gaps to `f`; returns how many.
+    #[inline]
+    pub fn poll(&mut self, limit: usize, mut f: impl FnMut(Recv<'_>)) -> usize {
+        let mut n = 0;
+        while n < limit {
+            match self.try_recv() {
+                Some(r) => f(r),
+                None => break,
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Hands consumed slots back to the publisher (reliable mode).
+    #[inline]
+    fn release(&mut self) {
+        if let Some(i) = self.consumer {
+            self.words
+                .word(Geometry::consumer(i) + C_POSITION)
+                .store(self.position, Ordering::Release);
+            self.released = self.position;
+        }
+    }
+
+    /// After a lap: jump to the newest position the publisher is known to have reached.
+    #[cold]
+    fn resync(&mut self, seen: u64) -> Gap {
+        let latest = self.words.word(W_PRODUCER_POSITION).load(Ordering::Acquire);
+        let resumed_at = latest.max(seen - 1).max(self.position + 1);
+        let gap = Gap {
+            expected: self.position,
+            resumed_at,
+        };
+        self.position = resumed_at;
+        gap
+    }
+}
+
+impl<M: RingMemory> Drop for RingReader<M> {
+    /// A consumer leaves its position behind (the next consumer resumes there) and frees its line.
+    fn drop(&mut self) {
+        if let Some(i) = self.consumer {
+            self.release();
+            self.words
+                .word(Geometry::consumer(i) + C_OWNER)
+                .store(0, Ordering::Release);
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! Deterministic tests of the ring protocol: one thread, explicit interleavings.
+use std::sync::Arc;
+
+use super::layout::Geometry;
+use super::memory::Words;
+use super::*;
+
+fn ring(mode: Mode, slots: usize) -> (Arc<HeapMemory>, RingWriter<Arc<HeapMemory>>) {
+    let cfg = RingConfig::for_payload(mode, 7, 64, slots);
+    let mem = HeapMemory::new(cfg.ring_bytes());
+    let w = RingWriter::create(mem.clone(), &cfg, 100, 0).expect("create");
+    (mem, w)
+}
+
+fn msg(pos: u64) -> [u8; 24] {
+    let mut m = [0u8; 24];
+    for (k, c) in m.chunks_exact_mut(8).enumerate() {
+        c.copy_from_slice(&(pos * 3 + k as u64).to_le_bytes());
+    }
+    m
+}
+
+fn expect_msg<M: RingMemory>(r: &mut RingReader<M>, pos: u64) {
+    match r.try_recv() {
+        Some(Recv::Message(d)) => {
+            assert_eq!(d.position, pos);
+            assert_eq!(d.payload, msg(pos));
+        }
+        other => panic!("expected message {pos}, got {other:?}"),
+    }
+}
+
+#[test]
+fn lossy_delivers_in_order_then_reports_empty() {
+    let (mem, mut w) = ring(Mode::Lossy, 8);
+    let mut r = RingReader::observer(mem, StartAt::Latest).unwrap();
+    assert_eq!(r.try_recv(), None);
+    for p in 0..20 {
+        assert_eq!(w.publish(&msg(p)).unwrap(), p);
+        expect_msg(&mut r, p);
+    }
+    assert_eq!(r.try_recv(), None);
+}
+
+#[test]
+fn lossy_reader_that_is_lapped_reports_the_gap_and_resumes_at_the_newest() {
+    let (mem, mut w) = ring(Mode::Lossy, 8);
+    let mut r = RingReader::observer(mem, StartAt::Latest).unwrap();
+    for p in 0..3 {
+        w.publish(&msg(p)).unwrap();
+    }
+    expect_msg(&mut r, 0);
+    for p in 3..30 {
+        w.publish(&msg(p)).unwrap(); // the publisher never waits
+    }
+    match r.try_recv() {
+        Some(Recv::Gap(g)) => {
+            assert_eq!(g.expected, 1);
+            assert_eq!(g.resumed_at, 30);
+            assert_eq!(g.missed(), 29);
+        }
+        other => panic!("expected a gap, got {other:?}"),
+    }
+    assert_eq!(r.try_recv(), None);
+    w.publish(&msg(30)).unwrap();
+    expect_msg(&mut r, 30);
+}
+
+#[test]
+fn a_slot_overwritten_during_the_copy_is_reported_as_a_lap_not_delivered() {
+    let (mem, mut w) = ring(Mode::Lossy, 4);
+    let mut r = RingReader::observer(mem.clone(), StartAt::Latest).unwrap();
+    w.publish(&msg(0)).unwrap();
+    // An overwrite of position 4 has begun in slot 0 (lead stored, trail still says 0).
+    let words = Words::new(&mem);
+    let g = Geometry::new(w.config());
+    super::slot::begin(&words, g.slot(4), 4);
+    assert_eq!(
+        super::slot::peek(&words, &g, g.slot(0), 0),
+        super::slot::SlotState::Ready {
+            len: 0,
+            aborted: false
+        }
+    );
+    assert!(matches!(
+        r.try_recv(),
+        Some(Recv::Gap(Gap {
+            expected: 0,
+            resumed_at: 4
+        }))
+    ));
+}
+
+#[test]
+fn reliable_publisher_gets_full_until_the_consumer_consumes() {
+    let (mem, mut w) = ring(Mode::Reliable, 8);
+    for p in 0..8 {
+        w.publish(&msg(p)).unwrap();
+    }
+    let full = w.publish(&msg(8)).unwrap_err();
+    assert_eq!(
+        full,
+        ClaimError::Full {
+            position: 8,
+            consumer: 0,
+            consumer_position: 0
+        }
+    );
+    assert!(full.is_retryable());
+    // messages published before any consumer attached are retained
+    let mut r = RingReader::consumer(mem, 1, |_| true).unwrap();
+    for p in 0..3 {
+        expect_msg(&mut r, p);
+    }
+    // credits flow lazily: after a batch (8/4 = 2 consumed) the publisher may go on
+    assert!(w.publish(&msg(8)).is_ok());
+    for p in 3..9 {
+        expect_msg(&mut r, p);
+    }
+    assert_eq!(r.try_recv(), None); // an empty poll hands back everything consumed
+    for p in 9..17 {
+        w.publish(&msg(p)).unwrap();
+    }
+    assert!(w.publish(&msg(17)).is_err());
+}
+
+#[test]
+fn too_large_is_not_retryable_and_loses_nothing() {
+    let (mem, mut w) = ring(Mode::Lossy, 4);
+    let mut r = RingReader::observer(mem, StartAt::Latest).unwrap();
+    let err = w.publish(&[0u8; 105]).unwrap_err();
+    assert_eq!(err, ClaimError::TooLarge { len: 105, max: 104 });
+    assert!(!err.is_retryable());
+    assert_eq!(w.position(), 0);
+    assert_eq!(r.try_recv(), None);
+}
+
+#[test]
+fn claim_writes_in_place_and_a_dropped_claim_is_skipped() {
+    let (mem, mut w) = ring(Mode::Reliable, 4);
+    let mut r = RingReader::consumer(mem, 1, |_| true).unwrap();
+    let mut c = w.try_claim(24).unwrap();
+    assert_eq!(c.position(), 0);
+    c.bytes_mut().copy_from_slice(&msg(0));
+    assert_eq!(c.commit(), 0);
+    drop(w.try_claim(24).unwrap()); // position 1 aborted
+    let mut c = w.try_claim(24).unwrap();
+    c.write(&msg(2));
+    c.commit();
+    expect_msg(&mut r, 0);
+    expect_msg(&mut r, 2);
+    assert_eq!(r.try_recv(), None);
+}
+
+#[test]
+fn odd_lengths_round_trip_exactly() {
+    let (mem, mut w) = ring(Mode::Lossy, 4);
+    let mut r = RingReader::observer(mem, StartAt::Latest).unwrap();
+    for len in [0usize, 1, 7, 9, 104] {
+        let data: Vec<u8> = (0..len).map(|i| i as u8 ^ 0x5a).collect();
+        w.publish(&data).unwrap();
+        match r.try_recv() {
+            Some(Recv::Message(d)) => assert_eq!(d.payload, &data[..]),
+            other => panic!("len {len}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn consumers_take_free_lines_reclaim_dead_ones_and_resume_where_the_last_stopped() {
+    let cfg = RingConfig {
+        max_consumers: 2,
+        ..RingConfig::for_payload(Mode::Reliable, 1, 64, 8)
+    };
+    let mem = HeapMemory::new(cfg.ring_bytes());
+    let mut w = RingWriter::create(mem.clone(), &cfg, 100, 0).unwrap();
+    let a = RingReader::consumer(mem.clone(), 11, |_| true).unwrap();
+    let mut b = RingReader::consumer(mem.clone(), 12, |_| true).unwrap();
+    assert_eq!((a.consumer_index(), b.consumer_index()), (Some(0), Some(1)));
+    assert_eq!(
+        RingReader::consumer(mem.clone(), 13, |_| true).err(),
+        Some(AttachError::NoFreeConsumer { max: 2 })
+    );
+    // both consumers bound the publisher: b reads everything, a nothing
+    for p in 0..8 {
+        w.publish(&msg(p)).unwrap();
+    }
+    while b.try_recv().is_some() {}
+    assert!(matches!(
+        w.publish(&msg(8)),
+        Err(ClaimError::Full { consumer: 0, .. })
+    ));
+    // a's owner dies: a newcomer takes its line over and resumes at a's position
+    std::mem::forget(a);
+    let mut c = RingReader::consumer(mem.clone(), 13, |t| t != 11).unwrap();
+    assert_eq!(c.consumer_index(), Some(0));
+    expect_msg(&mut c, 0);
+    drop(c);
+    let mut d = RingReader::consumer(mem, 14, |_| true).unwrap();
+    expect_msg(&mut d, 1);
+}
+
+#[test]
+fn a_second_publisher_continues_the_stream_and_bumps_the_epoch() {
+    let (mem, mut w) = ring(Mode::Lossy, 8);
+    let mut r = RingReader::observer(mem.clone(), StartAt::Latest).unwrap();
+    w.publish(&msg(0)).unwrap();
+    w.close();
+    assert_eq!(r.publisher(), (0, 1));
+    drop(w);
+    let mut w2 = RingWriter::attach(mem, 200).unwrap();
+    assert_eq!((w2.epoch(), w2.position()), (2, 1));
+    assert_eq!(r.publisher(), (200, 2));
+    w2.publish(&msg(1)).unwrap();
+    expect_msg(&mut r, 0);
+    expect_msg(&mut r, 1);
+}
+
+#[test]
+fn observers_can_start_at_the_oldest_retained_or_an_explicit_position() {
+    let (mem, mut w) = ring(Mode::Lossy, 4);
+    for p in 0..10 {
+        w.publish(&msg(p)).unwrap();
+    }
+    let mut r = RingReader::observer(mem.clone(), StartAt::Oldest).unwrap();
+    for p in 7..10 {
+        expect_msg(&mut r, p);
+    }
+    let mut r = RingReader::observer(mem, StartAt::Position(8)).unwrap();
+    expect_msg(&mut r, 8);
+}
+
+#[test]
+fn attach_refuses_uninitialised_small_and_foreign_memory() {
+    let cfg = RingConfig::for_payload(Mode::Lossy, 1, 64, 8);
+    let mem = HeapMemory::new(cfg.ring_bytes());
+    assert_eq!(
+        RingReader::observer(mem.clone(), StartAt::Latest).err(),
+        Some(AttachError::Layout(LayoutError::NotReady))
+    );
+    let small = HeapMemory::new(cfg.ring_bytes() - 8);
+    assert!(matches!(
+        RingWriter::create(small, &cfg, 1, 0).err(),
+        Some(LayoutError::TooSmall { .. })
+    ));
+    let w = Words::new(&mem);
+    w.word(0).store(0xfeed, super::sync::Ordering::Relaxed);
+    assert_eq!(
+        RingWriter::attach(mem, 1).err(),
+        Some(LayoutError::NotARing {
+            found_magic: 0xfeed
+        })
+    );
+}
+
+#[test]
+fn consumer_on_a_lossy_ring_is_refused() {
+    let (mem, _w) = ring(Mode::Lossy, 4);
+    assert!(matches!(
+        RingReader::consumer(mem, 1, |_| true),
+        Err(AttachError::Layout(LayoutError::BadConfig { .. }))
+    ));
+}
+
+/// A hammering writer thread and a reader thread: every delivered payload must be intact (its
+/// words all derive from its position), and the run must actually have lapped the reader.
+#[test]
+fn no_torn_message_under_a_hammering_writer() {
+    let cfg = RingConfig::for_payload(Mode::Lossy, 1, 104, 4);
+    let mem = HeapMemory::new(cfg.ring_bytes());
+    let mut w = RingWriter::create(mem.clone(), &cfg, 1, 0).unwrap();
+    let total = 2_000_000u64;
+    let writer = std::thread::spawn(move || {
+        let mut m = [0u8; 104];
+        for p in 0..total {
+            for (k, c) in m.chunks_exact_mut(8).enumerate() {
+                c.copy_from_slice(
+                    &(p.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64).to_le_bytes(),
+                );
+            }
+            w.publish(&m).unwrap();
+        }
+    });
+    let mut r = RingReader::observer(mem, StartAt::Oldest).unwrap();
+    let (mut delivered, mut gaps, mut last) = (0u64, 0u64, None);
+    while r.position() < total {
+        match r.try_recv() {
+            Some(Recv::Message(d)) => {
+                for (k, c) in d.payload.chunks_exact(8).enumerate() {
+                    let v = u64::from_le_bytes(c.try_into().unwrap());
+                    assert_eq!(
+                        v,
+                        d.position.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64,
+                        "torn message at {}",
+                        d.position
+                    );
+                }
+                assert!(last.is_none_or(|l| d.position > l), "out of order");
+                last = Some(d.position);
+                delivered += 1;
+            }
+            Some(Recv::Gap(_)) => gaps += 1,
+            None => std::hint::spin_loop(),
+        }
+    }
+    writer.join().unwrap();
+    assert!(delivered > 0, "reader delivered nothing");
+    assert!(
+        gaps > 0,
+        "the writer never lapped the reader: the test did not exercise overwrites"
+    );
+}
