@@ -2,6 +2,16 @@
 //!
 //! Publishers write fixed-layout messages into rings of fixed-size slots; subscribers busy-poll
 //! them. The same [`ring`] protocol runs over hugepage shared memory ([`shm`]) and, later, RDMA.
+//! The hot path (publish, poll) never allocates, blocks or makes a syscall.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod agent;
+pub mod pubsub;
 pub mod ring;
+pub mod shm;
+pub mod sys;
+pub mod time;
+
+pub use pubsub::{MsgClaim, Publisher, Subscriber};
+pub use ring::{Delivery, Gap, Mode, Recv, RingConfig, StartAt};
+pub use tickbus_codecs as codecs;

@@ -32,14 +32,11 @@ pub fn decode(bytes: &[u8]) -> Result<AnyMessage<'_>, DecodeError> {
             DecodeError::TooShortForHeader { got: bytes.len() }
         } else {
             DecodeError::Misaligned {
-                msg_type: MsgType::from_wire(u16::from_le_bytes([bytes[0], bytes[1]]))
-                    .unwrap_or(MsgType::Quote),
+                msg_type: MsgType::from_wire(u16::from_le_bytes([bytes[0], bytes[1]])).unwrap_or(MsgType::Quote),
             }
         }
     })?;
-    let t = MsgType::from_wire(header.msg_type).ok_or(DecodeError::UnknownType {
-        found: header.msg_type,
-    })?;
+    let t = MsgType::from_wire(header.msg_type).ok_or(DecodeError::UnknownType { found: header.msg_type })?;
     Ok(match t {
         MsgType::Quote => AnyMessage::Quote(Quote::parse(bytes)?),
         MsgType::Trade => AnyMessage::Trade(Trade::parse(bytes)?),
@@ -72,10 +69,7 @@ mod tests {
         assert_eq!(decode(&buf.0[..Quote::LEN]), Ok(AnyMessage::Quote(&q)));
         let f = ExecFill::new();
         buf.0[..ExecFill::LEN].copy_from_slice(f.as_bytes());
-        assert!(matches!(
-            decode(&buf.0[..ExecFill::LEN]),
-            Ok(AnyMessage::ExecFill(_))
-        ));
+        assert!(matches!(decode(&buf.0[..ExecFill::LEN]), Ok(AnyMessage::ExecFill(_))));
         for t in MsgType::ALL {
             assert_eq!(MsgType::from_wire(t as u16), Some(t));
         }
@@ -85,19 +79,10 @@ mod tests {
     fn unknown_short_and_misaligned_input_are_errors_not_panics() {
         let mut buf = Aligned([0u8; 1024]);
         buf.0[0] = 200;
-        assert_eq!(
-            decode(&buf.0[..64]),
-            Err(DecodeError::UnknownType { found: 200 })
-        );
-        assert_eq!(
-            decode(&buf.0[..3]),
-            Err(DecodeError::TooShortForHeader { got: 3 })
-        );
+        assert_eq!(decode(&buf.0[..64]), Err(DecodeError::UnknownType { found: 200 }));
+        assert_eq!(decode(&buf.0[..3]), Err(DecodeError::TooShortForHeader { got: 3 }));
         buf.0[1..=Quote::LEN].copy_from_slice(Quote::new().as_bytes());
-        assert!(matches!(
-            decode(&buf.0[1..=Quote::LEN]),
-            Err(DecodeError::Misaligned { .. })
-        ));
+        assert!(matches!(decode(&buf.0[1..=Quote::LEN]), Err(DecodeError::Misaligned { .. })));
         // every byte pattern of every prefix length decodes or errs, never panics
         for len in 0..200 {
             let _ = decode(&buf.0[..len]);

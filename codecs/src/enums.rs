@@ -68,12 +68,9 @@ mod tests {
         for s in [Side::Buy, Side::Sell] {
             assert_eq!(Side::from_wire(s as u8), Some(s));
         }
-        for t in [
-            TimeInForce::Day,
-            TimeInForce::ImmediateOrCancel,
-            TimeInForce::FillOrKill,
-            TimeInForce::GoodTillCancel,
-        ] {
+        for t in
+            [TimeInForce::Day, TimeInForce::ImmediateOrCancel, TimeInForce::FillOrKill, TimeInForce::GoodTillCancel]
+        {
             assert_eq!(TimeInForce::from_wire(t as u8), Some(t));
         }
         for o in [OrdType::Limit, OrdType::Market] {

@@ -53,15 +53,7 @@ impl Header {
     /// A header for a message of `msg_type`, `version` and total `length`; stream, sequence and
     /// TSC are filled in by the publisher.
     pub const fn new(msg_type: MsgType, version: u16, length: u32) -> Self {
-        Header {
-            msg_type: msg_type as u16,
-            version,
-            length,
-            stream_id: 0,
-            flags: 0,
-            sequence: 0,
-            publish_tsc: 0,
-        }
+        Header { msg_type: msg_type as u16, version, length, stream_id: 0, flags: 0, sequence: 0, publish_tsc: 0 }
     }
 
     /// Reads the header at the start of `bytes` without any alignment requirement.
@@ -98,10 +90,7 @@ mod tests {
         let mut buf = [0u8; 33];
         buf[1..].copy_from_slice(&GOLDEN);
         let h = Header::peek(&buf[1..]).expect("32 bytes is enough");
-        assert_eq!(
-            (h.msg_type, h.length, h.sequence),
-            (MsgType::Quote as u16, 80, 42)
-        );
+        assert_eq!((h.msg_type, h.length, h.sequence), (MsgType::Quote as u16, 80, 42));
         assert!(Header::peek(&GOLDEN[..31]).is_none());
     }
 }

@@ -58,30 +58,18 @@ impl fmt::Display for MsgType {
 pub enum DecodeError {
     #[error("message truncated: {got} bytes, a header alone needs {HEADER_LEN}")]
     TooShortForHeader { got: usize },
-    #[error(
-        "unknown message type {found}: the publisher speaks a newer schema; upgrade tickbus-codecs"
-    )]
+    #[error("unknown message type {found}: the publisher speaks a newer schema; upgrade tickbus-codecs")]
     UnknownType { found: u16 },
     #[error("expected a {expected} message, found type {found}")]
     WrongType { expected: MsgType, found: u16 },
-    #[error("{msg_type} version {found} is not supported (this build reads version {supported}); upgrade the older side")]
-    UnsupportedVersion {
-        msg_type: MsgType,
-        found: u16,
-        supported: u16,
-    },
+    #[error(
+        "{msg_type} version {found} is not supported (this build reads version {supported}); upgrade the older side"
+    )]
+    UnsupportedVersion { msg_type: MsgType, found: u16, supported: u16 },
     #[error("{msg_type} must be {expected} bytes, the buffer holds {got}")]
-    WrongLength {
-        msg_type: MsgType,
-        expected: usize,
-        got: usize,
-    },
+    WrongLength { msg_type: MsgType, expected: usize, got: usize },
     #[error("{msg_type} header says length {declared}, but the type is {expected} bytes: corrupt or foreign frame")]
-    LengthFieldMismatch {
-        msg_type: MsgType,
-        expected: usize,
-        declared: u32,
-    },
+    LengthFieldMismatch { msg_type: MsgType, expected: usize, declared: u32 },
     #[error("buffer for {msg_type} is not 8-byte aligned; use Message::read (copies) or an aligned buffer")]
     Misaligned { msg_type: MsgType },
 }
@@ -111,9 +99,7 @@ pub trait Message: FromBytes + IntoBytes + KnownLayout + Immutable + Sized {
     /// header's length field. After `Ok`, no field access can panic.
     fn parse(bytes: &[u8]) -> Result<&Self, DecodeError> {
         check::<Self>(bytes)?;
-        Self::ref_from_bytes(bytes).map_err(|_| DecodeError::Misaligned {
-            msg_type: Self::TYPE,
-        })
+        Self::ref_from_bytes(bytes).map_err(|_| DecodeError::Misaligned { msg_type: Self::TYPE })
     }
 
     /// Like [`Message::parse`] but copies, so `bytes` may have any alignment.
@@ -131,31 +117,16 @@ pub trait Message: FromBytes + IntoBytes + KnownLayout + Immutable + Sized {
 fn check<M: Message>(bytes: &[u8]) -> Result<(), DecodeError> {
     let h = Header::peek(bytes).ok_or(DecodeError::TooShortForHeader { got: bytes.len() })?;
     if h.msg_type != M::TYPE as u16 {
-        return Err(DecodeError::WrongType {
-            expected: M::TYPE,
-            found: h.msg_type,
-        });
+        return Err(DecodeError::WrongType { expected: M::TYPE, found: h.msg_type });
     }
     if h.version != M::VERSION {
-        return Err(DecodeError::UnsupportedVersion {
-            msg_type: M::TYPE,
-            found: h.version,
-            supported: M::VERSION,
-        });
+        return Err(DecodeError::UnsupportedVersion { msg_type: M::TYPE, found: h.version, supported: M::VERSION });
     }
     if bytes.len() != M::LEN {
-        return Err(DecodeError::WrongLength {
-            msg_type: M::TYPE,
-            expected: M::LEN,
-            got: bytes.len(),
-        });
+        return Err(DecodeError::WrongLength { msg_type: M::TYPE, expected: M::LEN, got: bytes.len() });
     }
     if h.length as usize != M::LEN {
-        return Err(DecodeError::LengthFieldMismatch {
-            msg_type: M::TYPE,
-            expected: M::LEN,
-            declared: h.length,
-        });
+        return Err(DecodeError::LengthFieldMismatch { msg_type: M::TYPE, expected: M::LEN, declared: h.length });
     }
     Ok(())
 }
@@ -209,50 +180,27 @@ pub(crate) mod contract {
 
         // wrong lengths: one short, one long, header only
         let long = &buf.0[..M::LEN + 8];
-        assert!(
-            matches!(M::parse(long), Err(DecodeError::WrongLength { got, .. }) if got == M::LEN + 8)
-        );
-        assert!(matches!(
-            M::parse(&buf.0[..M::LEN - 8]),
-            Err(DecodeError::WrongLength { .. })
-        ));
-        assert!(matches!(
-            M::parse(&buf.0[..5]),
-            Err(DecodeError::TooShortForHeader { got: 5 })
-        ));
+        assert!(matches!(M::parse(long), Err(DecodeError::WrongLength { got, .. }) if got == M::LEN + 8));
+        assert!(matches!(M::parse(&buf.0[..M::LEN - 8]), Err(DecodeError::WrongLength { .. })));
+        assert!(matches!(M::parse(&buf.0[..5]), Err(DecodeError::TooShortForHeader { got: 5 })));
 
         // misaligned buffer: parse refuses, read copies
         let mut shifted = Aligned([0u8; 2048]);
         shifted.0[1..=M::LEN].copy_from_slice(sample.as_bytes());
-        assert!(matches!(
-            M::parse(&shifted.0[1..=M::LEN]),
-            Err(DecodeError::Misaligned { .. })
-        ));
-        assert_eq!(
-            &M::read(&shifted.0[1..=M::LEN]).expect("read unaligned"),
-            sample
-        );
+        assert!(matches!(M::parse(&shifted.0[1..=M::LEN]), Err(DecodeError::Misaligned { .. })));
+        assert_eq!(&M::read(&shifted.0[1..=M::LEN]).expect("read unaligned"), sample);
 
         // wrong version, wrong type, lying length field
         let mut bad = Aligned([0u8; 2048]);
         bad.0[..M::LEN].copy_from_slice(sample.as_bytes());
         bad.0[2] = 99;
-        assert!(matches!(
-            M::parse(&bad.0[..M::LEN]),
-            Err(DecodeError::UnsupportedVersion { found: 99, .. })
-        ));
+        assert!(matches!(M::parse(&bad.0[..M::LEN]), Err(DecodeError::UnsupportedVersion { found: 99, .. })));
         bad.0[..M::LEN].copy_from_slice(sample.as_bytes());
         bad.0[0] = 0xEE;
-        assert!(matches!(
-            M::parse(&bad.0[..M::LEN]),
-            Err(DecodeError::WrongType { found: 0xEE, .. })
-        ));
+        assert!(matches!(M::parse(&bad.0[..M::LEN]), Err(DecodeError::WrongType { found: 0xEE, .. })));
         bad.0[..M::LEN].copy_from_slice(sample.as_bytes());
         bad.0[4] ^= 0x08;
-        assert!(matches!(
-            M::parse(&bad.0[..M::LEN]),
-            Err(DecodeError::LengthFieldMismatch { .. })
-        ));
+        assert!(matches!(M::parse(&bad.0[..M::LEN]), Err(DecodeError::LengthFieldMismatch { .. })));
     }
 }
 
@@ -260,10 +208,6 @@ pub(crate) mod contract {
 pub(crate) mod golden {
     /// Asserts that `bytes[offset..]` starts with `expected` (a field's little-endian image).
     pub fn at(bytes: &[u8], offset: usize, expected: &[u8]) {
-        assert_eq!(
-            &bytes[offset..offset + expected.len()],
-            expected,
-            "bytes at offset {offset}"
-        );
+        assert_eq!(&bytes[offset..offset + expected.len()], expected, "bytes at offset {offset}");
     }
 }

@@ -20,10 +20,7 @@ pub(crate) fn init(w: &Words, cfg: &RingConfig, created_unix_ns: u64) -> Result<
 /// Reads and validates the descriptor of an initialised ring.
 pub(crate) fn read(w: &Words) -> Result<RingConfig, LayoutError> {
     if w.len() < DESCRIPTOR_WORDS {
-        return Err(LayoutError::TooSmall {
-            need: DESCRIPTOR_WORDS * 8,
-            have: w.len() * 8,
-        });
+        return Err(LayoutError::TooSmall { need: DESCRIPTOR_WORDS * 8, have: w.len() * 8 });
     }
     if w.word(0).load(Ordering::Acquire) == 0 {
         return Err(LayoutError::NotReady);
@@ -41,10 +38,7 @@ pub(crate) fn read(w: &Words) -> Result<RingConfig, LayoutError> {
 fn check_size(w: &Words, cfg: &RingConfig) -> Result<(), LayoutError> {
     let need = cfg.ring_bytes();
     if w.len() * 8 < need {
-        return Err(LayoutError::TooSmall {
-            need,
-            have: w.len() * 8,
-        });
+        return Err(LayoutError::TooSmall { need, have: w.len() * 8 });
     }
     Ok(())
 }

@@ -23,11 +23,7 @@ pub enum ClaimError {
     /// Reliable mode: consumer `consumer` still holds position `consumer_position`. Retry after it
     /// consumes; if it never does, check it is alive (the transport's `consumer_status`).
     #[error("ring full: consumer {consumer} is at position {consumer_position}, publisher at {position}; retry when it catches up")]
-    Full {
-        position: u64,
-        consumer: usize,
-        consumer_position: u64,
-    },
+    Full { position: u64, consumer: usize, consumer_position: u64 },
     /// The payload is larger than a slot. Retrying never helps: use a ring with larger slots.
     #[error("payload of {len} bytes exceeds the slot's {max} bytes; create the ring with a larger slot_size")]
     TooLarge { len: usize, max: usize },

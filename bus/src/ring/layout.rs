@@ -43,7 +43,8 @@ pub const MAX_SLOT_SIZE: usize = 1 << 20;
 pub(crate) const LINE_WORDS: usize = 16;
 pub(crate) const W_PRODUCER_POSITION: usize = 16;
 pub(crate) const W_PRODUCER_EPOCH: usize = 17;
-pub(crate) const W_PRODUCER_TOKEN: usize = 18;
+/// Word index of the publisher token (its pid for shm); tools read it from a ring file.
+pub const W_PRODUCER_TOKEN: usize = 18;
 pub(crate) const W_CONSUMERS: usize = 32;
 pub(crate) const C_POSITION: usize = 0;
 pub(crate) const C_OWNER: usize = 1;
@@ -128,12 +129,7 @@ pub struct RingConfig {
 impl RingConfig {
     /// A ring whose slots hold payloads up to `max_payload` bytes, rounded so each slot is a whole
     /// number of 64-byte cache lines.
-    pub fn for_payload(
-        mode: Mode,
-        stream_id: u32,
-        max_payload: usize,
-        slot_count: usize,
-    ) -> RingConfig {
+    pub fn for_payload(mode: Mode, stream_id: u32, max_payload: usize, slot_count: usize) -> RingConfig {
         RingConfig {
             mode,
             slot_size: (max_payload + SLOT_OVERHEAD).div_ceil(64) * 64,
@@ -180,11 +176,7 @@ impl RingConfig {
             slot_size: self.slot_size as u64,
             slot_count: self.slot_count as u64,
             stream_id: u64::from(self.stream_id),
-            max_consumers: if self.mode == Mode::Reliable {
-                self.max_consumers as u64
-            } else {
-                0
-            },
+            max_consumers: if self.mode == Mode::Reliable { self.max_consumers as u64 } else { 0 },
             ticks_per_ns_bits: self.ticks_per_ns.to_bits(),
             created_unix_ns,
         }
@@ -193,26 +185,19 @@ impl RingConfig {
     /// Reads a config back from a descriptor, refusing foreign or newer rings.
     pub(crate) fn from_descriptor(d: &Descriptor) -> Result<RingConfig, LayoutError> {
         if d.magic != MAGIC {
-            return Err(LayoutError::NotARing {
-                found_magic: d.magic,
-            });
+            return Err(LayoutError::NotARing { found_magic: d.magic });
         }
         if d.layout_version != LAYOUT_VERSION {
-            return Err(LayoutError::VersionMismatch {
-                found: d.layout_version,
-                supported: LAYOUT_VERSION,
-            });
+            return Err(LayoutError::VersionMismatch { found: d.layout_version, supported: LAYOUT_VERSION });
         }
-        let mode = Mode::from_wire(d.mode).ok_or(LayoutError::BadConfig {
-            what: "mode word is neither lossy (1) nor reliable (2)",
-        })?;
+        let mode = Mode::from_wire(d.mode)
+            .ok_or(LayoutError::BadConfig { what: "mode word is neither lossy (1) nor reliable (2)" })?;
         let cfg = RingConfig {
             mode,
             slot_size: usize::try_from(d.slot_size).unwrap_or(usize::MAX),
             slot_count: usize::try_from(d.slot_count).unwrap_or(usize::MAX),
-            stream_id: u32::try_from(d.stream_id).map_err(|_| LayoutError::BadConfig {
-                what: "stream_id does not fit u32",
-            })?,
+            stream_id: u32::try_from(d.stream_id)
+                .map_err(|_| LayoutError::BadConfig { what: "stream_id does not fit u32" })?,
             max_consumers: usize::try_from(d.max_consumers).unwrap_or(usize::MAX),
             ticks_per_ns: f64::from_bits(d.ticks_per_ns_bits),
         };
@@ -284,41 +269,11 @@ mod tests {
     fn bad_configs_name_the_field() {
         let ok = RingConfig::for_payload(Mode::Reliable, 1, 64, 16);
         let cases: [(RingConfig, &str); 5] = [
-            (
-                RingConfig {
-                    slot_count: 12,
-                    ..ok
-                },
-                "slot_count",
-            ),
-            (
-                RingConfig {
-                    slot_size: 100,
-                    ..ok
-                },
-                "slot_size",
-            ),
-            (
-                RingConfig {
-                    slot_size: 16,
-                    ..ok
-                },
-                "slot_size",
-            ),
-            (
-                RingConfig {
-                    max_consumers: 17,
-                    ..ok
-                },
-                "max_consumers",
-            ),
-            (
-                RingConfig {
-                    ticks_per_ns: f64::NAN,
-                    ..ok
-                },
-                "ticks_per_ns",
-            ),
+            (RingConfig { slot_count: 12, ..ok }, "slot_count"),
+            (RingConfig { slot_size: 100, ..ok }, "slot_size"),
+            (RingConfig { slot_size: 16, ..ok }, "slot_size"),
+            (RingConfig { max_consumers: 17, ..ok }, "max_consumers"),
+            (RingConfig { ticks_per_ns: f64::NAN, ..ok }, "ticks_per_ns"),
         ];
         for (cfg, field) in cases {
             let err = cfg.validate().unwrap_err().to_string();
@@ -328,10 +283,7 @@ mod tests {
 
     #[test]
     fn descriptor_round_trips_and_refuses_foreign_rings() {
-        let c = RingConfig {
-            ticks_per_ns: 2.596,
-            ..RingConfig::for_payload(Mode::Reliable, 9, 64, 16)
-        };
+        let c = RingConfig { ticks_per_ns: 2.596, ..RingConfig::for_payload(Mode::Reliable, 9, 64, 16) };
         let d = c.descriptor(123);
         assert_eq!(RingConfig::from_descriptor(&d).unwrap(), c);
         assert!(matches!(
@@ -339,14 +291,8 @@ mod tests {
             Err(LayoutError::NotARing { found_magic: 7 })
         ));
         assert!(matches!(
-            RingConfig::from_descriptor(&Descriptor {
-                layout_version: 2,
-                ..d
-            }),
-            Err(LayoutError::VersionMismatch {
-                found: 2,
-                supported: 1
-            })
+            RingConfig::from_descriptor(&Descriptor { layout_version: 2, ..d }),
+            Err(LayoutError::VersionMismatch { found: 2, supported: 1 })
         ));
         assert!(RingConfig::from_descriptor(&Descriptor { mode: 3, ..d }).is_err());
     }

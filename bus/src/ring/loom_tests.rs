@@ -22,10 +22,7 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 }
 
 fn small_ring(mode: Mode) -> (Arc<HeapMemory>, RingWriter<Arc<HeapMemory>>) {
-    let cfg = RingConfig {
-        slot_size: 48,
-        ..RingConfig::for_payload(mode, 1, 16, 2)
-    };
+    let cfg = RingConfig { slot_size: 48, ..RingConfig::for_payload(mode, 1, 16, 2) };
     let mem = HeapMemory::new(cfg.ring_bytes());
     let w = RingWriter::create(mem.clone(), &cfg, 1, 0).unwrap();
     (mem, w)
@@ -46,12 +43,7 @@ fn loom_lossy_reader_never_delivers_a_torn_or_reordered_message() {
         let mut last = None;
         for _ in 0..3 {
             if let Some(Recv::Message(d)) = r.try_recv() {
-                assert_eq!(
-                    d.payload,
-                    payload(d.position),
-                    "torn message at {}",
-                    d.position
-                );
+                assert_eq!(d.payload, payload(d.position), "torn message at {}", d.position);
                 assert!(last.is_none_or(|l| d.position > l));
                 last = Some(d.position);
             }

@@ -51,10 +51,7 @@ pub(crate) struct Words {
 
 impl Words {
     pub fn new<M: RingMemory>(mem: &M) -> Words {
-        Words {
-            base: mem.base(),
-            len: mem.len_words(),
-        }
+        Words { base: mem.base(), len: mem.len_words() }
     }
 
     pub fn len(&self) -> usize {

@@ -6,8 +6,8 @@
 use super::attach;
 use super::error::AttachError;
 use super::layout::{
-    Geometry, Mode, RingConfig, C_ATTACHES, C_OWNER, C_POSITION, W_PRODUCER_EPOCH,
-    W_PRODUCER_POSITION, W_PRODUCER_TOKEN,
+    Geometry, Mode, RingConfig, C_ATTACHES, C_OWNER, C_POSITION, W_PRODUCER_EPOCH, W_PRODUCER_POSITION,
+    W_PRODUCER_TOKEN,
 };
 use super::memory::{RingMemory, Words};
 use super::slot::{self, SlotState};
@@ -85,11 +85,7 @@ impl<M: RingMemory> RingReader<M> {
     /// Attaches as a reliable consumer, taking the first free consumer line or one whose owner
     /// `is_alive` says is gone. Resumes where that line's last owner stopped, so nothing published
     /// while no consumer was attached is lost.
-    pub fn consumer(
-        mem: M,
-        token: u64,
-        is_alive: impl Fn(u64) -> bool,
-    ) -> Result<Self, AttachError> {
+    pub fn consumer(mem: M, token: u64, is_alive: impl Fn(u64) -> bool) -> Result<Self, AttachError> {
         let mut r = Self::new(mem)?;
         let max = r.cfg.max_consumers;
         if r.cfg.mode != Mode::Reliable {
@@ -98,11 +94,8 @@ impl<M: RingMemory> RingReader<M> {
             }));
         }
         let owner = |i| r.words.word(Geometry::consumer(i) + C_OWNER);
-        let take = |i: usize, cur: u64| {
-            owner(i)
-                .compare_exchange(cur, token, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        };
+        let take =
+            |i: usize, cur: u64| owner(i).compare_exchange(cur, token, Ordering::AcqRel, Ordering::Acquire).is_ok();
         let free = (0..max).find(|&i| take(i, 0));
         let index = match free {
             Some(i) => i,
@@ -114,9 +107,7 @@ impl<M: RingMemory> RingReader<M> {
                 .ok_or(AttachError::NoFreeConsumer { max })?,
         };
         let line = Geometry::consumer(index);
-        r.words
-            .word(line + C_ATTACHES)
-            .fetch_add(1, Ordering::Relaxed);
+        r.words.word(line + C_ATTACHES).fetch_add(1, Ordering::Relaxed);
         r.position = r.words.word(line + C_POSITION).load(Ordering::Acquire);
         r.released = r.position;
         r.consumer = Some(index);
@@ -129,17 +120,7 @@ impl<M: RingMemory> RingReader<M> {
         let geo = Geometry::new(&cfg);
         let buf = vec![0u64; geo.max_payload.div_ceil(8)].into_boxed_slice();
         let credit_every = (geo.count / 4).max(1);
-        Ok(RingReader {
-            words,
-            geo,
-            cfg,
-            position: 0,
-            consumer: None,
-            released: 0,
-            credit_every,
-            buf,
-            _mem: mem,
-        })
+        Ok(RingReader { words, geo, cfg, position: 0, consumer: None, released: 0, credit_every, buf, _mem: mem })
     }
 
     /// The ring's configuration (includes the publisher's TSC ticks-per-ns).
@@ -150,6 +131,11 @@ impl<M: RingMemory> RingReader<M> {
     /// The position of the next message this reader will deliver.
     pub fn position(&self) -> u64 {
         self.position
+    }
+
+    /// The memory the ring lives in (a transport's mapping).
+    pub fn memory(&self) -> &M {
+        &self._mem
     }
 
     /// The consumer line this reader holds, if it is a reliable consumer.
@@ -178,16 +164,10 @@ impl<M: RingMemory> RingReader<M> {
                 SlotState::Empty => return None,
                 SlotState::Lapped { seen } => return Some(Recv::Gap(self.resync(seen))),
                 SlotState::Ready { aborted: true, .. } => self.position = pos + 1,
-                SlotState::Ready {
-                    len,
-                    aborted: false,
-                } => {
+                SlotState::Ready { len, aborted: false } => {
                     self.position = pos + 1;
                     let payload = &zerocopy::IntoBytes::as_bytes(&self.buf[..])[..len];
-                    return Some(Recv::Message(Delivery {
-                        position: pos,
-                        payload,
-                    }));
+                    return Some(Recv::Message(Delivery { position: pos, payload }));
                 }
             }
         }
@@ -218,10 +198,7 @@ impl<M: RingMemory> RingReader<M> {
                     if aborted {
                         continue;
                     }
-                    return Some(Recv::Message(Delivery {
-                        position: pos,
-                        payload: self.in_place(slot, len),
-                    }));
+                    return Some(Recv::Message(Delivery { position: pos, payload: self.in_place(slot, len) }));
                 }
             }
         }
@@ -241,10 +218,7 @@ impl<M: RingMemory> RingReader<M> {
     #[cfg(loom)]
     fn in_place(&mut self, slot: usize, len: usize) -> &[u8] {
         for k in 0..len.div_ceil(8) {
-            self.buf[k] = self
-                .words
-                .word(slot + super::layout::SLOT_PAYLOAD + k)
-                .load(Ordering::Relaxed);
+            self.buf[k] = self.words.word(slot + super::layout::SLOT_PAYLOAD + k).load(Ordering::Relaxed);
         }
         &zerocopy::IntoBytes::as_bytes(&self.buf[..])[..len]
     }
@@ -267,9 +241,7 @@ impl<M: RingMemory> RingReader<M> {
     #[inline]
     fn release(&mut self) {
         if let Some(i) = self.consumer {
-            self.words
-                .word(Geometry::consumer(i) + C_POSITION)
-                .store(self.position, Ordering::Release);
+            self.words.word(Geometry::consumer(i) + C_POSITION).store(self.position, Ordering::Release);
             self.released = self.position;
         }
     }
@@ -279,10 +251,7 @@ impl<M: RingMemory> RingReader<M> {
     fn resync(&mut self, seen: u64) -> Gap {
         let latest = self.words.word(W_PRODUCER_POSITION).load(Ordering::Acquire);
         let resumed_at = latest.max(seen - 1).max(self.position + 1);
-        let gap = Gap {
-            expected: self.position,
-            resumed_at,
-        };
+        let gap = Gap { expected: self.position, resumed_at };
         self.position = resumed_at;
         gap
     }
@@ -293,9 +262,7 @@ impl<M: RingMemory> Drop for RingReader<M> {
     fn drop(&mut self) {
         if let Some(i) = self.consumer {
             self.release();
-            self.words
-                .word(Geometry::consumer(i) + C_OWNER)
-                .store(0, Ordering::Release);
+            self.words.word(Geometry::consumer(i) + C_OWNER).store(0, Ordering::Release);
         }
     }
 }

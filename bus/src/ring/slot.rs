@@ -49,8 +49,7 @@ pub(crate) fn write_payload(w: &Words, slot: usize, payload: &[u8]) {
 /// Publishes the slot of `pos` holding `len` payload bytes.
 #[inline(always)]
 pub(crate) fn commit(w: &Words, g: &Geometry, slot: usize, pos: u64, len: usize, flags: u64) {
-    w.word(slot + SLOT_LEN)
-        .store(len as u64 | flags, Ordering::Relaxed);
+    w.word(slot + SLOT_LEN).store(len as u64 | flags, Ordering::Relaxed);
     w.word(g.trail(slot)).store(pos + 1, Ordering::Release);
 }
 
@@ -59,10 +58,7 @@ pub(crate) fn commit(w: &Words, g: &Geometry, slot: usize, pos: u64, len: usize,
 pub(crate) fn peek(w: &Words, g: &Geometry, slot: usize, pos: u64) -> SlotState {
     let t = w.word(g.trail(slot)).load(Ordering::Acquire);
     if t == pos + 1 {
-        SlotState::Ready {
-            len: 0,
-            aborted: false,
-        }
+        SlotState::Ready { len: 0, aborted: false }
     } else if t > pos + 1 {
         SlotState::Lapped { seen: t }
     } else {
@@ -72,13 +68,7 @@ pub(crate) fn peek(w: &Words, g: &Geometry, slot: usize, pos: u64) -> SlotState 
 
 /// Copies the slot of `pos` into `out` (as words) and validates it with the seqlock re-check.
 #[inline(always)]
-pub(crate) fn read_copy(
-    w: &Words,
-    g: &Geometry,
-    slot: usize,
-    pos: u64,
-    out: &mut [u64],
-) -> SlotState {
+pub(crate) fn read_copy(w: &Words, g: &Geometry, slot: usize, pos: u64, out: &mut [u64]) -> SlotState {
     match peek(w, g, slot, pos) {
         SlotState::Ready { .. } => {}
         other => return other,
@@ -94,18 +84,12 @@ pub(crate) fn read_copy(
     if lead != pos + 1 {
         return SlotState::Lapped { seen: lead };
     }
-    SlotState::Ready {
-        len,
-        aborted: lenw & FLAG_ABORTED != 0,
-    }
+    SlotState::Ready { len, aborted: lenw & FLAG_ABORTED != 0 }
 }
 
 /// Reads length and flags of a slot that cannot be overwritten (reliable mode, already peeked).
 #[inline(always)]
 pub(crate) fn read_len(w: &Words, g: &Geometry, slot: usize) -> (usize, bool) {
     let lenw = w.word(slot + SLOT_LEN).load(Ordering::Relaxed);
-    (
-        ((lenw & 0xFFFF_FFFF) as usize).min(g.max_payload),
-        lenw & FLAG_ABORTED != 0,
-    )
+    (((lenw & 0xFFFF_FFFF) as usize).min(g.max_payload), lenw & FLAG_ABORTED != 0)
 }

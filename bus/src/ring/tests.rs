@@ -75,20 +75,8 @@ fn a_slot_overwritten_during_the_copy_is_reported_as_a_lap_not_delivered() {
     let words = Words::new(&mem);
     let g = Geometry::new(w.config());
     super::slot::begin(&words, g.slot(4), 4);
-    assert_eq!(
-        super::slot::peek(&words, &g, g.slot(0), 0),
-        super::slot::SlotState::Ready {
-            len: 0,
-            aborted: false
-        }
-    );
-    assert!(matches!(
-        r.try_recv(),
-        Some(Recv::Gap(Gap {
-            expected: 0,
-            resumed_at: 4
-        }))
-    ));
+    assert_eq!(super::slot::peek(&words, &g, g.slot(0), 0), super::slot::SlotState::Ready { len: 0, aborted: false });
+    assert!(matches!(r.try_recv(), Some(Recv::Gap(Gap { expected: 0, resumed_at: 4 }))));
 }
 
 #[test]
@@ -98,14 +86,7 @@ fn reliable_publisher_gets_full_until_the_consumer_consumes() {
         w.publish(&msg(p)).unwrap();
     }
     let full = w.publish(&msg(8)).unwrap_err();
-    assert_eq!(
-        full,
-        ClaimError::Full {
-            position: 8,
-            consumer: 0,
-            consumer_position: 0
-        }
-    );
+    assert_eq!(full, ClaimError::Full { position: 8, consumer: 0, consumer_position: 0 });
     assert!(full.is_retryable());
     // messages published before any consumer attached are retained
     let mut r = RingReader::consumer(mem, 1, |_| true).unwrap();
@@ -168,28 +149,19 @@ fn odd_lengths_round_trip_exactly() {
 
 #[test]
 fn consumers_take_free_lines_reclaim_dead_ones_and_resume_where_the_last_stopped() {
-    let cfg = RingConfig {
-        max_consumers: 2,
-        ..RingConfig::for_payload(Mode::Reliable, 1, 64, 8)
-    };
+    let cfg = RingConfig { max_consumers: 2, ..RingConfig::for_payload(Mode::Reliable, 1, 64, 8) };
     let mem = HeapMemory::new(cfg.ring_bytes());
     let mut w = RingWriter::create(mem.clone(), &cfg, 100, 0).unwrap();
     let a = RingReader::consumer(mem.clone(), 11, |_| true).unwrap();
     let mut b = RingReader::consumer(mem.clone(), 12, |_| true).unwrap();
     assert_eq!((a.consumer_index(), b.consumer_index()), (Some(0), Some(1)));
-    assert_eq!(
-        RingReader::consumer(mem.clone(), 13, |_| true).err(),
-        Some(AttachError::NoFreeConsumer { max: 2 })
-    );
+    assert_eq!(RingReader::consumer(mem.clone(), 13, |_| true).err(), Some(AttachError::NoFreeConsumer { max: 2 }));
     // both consumers bound the publisher: b reads everything, a nothing
     for p in 0..8 {
         w.publish(&msg(p)).unwrap();
     }
     while b.try_recv().is_some() {}
-    assert!(matches!(
-        w.publish(&msg(8)),
-        Err(ClaimError::Full { consumer: 0, .. })
-    ));
+    assert!(matches!(w.publish(&msg(8)), Err(ClaimError::Full { consumer: 0, .. })));
     // a's owner dies: a newcomer takes its line over and resumes at a's position
     std::mem::forget(a);
     let mut c = RingReader::consumer(mem.clone(), 13, |t| t != 11).unwrap();
@@ -239,27 +211,16 @@ fn attach_refuses_uninitialised_small_and_foreign_memory() {
         Some(AttachError::Layout(LayoutError::NotReady))
     );
     let small = HeapMemory::new(cfg.ring_bytes() - 8);
-    assert!(matches!(
-        RingWriter::create(small, &cfg, 1, 0).err(),
-        Some(LayoutError::TooSmall { .. })
-    ));
+    assert!(matches!(RingWriter::create(small, &cfg, 1, 0).err(), Some(LayoutError::TooSmall { .. })));
     let w = Words::new(&mem);
     w.word(0).store(0xfeed, super::sync::Ordering::Relaxed);
-    assert_eq!(
-        RingWriter::attach(mem, 1).err(),
-        Some(LayoutError::NotARing {
-            found_magic: 0xfeed
-        })
-    );
+    assert_eq!(RingWriter::attach(mem, 1).err(), Some(LayoutError::NotARing { found_magic: 0xfeed }));
 }
 
 #[test]
 fn consumer_on_a_lossy_ring_is_refused() {
     let (mem, _w) = ring(Mode::Lossy, 4);
-    assert!(matches!(
-        RingReader::consumer(mem, 1, |_| true),
-        Err(AttachError::Layout(LayoutError::BadConfig { .. }))
-    ));
+    assert!(matches!(RingReader::consumer(mem, 1, |_| true), Err(AttachError::Layout(LayoutError::BadConfig { .. }))));
 }
 
 /// A hammering writer thread and a reader thread: every delivered payload must be intact (its
@@ -274,9 +235,7 @@ fn no_torn_message_under_a_hammering_writer() {
         let mut m = [0u8; 104];
         for p in 0..total {
             for (k, c) in m.chunks_exact_mut(8).enumerate() {
-                c.copy_from_slice(
-                    &(p.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64).to_le_bytes(),
-                );
+                c.copy_from_slice(&(p.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64).to_le_bytes());
             }
             w.publish(&m).unwrap();
         }
@@ -305,8 +264,5 @@ fn no_torn_message_under_a_hammering_writer() {
     }
     writer.join().unwrap();
     assert!(delivered > 0, "reader delivered nothing");
-    assert!(
-        gaps > 0,
-        "the writer never lapped the reader: the test did not exercise overwrites"
-    );
+    assert!(gaps > 0, "the writer never lapped the reader: the test did not exercise overwrites");
 }

@@ -5,8 +5,7 @@
 use super::attach;
 use super::error::{ClaimError, LayoutError};
 use super::layout::{
-    Geometry, Mode, RingConfig, C_POSITION, FLAG_ABORTED, W_PRODUCER_EPOCH, W_PRODUCER_POSITION,
-    W_PRODUCER_TOKEN,
+    Geometry, Mode, RingConfig, C_POSITION, FLAG_ABORTED, W_PRODUCER_EPOCH, W_PRODUCER_POSITION, W_PRODUCER_TOKEN,
 };
 use super::memory::{RingMemory, Words};
 use super::slot;
@@ -22,21 +21,29 @@ pub struct RingWriter<M: RingMemory> {
     /// `u64::MAX` in lossy mode. Refreshed only when it looks full, like rtrb's cached head.
     limit: u64,
     epoch: u64,
+    previous_token: u64,
     _mem: M,
 }
 
 impl<M: RingMemory> RingWriter<M> {
     /// Lays out a new ring in zeroed memory `mem` and becomes its publisher. `token` identifies
     /// this publisher (a pid for shm); `created_unix_ns` is recorded for operators.
-    pub fn create(
-        mem: M,
-        cfg: &RingConfig,
-        token: u64,
-        created_unix_ns: u64,
-    ) -> Result<Self, LayoutError> {
+    pub fn create(mem: M, cfg: &RingConfig, token: u64, created_unix_ns: u64) -> Result<Self, LayoutError> {
         let words = Words::new(&mem);
         attach::init(&words, cfg, created_unix_ns)?;
         Self::attach(mem, token)
+    }
+
+    /// Attaches to the ring in `mem` if it is initialised, else lays out a new one with `cfg`
+    /// (fresh memory, or a creator that died before publishing the magic). The caller checks
+    /// that an existing ring's config is the one it wanted.
+    pub fn open_or_create(mem: M, cfg: &RingConfig, token: u64, created_unix_ns: u64) -> Result<Self, LayoutError> {
+        let words = Words::new(&mem);
+        match attach::read(&words) {
+            Err(LayoutError::NotReady) => Self::create(mem, cfg, token, created_unix_ns),
+            Err(e) => Err(e),
+            Ok(_) => Self::attach(mem, token),
+        }
     }
 
     /// Becomes the publisher of an existing ring, continuing at its producer position and
@@ -47,17 +54,9 @@ impl<M: RingMemory> RingWriter<M> {
         let geo = Geometry::new(&cfg);
         let position = words.word(W_PRODUCER_POSITION).load(Ordering::Acquire);
         let epoch = words.word(W_PRODUCER_EPOCH).fetch_add(1, Ordering::AcqRel) + 1;
-        words.word(W_PRODUCER_TOKEN).store(token, Ordering::Release);
+        let previous_token = words.word(W_PRODUCER_TOKEN).swap(token, Ordering::AcqRel);
         let limit = if cfg.mode == Mode::Lossy { u64::MAX } else { 0 };
-        Ok(RingWriter {
-            words,
-            geo,
-            cfg,
-            position,
-            limit,
-            epoch,
-            _mem: mem,
-        })
+        Ok(RingWriter { words, geo, cfg, position, limit, epoch, previous_token, _mem: mem })
     }
 
     /// The ring's configuration.
@@ -75,17 +74,17 @@ impl<M: RingMemory> RingWriter<M> {
         self.epoch
     }
 
+    /// The token of the publisher before this one if it never closed the ring (it crashed).
+    pub fn previous_publisher(&self) -> Option<u64> {
+        (self.previous_token != 0).then_some(self.previous_token)
+    }
+
     /// Reserves the next slot for a payload of `len` bytes and returns it for writing in place.
     /// Drop the claim without [`Claim::commit`] and readers skip the slot.
     #[inline]
     pub fn try_claim(&mut self, len: usize) -> Result<Claim<'_, M>, ClaimError> {
         let slot = self.reserve(len)?;
-        Ok(Claim {
-            writer: self,
-            slot,
-            len,
-            done: false,
-        })
+        Ok(Claim { writer: self, slot, len, done: false })
     }
 
     /// Copies `payload` into the next slot and publishes it; returns its position.
@@ -100,10 +99,7 @@ impl<M: RingMemory> RingWriter<M> {
     #[inline(always)]
     fn reserve(&mut self, len: usize) -> Result<usize, ClaimError> {
         if len > self.geo.max_payload {
-            return Err(ClaimError::TooLarge {
-                len,
-                max: self.geo.max_payload,
-            });
+            return Err(ClaimError::TooLarge { len, max: self.geo.max_payload });
         }
         if self.position >= self.limit {
             self.refresh_limit()?;
@@ -118,9 +114,7 @@ impl<M: RingMemory> RingWriter<M> {
         let pos = self.position;
         slot::commit(&self.words, &self.geo, slot, pos, len, flags);
         self.position = pos + 1;
-        self.words
-            .word(W_PRODUCER_POSITION)
-            .store(pos + 1, Ordering::Release);
+        self.words.word(W_PRODUCER_POSITION).store(pos + 1, Ordering::Release);
         pos
     }
 
@@ -132,34 +126,21 @@ impl<M: RingMemory> RingWriter<M> {
         if self.position < self.limit {
             Ok(())
         } else {
-            Err(ClaimError::Full {
-                position: self.position,
-                consumer,
-                consumer_position,
-            })
+            Err(ClaimError::Full { position: self.position, consumer, consumer_position })
         }
     }
 
     /// Index and position of the consumer furthest behind (reliable mode).
     pub fn slowest_consumer(&self) -> (usize, u64) {
         (0..self.cfg.max_consumers)
-            .map(|i| {
-                (
-                    i,
-                    self.words
-                        .word(Geometry::consumer(i) + C_POSITION)
-                        .load(Ordering::Acquire),
-                )
-            })
+            .map(|i| (i, self.words.word(Geometry::consumer(i) + C_POSITION).load(Ordering::Acquire)))
             .min_by_key(|(_, p)| *p)
             .unwrap_or((0, self.position))
     }
 
     /// Clears this publisher's token so readers can tell a clean close from a crash.
     pub fn close(&mut self) {
-        self.words
-            .word(W_PRODUCER_TOKEN)
-            .store(0, Ordering::Release);
+        self.words.word(W_PRODUCER_TOKEN).store(0, Ordering::Release);
     }
 }
 
@@ -178,10 +159,7 @@ impl<M: RingMemory> Claim<'_, M> {
     #[cfg(not(loom))]
     #[inline(always)]
     pub fn bytes_mut(&mut self) -> &mut [u8] {
-        let p = self
-            .writer
-            .words
-            .byte_ptr(self.slot + super::layout::SLOT_PAYLOAD);
+        let p = self.writer.words.byte_ptr(self.slot + super::layout::SLOT_PAYLOAD);
         // SAFETY: the payload region of a reserved slot is `max_payload >= len` bytes inside the
         // ring, 8-aligned, and no other reference to it exists: only this publisher writes slots,
         // and in reliable mode no consumer reads a slot until its trail word is committed.
@@ -190,13 +168,7 @@ impl<M: RingMemory> Claim<'_, M> {
 
     /// Copies `payload` (exactly the claimed length) into the slot.
     pub fn write(&mut self, payload: &[u8]) {
-        assert_eq!(
-            payload.len(),
-            self.len,
-            "claimed {} bytes, wrote {}",
-            self.len,
-            payload.len()
-        );
+        assert_eq!(payload.len(), self.len, "claimed {} bytes, wrote {}", self.len, payload.len());
         slot::write_payload(&self.writer.words, self.slot, payload);
     }
 

@@ -25,18 +25,9 @@ pub enum RejectReason {
 impl RejectReason {
     pub fn from_wire(v: u16) -> Option<RejectReason> {
         use RejectReason::*;
-        [
-            Other,
-            UnknownInstrument,
-            InvalidPrice,
-            InvalidQty,
-            RiskLimit,
-            UnknownOrder,
-            MarketClosed,
-            DuplicateId,
-        ]
-        .into_iter()
-        .find(|r| *r as u16 == v)
+        [Other, UnknownInstrument, InvalidPrice, InvalidQty, RiskLimit, UnknownOrder, MarketClosed, DuplicateId]
+            .into_iter()
+            .find(|r| *r as u16 == v)
     }
 }
 
@@ -79,11 +70,7 @@ impl ExecReject {
 
     /// The text up to the first NUL; invalid UTF-8 from a foreign sender yields `None`.
     pub fn text(&self) -> Option<&str> {
-        let end = self
-            .text
-            .iter()
-            .position(|b| *b == 0)
-            .unwrap_or(REJECT_TEXT_LEN);
+        let end = self.text.iter().position(|b| *b == 0).unwrap_or(REJECT_TEXT_LEN);
         core::str::from_utf8(&self.text[..end]).ok()
     }
 }

@@ -11,9 +11,7 @@ pub const SNAPSHOT_DEPTH: usize = 10;
 
 /// One aggregated price level.
 #[repr(C)]
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, KnownLayout, Immutable,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct Level {
     pub price: i64,
     pub qty: u64,
@@ -23,12 +21,7 @@ pub struct Level {
 
 impl Level {
     pub const fn new(price: i64, qty: u64, orders: u32) -> Level {
-        Level {
-            price,
-            qty,
-            orders,
-            _pad: 0,
-        }
+        Level { price, qty, orders, _pad: 0 }
     }
 }
 

@@ -74,11 +74,7 @@ mod tests {
         golden::at(b, 64, &42u64.to_le_bytes());
         assert_eq!(
             (m.side(), m.time_in_force(), m.ord_type()),
-            (
-                Some(Side::Buy),
-                Some(TimeInForce::ImmediateOrCancel),
-                Some(OrdType::Limit)
-            )
+            (Some(Side::Buy), Some(TimeInForce::ImmediateOrCancel), Some(OrdType::Limit))
         );
     }
 

@@ -1,0 +1,98 @@
+//! Threads as agents: a `do_work(now) -> work_count` duty cycle, an idle strategy, a core.
+//!
+//! Owns: the loop that drives agents, pinning, and idling. Never: decides what an agent does.
+//! Several agents can share one thread ([`Composite`]): with two cores, a publisher, a
+//! subscriber and a recorder cannot each own a core.
+mod idle;
+mod runner;
+
+pub use idle::{IdleAction, IdleStrategy, Idler};
+pub use runner::{pin_current_thread, run_until, AgentRunner, Pinning};
+
+/// A unit of work polled by a runner.
+pub trait Agent: Send {
+    /// A short name for thread names and reports.
+    fn name(&self) -> &str;
+    /// Does whatever is ready and returns how much (0 = idle). `now` is the raw TSC at the start
+    /// of this duty cycle, so agents read no clock themselves.
+    fn do_work(&mut self, now: u64) -> usize;
+    /// Called once on the agent's thread before the first duty cycle.
+    fn on_start(&mut self) {}
+    /// Called once on the agent's thread after the last duty cycle.
+    fn on_close(&mut self) {}
+}
+
+/// Several agents on one thread, polled in order each duty cycle.
+pub struct Composite {
+    name: String,
+    agents: Vec<Box<dyn Agent>>,
+}
+
+impl Composite {
+    pub fn new(agents: Vec<Box<dyn Agent>>) -> Composite {
+        let name = agents.iter().map(|a| a.name()).collect::<Vec<_>>().join("+");
+        Composite { name, agents }
+    }
+}
+
+impl Agent for Composite {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn do_work(&mut self, now: u64) -> usize {
+        self.agents.iter_mut().map(|a| a.do_work(now)).sum()
+    }
+    fn on_start(&mut self) {
+        self.agents.iter_mut().for_each(|a| a.on_start());
+    }
+    fn on_close(&mut self) {
+        self.agents.iter_mut().for_each(|a| a.on_close());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// Counts duty cycles; does `work_every`-th cycle's work.
+    struct Counter {
+        name: &'static str,
+        cycles: Arc<AtomicUsize>,
+        closed: Arc<AtomicUsize>,
+    }
+
+    impl Agent for Counter {
+        fn name(&self) -> &str {
+            self.name
+        }
+        fn do_work(&mut self, _now: u64) -> usize {
+            self.cycles.fetch_add(1, Ordering::Relaxed);
+            1
+        }
+        fn on_close(&mut self) {
+            self.closed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn composite_runs_every_agent_on_one_runner_thread_and_closes_them() {
+        let (a, b, closed) =
+            (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let agents: Vec<Box<dyn Agent>> = vec![
+            Box::new(Counter { name: "a", cycles: a.clone(), closed: closed.clone() }),
+            Box::new(Counter { name: "b", cycles: b.clone(), closed: closed.clone() }),
+        ];
+        let composite = Composite::new(agents);
+        assert_eq!(composite.name(), "a+b");
+        let runner = AgentRunner::start(composite, IdleStrategy::BusySpin, None).unwrap();
+        while b.load(Ordering::Relaxed) < 1000 {
+            std::thread::yield_now();
+        }
+        runner.stop();
+        assert!(a.load(Ordering::Relaxed) >= 1000);
+        assert_eq!(closed.load(Ordering::Relaxed), 2);
+    }
+}

@@ -1,0 +1,99 @@
+//! Runs an agent on its own thread, pinned to a core, until stopped.
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use super::idle::{IdleStrategy, Idler};
+use super::Agent;
+use crate::sys::cpu::isolated_cpus;
+use crate::time::Tsc;
+
+/// Where a thread got pinned and whether the kernel keeps other work off that core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pinning {
+    pub core: usize,
+    /// Listed in /sys/devices/system/cpu/isolated. If false, the scheduler may put other
+    /// threads on the core and latency tails will show it.
+    pub isolated: bool,
+}
+
+/// Pins the calling thread to `core`. Errors if the core does not exist or pinning failed.
+pub fn pin_current_thread(core: usize) -> io::Result<Pinning> {
+    let ids = core_affinity::get_core_ids().unwrap_or_default();
+    let id = ids.into_iter().find(|c| c.id == core).ok_or_else(|| {
+        io::Error::new(io::ErrorKind::NotFound, format!("core {core} is not available to this process"))
+    })?;
+    if !core_affinity::set_for_current(id) {
+        return Err(io::Error::other(format!("pinning to core {core} failed")));
+    }
+    Ok(Pinning { core, isolated: isolated_cpus().contains(&core) })
+}
+
+/// A running agent thread.
+pub struct AgentRunner {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+    pinning: Option<Pinning>,
+}
+
+impl AgentRunner {
+    /// Starts `agent` on a new thread named after it, pinned to `core` if given.
+    pub fn start(mut agent: impl Agent + 'static, idle: IdleStrategy, core: Option<usize>) -> io::Result<AgentRunner> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handle = std::thread::Builder::new().name(agent.name().to_owned()).spawn(move || {
+            let pinned = core.map(pin_current_thread).transpose();
+            let ok = pinned.is_ok();
+            let _ = tx.send(pinned);
+            if ok {
+                run_until(&mut agent, idle, &flag);
+            }
+        })?;
+        let pinning = rx.recv().map_err(|_| io::Error::other("agent thread died before starting"))??;
+        if let Some(p) = pinning.filter(|p| !p.isolated) {
+            eprintln!(
+                "tickbus: note: core {} is not isolated (isolcpus); expect scheduler noise in latency tails",
+                p.core
+            );
+        }
+        Ok(AgentRunner { stop, handle, pinning })
+    }
+
+    pub fn pinning(&self) -> Option<Pinning> {
+        self.pinning
+    }
+
+    /// Stops the agent after its current duty cycle and waits for its thread.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        self.handle.thread().unpark();
+        let _ = self.handle.join();
+    }
+}
+
+/// Runs `agent`'s duty cycle on the calling thread until `stop` is set.
+pub fn run_until(agent: &mut dyn Agent, idle: IdleStrategy, stop: &AtomicBool) {
+    let tsc = Tsc::new();
+    let mut idler = Idler::new(idle);
+    agent.on_start();
+    while !stop.load(Ordering::Relaxed) {
+        let work = agent.do_work(tsc.now());
+        idler.idle(work);
+    }
+    agent.on_close();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pinning_to_an_existing_core_works_and_a_missing_core_is_an_error() {
+        let p = std::thread::spawn(|| pin_current_thread(0)).join().unwrap().unwrap();
+        assert_eq!(p.core, 0);
+        let err = std::thread::spawn(|| pin_current_thread(4096)).join().unwrap().unwrap_err();
+        assert!(err.to_string().contains("4096"));
+    }
+}

@@ -1,0 +1,210 @@
+//! Transport-independent publisher and subscriber: a ring writer or reader plus TSC stamping and
+//! typed access through `tickbus-codecs`.
+//!
+//! Owns: what a message header says about its stream (stream id, sequence = ring position,
+//! publish TSC). Never: allocates, blocks or makes a syscall on send or receive.
+use tickbus_codecs::{AnyMessage, DecodeError, Message};
+use zerocopy::FromBytes;
+
+use crate::ring::{Claim, ClaimError, Delivery, Recv, RingConfig, RingMemory, RingReader, RingWriter, SendError};
+use crate::time::{Tsc, TscScale};
+
+/// Publishes on one ring.
+pub struct Publisher<M: RingMemory> {
+    writer: RingWriter<M>,
+    tsc: Tsc,
+}
+
+impl<M: RingMemory> Publisher<M> {
+    pub fn new(writer: RingWriter<M>) -> Self {
+        Publisher { writer, tsc: Tsc::new() }
+    }
+
+    pub fn config(&self) -> &RingConfig {
+        self.writer.config()
+    }
+
+    /// The sequence number the next message will carry.
+    pub fn position(&self) -> u64 {
+        self.writer.position()
+    }
+
+    /// The ring writer underneath (for claim-based zero-copy publishing of raw bytes).
+    pub fn writer_mut(&mut self) -> &mut RingWriter<M> {
+        &mut self.writer
+    }
+
+    /// Publishes raw bytes; returns the position.
+    #[inline]
+    pub fn publish(&mut self, payload: &[u8]) -> Result<u64, ClaimError> {
+        self.writer.publish(payload)
+    }
+
+    /// Stamps `msg`'s header (stream, sequence, TSC) and publishes a copy of it.
+    #[inline]
+    pub fn send<T: Message>(&mut self, msg: &mut T) -> Result<u64, ClaimError> {
+        let h = msg.header_mut();
+        h.stream_id = self.writer.config().stream_id;
+        h.sequence = self.writer.position();
+        h.publish_tsc = self.tsc.now();
+        self.writer.publish(msg.as_bytes())
+    }
+
+    /// Like [`Publisher::send`] but takes the message by value and hands it back on failure, so
+    /// a full reliable ring loses nothing.
+    #[inline]
+    pub fn offer<T: Message>(&mut self, mut msg: T) -> Result<u64, SendError<T>> {
+        match self.send(&mut msg) {
+            Ok(p) => Ok(p),
+            Err(ClaimError::Full { .. }) => Err(SendError::Full(msg)),
+            Err(ClaimError::TooLarge { .. }) => Err(SendError::TooLarge(msg)),
+        }
+    }
+
+    /// Claims a slot for a `T` and lets it be written in place (zero-copy). The header is
+    /// initialised; every body field must be set (the slot holds stale bytes).
+    #[inline]
+    pub fn claim<T: Message>(&mut self) -> Result<MsgClaim<'_, M, T>, ClaimError> {
+        let stream_id = self.writer.config().stream_id;
+        let mut claim = self.writer.try_claim(T::LEN)?;
+        let position = claim.position();
+        let bytes = claim.bytes_mut();
+        let (hdr, _) =
+            tickbus_codecs::Header::mut_from_prefix(bytes).expect("slot payloads are 8-aligned and hold T::LEN bytes");
+        *hdr = tickbus_codecs::Header::new(T::TYPE, T::VERSION, T::LEN as u32);
+        hdr.stream_id = stream_id;
+        hdr.sequence = position;
+        Ok(MsgClaim { claim, tsc: &self.tsc, _t: core::marker::PhantomData })
+    }
+}
+
+/// A claimed slot typed as `T`; [`MsgClaim::commit`] stamps the TSC and publishes.
+pub struct MsgClaim<'a, M: RingMemory, T: Message> {
+    claim: Claim<'a, M>,
+    tsc: &'a Tsc,
+    _t: core::marker::PhantomData<T>,
+}
+
+impl<M: RingMemory, T: Message> MsgClaim<'_, M, T> {
+    /// The message in the slot.
+    #[inline]
+    pub fn msg_mut(&mut self) -> &mut T {
+        T::mut_from_bytes(self.claim.bytes_mut()).expect("slot payloads are 8-aligned and exactly T::LEN bytes")
+    }
+
+    /// Stamps the publish TSC and publishes; returns the position.
+    #[inline]
+    pub fn commit(mut self) -> u64 {
+        let now = self.tsc.now();
+        self.msg_mut().header_mut().publish_tsc = now;
+        self.claim.commit()
+    }
+}
+
+/// Subscribes to one ring.
+pub struct Subscriber<M: RingMemory> {
+    reader: RingReader<M>,
+}
+
+impl<M: RingMemory> Subscriber<M> {
+    pub fn new(reader: RingReader<M>) -> Self {
+        Subscriber { reader }
+    }
+
+    pub fn config(&self) -> &RingConfig {
+        self.reader.config()
+    }
+
+    /// The conversion every process of this ring uses for TSC deltas.
+    pub fn tsc_scale(&self) -> TscScale {
+        TscScale { ticks_per_ns: self.reader.config().ticks_per_ns }
+    }
+
+    pub fn position(&self) -> u64 {
+        self.reader.position()
+    }
+
+    pub fn reader(&self) -> &RingReader<M> {
+        &self.reader
+    }
+
+    #[inline]
+    pub fn try_recv(&mut self) -> Option<Recv<'_>> {
+        self.reader.try_recv()
+    }
+
+    #[inline]
+    pub fn poll(&mut self, limit: usize, f: impl FnMut(Recv<'_>)) -> usize {
+        self.reader.poll(limit, f)
+    }
+}
+
+impl<'a> Delivery<'a> {
+    /// The payload as a `T` (zero-copy; delivered payloads are 8-byte aligned).
+    pub fn decode<T: Message>(&self) -> Result<&'a T, DecodeError> {
+        T::parse(self.payload)
+    }
+
+    /// The payload as whichever message type its header names.
+    pub fn decode_any(&self) -> Result<AnyMessage<'a>, DecodeError> {
+        tickbus_codecs::decode(self.payload)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ring::{HeapMemory, Mode, StartAt};
+    use tickbus_codecs::md::Quote;
+    use tickbus_codecs::orders::NewOrder;
+
+    fn pair(mode: Mode) -> (Publisher<std::sync::Arc<HeapMemory>>, Subscriber<std::sync::Arc<HeapMemory>>) {
+        let cfg = RingConfig::for_payload(mode, 5, 128, 2);
+        let mem = HeapMemory::new(cfg.ring_bytes());
+        let w = RingWriter::create(mem.clone(), &cfg, 1, 0).unwrap();
+        let r = match mode {
+            Mode::Lossy => RingReader::observer(mem, StartAt::Latest).unwrap(),
+            Mode::Reliable => RingReader::consumer(mem, 2, |_| true).unwrap(),
+        };
+        (Publisher::new(w), Subscriber::new(r))
+    }
+
+    #[test]
+    fn send_stamps_the_header_and_decodes_typed() {
+        let (mut p, mut s) = pair(Mode::Lossy);
+        let mut q = Quote::new();
+        q.bid_px = 42;
+        p.send(&mut q).unwrap();
+        let Some(Recv::Message(d)) = s.try_recv() else { panic!("nothing delivered") };
+        let got = d.decode::<Quote>().unwrap();
+        assert_eq!((got.bid_px, got.header.stream_id, got.header.sequence), (42, 5, 0));
+        assert!(got.header.publish_tsc > 0);
+        assert!(matches!(d.decode_any(), Ok(AnyMessage::Quote(_))));
+        assert!(d.decode::<NewOrder>().is_err());
+    }
+
+    #[test]
+    fn offer_hands_the_message_back_when_full() {
+        let (mut p, mut s) = pair(Mode::Reliable);
+        let mut o = NewOrder::new();
+        o.client_order_id = 7;
+        assert_eq!(p.offer(o), Ok(0));
+        assert_eq!(p.offer(o), Ok(1));
+        let back = p.offer(o).unwrap_err();
+        assert!(matches!(back, SendError::Full(_)));
+        assert_eq!(back.into_inner().client_order_id, 7);
+        assert!(matches!(s.try_recv(), Some(Recv::Message(d)) if d.decode::<NewOrder>().unwrap().client_order_id == 7));
+    }
+
+    #[test]
+    fn typed_claim_writes_in_place_with_sequence_and_tsc() {
+        let (mut p, mut s) = pair(Mode::Reliable);
+        let mut c = p.claim::<NewOrder>().unwrap();
+        c.msg_mut().qty = 300;
+        assert_eq!(c.commit(), 0);
+        let Some(Recv::Message(d)) = s.try_recv() else { panic!("nothing delivered") };
+        let o = d.decode::<NewOrder>().unwrap();
+        assert_eq!((o.qty, o.header.sequence, o.header.stream_id), (300, 0, 5));
+        assert!(o.header.publish_tsc > 0);
+    }
+}

@@ -1,0 +1,38 @@
+//! Errors of opening, creating and inspecting shm rings; each says what to do.
+use std::path::PathBuf;
+
+use crate::ring::{AttachError, LayoutError, RingConfig};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ShmError {
+    #[error("ring name {name:?} is not a plain file name (letters, digits, '.', '_', '-', at most 128)")]
+    BadName { name: String },
+    #[error("no ring named {name:?} in {searched:?}: is its publisher running? (retry once it has created the ring)")]
+    NotFound { name: String, searched: Vec<PathBuf> },
+    #[error("hugepages required but unavailable for {path}: {reason}. Reserve and mount them as root: `echo 64 > /proc/sys/vm/nr_hugepages && mkdir -p /dev/hugepages && mount -t hugetlbfs none /dev/hugepages`, or use HugepagePolicy::Preferred")]
+    HugepagesUnavailable { path: PathBuf, reason: String },
+    #[error("ring {path} already has a live publisher (pid {pid}); a ring has exactly one publisher")]
+    PublisherActive { path: PathBuf, pid: u64 },
+    #[error("ring {path} exists with a different layout ({existing:?}) than requested ({requested:?}); remove it (tickbus::shm::remove) or open it with its own layout")]
+    LayoutMismatch { path: PathBuf, existing: Box<RingConfig>, requested: Box<RingConfig> },
+    #[error("ring {path}: {source}")]
+    Layout { path: PathBuf, source: LayoutError },
+    #[error("ring {path}: {source}")]
+    Attach { path: PathBuf, source: AttachError },
+    #[error("{what} {path}: {source}")]
+    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+}
+
+impl ShmError {
+    /// Whether retrying the same call later can succeed (the publisher may still be starting).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ShmError::NotFound { .. }
+                | ShmError::PublisherActive { .. }
+                | ShmError::Layout { source: LayoutError::NotReady, .. }
+                | ShmError::Attach { source: AttachError::Layout(LayoutError::NotReady), .. }
+                | ShmError::Attach { source: AttachError::NoFreeConsumer { .. }, .. }
+        )
+    }
+}

@@ -1,0 +1,161 @@
+//! Opening a ring as its one publisher: create it, or reopen and reclaim it.
+use std::ops::{Deref, DerefMut};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::error::ShmError;
+use super::mapping::{file_bytes, open_file, Backing, ShmMemory};
+use super::options::{check_name, HugepagePolicy, ShmOptions};
+use crate::pubsub::Publisher;
+use crate::ring::{RingConfig, RingWriter};
+use crate::sys;
+
+/// A publisher on a shm ring. Derefs to [`Publisher`] for sending.
+pub struct ShmPublisher {
+    inner: Publisher<ShmMemory>,
+    reclaimed_from: Option<u64>,
+    backing: Backing,
+    path: PathBuf,
+}
+
+impl ShmPublisher {
+    /// Where the ring file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Hugepages or the fallback (and why).
+    pub fn backing(&self) -> &Backing {
+        &self.backing
+    }
+
+    /// The pid of a previous publisher that died without closing, if this one took over its ring.
+    pub fn reclaimed_from(&self) -> Option<u64> {
+        self.reclaimed_from
+    }
+}
+
+impl Deref for ShmPublisher {
+    type Target = Publisher<ShmMemory>;
+    fn deref(&self) -> &Self::Target {
+        &self.inner
+    }
+}
+
+impl DerefMut for ShmPublisher {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.inner
+    }
+}
+
+impl Drop for ShmPublisher {
+    /// A clean close clears the publisher token: subscribers see "closed", not "dead".
+    fn drop(&mut self) {
+        self.inner.writer_mut().close();
+    }
+}
+
+/// Opens ring `name` as its publisher, creating it with `cfg` if it does not exist. An existing
+/// ring must have `cfg`'s layout; its stream continues where the last publisher stopped.
+pub fn open_publisher(name: &str, cfg: &RingConfig, opts: &ShmOptions) -> Result<ShmPublisher, ShmError> {
+    check_name(name)?;
+    let huge = opts.hugepage_dir.join(name);
+    let fallback = opts.fallback_dir.join(name);
+    cfg.validate().map_err(|source| ShmError::Layout { path: huge.clone(), source })?;
+
+    if opts.hugepages != HugepagePolicy::Never && huge.exists() {
+        return open_at(&huge, Backing::Hugepages, cfg);
+    }
+    if opts.hugepages != HugepagePolicy::Required && fallback.exists() {
+        let reason = "an existing ring on /dev/shm was reopened".to_owned();
+        return open_at(&fallback, Backing::Fallback { reason }, cfg);
+    }
+    let reason = match opts.hugepages {
+        HugepagePolicy::Never => "hugepages disabled by HugepagePolicy::Never".to_owned(),
+        _ => match hugetlbfs_problem(&opts.hugepage_dir) {
+            None => match open_at(&huge, Backing::Hugepages, cfg) {
+                Ok(p) => return Ok(p),
+                Err(ShmError::Io { what: "mapping", source, .. }) => {
+                    let _ = std::fs::remove_file(&huge);
+                    format!(
+                        "mapping {} bytes of hugepages failed ({source}); HugePages_Free = {}",
+                        file_bytes(cfg.ring_bytes()),
+                        sys::fs::free_hugepages().map_or("unknown".into(), |n| n.to_string())
+                    )
+                }
+                Err(e) => return Err(e),
+            },
+            Some(reason) => reason,
+        },
+    };
+    if opts.hugepages == HugepagePolicy::Required {
+        return Err(ShmError::HugepagesUnavailable { path: huge, reason });
+    }
+    if opts.hugepages == HugepagePolicy::Preferred {
+        eprintln!(
+            "tickbus: WARNING: ring {name:?} falls back to {} on 4 KiB pages: {reason}. \
+             Expect TLB misses; reserve hugepages (echo 64 > /proc/sys/vm/nr_hugepages; mount -t hugetlbfs none /dev/hugepages)",
+            opts.fallback_dir.display()
+        );
+    }
+    open_at(&fallback, Backing::Fallback { reason }, cfg)
+}
+
+/// Why `dir` cannot hold hugepage rings, or None if it can.
+fn hugetlbfs_problem(dir: &Path) -> Option<String> {
+    let mount = dir.ancestors().find(|p| p.exists())?;
+    match sys::fs::is_hugetlbfs(mount) {
+        Ok(true) => None,
+        Ok(false) => Some(format!("{} is not on a hugetlbfs mount", mount.display())),
+        Err(e) => Some(format!("cannot statfs {}: {e}", mount.display())),
+    }
+}
+
+/// Creates or reopens the ring file at `path` under the publisher lock.
+fn open_at(path: &Path, backing: Backing, cfg: &RingConfig) -> Result<ShmPublisher, ShmError> {
+    let file = open_file(path, true)?;
+    if file.try_lock().is_err() {
+        let pid = peek_publisher_pid(path);
+        return Err(ShmError::PublisherActive { path: path.to_owned(), pid });
+    }
+    let len =
+        file.metadata().map_err(|source| ShmError::Io { what: "inspecting", path: path.to_owned(), source })?.len();
+    let need = file_bytes(cfg.ring_bytes());
+    if len < need {
+        // New file, or a creator died before sizing it; nothing was ever published in it.
+        file.set_len(need).map_err(|source| ShmError::Io { what: "sizing", path: path.to_owned(), source })?;
+    }
+    let mem = ShmMemory::map(file, path.to_owned(), backing.clone())?;
+    let writer = RingWriter::open_or_create(mem, cfg, sys::process::pid(), unix_ns())
+        .map_err(|source| ShmError::Layout { path: path.to_owned(), source })?;
+    if !writer.config().same_layout(cfg) {
+        return Err(ShmError::LayoutMismatch {
+            path: path.to_owned(),
+            existing: Box::new(*writer.config()),
+            requested: Box::new(*cfg),
+        });
+    }
+    let reclaimed_from = writer.previous_publisher();
+    if let Some(prev) = reclaimed_from {
+        eprintln!(
+            "tickbus: ring {} reclaimed from publisher pid {prev}, which died without closing it",
+            path.display()
+        );
+    }
+    Ok(ShmPublisher { inner: Publisher::new(writer), reclaimed_from, backing, path: path.to_owned() })
+}
+
+/// The pid the ring header names as publisher (0 if unreadable), for the "already active" error.
+fn peek_publisher_pid(path: &Path) -> u64 {
+    use std::os::unix::fs::FileExt;
+    let mut b = [0u8; 8];
+    let off = (crate::ring::layout::W_PRODUCER_TOKEN * 8) as u64;
+    match std::fs::File::open(path).and_then(|f| f.read_exact_at(&mut b, off)) {
+        Ok(()) => u64::from_le_bytes(b),
+        Err(_) => 0,
+    }
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}

@@ -1,0 +1,75 @@
+//! Raw TSC timestamps and their one shared conversion to nanoseconds.
+//!
+//! Every message header carries the publisher's raw TSC (`quanta::Clock::raw`, no syscall).
+//! Deltas are converted with the ticks-per-ns that the ring's creator measured and stored in the
+//! ring header, so every process converts the same way: quanta's own `Instant`s are calibrated
+//! per process and are not comparable across processes.
+use std::time::{Duration, Instant};
+
+/// A raw TSC source.
+#[derive(Clone)]
+pub struct Tsc {
+    clock: quanta::Clock,
+}
+
+impl Tsc {
+    pub fn new() -> Tsc {
+        Tsc { clock: quanta::Clock::new() }
+    }
+
+    /// The raw counter now (no syscall, ~10 ns).
+    #[inline(always)]
+    pub fn now(&self) -> u64 {
+        self.clock.raw()
+    }
+
+    /// Measures ticks per nanosecond against the OS monotonic clock over `span` (set-up only).
+    pub fn measure_ticks_per_ns(&self, span: Duration) -> f64 {
+        let (r0, i0) = (self.now(), Instant::now());
+        std::thread::sleep(span);
+        let (r1, i1) = (self.now(), Instant::now());
+        (r1.wrapping_sub(r0)) as f64 / (i1 - i0).as_nanos().max(1) as f64
+    }
+}
+
+impl Default for Tsc {
+    fn default() -> Self {
+        Tsc::new()
+    }
+}
+
+/// Converts TSC deltas to nanoseconds with one fixed calibration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TscScale {
+    pub ticks_per_ns: f64,
+}
+
+impl TscScale {
+    #[inline(always)]
+    pub fn to_ns(&self, ticks: u64) -> f64 {
+        ticks as f64 / self.ticks_per_ns
+    }
+
+    /// Nanoseconds from `start` to `end`, 0 if `end` is earlier (a clock that stepped back).
+    #[inline(always)]
+    pub fn delta_ns(&self, start: u64, end: u64) -> u64 {
+        self.to_ns(end.saturating_sub(start)) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measured_scale_converts_a_sleep_to_about_its_length() {
+        let tsc = Tsc::new();
+        let scale = TscScale { ticks_per_ns: tsc.measure_ticks_per_ns(Duration::from_millis(20)) };
+        assert!(scale.ticks_per_ns > 0.01 && scale.ticks_per_ns < 100.0, "{scale:?}");
+        let t0 = tsc.now();
+        std::thread::sleep(Duration::from_millis(30));
+        let ns = scale.delta_ns(t0, tsc.now());
+        assert!((25_000_000..1_000_000_000).contains(&ns), "30 ms sleep measured as {ns} ns");
+        assert_eq!(scale.delta_ns(10, 5), 0);
+    }
+}
