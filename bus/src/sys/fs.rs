@@ -22,6 +22,7 @@ pub fn is_hugetlbfs(path: &Path) -> io::Result<bool> {
     }
     // SAFETY: statfs returned 0, so it filled the struct.
     let st = unsafe { st.assume_init() };
+    #[allow(clippy::unnecessary_cast)] // f_type is i64 on x86-64 but narrower on other targets
     Ok(st.f_type as i64 == HUGETLBFS_MAGIC)
 }
 
