@@ -153,7 +153,7 @@ impl RingConfig {
     /// Checks every field, naming the first bad one and what to use instead.
     pub fn validate(&self) -> Result<(), LayoutError> {
         let bad = |what: &'static str| Err(LayoutError::BadConfig { what });
-        if self.slot_size % 8 != 0 || !(MIN_SLOT_SIZE..=MAX_SLOT_SIZE).contains(&self.slot_size) {
+        if !self.slot_size.is_multiple_of(8) || !(MIN_SLOT_SIZE..=MAX_SLOT_SIZE).contains(&self.slot_size) {
             return bad("slot_size must be a multiple of 8 between 32 and 1 MiB");
         }
         if !self.slot_count.is_power_of_two() || self.slot_count < 2 || self.slot_count > 1 << 30 {
