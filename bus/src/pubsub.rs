@@ -29,6 +29,11 @@ impl<M: RingMemory> Publisher<M> {
         self.writer.position()
     }
 
+    /// The ring writer underneath.
+    pub fn writer(&self) -> &RingWriter<M> {
+        &self.writer
+    }
+
     /// The ring writer underneath (for claim-based zero-copy publishing of raw bytes).
     pub fn writer_mut(&mut self) -> &mut RingWriter<M> {
         &mut self.writer

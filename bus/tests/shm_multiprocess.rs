@@ -1,1 +1,362 @@
-fn main() {}
+//! Multi-process proofs of the shm transport. Each test spawns this same binary in a child role
+//! (chosen by TICKBUS_TEST_ROLE), so publisher and subscriber really are separate processes
+//! mapping the same ring file.
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use tickbus::ring::ClaimError;
+use tickbus::shm::{self, HugepagePolicy, PublisherState, ShmOptions};
+use tickbus::{Mode, Recv, RingConfig, StartAt};
+
+const PAYLOAD: usize = 64;
+
+fn main() {
+    if let Ok(role) = std::env::var("TICKBUS_TEST_ROLE") {
+        std::process::exit(child(&role));
+    }
+    let args = Arguments::from_args();
+    let tests = vec![
+        Trial::test("reliable_mode_delivers_a_million_messages_once_in_order_across_processes", reliable_million),
+        Trial::test("lossy_mode_paused_reader_reports_the_gap_and_resumes", lossy_paused_reader),
+        Trial::test("no_torn_message_across_processes_under_a_hammering_writer", no_torn_across_processes),
+        Trial::test("dead_publisher_is_detected_and_its_ring_reclaimed", dead_publisher_reclaimed),
+        Trial::test("dead_consumer_is_reported_to_the_publisher_and_its_line_taken_over", dead_consumer_taken_over),
+    ];
+    libtest_mimic::run(&args, tests).exit();
+}
+
+/// The content every message at `pos` carries, so any torn or misplaced byte is visible.
+fn fill(pos: u64, buf: &mut [u8]) {
+    for (k, c) in buf.chunks_exact_mut(8).enumerate() {
+        c.copy_from_slice(&(pos.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64).to_le_bytes());
+    }
+}
+
+fn intact(pos: u64, buf: &[u8]) -> bool {
+    buf.chunks_exact(8)
+        .enumerate()
+        .all(|(k, c)| u64::from_le_bytes(c.try_into().unwrap()) == pos.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64)
+}
+
+/// Unique folders for one test (removed on drop); children get them through the environment.
+struct Dirs(ShmOptions);
+
+impl Dirs {
+    fn new() -> Dirs {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let tag = format!("tickbus-mp-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        Dirs(ShmOptions {
+            hugepage_dir: format!("/dev/hugepages/{tag}").into(),
+            fallback_dir: format!("/dev/shm/{tag}").into(),
+            hugepages: HugepagePolicy::Preferred,
+        })
+    }
+}
+
+impl Drop for Dirs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0.hugepage_dir);
+        let _ = std::fs::remove_dir_all(&self.0.fallback_dir);
+    }
+}
+
+fn child_opts() -> ShmOptions {
+    let var = |k| std::env::var(k).expect("child role needs its dirs");
+    ShmOptions {
+        hugepage_dir: var("TICKBUS_HUGEPAGE_DIR").into(),
+        fallback_dir: var("TICKBUS_SHM_DIR").into(),
+        hugepages: HugepagePolicy::Preferred,
+    }
+}
+
+/// A child process in `role` with piped stdin/stdout.
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    lines: std::io::Lines<BufReader<ChildStdout>>,
+}
+
+impl Peer {
+    fn spawn(role: &str, dirs: &Dirs, count: u64) -> Peer {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .env("TICKBUS_TEST_ROLE", role)
+            .env("TICKBUS_TEST_COUNT", count.to_string())
+            .env("TICKBUS_HUGEPAGE_DIR", &dirs.0.hugepage_dir)
+            .env("TICKBUS_SHM_DIR", &dirs.0.fallback_dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn child role");
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Peer { child, stdin, lines }
+    }
+
+    fn expect_line(&mut self, prefix: &str) -> Result<String, Failed> {
+        match self.lines.next() {
+            Some(Ok(l)) if l.starts_with(prefix) => Ok(l),
+            other => Err(format!("child said {other:?}, expected a line starting {prefix:?}").into()),
+        }
+    }
+
+    fn say(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+    }
+
+    fn finish(mut self) -> Result<(), Failed> {
+        let st = self.child.wait().unwrap();
+        if st.success() {
+            Ok(())
+        } else {
+            Err(format!("child exited with {st}").into())
+        }
+    }
+}
+
+fn reliable_million() -> Result<(), Failed> {
+    let dirs = Dirs::new();
+    let n = 1_000_000u64;
+    let mut p = shm::open_publisher("orders", &RingConfig::for_payload(Mode::Reliable, 1, PAYLOAD, 1024), &dirs.0)?;
+    let mut peer = Peer::spawn("consume", &dirs, n);
+    let mut buf = [0u8; PAYLOAD];
+    let mut fulls = 0u64;
+    for pos in 0..n {
+        fill(pos, &mut buf);
+        loop {
+            match p.publish(&buf) {
+                Ok(got) => {
+                    assert_eq!(got, pos);
+                    break;
+                }
+                Err(ClaimError::Full { .. }) => {
+                    fulls += 1;
+                    if fulls.is_multiple_of(1 << 20) {
+                        if let Some(st) = peer.child.try_wait()? {
+                            return Err(format!("consumer died ({st}) at position {pos}").into());
+                        }
+                    }
+                    std::hint::spin_loop();
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    let line = peer.expect_line("ok ")?;
+    assert_eq!(line, format!("ok {n}"));
+    assert!(fulls > 0, "a 1024-slot ring never filled in a million messages: back-pressure was not exercised");
+    peer.finish()
+}
+
+fn lossy_paused_reader() -> Result<(), Failed> {
+    let dirs = Dirs::new();
+    let mut p = shm::open_publisher("md", &RingConfig::for_payload(Mode::Lossy, 2, PAYLOAD, 256), &dirs.0)?;
+    let mut peer = Peer::spawn("pause", &dirs, 100);
+    peer.expect_line("attached")?;
+    let mut buf = [0u8; PAYLOAD];
+    let mut publish = |range: std::ops::Range<u64>| {
+        for pos in range {
+            fill(pos, &mut buf);
+            assert_eq!(p.publish(&buf).unwrap(), pos); // lossy: never Full
+        }
+    };
+    publish(0..100);
+    peer.expect_line("paused")?;
+    publish(100..10_100);
+    peer.say("go");
+    assert_eq!(peer.expect_line("gap")?, "gap 100 10100");
+    publish(10_100..10_200);
+    assert_eq!(peer.expect_line("done")?, "done 100");
+    peer.finish()
+}
+
+fn no_torn_across_processes() -> Result<(), Failed> {
+    let dirs = Dirs::new();
+    let n = 400_000u64;
+    let mut p = shm::open_publisher("hammer", &RingConfig::for_payload(Mode::Lossy, 3, 1024, 4), &dirs.0)?;
+    let mut peer = Peer::spawn("verify", &dirs, n);
+    peer.expect_line("attached")?;
+    let mut buf = [0u8; 1024];
+    for pos in 0..n {
+        fill(pos, &mut buf);
+        p.publish(&buf)?;
+    }
+    let line = peer.expect_line("delivered")?;
+    let nums: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    let (delivered, gaps) = (nums[0], nums[1]);
+    assert!(delivered > 0, "{line}");
+    assert!(gaps > 0, "the writer never lapped the reader, so overwrites were not exercised: {line}");
+    peer.finish()
+}
+
+fn dead_publisher_reclaimed() -> Result<(), Failed> {
+    let dirs = Dirs::new();
+    let mut peer = Peer::spawn("crash-publisher", &dirs, 10);
+    peer.expect_line("published")?;
+    let pid = u64::from(peer.child.id());
+    let status = peer.child.wait()?;
+    assert!(status.success());
+    let mut s = shm::open_observer("md", StartAt::Oldest, &dirs.0)?;
+    assert_eq!(s.publisher_state(), PublisherState::Dead { pid, epoch: 1 });
+    let mut got = 0;
+    while let Some(Recv::Message(_)) = s.try_recv() {
+        got += 1;
+    }
+    assert_eq!(got, 10, "messages of the dead publisher are still readable");
+    let mut p = shm::open_publisher("md", &RingConfig::for_payload(Mode::Lossy, 2, PAYLOAD, 256), &dirs.0)?;
+    assert_eq!((p.reclaimed_from(), p.position()), (Some(pid), 10));
+    assert!(matches!(s.publisher_state(), PublisherState::Live { epoch: 2, .. }));
+    p.publish(&[1; 8])?;
+    assert!(matches!(s.try_recv(), Some(Recv::Message(m)) if m.position == 10));
+    Ok(())
+}
+
+fn dead_consumer_taken_over() -> Result<(), Failed> {
+    let dirs = Dirs::new();
+    let mut p = shm::open_publisher("orders", &RingConfig::for_payload(Mode::Reliable, 1, PAYLOAD, 8), &dirs.0)?;
+    let mut buf = [0u8; PAYLOAD];
+    for pos in 0..8 {
+        fill(pos, &mut buf);
+        p.publish(&buf)?;
+    }
+    let mut peer = Peer::spawn("crash-consumer", &dirs, 3);
+    peer.expect_line("consumed")?;
+    let pid = u64::from(peer.child.id());
+    peer.child.wait()?;
+    // The publisher may run ahead until the dead consumer's released position plus a ring.
+    let mut pos = 8;
+    let consumer_position = loop {
+        fill(pos, &mut buf);
+        match p.publish(&buf) {
+            Ok(_) if pos < 64 => pos += 1,
+            Err(ClaimError::Full { consumer: 0, consumer_position, position }) => {
+                assert_eq!(position, consumer_position + 8);
+                break consumer_position;
+            }
+            other => return Err(format!("publisher should be held back by the dead consumer: {other:?}").into()),
+        }
+    };
+    let st = p.consumer_status();
+    assert_eq!((st[0].pid, st[0].alive, st[0].position), (pid, false, consumer_position));
+    // It consumed 3 and hands credits back in batches of 2 (ring/4): one batch was released,
+    // so position 2 is redelivered to the next consumer (at-least-once across a crash).
+    assert_eq!(consumer_position, 2);
+    let mut c = shm::open_consumer("orders", &dirs.0)?;
+    let Some(Recv::Message(m)) = c.try_recv() else { return Err("nothing to resume".into()) };
+    assert_eq!(m.position, consumer_position);
+    assert!(intact(m.position, m.payload));
+    Ok(())
+}
+
+/// Child roles. Exit code 0 = pass; anything else fails the parent's test.
+fn child(role: &str) -> i32 {
+    let opts = child_opts();
+    let n: u64 = std::env::var("TICKBUS_TEST_COUNT").unwrap().parse().unwrap();
+    let mut stdin = std::io::stdin().lines();
+    match role {
+        "consume" => {
+            let mut c = shm::open_consumer("orders", &opts).expect("consumer");
+            let mut next = 0;
+            while next < n {
+                match c.try_recv() {
+                    Some(Recv::Message(m)) if m.position == next && intact(next, m.payload) => next += 1,
+                    Some(other) => {
+                        eprintln!("consumer expected {next}, got {other:?}");
+                        return 3;
+                    }
+                    None => std::hint::spin_loop(),
+                }
+            }
+            println!("ok {next}");
+            0
+        }
+        "pause" => {
+            let mut s = shm::open_observer("md", StartAt::Latest, &opts).expect("observer");
+            println!("attached");
+            let mut next = 0;
+            while next < n {
+                match s.try_recv() {
+                    Some(Recv::Message(m)) if m.position == next && intact(next, m.payload) => next += 1,
+                    Some(other) => {
+                        eprintln!("expected {next}, got {other:?}");
+                        return 3;
+                    }
+                    None => std::hint::spin_loop(),
+                }
+            }
+            println!("paused");
+            let _ = stdin.next(); // publisher laps us meanwhile
+            let gap = loop {
+                match s.try_recv() {
+                    Some(Recv::Gap(g)) => break g,
+                    Some(other) => {
+                        eprintln!("expected a gap, got {other:?}");
+                        return 4;
+                    }
+                    None => std::hint::spin_loop(),
+                }
+            };
+            println!("gap {} {}", gap.expected, gap.resumed_at);
+            let (mut next, mut done) = (gap.resumed_at, 0);
+            while done < 100 {
+                match s.try_recv() {
+                    Some(Recv::Message(m)) if m.position == next && intact(next, m.payload) => {
+                        next += 1;
+                        done += 1;
+                    }
+                    Some(other) => {
+                        eprintln!("after the gap expected {next}, got {other:?}");
+                        return 5;
+                    }
+                    None => std::hint::spin_loop(),
+                }
+            }
+            println!("done {done}");
+            0
+        }
+        "verify" => {
+            let mut s = shm::open_observer("hammer", StartAt::Latest, &opts).expect("observer");
+            println!("attached");
+            let (mut delivered, mut gaps) = (0u64, 0u64);
+            while s.position() < n {
+                match s.try_recv() {
+                    Some(Recv::Message(m)) => {
+                        if !intact(m.position, m.payload) {
+                            eprintln!("torn message at {}", m.position);
+                            return 2;
+                        }
+                        delivered += 1;
+                    }
+                    Some(Recv::Gap(_)) => gaps += 1,
+                    None => std::hint::spin_loop(),
+                }
+            }
+            println!("delivered {delivered} gaps {gaps}");
+            0
+        }
+        "crash-publisher" => {
+            let mut p = shm::open_publisher("md", &RingConfig::for_payload(Mode::Lossy, 2, PAYLOAD, 256), &opts)
+                .expect("publisher");
+            let mut buf = [0u8; PAYLOAD];
+            for pos in 0..n {
+                fill(pos, &mut buf);
+                p.publish(&buf).unwrap();
+            }
+            println!("published");
+            std::process::exit(0) // no destructors run: the ring is left as a crash leaves it
+        }
+        "crash-consumer" => {
+            let mut c = shm::open_consumer("orders", &opts).expect("consumer");
+            for _ in 0..n {
+                assert!(matches!(c.try_recv(), Some(Recv::Message(_))));
+            }
+            println!("consumed");
+            std::process::exit(0)
+        }
+        other => {
+            eprintln!("unknown role {other}");
+            1
+        }
+    }
+}

@@ -138,6 +138,15 @@ impl<M: RingMemory> RingWriter<M> {
             .unwrap_or((0, self.position))
     }
 
+    /// Every declared consumer line as (index, position, owner token; 0 = none attached).
+    pub fn consumer_lines(&self) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
+        (0..self.cfg.max_consumers).map(|i| {
+            let line = Geometry::consumer(i);
+            let pos = self.words.word(line + C_POSITION).load(Ordering::Acquire);
+            (i, pos, self.words.word(line + super::layout::C_OWNER).load(Ordering::Acquire))
+        })
+    }
+
     /// Clears this publisher's token so readers can tell a clean close from a crash.
     pub fn close(&mut self) {
         self.words.word(W_PRODUCER_TOKEN).store(0, Ordering::Release);

@@ -21,7 +21,7 @@ pub(crate) mod tests;
 pub use error::ShmError;
 pub use mapping::{Backing, ShmMemory};
 pub use options::{HugepagePolicy, ShmOptions};
-pub use publisher::{open_publisher, ShmPublisher};
+pub use publisher::{open_publisher, ConsumerStatus, ShmPublisher};
 pub use subscriber::{open_consumer, open_observer, PublisherState, ShmSubscriber};
 
 /// Deletes the ring `name` wherever it lives. Mapped processes keep their mapping until they

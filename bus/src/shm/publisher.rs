@@ -10,6 +10,17 @@ use crate::pubsub::Publisher;
 use crate::ring::{RingConfig, RingWriter};
 use crate::sys;
 
+/// One consumer line of a reliable ring as the publisher sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumerStatus {
+    pub index: usize,
+    /// Everything below this position has been consumed.
+    pub position: u64,
+    /// The owner's pid; 0 if no consumer is attached.
+    pub pid: u64,
+    pub alive: bool,
+}
+
 /// A publisher on a shm ring. Derefs to [`Publisher`] for sending.
 pub struct ShmPublisher {
     inner: Publisher<ShmMemory>,
@@ -27,6 +38,22 @@ impl ShmPublisher {
     /// Hugepages or the fallback (and why).
     pub fn backing(&self) -> &Backing {
         &self.backing
+    }
+
+    /// Every consumer line of a reliable ring, with whether its owner is alive. Syscalls: call it
+    /// after `Full`, not per message. A line with no owner, or a dead one, is where the
+    /// publisher is waiting for a consumer to (re)attach.
+    pub fn consumer_status(&self) -> Vec<ConsumerStatus> {
+        self.inner
+            .writer()
+            .consumer_lines()
+            .map(|(index, position, pid)| ConsumerStatus {
+                index,
+                position,
+                pid,
+                alive: pid != 0 && sys::process::alive(pid),
+            })
+            .collect()
     }
 
     /// The pid of a previous publisher that died without closing, if this one took over its ring.
