@@ -6,7 +6,9 @@
 //! detectors fire.
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::{Arc, Barrier};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, OnceLock};
+use std::time::{Duration, Instant};
 
 use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
 use tickbus::codecs::md::Quote;
@@ -87,27 +89,54 @@ fn trap_syscalls_on_this_thread() {
     seccompiler::apply_filter(&prog).unwrap();
 }
 
-/// Runs `f` with syscalls trapped and allocations counted on this thread.
-fn measured<R>(f: impl FnOnce() -> R) -> (R, Counts) {
-    trap_syscalls_on_this_thread();
-    let (a0, t0) = (ALLOCS.with(Cell::get), TRAPS.with(Cell::get));
-    let r = f();
-    let counts = Counts { syscalls: TRAPS.with(Cell::get) - t0, allocs: ALLOCS.with(Cell::get) - a0 };
-    (r, counts)
+/// Runs `setup` normally, then `f` with syscalls trapped and allocations counted, on a thread
+/// of its own. That thread never tears down under the filter (freeing its stack, TLS and
+/// handles needs syscalls that would be trapped): it hands its result over through a
+/// `OnceLock` (no syscall when uncontended) and ends with a raw `exit`. The caller waits with a
+/// deadline, so a hot path that blocks fails the test instead of hanging it.
+fn on_trapped_thread<S, R>(
+    setup: impl FnOnce() -> S + Send + 'static,
+    f: impl FnOnce(&mut S) -> R + Send + 'static,
+) -> (R, Counts)
+where
+    R: Clone + Send + Sync + 'static,
+{
+    let out: Arc<OnceLock<(R, Counts)>> = Arc::new(OnceLock::new());
+    let slot = out.clone();
+    let _detached = std::thread::spawn(move || {
+        let mut state = setup();
+        trap_syscalls_on_this_thread();
+        let (a0, t0) = (ALLOCS.with(Cell::get), TRAPS.with(Cell::get));
+        let r = f(&mut state);
+        let counts = Counts { syscalls: TRAPS.with(Cell::get) - t0, allocs: ALLOCS.with(Cell::get) - a0 };
+        let _ = slot.set((r, counts));
+        std::mem::forget(state); // dropping it (munmap, close) would be trapped
+                                 // SAFETY: SYS_exit ends only this thread; it holds no lock and nothing waits on its
+                                 // destructors (what it owns is deliberately leaked).
+        unsafe { libc::syscall(libc::SYS_exit, 0) };
+        unreachable!("SYS_exit returned");
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(v) = out.get() {
+            return v.clone();
+        }
+        assert!(Instant::now() < deadline, "measured thread did not finish within 120 s");
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 #[test]
 fn the_detectors_see_a_syscall_and_an_allocation() {
-    let (_, c) = std::thread::spawn(|| {
-        measured(|| {
+    let ((), c) = on_trapped_thread(
+        || (),
+        |_| {
             // SAFETY: getppid has no preconditions.
             let r = unsafe { libc::getppid() };
             assert_eq!(r, -libc::ENOSYS as libc::pid_t); // trapped, not executed
             std::hint::black_box(Box::new(5u64));
-        })
-    })
-    .join()
-    .unwrap();
+        },
+    );
     assert_eq!(c, Counts { syscalls: 1, allocs: 1 });
 }
 
@@ -133,37 +162,53 @@ fn steady_state(mode: Mode, tag: &str) -> (Counts, Counts, u64) {
     };
     let go = Arc::new(Barrier::new(2));
     let go2 = go.clone();
+    // Lossy: the publisher runs until the subscriber has measured `n` deliveries, so a reader
+    // that starts late is lapped but still measured. Reliable: exactly `n`.
+    let done = Arc::new(AtomicBool::new(false));
+    let done2 = done.clone();
     let publisher = std::thread::spawn(move || {
-        let mut q = Quote::new();
-        for _ in 0..1000 {
-            while p.send(&mut q).is_err() {} // warm-up, unmeasured
-        }
-        go2.wait();
-        measured(|| {
-            for i in 0..n {
-                q.bid_px = i as i64;
-                loop {
-                    match p.send(&mut q) {
-                        Ok(_) => break,
-                        Err(ClaimError::Full { .. }) => std::hint::spin_loop(),
-                        Err(e) => panic!("{e}"),
+        on_trapped_thread(
+            move || {
+                let mut q = Quote::new();
+                for _ in 0..1000 {
+                    while p.send(&mut q).is_err() {} // warm-up, unmeasured
+                }
+                go2.wait();
+                (p, q)
+            },
+            move |(p, q)| {
+                let max = if mode == Mode::Lossy { 1000 * n } else { n };
+                for i in 0..max {
+                    if done2.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    q.bid_px = i as i64;
+                    loop {
+                        match p.send(q) {
+                            Ok(_) => break,
+                            Err(ClaimError::Full { .. }) => std::hint::spin_loop(),
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                    for _ in 0..50 {
+                        std::hint::spin_loop(); // pace a little so a lossy reader mostly keeps up
                     }
                 }
-                for _ in 0..50 {
-                    std::hint::spin_loop(); // pace a little so a lossy reader mostly keeps up
-                }
-            }
-        })
+            },
+        )
         .1
     });
-    let subscriber = std::thread::spawn(move || {
-        while s.position() < 1000 {
-            let _ = s.try_recv(); // warm-up, unmeasured (a lossy reader may be lapped here)
-        }
-        go.wait();
-        let (delivered, c) = measured(|| {
+    let (delivered, sc) = on_trapped_thread(
+        move || {
+            while s.position() < 1000 {
+                let _ = s.try_recv(); // warm-up, unmeasured (a lossy reader may be lapped here)
+            }
+            go.wait();
+            s
+        },
+        move |s| {
             let (mut delivered, mut budget) = (0u64, 4_000_000_000u64);
-            while s.position() < 1000 + n && budget > 0 {
+            while delivered < n && budget > 0 {
                 budget -= 1;
                 s.poll(16, |r| {
                     if let Recv::Message(m) = r {
@@ -173,12 +218,11 @@ fn steady_state(mode: Mode, tag: &str) -> (Counts, Counts, u64) {
                     }
                 });
             }
+            done.store(true, Ordering::Relaxed);
             delivered
-        });
-        (c, delivered)
-    });
+        },
+    );
     let pc = publisher.join().unwrap();
-    let (sc, delivered) = subscriber.join().unwrap();
     let _ = std::fs::remove_dir_all(&o.hugepage_dir);
     let _ = std::fs::remove_dir_all(&o.fallback_dir);
     (pc, sc, delivered)
@@ -189,7 +233,7 @@ fn lossy_publish_and_poll_make_no_syscall_and_no_allocation() {
     let (p, s, delivered) = steady_state(Mode::Lossy, "lossy");
     assert_eq!(p, Counts { syscalls: 0, allocs: 0 }, "publisher");
     assert_eq!(s, Counts { syscalls: 0, allocs: 0 }, "subscriber");
-    assert!(delivered > 0);
+    assert_eq!(delivered, 100_000, "the subscriber measured its full count");
 }
 
 #[test]
