@@ -15,3 +15,8 @@ pub mod time;
 pub use pubsub::{MsgClaim, Publisher, Subscriber};
 pub use ring::{Delivery, Gap, Mode, Recv, RingConfig, StartAt};
 pub use tickbus_codecs as codecs;
+
+/// The README's code blocks, compiled and run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

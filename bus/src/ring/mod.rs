@@ -24,5 +24,5 @@ mod tests;
 pub use error::{AttachError, ClaimError, LayoutError, SendError};
 pub use layout::{Mode, RingConfig, HEADER_BYTES, MAX_CONSUMERS, SLOT_OVERHEAD};
 pub use memory::{HeapMemory, RingMemory};
-pub use reader::{Delivery, Gap, Recv, RingReader, StartAt};
+pub use reader::{ConsumerLine, Delivery, Gap, Recv, RingReader, RingStatus, StartAt};
 pub use writer::{Claim, RingWriter};

@@ -54,6 +54,30 @@ impl Gap {
     }
 }
 
+/// What a ring header says right now (for operators and tools; allocates).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RingStatus {
+    pub config: RingConfig,
+    /// Messages published so far (the next position).
+    pub producer_position: u64,
+    /// The publisher's token (pid); 0 once it closed cleanly.
+    pub producer_token: u64,
+    /// Publishers that have attached so far.
+    pub epoch: u64,
+    pub consumers: Vec<ConsumerLine>,
+}
+
+/// One consumer line of a reliable ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumerLine {
+    pub index: usize,
+    pub position: u64,
+    /// Owner token (pid); 0 if none attached.
+    pub owner: u64,
+    /// How many consumers have attached to this line.
+    pub attaches: u64,
+}
+
 /// A subscriber of a ring: an observer (any number, never slows the publisher) or a reliable
 /// consumer (holds a consumer line; the publisher waits for it).
 pub struct RingReader<M: RingMemory> {
@@ -149,6 +173,24 @@ impl<M: RingMemory> RingReader<M> {
             self.words.word(W_PRODUCER_TOKEN).load(Ordering::Acquire),
             self.words.word(W_PRODUCER_EPOCH).load(Ordering::Acquire),
         )
+    }
+
+    /// A snapshot of the ring header: publisher position and every consumer line.
+    pub fn status(&self) -> RingStatus {
+        let (producer_token, epoch) = self.publisher();
+        RingStatus {
+            config: self.cfg,
+            producer_position: self.words.word(W_PRODUCER_POSITION).load(Ordering::Acquire),
+            producer_token,
+            epoch,
+            consumers: (0..self.cfg.max_consumers)
+                .map(|i| {
+                    let line = Geometry::consumer(i);
+                    let w = |k| self.words.word(line + k).load(Ordering::Acquire);
+                    ConsumerLine { index: i, position: w(C_POSITION), owner: w(C_OWNER), attaches: w(C_ATTACHES) }
+                })
+                .collect(),
+        }
     }
 
     /// The next message or gap, or `None` if nothing new is published.

@@ -218,6 +218,20 @@ fn attach_refuses_uninitialised_small_and_foreign_memory() {
 }
 
 #[test]
+fn status_reports_positions_tokens_and_consumer_lines() {
+    let (mem, mut w) = ring(Mode::Reliable, 8);
+    let mut c = RingReader::consumer(mem.clone(), 42, |_| true).unwrap();
+    for p in 0..3 {
+        w.publish(&msg(p)).unwrap();
+    }
+    while c.try_recv().is_some() {}
+    let st = RingReader::observer(mem, StartAt::Latest).unwrap().status();
+    assert_eq!((st.producer_position, st.producer_token, st.epoch), (3, 100, 1));
+    assert_eq!(st.consumers, vec![ConsumerLine { index: 0, position: 3, owner: 42, attaches: 1 }]);
+    assert_eq!(st.config, *w.config());
+}
+
+#[test]
 fn consumer_on_a_lossy_ring_is_refused() {
     let (mem, _w) = ring(Mode::Lossy, 4);
     assert!(matches!(RingReader::consumer(mem, 1, |_| true), Err(AttachError::Layout(LayoutError::BadConfig { .. }))));
