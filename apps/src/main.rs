@@ -24,13 +24,9 @@ enum Cmd {
 #[derive(Subcommand)]
 enum RingCmd {
     /// Print a ring's layout, publisher state and consumer positions.
-    Inspect {
-        name: String,
-    },
+    Inspect { name: String },
     /// Delete a ring file (processes that mapped it keep their mapping).
-    Rm {
-        name: String,
-    },
+    Rm { name: String },
 }
 
 fn main() -> ExitCode {
@@ -39,8 +35,15 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Ring(RingCmd::Inspect { name }) => inspect(&name, &opts),
         Cmd::Ring(RingCmd::Rm { name }) => match shm::remove(&name, &opts) {
-            Ok(true) => Ok(println!("removed ring {name}")),
-            Ok(false) => Err(format!("no ring named {name} in {} or {}", opts.hugepage_dir.display(), opts.fallback_dir.display())),
+            Ok(true) => {
+                println!("removed ring {name}");
+                Ok(())
+            }
+            Ok(false) => Err(format!(
+                "no ring named {name} in {} or {}",
+                opts.hugepage_dir.display(),
+                opts.fallback_dir.display()
+            )),
             Err(e) => Err(e.to_string()),
         },
     };
@@ -58,11 +61,21 @@ fn inspect(name: &str, opts: &ShmOptions) -> Result<(), String> {
     let st = s.reader().status();
     let c = &st.config;
     println!("ring      {} ({:?})", s.path().display(), s.backing());
-    println!("layout    {:?}, stream {}, {} slots x {} B (payload <= {} B), {:.3} TSC ticks/ns", c.mode, c.stream_id, c.slot_count, c.slot_size, c.max_payload(), c.ticks_per_ns);
+    println!(
+        "layout    {:?}, stream {}, {} slots x {} B (payload <= {} B), {:.3} TSC ticks/ns",
+        c.mode,
+        c.stream_id,
+        c.slot_count,
+        c.slot_size,
+        c.max_payload(),
+        c.ticks_per_ns
+    );
     let state = match s.publisher_state() {
         PublisherState::Live { pid, .. } => format!("live (pid {pid})"),
         PublisherState::Closed { .. } => "closed cleanly".to_owned(),
-        PublisherState::Dead { pid, .. } => format!("DEAD (pid {pid} exited without closing; a new publisher will reclaim the ring)"),
+        PublisherState::Dead { pid, .. } => {
+            format!("DEAD (pid {pid} exited without closing; a new publisher will reclaim the ring)")
+        }
     };
     println!("publisher {state}, epoch {}, {} messages published", st.epoch, st.producer_position);
     for l in &st.consumers {
@@ -71,7 +84,13 @@ fn inspect(name: &str, opts: &ShmOptions) -> Result<(), String> {
             pid if tickbus::sys::process::alive(pid) => format!("pid {pid}"),
             pid => format!("pid {pid} (DEAD: the next consumer takes this line over)"),
         };
-        println!("consumer  {}: position {} ({} behind), {owner}, {} attaches", l.index, l.position, st.producer_position.saturating_sub(l.position), l.attaches);
+        println!(
+            "consumer  {}: position {} ({} behind), {owner}, {} attaches",
+            l.index,
+            l.position,
+            st.producer_position.saturating_sub(l.position),
+            l.attaches
+        );
     }
     Ok(())
 }

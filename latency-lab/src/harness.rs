@@ -39,7 +39,11 @@ pub trait Responder: Send {
 }
 
 /// Runs `init` on core A and `resp` on core B for warm-up plus measured round trips.
-pub fn ping_pong(spec: &RunSpec, mut init: impl Initiator + 'static, mut resp: impl Responder + 'static) -> Result<Histogram<u64>, Box<dyn Error>> {
+pub fn ping_pong(
+    spec: &RunSpec,
+    mut init: impl Initiator + 'static,
+    mut resp: impl Responder + 'static,
+) -> Result<Histogram<u64>, Box<dyn Error>> {
     let total = spec.warmup + spec.iterations;
     let ready = Arc::new(Barrier::new(2));
     let ready_b = ready.clone();
@@ -53,23 +57,24 @@ pub fn ping_pong(spec: &RunSpec, mut init: impl Initiator + 'static, mut resp: i
         Ok(())
     })?;
     let (core_a, spec) = (spec.cores.0, *spec);
-    let initiator = std::thread::Builder::new().name("ping".into()).spawn(move || -> std::io::Result<Histogram<u64>> {
-        tickbus::agent::pin_current_thread(core_a)?;
-        let tsc = tickbus::time::Tsc::new();
-        let scale = tickbus::time::TscScale { ticks_per_ns: spec.ticks_per_ns };
-        let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
-        ready.wait();
-        for i in 0..spec.warmup {
-            init.ping(i);
-        }
-        for i in spec.warmup..total {
-            let t0 = tsc.now();
-            init.ping(i);
-            let t1 = tsc.now();
-            h.saturating_record(scale.delta_ns(t0, t1).max(1));
-        }
-        Ok(h)
-    })?;
+    let initiator =
+        std::thread::Builder::new().name("ping".into()).spawn(move || -> std::io::Result<Histogram<u64>> {
+            tickbus::agent::pin_current_thread(core_a)?;
+            let tsc = tickbus::time::Tsc::new();
+            let scale = tickbus::time::TscScale { ticks_per_ns: spec.ticks_per_ns };
+            let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+            ready.wait();
+            for i in 0..spec.warmup {
+                init.ping(i);
+            }
+            for i in spec.warmup..total {
+                let t0 = tsc.now();
+                init.ping(i);
+                let t1 = tsc.now();
+                h.saturating_record(scale.delta_ns(t0, t1).max(1));
+            }
+            Ok(h)
+        })?;
     let h = initiator.join().map_err(|_| "initiator panicked")??;
     responder.join().map_err(|_| "responder panicked")??;
     Ok(h)

@@ -8,7 +8,8 @@ use hdrhistogram::Histogram;
 use crate::harness::{Outcome, RunSpec};
 
 /// Percentiles every report shows.
-pub const PERCENTILES: [(f64, &str); 5] = [(50.0, "p50"), (90.0, "p90"), (99.0, "p99"), (99.9, "p99.9"), (99.99, "p99.99")];
+pub const PERCENTILES: [(f64, &str); 5] =
+    [(50.0, "p50"), (90.0, "p90"), (99.0, "p99"), (99.9, "p99.9"), (99.99, "p99.99")];
 
 pub struct Report {
     spec: RunSpec,
@@ -29,7 +30,11 @@ impl Report {
 
     pub fn table(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "RTT, {} B payload, {} round trips, cores {}/{}; ns (x floor)", self.spec.size, self.spec.iterations, self.spec.cores.0, self.spec.cores.1);
+        let _ = writeln!(
+            s,
+            "RTT, {} B payload, {} round trips, cores {}/{}; ns (x floor)",
+            self.spec.size, self.spec.iterations, self.spec.cores.0, self.spec.cores.1
+        );
         let _ = write!(s, "{:<30}", "transport");
         for (_, name) in PERCENTILES {
             let _ = write!(s, "{name:>16}");
@@ -65,7 +70,13 @@ impl Report {
                 .map(|(n, (v, f))| format!("\"{n}\": {v}, \"{n}_x_floor\": {:.3}", *v as f64 / (*f).max(1) as f64))
                 .collect();
             let comma = if k + 1 < self.outcomes.len() { "," } else { "" };
-            let _ = writeln!(s, "    {{\"name\": {:?}, \"note\": {:?}, \"unit\": \"ns\", {}}}{comma}", o.name, o.note, fields.join(", "));
+            let _ = writeln!(
+                s,
+                "    {{\"name\": {:?}, \"note\": {:?}, \"unit\": \"ns\", {}}}{comma}",
+                o.name,
+                o.note,
+                fields.join(", ")
+            );
         }
         s.push_str("  ]\n}\n");
         s
@@ -77,7 +88,14 @@ impl Report {
         for v in h.iter_quantiles(1) {
             let q = v.quantile_iterated_to();
             let inv = if q < 1.0 { format!("{:.2}", 1.0 / (1.0 - q)) } else { "inf".into() };
-            let _ = writeln!(s, "{:>12.3} {:>14.12} {:>10} {:>14}", v.value_iterated_to() as f64, q, v.count_since_last_iteration(), inv);
+            let _ = writeln!(
+                s,
+                "{:>12.3} {:>14.12} {:>10} {:>14}",
+                v.value_iterated_to() as f64,
+                q,
+                v.count_since_last_iteration(),
+                inv
+            );
         }
         let _ = writeln!(s, "#[Mean    = {:>12.3}, StdDeviation   = {:>12.3}]", h.mean(), h.stdev());
         let _ = writeln!(s, "#[Max     = {:>12.3}, Total count    = {:>12}]", h.max() as f64, h.len());
