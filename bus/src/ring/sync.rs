@@ -7,7 +7,7 @@ pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
 pub(crate) use core::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// A scheduling point for loom's spin loops (tests only: builds spin with `core::hint`).
-#[cfg(loom)]
+#[cfg(all(loom, test))]
 pub(crate) fn spin_hint() {
     loom::thread::yield_now();
 }
