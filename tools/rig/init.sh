@@ -1,0 +1,38 @@
+#!/bin/busybox sh
+# The rig guest's init: load modules, mount the host's root read-only (9p) plus the per-run
+# folder, set up rxe (guest-net.sh), run the command in a chroot, report its exit code, power off.
+B=/bin/busybox
+$B mount -t proc proc /proc
+$B mount -t sysfs sys /sys
+$B mount -t devtmpfs dev /dev
+for w in $($B cat /proc/cmdline); do
+  case "$w" in
+    rig.run=*) RUN=${w#rig.run=} ;;
+    rig.guest=*) G=${w#rig.guest=} ;;
+  esac
+done
+off() { $B sync; $B poweroff -f; }
+fail() {
+  echo "rig: guest $G: $*"
+  if [ -d "/host$RUN" ]; then echo 98 > "/host$RUN/exit$G"; $B dmesg | $B tail -40 > "/host$RUN/dmesg$G"; fi
+  off
+}
+for m in $($B cat /modules/order); do $B insmod "/modules/$m.ko" || fail "insmod $m failed"; done
+$B mount -t 9p -o trans=virtio,version=9p2000.L,cache=loose,ro hostroot /host || fail "9p mount of the host root failed"
+$B mount -t proc proc /host/proc
+$B mount -t sysfs sys /host/sys
+$B mount -t devtmpfs dev /host/dev
+$B mount -t tmpfs tmp /host/tmp
+$B mount -t tmpfs run /host/run
+$B mkdir -p /host/dev/shm /host/dev/pts
+$B mount -t tmpfs shm /host/dev/shm
+$B mount -t devpts pts /host/dev/pts
+$B mkdir -p "/host$RUN"
+$B mount -t 9p -o trans=virtio,version=9p2000.L rigrun "/host$RUN" || fail "9p mount of the run folder failed"
+export RIG_GUEST=$G RIG_GUEST_ADDR=169.254.78.$((G + 1)) RIG_PEER_ADDR=169.254.78.$((2 - G))
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+$B chroot /host /bin/bash "$RUN/cmd.sh"
+rc=$?
+[ "$rc" = 0 ] || $B dmesg | $B tail -40 > "/host$RUN/dmesg$G"
+echo "$rc" > "/host$RUN/exit$G"
+off
