@@ -9,6 +9,7 @@ for w in $($B cat /proc/cmdline); do
   case "$w" in
     rig.run=*) RUN=${w#rig.run=} ;;
     rig.guest=*) G=${w#rig.guest=} ;;
+    rig.share=*) SHARE=${w#rig.share=} ;;
   esac
 done
 off() { $B sync; $B poweroff -f; }
@@ -29,6 +30,10 @@ $B mount -t tmpfs shm /host/dev/shm
 $B mount -t devpts pts /host/dev/pts
 $B mkdir -p "/host$RUN"
 $B mount -t 9p -o trans=virtio,version=9p2000.L rigrun "/host$RUN" || fail "9p mount of the run folder failed"
+if [ -n "${SHARE:-}" ]; then
+  $B mkdir -p "/host$SHARE" 2>/dev/null
+  $B mount -t 9p -o trans=virtio,version=9p2000.L rigshare "/host$SHARE" || fail "9p mount of $SHARE failed"
+fi
 export RIG_GUEST=$G RIG_GUEST_ADDR=169.254.78.$((G + 1)) RIG_PEER_ADDR=169.254.78.$((2 - G))
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 $B chroot /host /bin/bash "$RUN/cmd.sh"

@@ -5,3 +5,5 @@
 pub mod cpu;
 pub mod fs;
 pub mod process;
+#[cfg(feature = "rdma")]
+pub mod verbs;

@@ -1,0 +1,119 @@
+//! Buffers the NIC reads and writes: anonymous hugepage memory, registered with a PD.
+use std::sync::Arc;
+
+use memmap2::{MmapMut, MmapOptions};
+use rdma_sys as ffi;
+
+use super::device::Context;
+use super::error::VerbsError;
+
+/// Page-aligned anonymous memory, on 2 MiB hugepages when asked (MAP_HUGETLB).
+pub struct HugeBuf {
+    map: MmapMut,
+    huge: bool,
+}
+
+impl HugeBuf {
+    /// `bytes` rounded up to whole 2 MiB hugepages; an error (with the remedy) if none are free.
+    pub fn hugepages(bytes: usize) -> Result<HugeBuf, VerbsError> {
+        let len = bytes.div_ceil(2 << 20) * (2 << 20);
+        let map = MmapOptions::new()
+            .len(len)
+            .huge(Some(21))
+            .populate()
+            .map_anon()
+            .map_err(|source| VerbsError::NoHugepages { bytes: len, source })?;
+        Ok(HugeBuf { map, huge: true })
+    }
+
+    /// `bytes` of ordinary 4 KiB pages (tests, machines without hugepages).
+    pub fn pages(bytes: usize) -> Result<HugeBuf, VerbsError> {
+        let map = MmapOptions::new()
+            .len(bytes.max(1))
+            .populate()
+            .map_anon()
+            .map_err(|source| VerbsError::Call { call: "mmap", source })?;
+        Ok(HugeBuf { map, huge: false })
+    }
+
+    pub fn is_huge(&self) -> bool {
+        self.huge
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+/// A registered buffer. Owns the buffer, so the memory outlives the registration.
+pub struct MemoryRegion {
+    mr: *mut ffi::ibv_mr,
+    buf: HugeBuf,
+    _ctx: Arc<Context>,
+}
+
+// SAFETY: an ibv_mr is immutable after registration; the buffer is owned here.
+unsafe impl Send for MemoryRegion {}
+// SAFETY: as above; shared access to the bytes goes through raw pointers and volatile/atomic ops.
+unsafe impl Sync for MemoryRegion {}
+
+impl MemoryRegion {
+    /// Registers `buf` with `access` (ibv_access_flags bits). Grant the least the peer needs:
+    /// a ring a remote publisher writes into needs LOCAL_WRITE | REMOTE_WRITE, nothing more.
+    pub fn register(ctx: &Arc<Context>, buf: HugeBuf, access: u32) -> Result<MemoryRegion, VerbsError> {
+        // SAFETY: the PD is live (ctx), and buf's mapping is valid for buf.len() bytes and owned by
+        // the MemoryRegion we return, so it outlives the registration.
+        let mr = unsafe { ffi::ibv_reg_mr(ctx.pd, buf.map.as_ptr() as *mut _, buf.len(), access as i32) };
+        if mr.is_null() {
+            return Err(VerbsError::last("ibv_reg_mr"));
+        }
+        Ok(MemoryRegion { mr, buf, _ctx: ctx.clone() })
+    }
+
+    pub fn addr(&self) -> u64 {
+        self.buf.map.as_ptr() as u64
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.buf.map.as_ptr() as *mut u8
+    }
+
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    pub fn lkey(&self) -> u32 {
+        // SAFETY: mr is a live registration.
+        unsafe { (*self.mr).lkey }
+    }
+
+    pub fn rkey(&self) -> u32 {
+        // SAFETY: mr is a live registration.
+        unsafe { (*self.mr).rkey }
+    }
+
+    pub fn buf(&self) -> &HugeBuf {
+        &self.buf
+    }
+
+    /// A scatter/gather entry for `len` bytes at `offset`. Panics if it would leave the buffer.
+    pub fn sge(&self, offset: usize, len: usize) -> ffi::ibv_sge {
+        assert!(offset + len <= self.len(), "sge [{offset}, +{len}) outside a {}-byte region", self.len());
+        ffi::ibv_sge { addr: self.addr() + offset as u64, length: len as u32, lkey: self.lkey() }
+    }
+}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        // SAFETY: mr is live and deregistered once, before the buffer (a later field) unmaps.
+        unsafe { ffi::ibv_dereg_mr(self.mr) };
+    }
+}

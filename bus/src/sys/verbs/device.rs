@@ -1,0 +1,188 @@
+//! Opening a device, its port, and choosing the GID RoCE v2 traffic uses.
+use std::ffi::CStr;
+use std::fmt;
+use std::sync::Arc;
+
+use rdma_sys as ffi;
+
+use super::error::VerbsError;
+
+/// Names of the RDMA devices present (empty without a provider or device).
+pub fn device_names() -> Vec<String> {
+    let mut n = 0;
+    // SAFETY: ibv_get_device_list writes the count to `n` and returns NULL or an array of `n`
+    // device pointers, which we free with ibv_free_device_list before returning.
+    unsafe {
+        let list = ffi::ibv_get_device_list(&mut n);
+        if list.is_null() {
+            return Vec::new();
+        }
+        let names = (0..n as usize)
+            .map(|i| CStr::from_ptr(ffi::ibv_get_device_name(*list.add(i))).to_string_lossy().into_owned())
+            .collect();
+        ffi::ibv_free_device_list(list);
+        names
+    }
+}
+
+/// A 16-byte GID (for RoCE v2 over IPv4: `::ffff:a.b.c.d`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Gid(pub [u8; 16]);
+
+impl Gid {
+    /// The IPv4-mapped GID of `ip`.
+    pub fn from_ipv4(ip: std::net::Ipv4Addr) -> Gid {
+        let mut g = [0u8; 16];
+        g[10] = 0xff;
+        g[11] = 0xff;
+        g[12..].copy_from_slice(&ip.octets());
+        Gid(g)
+    }
+
+    /// The IPv4 address of an IPv4-mapped GID.
+    pub fn ipv4(&self) -> Option<std::net::Ipv4Addr> {
+        (self.0[..10].iter().all(|b| *b == 0) && self.0[10] == 0xff && self.0[11] == 0xff)
+            .then(|| std::net::Ipv4Addr::new(self.0[12], self.0[13], self.0[14], self.0[15]))
+    }
+
+    pub(crate) fn to_ffi(self) -> ffi::ibv_gid {
+        ffi::ibv_gid { raw: self.0 }
+    }
+}
+
+impl fmt::Debug for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.ipv4() {
+            Some(ip) => write!(f, "::ffff:{ip}"),
+            None => self.0.iter().try_for_each(|b| write!(f, "{b:02x}")),
+        }
+    }
+}
+
+/// What the transport needs to know about the port it uses.
+#[derive(Debug, Clone, Copy)]
+pub struct PortInfo {
+    pub port: u8,
+    pub gid_index: u8,
+    pub gid: Gid,
+    /// Active MTU as the verbs enum (IBV_MTU_1024 = 3, ...).
+    pub active_mtu: u32,
+    pub max_msg_sz: u32,
+}
+
+/// An open device with one protection domain: everything tickbus registers on a device shares it.
+pub struct Context {
+    pub(crate) ctx: *mut ffi::ibv_context,
+    pub(crate) pd: *mut ffi::ibv_pd,
+    name: String,
+    port: PortInfo,
+}
+
+// SAFETY: libibverbs contexts and PDs are thread-safe per the verbs API; we never hand out
+// mutable aliases of the pointers.
+unsafe impl Send for Context {}
+// SAFETY: as above.
+unsafe impl Sync for Context {}
+
+impl Context {
+    /// Opens device `name` (or the first device), port 1, and picks its RoCE v2 IPv4 GID (or
+    /// `TICKBUS_RDMA_GID_INDEX` if set).
+    pub fn open(name: Option<&str>) -> Result<Arc<Context>, VerbsError> {
+        let port = 1u8;
+        let mut n = 0;
+        // SAFETY: see device_names; the list is freed on every path below, after the device we
+        // open (which stays valid while its context is open) has been opened.
+        let ctx = unsafe {
+            let list = ffi::ibv_get_device_list(&mut n);
+            if list.is_null() {
+                return Err(VerbsError::NoDevice { name: name.map(str::to_owned) });
+            }
+            let dev = (0..n as usize).map(|i| *list.add(i)).find(|d| match name {
+                None => true,
+                Some(want) => CStr::from_ptr(ffi::ibv_get_device_name(*d)).to_bytes() == want.as_bytes(),
+            });
+            let ctx = dev.map(|d| ffi::ibv_open_device(d));
+            ffi::ibv_free_device_list(list);
+            match ctx {
+                None => return Err(VerbsError::NoDevice { name: name.map(str::to_owned) }),
+                Some(c) if c.is_null() => return Err(VerbsError::last("ibv_open_device")),
+                Some(c) => c,
+            }
+        };
+        // SAFETY: ctx is an open context; the device pointer inside it is valid while it is.
+        let dev_name =
+            unsafe { CStr::from_ptr(ffi::ibv_get_device_name((*ctx).device)).to_string_lossy().into_owned() };
+        // SAFETY: ctx is open; a zeroed ibv_port_attr is a valid out-parameter.
+        let attr = unsafe {
+            let mut attr: ffi::ibv_port_attr = std::mem::zeroed();
+            let rc = ffi::ibv_query_port(ctx, port, &mut attr as *mut _ as *mut _);
+            if rc != 0 {
+                ffi::ibv_close_device(ctx);
+                return Err(VerbsError::code("ibv_query_port", rc));
+            }
+            attr
+        };
+        let close = |e| {
+            // SAFETY: ctx is open and nothing else references it yet.
+            unsafe { ffi::ibv_close_device(ctx) };
+            Err(e)
+        };
+        if attr.state != ffi::ibv_port_state::IBV_PORT_ACTIVE {
+            return close(VerbsError::PortDown { device: dev_name, port, state: attr.state });
+        }
+        let (gid_index, gid) = match pick_gid(ctx, &dev_name, port, attr.gid_tbl_len) {
+            Ok(g) => g,
+            Err(e) => return close(e),
+        };
+        // SAFETY: ctx is open.
+        let pd = unsafe { ffi::ibv_alloc_pd(ctx) };
+        if pd.is_null() {
+            return close(VerbsError::last("ibv_alloc_pd"));
+        }
+        let port = PortInfo { port, gid_index, gid, active_mtu: attr.active_mtu, max_msg_sz: attr.max_msg_sz };
+        Ok(Arc::new(Context { ctx, pd, name: dev_name, port }))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn port(&self) -> &PortInfo {
+        &self.port
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: every object created from this PD/context holds an Arc<Context>, so none is
+        // left when the last Arc drops here.
+        unsafe {
+            ffi::ibv_dealloc_pd(self.pd);
+            ffi::ibv_close_device(self.ctx);
+        }
+    }
+}
+
+/// The GID index RoCE v2 over IPv4 uses: the first whose sysfs type is "RoCE v2" and whose GID is
+/// IPv4-mapped. `TICKBUS_RDMA_GID_INDEX` overrides.
+fn pick_gid(ctx: *mut ffi::ibv_context, dev: &str, port: u8, len: i32) -> Result<(u8, Gid), VerbsError> {
+    let query = |i: i32| -> Option<Gid> {
+        // SAFETY: ctx is open; `g` is a valid out-parameter.
+        unsafe {
+            let mut g: ffi::ibv_gid = std::mem::zeroed();
+            (ffi::ibv_query_gid(ctx, port, i, &mut g) == 0).then_some(Gid(g.raw))
+        }
+    };
+    if let Some(i) = std::env::var("TICKBUS_RDMA_GID_INDEX").ok().and_then(|v| v.parse::<i32>().ok()) {
+        return query(i).map(|g| (i as u8, g)).ok_or(VerbsError::NoGid { device: dev.to_owned(), port });
+    }
+    (0..len.min(256))
+        .filter_map(|i| {
+            let ty = std::fs::read_to_string(format!("/sys/class/infiniband/{dev}/ports/{port}/gid_attrs/types/{i}"))
+                .ok()?;
+            let g = query(i)?;
+            (ty.trim() == "RoCE v2" && g.ipv4().is_some()).then_some((i as u8, g))
+        })
+        .next()
+        .ok_or(VerbsError::NoGid { device: dev.to_owned(), port })
+}

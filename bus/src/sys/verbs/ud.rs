@@ -1,0 +1,205 @@
+//! Unreliable datagram QPs, address handles, and multicast membership.
+use std::net::{Ipv4Addr, UdpSocket};
+use std::sync::Arc;
+
+use rdma_sys as ffi;
+
+use super::cq::CompletionQueue;
+use super::device::{Context, Gid};
+use super::error::VerbsError;
+
+/// Bytes of Global Routing Header in front of every UD receive buffer (RoCE always has one).
+pub const GRH_BYTES: usize = 40;
+
+/// A UD QP in RTS with one CQ for sends and receives.
+pub struct UdQp {
+    qp: *mut ffi::ibv_qp,
+    cq: CompletionQueue,
+    qkey: u32,
+    ctx: Arc<Context>,
+}
+
+// SAFETY: used through &mut self only.
+unsafe impl Send for UdQp {}
+
+impl UdQp {
+    pub fn new(ctx: &Arc<Context>, depth: u32, qkey: u32) -> Result<UdQp, VerbsError> {
+        let cq = CompletionQueue::new(ctx, depth * 2)?;
+        // SAFETY: zeroed attrs are valid; CQ and PD are live.
+        let qp = unsafe {
+            let mut a: ffi::ibv_qp_init_attr = std::mem::zeroed();
+            a.send_cq = cq.cq;
+            a.recv_cq = cq.cq;
+            a.cap = ffi::ibv_qp_cap {
+                max_send_wr: depth,
+                max_recv_wr: depth,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 64,
+            };
+            a.qp_type = ffi::ibv_qp_type::IBV_QPT_UD;
+            ffi::ibv_create_qp(ctx.pd, &mut a)
+        };
+        if qp.is_null() {
+            return Err(VerbsError::last("ibv_create_qp(UD)"));
+        }
+        let me = UdQp { qp, cq, qkey, ctx: ctx.clone() };
+        use ffi::ibv_qp_attr_mask as M;
+        // SAFETY: zeroed attrs plus the fields each mask names; qp is live.
+        unsafe {
+            let mut a: ffi::ibv_qp_attr = std::mem::zeroed();
+            a.qp_state = ffi::ibv_qp_state::IBV_QPS_INIT;
+            a.port_num = ctx.port().port;
+            a.qkey = qkey;
+            let m = M::IBV_QP_STATE.0 | M::IBV_QP_PKEY_INDEX.0 | M::IBV_QP_PORT.0 | M::IBV_QP_QKEY.0;
+            let rc = ffi::ibv_modify_qp(qp, &mut a as *mut _ as *mut _, m as i32);
+            if rc != 0 {
+                return Err(VerbsError::code("ibv_modify_qp(UD INIT)", rc));
+            }
+            let mut a: ffi::ibv_qp_attr = std::mem::zeroed();
+            a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTR;
+            let rc = ffi::ibv_modify_qp(qp, &mut a as *mut _ as *mut _, M::IBV_QP_STATE.0 as i32);
+            if rc != 0 {
+                return Err(VerbsError::code("ibv_modify_qp(UD RTR)", rc));
+            }
+            let mut a: ffi::ibv_qp_attr = std::mem::zeroed();
+            a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTS;
+            a.sq_psn = 0;
+            let rc =
+                ffi::ibv_modify_qp(qp, &mut a as *mut _ as *mut _, (M::IBV_QP_STATE.0 | M::IBV_QP_SQ_PSN.0) as i32);
+            if rc != 0 {
+                return Err(VerbsError::code("ibv_modify_qp(UD RTS)", rc));
+            }
+        }
+        Ok(me)
+    }
+
+    pub fn qpn(&self) -> u32 {
+        // SAFETY: qp is live.
+        unsafe { (*self.qp).qp_num }
+    }
+
+    pub fn cq(&mut self) -> &mut CompletionQueue {
+        &mut self.cq
+    }
+
+    /// Posts a receive; the buffer gets a 40-byte GRH, then the payload.
+    ///
+    /// # Safety
+    /// The bytes `sge` names must stay valid until the receive's completion is polled.
+    pub unsafe fn post_recv(&mut self, wr_id: u64, sge: ffi::ibv_sge) -> Result<(), VerbsError> {
+        // SAFETY: forwarded contract.
+        unsafe { super::qp::post_recv(self.qp, wr_id, Some(sge)) }
+    }
+
+    /// Sends one datagram to `remote_qpn` (0xFFFFFF for a multicast group) through `ah`.
+    ///
+    /// # Safety
+    /// The bytes `sge` names must stay valid until this send's completion is polled.
+    pub unsafe fn post_send(
+        &mut self,
+        wr_id: u64,
+        sge: ffi::ibv_sge,
+        ah: &AddressHandle,
+        remote_qpn: u32,
+    ) -> Result<(), VerbsError> {
+        let mut sge = sge;
+        // SAFETY: zeroed WR is valid; sge and ah outlive the call; the caller keeps the bytes.
+        let rc = unsafe {
+            let mut wr: ffi::ibv_send_wr = std::mem::zeroed();
+            wr.wr_id = wr_id;
+            wr.sg_list = &mut sge;
+            wr.num_sge = 1;
+            wr.opcode = ffi::ibv_wr_opcode::IBV_WR_SEND;
+            wr.send_flags = ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
+            wr.wr.ud.ah = ah.ah;
+            wr.wr.ud.remote_qpn = remote_qpn;
+            wr.wr.ud.remote_qkey = self.qkey;
+            let mut bad = std::ptr::null_mut();
+            ffi::ibv_post_send(self.qp, &mut wr, &mut bad)
+        };
+        if rc != 0 {
+            return Err(VerbsError::code("ibv_post_send(UD)", rc));
+        }
+        Ok(())
+    }
+
+    /// Joins IPv4 multicast `group` on this port: the IP-level join (so the netdev accepts the
+    /// group's frames; rxe's attach alone only sets the link-layer filter) and the verbs attach.
+    pub fn join_multicast(&mut self, group: Ipv4Addr) -> Result<McastMembership, VerbsError> {
+        let iface = self
+            .ctx
+            .port()
+            .gid
+            .ipv4()
+            .ok_or(VerbsError::NoGid { device: self.ctx.name().to_owned(), port: self.ctx.port().port })?;
+        let sock =
+            UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(|source| VerbsError::Call { call: "bind", source })?;
+        sock.join_multicast_v4(&group, &iface)
+            .map_err(|source| VerbsError::Call { call: "IP_ADD_MEMBERSHIP", source })?;
+        let gid = Gid::from_ipv4(group).to_ffi();
+        // SAFETY: qp is a live UD QP; gid is a valid multicast GID.
+        let rc = unsafe { ffi::ibv_attach_mcast(self.qp, &gid, 0) };
+        if rc != 0 {
+            return Err(VerbsError::code("ibv_attach_mcast", rc));
+        }
+        Ok(McastMembership { _sock: sock, qp: self.qp, gid })
+    }
+}
+
+impl Drop for UdQp {
+    fn drop(&mut self) {
+        // SAFETY: the QP is destroyed before its CQ (a field dropped after this body).
+        unsafe { ffi::ibv_destroy_qp(self.qp) };
+    }
+}
+
+/// Membership of a UD QP in a multicast group; leaving is dropping it (before the QP).
+pub struct McastMembership {
+    _sock: UdpSocket,
+    qp: *mut ffi::ibv_qp,
+    gid: ffi::ibv_gid,
+}
+
+impl Drop for McastMembership {
+    fn drop(&mut self) {
+        // SAFETY: the QP outlives the membership (callers drop memberships first).
+        unsafe { ffi::ibv_detach_mcast(self.qp, &self.gid, 0) };
+    }
+}
+
+/// Where UD sends go: a unicast GID or a multicast group's GID.
+pub struct AddressHandle {
+    ah: *mut ffi::ibv_ah,
+    _ctx: Arc<Context>,
+}
+
+// SAFETY: an AH is immutable after creation.
+unsafe impl Send for AddressHandle {}
+
+impl AddressHandle {
+    pub fn new(ctx: &Arc<Context>, dgid: Gid) -> Result<AddressHandle, VerbsError> {
+        let port = ctx.port();
+        // SAFETY: zeroed ah_attr is valid; the fields for a global (RoCE) route are set.
+        let ah = unsafe {
+            let mut a: ffi::ibv_ah_attr = std::mem::zeroed();
+            a.is_global = 1;
+            a.grh.dgid = dgid.to_ffi();
+            a.grh.sgid_index = port.gid_index;
+            a.grh.hop_limit = 64;
+            a.port_num = port.port;
+            ffi::ibv_create_ah(ctx.pd, &mut a)
+        };
+        if ah.is_null() {
+            return Err(VerbsError::last("ibv_create_ah"));
+        }
+        Ok(AddressHandle { ah, _ctx: ctx.clone() })
+    }
+}
+
+impl Drop for AddressHandle {
+    fn drop(&mut self) {
+        // SAFETY: no posted send references the AH after its completion was polled.
+        unsafe { ffi::ibv_destroy_ah(self.ah) };
+    }
+}
