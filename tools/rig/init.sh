@@ -10,6 +10,7 @@ for w in $($B cat /proc/cmdline); do
     rig.run=*) RUN=${w#rig.run=} ;;
     rig.guest=*) G=${w#rig.guest=} ;;
     rig.share=*) SHARE=${w#rig.share=} ;;
+    rig.keep=*) KEEP=${w#rig.keep=} ;;
   esac
 done
 off() { $B sync; $B poweroff -f; }
@@ -23,8 +24,16 @@ $B mount -t 9p -o trans=virtio,version=9p2000.L,cache=loose,ro hostroot /host ||
 $B mount -t proc proc /host/proc
 $B mount -t sysfs sys /host/sys
 $B mount -t devtmpfs dev /host/dev
+# /tmp and /run become guest-local tmpfs; host paths under them that the command needs (the
+# checkout, its working folder) are bound back in over the tmpfs.
+for k in $(echo "${KEEP:-}" | $B tr , ' '); do
+  case "$k" in /tmp/*|/run/*) $B mkdir -p "/keep$k" && $B mount --bind "/host$k" "/keep$k" ;; esac
+done
 $B mount -t tmpfs tmp /host/tmp
 $B mount -t tmpfs run /host/run
+for k in $(echo "${KEEP:-}" | $B tr , ' '); do
+  case "$k" in /tmp/*|/run/*) $B mkdir -p "/host$k" && $B mount --bind "/keep$k" "/host$k" ;; esac
+done
 $B mkdir -p /host/dev/shm /host/dev/pts
 $B mount -t tmpfs shm /host/dev/shm
 $B mount -t devpts pts /host/dev/pts
