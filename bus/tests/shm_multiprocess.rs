@@ -171,23 +171,44 @@ fn lossy_paused_reader() -> Result<(), Failed> {
     peer.finish()
 }
 
+/// The writer hammers a 4-slot ring in bursts of 64 (which lap the reader while it copies) with
+/// short pauses between them (in which it delivers), until the reader has verified 20,000
+/// messages and been lapped at least once, or gives up after 50 million messages.
 fn no_torn_across_processes() -> Result<(), Failed> {
     let dirs = Dirs::new();
-    let n = 400_000u64;
+    let max = 50_000_000u64;
     let mut p = shm::open_publisher("hammer", &RingConfig::for_payload(Mode::Lossy, 3, 1024, 4), &dirs.0)?;
-    let mut peer = Peer::spawn("verify", &dirs, n);
+    let mut peer = Peer::spawn("verify", &dirs, 20_000);
     peer.expect_line("attached")?;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    let mut lines = peer.lines;
+    let reader = std::thread::spawn(move || {
+        let line = lines.next();
+        flag.store(true, Ordering::Release);
+        line
+    });
     let mut buf = [0u8; 1024];
-    for pos in 0..n {
+    let mut pos = 0;
+    while pos < max && !done.load(Ordering::Acquire) {
         fill(pos, &mut buf);
         p.publish(&buf)?;
+        pos += 1;
+        if pos.is_multiple_of(64) {
+            for _ in 0..20_000 {
+                std::hint::spin_loop();
+            }
+        }
     }
-    let line = peer.expect_line("delivered")?;
+    let line = match reader.join().map_err(|_| "reader thread panicked")? {
+        Some(Ok(l)) => l,
+        other => return Err(format!("verifier said {other:?}").into()),
+    };
+    let st = peer.child.wait()?;
+    assert!(st.success(), "verifier failed ({st}): {line}");
     let nums: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-    let (delivered, gaps) = (nums[0], nums[1]);
-    assert!(delivered > 0, "{line}");
-    assert!(gaps > 0, "the writer never lapped the reader, so overwrites were not exercised: {line}");
-    peer.finish()
+    assert!(nums.len() == 2 && nums[0] >= 20_000 && nums[1] > 0, "{line} after {pos} messages");
+    Ok(())
 }
 
 fn dead_publisher_reclaimed() -> Result<(), Failed> {
@@ -249,6 +270,23 @@ fn dead_consumer_taken_over() -> Result<(), Failed> {
     Ok(())
 }
 
+/// Receives `count` messages at positions `from..from + count`, each intact and in order
+/// (spinning while empty). Returns the exit code of the first violation, naming it on stderr.
+fn read_in_order(s: &mut shm::ShmSubscriber, from: u64, count: u64, code: i32) -> Result<(), i32> {
+    let mut next = from;
+    while next < from + count {
+        match s.try_recv() {
+            Some(Recv::Message(m)) if m.position == next && intact(next, m.payload) => next += 1,
+            Some(other) => {
+                eprintln!("expected message {next}, got {other:?}");
+                return Err(code);
+            }
+            None => std::hint::spin_loop(),
+        }
+    }
+    Ok(())
+}
+
 /// Child roles. Exit code 0 = pass; anything else fails the parent's test.
 fn child(role: &str) -> i32 {
     let opts = child_opts();
@@ -257,33 +295,17 @@ fn child(role: &str) -> i32 {
     match role {
         "consume" => {
             let mut c = shm::open_consumer("orders", &opts).expect("consumer");
-            let mut next = 0;
-            while next < n {
-                match c.try_recv() {
-                    Some(Recv::Message(m)) if m.position == next && intact(next, m.payload) => next += 1,
-                    Some(other) => {
-                        eprintln!("consumer expected {next}, got {other:?}");
-                        return 3;
-                    }
-                    None => std::hint::spin_loop(),
-                }
+            if let Err(code) = read_in_order(&mut c, 0, n, 3) {
+                return code;
             }
-            println!("ok {next}");
+            println!("ok {n}");
             0
         }
         "pause" => {
             let mut s = shm::open_observer("md", StartAt::Latest, &opts).expect("observer");
             println!("attached");
-            let mut next = 0;
-            while next < n {
-                match s.try_recv() {
-                    Some(Recv::Message(m)) if m.position == next && intact(next, m.payload) => next += 1,
-                    Some(other) => {
-                        eprintln!("expected {next}, got {other:?}");
-                        return 3;
-                    }
-                    None => std::hint::spin_loop(),
-                }
+            if let Err(code) = read_in_order(&mut s, 0, n, 3) {
+                return code;
             }
             println!("paused");
             let _ = stdin.next(); // publisher laps us meanwhile
@@ -298,38 +320,38 @@ fn child(role: &str) -> i32 {
                 }
             };
             println!("gap {} {}", gap.expected, gap.resumed_at);
-            let (mut next, mut done) = (gap.resumed_at, 0);
-            while done < 100 {
-                match s.try_recv() {
-                    Some(Recv::Message(m)) if m.position == next && intact(next, m.payload) => {
-                        next += 1;
-                        done += 1;
-                    }
-                    Some(other) => {
-                        eprintln!("after the gap expected {next}, got {other:?}");
-                        return 5;
-                    }
-                    None => std::hint::spin_loop(),
-                }
+            if let Err(code) = read_in_order(&mut s, gap.resumed_at, 100, 5) {
+                return code;
             }
-            println!("done {done}");
+            println!("done 100");
             0
         }
         "verify" => {
             let mut s = shm::open_observer("hammer", StartAt::Latest, &opts).expect("observer");
             println!("attached");
             let (mut delivered, mut gaps) = (0u64, 0u64);
-            while s.position() < n {
-                match s.try_recv() {
+            while delivered < n || gaps == 0 {
+                let got = match s.try_recv() {
                     Some(Recv::Message(m)) => {
                         if !intact(m.position, m.payload) {
                             eprintln!("torn message at {}", m.position);
                             return 2;
                         }
                         delivered += 1;
+                        true
                     }
-                    Some(Recv::Gap(_)) => gaps += 1,
-                    None => std::hint::spin_loop(),
+                    Some(Recv::Gap(_)) => {
+                        gaps += 1;
+                        true
+                    }
+                    None => false,
+                };
+                if !got {
+                    if s.position() >= 50_000_000 {
+                        eprintln!("writer gave up: delivered {delivered}, gaps {gaps}");
+                        return 6;
+                    }
+                    std::hint::spin_loop();
                 }
             }
             println!("delivered {delivered} gaps {gaps}");

@@ -75,6 +75,28 @@ fn region(ctx: &Arc<Context>, bytes: usize, access: u32) -> Result<MemoryRegion,
     Ok(MemoryRegion::register(ctx, buf, access)?)
 }
 
+/// A local-write region whose first `len` bytes hold `pattern(i, seed)`.
+fn source(ctx: &Arc<Context>, len: usize, seed: u8) -> Result<MemoryRegion, Failed> {
+    let mr = region(ctx, LEN, tickbus::sys::verbs::ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0)?;
+    for i in 0..len {
+        // SAFETY: i < len <= LEN <= the region's size, and nothing else touches it yet.
+        unsafe { *mr.as_ptr().add(i) = pattern(i, seed) };
+    }
+    Ok(mr)
+}
+
+/// Checks that `len` bytes at `offset` of `mr` hold `pattern(i, seed)`.
+fn verify(mr: &MemoryRegion, offset: usize, len: usize, seed: u8) -> Result<(), Failed> {
+    for i in 0..len {
+        // SAFETY: offset + len <= LEN <= the region's size; volatile because the NIC wrote it.
+        let b = unsafe { std::ptr::read_volatile(mr.as_ptr().add(offset + i)) };
+        if b != pattern(i, seed) {
+            return Err(format!("byte {i} is {b:#x}, expected {:#x}", pattern(i, seed)).into());
+        }
+    }
+    Ok(())
+}
+
 fn wait_completion(cq: &mut tickbus::sys::verbs::CompletionQueue) -> Result<Completion, Failed> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut out = [Completion { wr_id: 0, status: 0, opcode: 0, byte_len: 0, imm: None, qp_num: 0, src_qp: 0 }; 1];
@@ -150,11 +172,7 @@ impl Peer {
 /// WRITE_WITH_IMM); the child checks every byte.
 fn rc_write(with_imm: bool) -> Result<(), Failed> {
     let ctx = Context::open(Some(&dev()))?;
-    let src = region(&ctx, LEN, tickbus::sys::verbs::ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0)?;
-    for i in 0..LEN {
-        // SAFETY: in bounds of the region, which nothing else touches yet.
-        unsafe { *src.as_ptr().add(i) = pattern(i, 7) };
-    }
+    let src = source(&ctx, LEN, 7)?;
     let mut peer = Peer::spawn(if with_imm { "rc-target-imm" } else { "rc-target" }, &peer_dev());
     let remote: Endpoint = peer.read()?.parse()?;
     let qp = PreparedRc::new(&ctx, RcOptions::default())?;
@@ -181,11 +199,7 @@ fn rc_write(with_imm: bool) -> Result<(), Failed> {
 
 fn ud_send_recv() -> Result<(), Failed> {
     let ctx = Context::open(Some(&dev()))?;
-    let src = region(&ctx, LEN, tickbus::sys::verbs::ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0)?;
-    for i in 0..256 {
-        // SAFETY: in bounds.
-        unsafe { *src.as_ptr().add(i) = pattern(i, 3) };
-    }
+    let src = source(&ctx, 256, 3)?;
     let mut peer = Peer::spawn("ud-target", &peer_dev());
     let line = peer.read()?;
     let (qpn, gid) = line.split_once(' ').ok_or("bad ud line")?;
@@ -201,11 +215,7 @@ fn ud_send_recv() -> Result<(), Failed> {
 
 fn ud_multicast() -> Result<(), Failed> {
     let ctx = Context::open(Some(&dev()))?;
-    let src = region(&ctx, LEN, tickbus::sys::verbs::ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0)?;
-    for i in 0..512 {
-        // SAFETY: in bounds.
-        unsafe { *src.as_ptr().add(i) = pattern(i, 5) };
-    }
+    let src = source(&ctx, 512, 5)?;
     // One receiver on the other device, one on the sender's own device.
     let mut peers = vec![Peer::spawn("mcast-target", &peer_dev()), Peer::spawn("mcast-target", &dev())];
     for p in &mut peers {
@@ -258,13 +268,7 @@ fn child(role: &str) -> Result<(), Failed> {
                 }
                 fence(Ordering::Acquire);
             }
-            for i in 0..LEN {
-                // SAFETY: in bounds.
-                let b = unsafe { std::ptr::read_volatile(dst.as_ptr().add(i)) };
-                if b != pattern(i, 7) {
-                    return Err(format!("byte {i} is {b:#x}, expected {:#x}", pattern(i, 7)).into());
-                }
-            }
+            verify(&dst, 0, LEN, 7)?;
             println!("verified");
             Ok(())
         }
@@ -285,13 +289,7 @@ fn child(role: &str) -> Result<(), Failed> {
             };
             let c = wait_completion(qp.cq())?;
             assert_eq!((c.wr_id, c.byte_len as usize), (3, GRH_BYTES + len), "{c:?}");
-            for i in 0..len {
-                // SAFETY: in bounds (GRH_BYTES + len <= LEN).
-                let b = unsafe { std::ptr::read_volatile(dst.as_ptr().add(GRH_BYTES + i)) };
-                if b != pattern(i, seed) {
-                    return Err(format!("datagram byte {i} is {b:#x}, expected {:#x}", pattern(i, seed)).into());
-                }
-            }
+            verify(&dst, GRH_BYTES, len, seed)?;
             println!("verified");
             Ok(())
         }

@@ -83,10 +83,10 @@ impl Mode {
     }
 }
 
-/// The descriptor's in-memory image (the first 72 bytes of a ring).
+/// The descriptor's in-memory image (the first 72 bytes of a ring); tools read it from files.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, FromBytes, IntoBytes, KnownLayout, Immutable)]
-pub(crate) struct Descriptor {
+pub struct Descriptor {
     pub magic: u64,
     pub layout_version: u64,
     pub mode: u64,
@@ -183,7 +183,7 @@ impl RingConfig {
     }
 
     /// Reads a config back from a descriptor, refusing foreign or newer rings.
-    pub(crate) fn from_descriptor(d: &Descriptor) -> Result<RingConfig, LayoutError> {
+    pub fn from_descriptor(d: &Descriptor) -> Result<RingConfig, LayoutError> {
         if d.magic != MAGIC {
             return Err(LayoutError::NotARing { found_magic: d.magic });
         }

@@ -292,7 +292,8 @@ impl<M: RingMemory> RingReader<M> {
     #[cold]
     fn resync(&mut self, seen: u64) -> Gap {
         let latest = self.words.word(W_PRODUCER_POSITION).load(Ordering::Acquire);
-        let resumed_at = latest.max(seen - 1).max(self.position + 1);
+        // `seen` can be 0 only if the slot's memory is corrupt; never underflow on it.
+        let resumed_at = latest.max(seen.saturating_sub(1)).max(self.position + 1);
         let gap = Gap { expected: self.position, resumed_at };
         self.position = resumed_at;
         gap

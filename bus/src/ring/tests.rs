@@ -244,7 +244,7 @@ fn no_torn_message_under_a_hammering_writer() {
     let cfg = RingConfig::for_payload(Mode::Lossy, 1, 104, 4);
     let mem = HeapMemory::new(cfg.ring_bytes());
     let mut w = RingWriter::create(mem.clone(), &cfg, 1, 0).unwrap();
-    let total = 2_000_000u64;
+    let total = 1_000_000u64;
     let writer = std::thread::spawn(move || {
         let mut m = [0u8; 104];
         for p in 0..total {
@@ -252,6 +252,12 @@ fn no_torn_message_under_a_hammering_writer() {
                 c.copy_from_slice(&(p.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64).to_le_bytes());
             }
             w.publish(&m).unwrap();
+            if p % 64 == 63 {
+                // Bursts lap the reader mid-copy; pauses let it deliver.
+                for _ in 0..5_000 {
+                    std::hint::spin_loop();
+                }
+            }
         }
     });
     let mut r = RingReader::observer(mem, StartAt::Oldest).unwrap();

@@ -7,7 +7,7 @@ use super::error::ShmError;
 use super::mapping::{file_bytes, open_file, Backing, ShmMemory};
 use super::options::{check_name, HugepagePolicy, ShmOptions};
 use crate::pubsub::Publisher;
-use crate::ring::{RingConfig, RingWriter};
+use crate::ring::{RingConfig, RingWriter, HEADER_BYTES};
 use crate::sys;
 
 /// One consumer line of a reliable ring as the publisher sees it.
@@ -148,6 +148,16 @@ fn open_at(path: &Path, backing: Backing, cfg: &RingConfig) -> Result<ShmPublish
     let len =
         file.metadata().map_err(|source| ShmError::Io { what: "inspecting", path: path.to_owned(), source })?.len();
     let need = file_bytes(cfg.ring_bytes());
+    if len < need && len >= HEADER_BYTES as u64 {
+        // An initialised ring smaller than requested has another layout: say so before touching it.
+        if let Some(existing) = read_existing_config(&file) {
+            return Err(ShmError::LayoutMismatch {
+                path: path.to_owned(),
+                existing: Box::new(existing),
+                requested: Box::new(*cfg),
+            });
+        }
+    }
     if len < need {
         // New file, or a creator died before sizing it; nothing was ever published in it.
         file.set_len(need).map_err(|source| ShmError::Io { what: "sizing", path: path.to_owned(), source })?;
@@ -170,6 +180,15 @@ fn open_at(path: &Path, backing: Backing, cfg: &RingConfig) -> Result<ShmPublish
         );
     }
     Ok(ShmPublisher { inner: Publisher::new(writer), reclaimed_from, backing, path: path.to_owned() })
+}
+
+/// The config of an initialised ring file, read with plain file I/O (None if not initialised).
+fn read_existing_config(file: &std::fs::File) -> Option<RingConfig> {
+    use std::os::unix::fs::FileExt;
+    let mut d = [0u8; core::mem::size_of::<crate::ring::layout::Descriptor>()];
+    file.read_exact_at(&mut d, 0).ok()?;
+    let desc = <crate::ring::layout::Descriptor as zerocopy::FromBytes>::read_from_bytes(&d).ok()?;
+    (desc.magic != 0).then(|| RingConfig::from_descriptor(&desc).ok()).flatten()
 }
 
 /// The pid the ring header names as publisher (0 if unreadable), for the "already active" error.

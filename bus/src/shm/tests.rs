@@ -103,10 +103,18 @@ fn a_second_publisher_is_refused_while_the_first_lives_and_continues_after_it_cl
 fn reopening_with_another_layout_is_a_clear_error() {
     let d = Dirs::new(HugepagePolicy::Preferred);
     drop(open_publisher("md", &cfg(Mode::Lossy), &d.0).unwrap());
-    let other = RingConfig { slot_count: 128, ..cfg(Mode::Lossy) };
-    let err = open_publisher("md", &other, &d.0).err().unwrap();
-    assert!(matches!(err, ShmError::LayoutMismatch { .. }), "{err}");
-    assert!(err.to_string().contains("remove it"));
+    let path = d.0.hugepage_dir.join("md");
+    let path = if path.exists() { path } else { d.0.fallback_dir.join("md") };
+    let size = std::fs::metadata(&path).unwrap().len();
+    for other in [
+        RingConfig { slot_count: 128, ..cfg(Mode::Lossy) },
+        RingConfig { slot_count: 1 << 16, ..cfg(Mode::Lossy) }, // larger than the file
+    ] {
+        let err = open_publisher("md", &other, &d.0).err().unwrap();
+        assert!(matches!(err, ShmError::LayoutMismatch { .. }), "{err}");
+        assert!(err.to_string().contains("remove it"));
+    }
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), size, "a refused reopen must not resize the ring");
 }
 
 #[test]
