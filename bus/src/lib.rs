@@ -10,6 +10,8 @@
 pub mod agent;
 #[cfg(not(loom))]
 pub mod pubsub;
+#[cfg(all(feature = "rdma", not(loom)))]
+pub mod rdma;
 pub mod ring;
 #[cfg(not(loom))]
 pub mod shm;

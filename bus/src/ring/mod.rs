@@ -26,3 +26,16 @@ pub use layout::{Mode, RingConfig, HEADER_BYTES, MAX_CONSUMERS, SLOT_OVERHEAD};
 pub use memory::{HeapMemory, RingMemory};
 pub use reader::{ConsumerLine, Delivery, Gap, Recv, RingReader, RingStatus, StartAt};
 pub use writer::{Claim, RingWriter};
+
+/// Lays out a ring in zeroed memory without attaching to it: for memory whose publisher is
+/// remote (an RDMA subscriber's ring), so no producer token or epoch is claimed.
+pub fn initialize<M: RingMemory>(mem: &M, cfg: &RingConfig) -> Result<(), LayoutError> {
+    attach::init(&memory::Words::new(mem), cfg, 0)
+}
+
+/// Sets where consumer line `index` stands (before any consumer attaches): an RDMA subscriber's
+/// stream starts wherever the remote publisher says, not at 0.
+pub fn set_consumer_position<M: RingMemory>(mem: &M, index: usize, position: u64) {
+    let w = memory::Words::new(mem);
+    w.word(layout::Geometry::consumer(index) + layout::C_POSITION).store(position, sync::Ordering::Release);
+}

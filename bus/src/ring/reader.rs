@@ -162,6 +162,11 @@ impl<M: RingMemory> RingReader<M> {
         &self._mem
     }
 
+    /// Position up to which this consumer has handed slots back (reliable mode).
+    pub fn released(&self) -> u64 {
+        self.released
+    }
+
     /// The consumer line this reader holds, if it is a reliable consumer.
     pub fn consumer_index(&self) -> Option<usize> {
         self.consumer

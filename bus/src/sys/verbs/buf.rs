@@ -49,11 +49,17 @@ impl HugeBuf {
     }
 }
 
-/// A registered buffer. Owns the buffer, so the memory outlives the registration.
+/// A registered buffer. Owns the buffer (or, for a sub-range, holds the region that does), so
+/// the memory outlives the registration.
 pub struct MemoryRegion {
     mr: *mut ffi::ibv_mr,
-    buf: HugeBuf,
+    buf: Backing,
     _ctx: Arc<Context>,
+}
+
+enum Backing {
+    Owned(HugeBuf),
+    Within { parent: Arc<MemoryRegion>, offset: usize, len: usize },
 }
 
 // SAFETY: an ibv_mr is immutable after registration; the buffer is owned here.
@@ -71,23 +77,49 @@ impl MemoryRegion {
         if mr.is_null() {
             return Err(VerbsError::last("ibv_reg_mr"));
         }
-        Ok(MemoryRegion { mr, buf, _ctx: ctx.clone() })
+        Ok(MemoryRegion { mr, buf: Backing::Owned(buf), _ctx: ctx.clone() })
+    }
+
+    /// Registers bytes `[offset, offset + len)` of `parent` again with other `access`: e.g. a
+    /// peer may write one page of a buffer (REMOTE_WRITE) and nothing else of it.
+    pub fn register_within(
+        ctx: &Arc<Context>,
+        parent: &Arc<MemoryRegion>,
+        offset: usize,
+        len: usize,
+        access: u32,
+    ) -> Result<MemoryRegion, VerbsError> {
+        assert!(offset + len <= parent.len(), "sub-range [{offset}, +{len}) outside a {}-byte region", parent.len());
+        // SAFETY: the range lies inside parent's live mapping, which the new region keeps alive
+        // through its Arc for as long as the registration exists.
+        let mr = unsafe { ffi::ibv_reg_mr(ctx.pd, parent.as_ptr().add(offset) as *mut _, len, access as i32) };
+        if mr.is_null() {
+            return Err(VerbsError::last("ibv_reg_mr"));
+        }
+        Ok(MemoryRegion { mr, buf: Backing::Within { parent: parent.clone(), offset, len }, _ctx: ctx.clone() })
     }
 
     pub fn addr(&self) -> u64 {
-        self.buf.map.as_ptr() as u64
+        self.as_ptr() as u64
     }
 
     pub fn as_ptr(&self) -> *mut u8 {
-        self.buf.map.as_ptr() as *mut u8
+        match &self.buf {
+            Backing::Owned(b) => b.map.as_ptr() as *mut u8,
+            // SAFETY: offset is inside the parent's mapping (checked at registration).
+            Backing::Within { parent, offset, .. } => unsafe { parent.as_ptr().add(*offset) },
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.buf.len()
+        match &self.buf {
+            Backing::Owned(b) => b.len(),
+            Backing::Within { len, .. } => *len,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+        self.len() == 0
     }
 
     pub fn lkey(&self) -> u32 {
@@ -100,8 +132,12 @@ impl MemoryRegion {
         unsafe { (*self.mr).rkey }
     }
 
-    pub fn buf(&self) -> &HugeBuf {
-        &self.buf
+    /// Whether the memory is on hugepages.
+    pub fn is_huge(&self) -> bool {
+        match &self.buf {
+            Backing::Owned(b) => b.is_huge(),
+            Backing::Within { parent, .. } => parent.is_huge(),
+        }
     }
 
     /// A scatter/gather entry for `len` bytes at `offset`. Panics if it would leave the buffer.
@@ -115,5 +151,16 @@ impl Drop for MemoryRegion {
     fn drop(&mut self) {
         // SAFETY: mr is live and deregistered once, before the buffer (a later field) unmaps.
         unsafe { ffi::ibv_dereg_mr(self.mr) };
+    }
+}
+
+// SAFETY: the registered memory is an anonymous mapping (page-aligned, so 8-aligned) that lives
+// as long as the region, and the NIC and the ring touch it only through the ring protocol.
+unsafe impl crate::ring::RingMemory for Arc<MemoryRegion> {
+    fn base(&self) -> *const crate::ring::sync::AtomicU64 {
+        self.as_ptr() as *const crate::ring::sync::AtomicU64
+    }
+    fn len_words(&self) -> usize {
+        self.len() / 8
     }
 }

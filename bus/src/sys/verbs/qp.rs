@@ -63,7 +63,7 @@ pub struct RcOptions {
     /// Local ACK timeout exponent: 4.096 us * 2^timeout per retry.
     pub timeout: u8,
     /// Transport retries before RETRY_EXC_ERR (a dead peer surfaces after about
-    /// (retry_cnt + 1) * 4.096 us * 2^timeout).
+    /// (retry_cnt + 1) * 4.096 us * 2^timeout). At most 6: Soft-RoCE treats 7 as "retry forever".
     pub retry_cnt: u8,
     pub rnr_retry: u8,
     /// What the remote side may do to our memory through this QP (ibv_access_flags).
@@ -77,7 +77,7 @@ impl Default for RcOptions {
             max_recv_wr: 64,
             max_inline: 256,
             timeout: 14,
-            retry_cnt: 7,
+            retry_cnt: 6,
             rnr_retry: 7,
             access: ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0 | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0,
         }
@@ -153,6 +153,11 @@ impl PreparedRc {
         Ok(PreparedRc { inner, psn, opts, max_inline })
     }
 
+    /// Largest payload this QP sends inline.
+    pub fn max_inline(&self) -> u32 {
+        self.max_inline
+    }
+
     /// This side's endpoint, advertising `mr` (if any) for the peer to write into.
     pub fn endpoint(&self, remote_writable: Option<(u64, u32, u64)>) -> Endpoint {
         let (addr, rkey, len) = remote_writable.unwrap_or((0, 0, 0));
@@ -194,7 +199,7 @@ impl PreparedRc {
             let mut a: ffi::ibv_qp_attr = std::mem::zeroed();
             a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTS;
             a.timeout = self.opts.timeout;
-            a.retry_cnt = self.opts.retry_cnt;
+            a.retry_cnt = self.opts.retry_cnt.min(6);
             a.rnr_retry = self.opts.rnr_retry;
             a.sq_psn = self.psn;
             a.max_rd_atomic = 1;

@@ -1,0 +1,60 @@
+//! RDMA transport errors: each says what failed and what to check. Hot-path variants carry no
+//! allocation.
+use crate::ring::ClaimError;
+use crate::sys::verbs::VerbsError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RdmaError {
+    #[error(transparent)]
+    Verbs(#[from] VerbsError),
+    #[error("{what}: {source}")]
+    Io { what: &'static str, source: std::io::Error },
+    #[error("connecting to {addr}: {source}; is the publisher listening there?")]
+    Connect { addr: String, source: std::io::Error },
+    #[error("handshake with {peer} failed: {reason}")]
+    Handshake { peer: String, reason: String },
+    #[error("{peer} refused the handshake: {reason}")]
+    Refused { peer: String, reason: String },
+    #[error("subscriber {subscriber}: {status_name} (status {status}): {remedy}")]
+    Completion { subscriber: usize, status: u32, status_name: &'static str, remedy: &'static str },
+    #[error("subscriber {subscriber} completed nothing past position {completed} (needed {need}) within four times its QP retry budget: it is dead or its path is broken, and the provider never reported it; dropped")]
+    Unresponsive { subscriber: usize, completed: u64, need: u64 },
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
+    #[error("no subscriber connected; accept one first")]
+    NoSubscriber,
+}
+
+impl RdmaError {
+    pub(crate) fn io(what: &'static str, source: std::io::Error) -> RdmaError {
+        RdmaError::Io { what, source }
+    }
+
+    /// A failed work completion, with the remedy for its status.
+    pub fn completion(subscriber: usize, status: u32) -> RdmaError {
+        let (status_name, remedy) = explain(status);
+        RdmaError::Completion { subscriber, status, status_name, remedy }
+    }
+
+    /// Whether retrying the same operation can succeed (back-pressure), as opposed to a broken
+    /// connection that needs a reconnect.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, RdmaError::Claim(c) if c.is_retryable())
+    }
+}
+
+/// Name and remedy of an ibv_wc_status.
+pub fn explain(status: u32) -> (&'static str, &'static str) {
+    match status {
+        1 => ("LOC_LEN_ERR", "a local buffer is shorter than the message: check slot sizes on both sides"),
+        2 => ("LOC_QP_OP_ERR", "the QP was asked for something it cannot do: a tickbus bug, please report it"),
+        4 => ("LOC_PROT_ERR", "a local buffer is not covered by its registration (lkey/registration): a tickbus bug, please report it"),
+        5 => ("WR_FLUSH_ERR", "the QP is in error after an earlier failure: reconnect"),
+        9 => ("REM_INV_REQ_ERR", "the subscriber rejected the request (ring too small, or access flags): check both sides run the same tickbus version"),
+        10 => ("REM_ACCESS_ERR", "rkey, address or permissions do not match the subscriber's ring registration: the subscriber re-registered, lied, or the handshake was corrupted; reconnect"),
+        11 => ("REM_OP_ERR", "the subscriber could not complete the operation: check its logs and resources"),
+        12 => ("RETRY_EXC_ERR", "no ACK from the subscriber within the retry budget: it died or the path is broken; check the link, PFC/ECN and retry_cnt/timeout"),
+        13 => ("RNR_RETRY_EXC_ERR", "the subscriber had no receive posted (WRITE_WITH_IMM mode): it stopped polling or died"),
+        _ => ("other", "see ibv_wc_status_str for this status; reconnect"),
+    }
+}

@@ -1,0 +1,442 @@
+//! The RDMA transport on real verbs (Soft-RoCE in the rig's guest): publisher on one device,
+//! each subscriber a separate process on another, data checked byte for byte. Without RDMA
+//! devices these report ignored with the reason, unless TICKBUS_REQUIRE_RDMA=1 (the rig sets it).
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use tickbus::rdma::{PublisherOptions, RdmaError, RdmaPublisher, RdmaSubscriber, SubscriberOptions, WriteMode};
+use tickbus::ring::ClaimError;
+use tickbus::sys::verbs::device_names;
+use tickbus::{Mode, Recv, RingConfig};
+
+mod common;
+use common::{on_trapped_thread, on_trapped_thread_allowing, process_write_syscalls, uverbs_fds, Counting, Counts};
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const TOKEN: &str = "s3cret-stream-token";
+const PAYLOAD: usize = 64;
+
+fn main() {
+    if let Ok(role) = std::env::var("TICKBUS_RT_ROLE") {
+        std::process::exit(match child(&role) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("subscriber {role}: {e:?}");
+                1
+            }
+        });
+    }
+    let mut args = Arguments::from_args();
+    args.test_threads = Some(1); // each test drives both cores; /proc/self/io counts per process
+    let devices = device_names();
+    let skip = devices.is_empty() && std::env::var_os("TICKBUS_REQUIRE_RDMA").is_none();
+    if skip {
+        eprintln!("rdma_transport: no RDMA device on this host: tests ignored. They run in the Soft-RoCE guest (tools/test.sh).");
+    }
+    let tests = vec![
+        Trial::test("reliable_write_mode_delivers_every_message_once_in_order", || reliable(WriteMode::Write)),
+        Trial::test("reliable_write_with_imm_mode_delivers_every_message_once_in_order", || {
+            reliable(WriteMode::WriteWithImm)
+        }),
+        Trial::test("lossy_paused_subscriber_reports_the_gap_and_resumes", lossy_paused),
+        Trial::test("lossy_subscriber_never_sees_a_torn_message", no_torn),
+        Trial::test("wrong_token_is_refused_on_both_sides", wrong_token),
+        Trial::test("wrong_rkey_gives_remote_access_error_with_remedy", wrong_rkey),
+        Trial::test("killed_subscriber_is_reported_to_the_publisher_within_the_timeout", killed_subscriber),
+        Trial::test("steady_state_publish_and_poll_make_no_allocation_and_only_doorbell_syscalls", hot_path),
+    ]
+    .into_iter()
+    .map(|t| t.with_ignored_flag(skip))
+    .collect();
+    libtest_mimic::run(&args, tests).exit();
+}
+
+fn devices() -> (String, String) {
+    let d = device_names();
+    let local = std::env::var("TICKBUS_RDMA_DEVICE").unwrap_or_else(|_| d.first().cloned().unwrap_or_default());
+    let peer = std::env::var("TICKBUS_RDMA_PEER_DEVICE")
+        .unwrap_or_else(|_| d.get(1).or(d.first()).cloned().unwrap_or_default());
+    (local, peer)
+}
+
+fn fill(pos: u64, buf: &mut [u8]) {
+    for (k, c) in buf.chunks_exact_mut(8).enumerate() {
+        c.copy_from_slice(&(pos.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64).to_le_bytes());
+    }
+}
+
+fn intact(pos: u64, buf: &[u8]) -> bool {
+    buf.chunks_exact(8)
+        .enumerate()
+        .all(|(k, c)| u64::from_le_bytes(c.try_into().unwrap()) == pos.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64)
+}
+
+fn publisher(
+    mode: Mode,
+    slots: usize,
+    write_mode: WriteMode,
+    tune: impl FnOnce(&mut PublisherOptions),
+) -> Result<RdmaPublisher, Failed> {
+    let mut opts = PublisherOptions::new(TOKEN);
+    opts.device = Some(devices().0);
+    opts.write_mode = write_mode;
+    tune(&mut opts);
+    let cfg = RingConfig::for_payload(mode, 11, PAYLOAD, slots);
+    Ok(RdmaPublisher::bind("127.0.0.1:0".parse().unwrap(), &cfg, opts)?)
+}
+
+/// A subscriber process on the peer device.
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    lines: std::io::Lines<BufReader<ChildStdout>>,
+}
+
+impl Peer {
+    fn spawn(role: &str, p: &RdmaPublisher, count: u64, extra: &[(&str, &str)]) -> Peer {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.env("TICKBUS_RT_ROLE", role)
+            .env("TICKBUS_RT_ADDR", p.local_addr().to_string())
+            .env("TICKBUS_RT_COUNT", count.to_string())
+            .env("TICKBUS_RDMA_DEVICE", devices().1)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Peer { child, stdin, lines }
+    }
+    fn expect(&mut self, prefix: &str) -> Result<String, Failed> {
+        match self.lines.next() {
+            Some(Ok(l)) if l.starts_with(prefix) => Ok(l),
+            other => Err(format!("subscriber said {other:?}, expected {prefix:?}").into()),
+        }
+    }
+    fn finish(mut self) -> Result<(), Failed> {
+        drop(self.stdin);
+        let st = self.child.wait()?;
+        if st.success() {
+            Ok(())
+        } else {
+            Err(format!("subscriber failed: {st}").into())
+        }
+    }
+}
+
+/// Publishes `pos` and retries on Full (reliable back-pressure), failing if a subscriber drops.
+fn publish_retrying(p: &mut RdmaPublisher, pos: u64, buf: &mut [u8]) -> Result<u64, Failed> {
+    fill(pos, buf);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut fulls = 0;
+    loop {
+        match p.publish(buf) {
+            Ok(got) => {
+                assert_eq!(got, pos);
+                if let Some((peer, e)) = p.take_dropped().into_iter().next() {
+                    return Err(format!("subscriber {peer} dropped: {e}").into());
+                }
+                return Ok(fulls);
+            }
+            Err(RdmaError::Claim(ClaimError::Full { .. })) => {
+                fulls += 1;
+                assert!(Instant::now() < deadline, "publisher stuck on Full at {pos}");
+                std::hint::spin_loop();
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+fn reliable(write_mode: WriteMode) -> Result<(), Failed> {
+    let n = 20_000u64;
+    let mut p = publisher(Mode::Reliable, 256, write_mode, |_| {})?;
+    let mut buf = [0u8; PAYLOAD];
+    // Published before anyone subscribed: a reliable stream retains them for its consumer.
+    for pos in 0..100 {
+        publish_retrying(&mut p, pos, &mut buf)?;
+    }
+    // The subscriber stalls for 300 ms at message 1000, so the publisher must meet Full.
+    let peer = Peer::spawn("sub-all", &p, n, &[("TICKBUS_RT_STALL_AT", "1000")]);
+    p.accept(Duration::from_secs(30))?;
+    let mut fulls = 0;
+    for pos in 100..n {
+        fulls += publish_retrying(&mut p, pos, &mut buf)?;
+    }
+    let mut peer = peer;
+    assert_eq!(peer.expect("ok")?, format!("ok {n}"));
+    assert!(fulls > 0, "back-pressure never engaged in {n} messages on a 256-slot ring");
+    peer.finish()
+}
+
+fn lossy_paused() -> Result<(), Failed> {
+    let mut p = publisher(Mode::Lossy, 64, WriteMode::Write, |_| {})?;
+    let mut peer = Peer::spawn("sub-pause", &p, 50, &[]);
+    p.accept(Duration::from_secs(30))?;
+    peer.expect("attached")?;
+    let mut buf = [0u8; PAYLOAD];
+    for pos in 0..50 {
+        publish_retrying(&mut p, pos, &mut buf)?;
+    }
+    peer.expect("paused")?;
+    for pos in 50..50 + 5 * 64 {
+        publish_retrying(&mut p, pos, &mut buf)?; // laps the paused subscriber five times
+    }
+    writeln!(peer.stdin, "go")?;
+    let gap = peer.expect("gap")?;
+    let nums: Vec<u64> = gap.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    assert_eq!(nums[0], 50, "{gap}");
+    // The remote ring has no producer position: the reader resumes at the oldest message of the
+    // lap that overwrote it, which is still intact.
+    assert!(nums[1] >= 50 + 4 * 64, "{gap}: resumed before the last lap");
+    let resumed = nums[1];
+    for pos in 50 + 5 * 64..resumed + 20 {
+        publish_retrying(&mut p, pos, &mut buf)?;
+    }
+    peer.expect("done")?;
+    peer.finish()
+}
+
+fn no_torn() -> Result<(), Failed> {
+    let mut p = publisher(Mode::Lossy, 4, WriteMode::Write, |_| {})?;
+    let mut peer = Peer::spawn("sub-verify", &p, 2_000, &[]);
+    p.accept(Duration::from_secs(30))?;
+    peer.expect("attached")?;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    let mut lines = peer.lines;
+    let watcher = std::thread::spawn(move || {
+        let l = lines.next();
+        flag.store(true, std::sync::atomic::Ordering::Release);
+        l
+    });
+    let mut buf = [0u8; PAYLOAD];
+    let mut pos = 0u64;
+    while !done.load(std::sync::atomic::Ordering::Acquire) && pos < 5_000_000 {
+        publish_retrying(&mut p, pos, &mut buf)?;
+        pos += 1;
+        if pos.is_multiple_of(32) {
+            std::thread::sleep(Duration::from_micros(500)); // bursts lap, pauses deliver
+        }
+    }
+    let line = watcher.join().map_err(|_| "watcher panicked")?.ok_or("subscriber closed")??;
+    let st = peer.child.wait()?;
+    assert!(st.success(), "{line}");
+    let nums: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    assert!(nums[0] >= 2_000 && nums[1] > 0, "{line} after {pos} messages");
+    Ok(())
+}
+
+fn wrong_token() -> Result<(), Failed> {
+    let mut p = publisher(Mode::Lossy, 64, WriteMode::Write, |_| {})?;
+    let addr = p.local_addr();
+    let sub = std::thread::spawn(move || {
+        let mut o = SubscriberOptions::new("not-the-token");
+        o.device = Some(devices().1);
+        RdmaSubscriber::connect(addr, 11, &o).err().map(|e| e.to_string())
+    });
+    let pub_err = p.accept(Duration::from_secs(30)).err().map(|e| e.to_string()).unwrap_or_default();
+    let sub_err = sub.join().map_err(|_| "subscriber thread panicked")?.unwrap_or_default();
+    // Each side detects the other does not know the token; nothing is exchanged after that.
+    assert!(sub_err.contains("failed authentication"), "subscriber: {sub_err}");
+    assert!(pub_err.contains("authentication") || pub_err.contains("closed"), "publisher: {pub_err}");
+    assert!(p.subscribers().is_empty());
+    Ok(())
+}
+
+fn wrong_rkey() -> Result<(), Failed> {
+    let mut p = publisher(Mode::Lossy, 64, WriteMode::Write, |o| o.signal_every = 1)?;
+    let mut peer = Peer::spawn("sub-idle", &p, 0, &[("TICKBUS_RT_CORRUPT_RKEY", "1")]);
+    p.accept(Duration::from_secs(30))?;
+    peer.expect("attached")?;
+    let mut buf = [0u8; PAYLOAD];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut pos = 0;
+    let dropped = loop {
+        fill(pos, &mut buf);
+        p.publish(&buf)?;
+        pos += 1;
+        if let Some(d) = p.take_dropped().into_iter().next() {
+            break d;
+        }
+        assert!(Instant::now() < deadline, "a WRITE with a wrong rkey was never reported");
+    };
+    let text = dropped.1.to_string();
+    assert!(text.contains("REM_ACCESS_ERR") && text.contains("rkey"), "{text}");
+    assert!(p.subscribers().is_empty());
+    peer.finish()
+}
+
+/// With a short retry budget (timeout 12: 16.8 ms per try, retry_cnt 3: about 70 ms) and with
+/// the defaults (timeout 14, retry_cnt 6: about 0.5 s), a killed subscriber is reported.
+fn killed_subscriber() -> Result<(), Failed> {
+    killed_subscriber_with(|o| {
+        o.rc.timeout = 12;
+        o.rc.retry_cnt = 3;
+        o.signal_every = 1;
+    })?;
+    killed_subscriber_with(|_| {})
+}
+
+fn killed_subscriber_with(tune: impl FnOnce(&mut PublisherOptions)) -> Result<(), Failed> {
+    let mut p = publisher(Mode::Lossy, 64, WriteMode::Write, tune)?;
+    let mut peer = Peer::spawn("sub-idle", &p, 0, &[]);
+    p.accept(Duration::from_secs(30))?;
+    peer.expect("attached")?;
+    let mut buf = [0u8; PAYLOAD];
+    for pos in 0..10 {
+        publish_retrying(&mut p, pos, &mut buf)?;
+    }
+    peer.child.kill()?;
+    peer.child.wait()?;
+    let t0 = Instant::now();
+    let mut pos = 10;
+    let dropped = loop {
+        fill(pos, &mut buf);
+        p.publish(&buf)?; // lossy: never blocks on the dead peer beyond the QP retry budget
+        pos += 1;
+        if let Some(d) = p.take_dropped().into_iter().next() {
+            break d;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "a dead subscriber was not reported within 20 s");
+    };
+    let text = dropped.1.to_string();
+    assert!(text.contains("RETRY_EXC_ERR") || text.contains("WR_FLUSH_ERR"), "{text}");
+    eprintln!("dead subscriber reported after {:?}: {text}", t0.elapsed());
+    Ok(())
+}
+
+/// Publisher: no allocation, and no syscall but exactly one doorbell write per post on
+/// Soft-RoCE (none on NICs with user-space doorbells). Subscriber: no allocation, no syscall.
+fn hot_path() -> Result<(), Failed> {
+    let n = 2_000u64;
+    let mut p = publisher(Mode::Lossy, 4096, WriteMode::Write, |_| {})?;
+    let mut peer = Peer::spawn("sub-hot", &p, n, &[]);
+    p.accept(Duration::from_secs(30))?;
+    peer.expect("warm")?; // subscriber warmed up and is measuring
+    let fds = uverbs_fds();
+    let rxe = p.device().starts_with("rxe");
+    let w0 = process_write_syscalls();
+    let (published, c) = on_trapped_thread_allowing(
+        &fds,
+        move || (p, [0u8; PAYLOAD]),
+        move |(p, buf)| {
+            // The subscriber is already polling: publish 4n (lossy: it measures n of them).
+            let mut ok = 0u64;
+            for pos in 0..4 * n {
+                fill(pos, buf);
+                if p.publish(buf).is_ok() {
+                    ok += 1;
+                }
+            }
+            ok
+        },
+    );
+    let writes = process_write_syscalls() - w0;
+    assert_eq!(published, 4 * n);
+    assert_eq!(c, Counts { syscalls: 0, allocs: 0 }, "publisher made a syscall other than its doorbell, or allocated");
+    assert_eq!(writes, if rxe { 4 * n } else { 0 }, "doorbell writes");
+    let line = peer.expect("counts")?;
+    assert_eq!(line, format!("counts syscalls 0 allocs 0 delivered {n}"), "subscriber");
+    peer.finish()
+}
+
+/// Subscriber roles (child processes).
+fn child(role: &str) -> Result<(), Failed> {
+    let addr = std::env::var("TICKBUS_RT_ADDR")?.parse()?;
+    let n: u64 = std::env::var("TICKBUS_RT_COUNT")?.parse()?;
+    let mut o = SubscriberOptions::new(TOKEN);
+    o.corrupt_rkey = std::env::var("TICKBUS_RT_CORRUPT_RKEY").map(|v| v.parse().unwrap_or(0)).unwrap_or(0);
+    let mut s = RdmaSubscriber::connect(addr, 11, &o)?;
+    let mut stdin = std::io::stdin().lines();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let read_in_order = |s: &mut RdmaSubscriber, from: u64, count: u64| -> Result<(), Failed> {
+        let mut next = from;
+        while next < from + count {
+            match s.try_recv()? {
+                Some(Recv::Message(m)) if m.position == next && intact(next, m.payload) => next += 1,
+                Some(other) => return Err(format!("expected {next}, got {other:?}").into()),
+                None if Instant::now() > deadline => return Err(format!("stalled at {next}").into()),
+                None => std::hint::spin_loop(),
+            }
+        }
+        Ok(())
+    };
+    match role {
+        "sub-all" => {
+            let stall: u64 = std::env::var("TICKBUS_RT_STALL_AT").map(|v| v.parse().unwrap_or(n)).unwrap_or(n).min(n);
+            read_in_order(&mut s, 0, stall)?;
+            std::thread::sleep(Duration::from_millis(300));
+            read_in_order(&mut s, stall, n - stall)?;
+            println!("ok {n}");
+        }
+        "sub-pause" => {
+            println!("attached");
+            read_in_order(&mut s, 0, n)?;
+            println!("paused");
+            let _ = stdin.next();
+            let gap = loop {
+                match s.try_recv()? {
+                    Some(Recv::Gap(g)) => break g,
+                    Some(other) => return Err(format!("expected a gap, got {other:?}").into()),
+                    None => std::hint::spin_loop(),
+                }
+            };
+            println!("gap {} {}", gap.expected, gap.resumed_at);
+            read_in_order(&mut s, gap.resumed_at, 20)?;
+            println!("done");
+        }
+        "sub-verify" => {
+            println!("attached");
+            let (mut delivered, mut gaps) = (0u64, 0u64);
+            while delivered < n || gaps == 0 {
+                match s.try_recv()? {
+                    Some(Recv::Message(m)) => {
+                        if !intact(m.position, m.payload) {
+                            return Err(format!("torn message at {}", m.position).into());
+                        }
+                        delivered += 1;
+                    }
+                    Some(Recv::Gap(_)) => gaps += 1,
+                    None if Instant::now() > deadline => return Err("verifier timed out".into()),
+                    None => std::hint::spin_loop(),
+                }
+            }
+            println!("delivered {delivered} gaps {gaps}");
+        }
+        "sub-idle" => {
+            println!("attached");
+            while stdin.next().is_some() {}
+        }
+        "sub-hot" => {
+            // Measured on a thread that traps every syscall; the poll loop reads memory only.
+            let ((delivered, _), c) = on_trapped_thread(
+                move || {
+                    println!("warm");
+                    s
+                },
+                move |s| {
+                    let (mut delivered, mut budget) = (0u64, 2_000_000_000u64);
+                    while delivered < n && budget > 0 {
+                        budget -= 1;
+                        if let Ok(Some(Recv::Message(m))) = s.try_recv() {
+                            std::hint::black_box(m.payload[0]);
+                            delivered += 1;
+                        }
+                    }
+                    (delivered, budget)
+                },
+            );
+            println!("counts syscalls {} allocs {} delivered {delivered}", c.syscalls, c.allocs);
+            while stdin.next().is_some() {} // stay connected until the publisher is done
+        }
+        other => return Err(format!("unknown role {other}").into()),
+    }
+    Ok(())
+}
