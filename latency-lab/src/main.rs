@@ -4,6 +4,9 @@
 //! prints a number without the floor measured in the same run beside it.
 mod floor;
 mod harness;
+mod perftest;
+#[cfg(feature = "rdma")]
+mod rdma_pingpong;
 mod report;
 mod shm_pingpong;
 
@@ -36,6 +39,14 @@ struct Args {
     /// Folder for the report (table, JSON, percentile distributions).
     #[arg(long, default_value = "lab-report")]
     out: PathBuf,
+    /// Measure rdma-rc (WRITE and WRITE_WITH_IMM) between these two devices instead of shm,
+    /// e.g. `--rdma rxe0,rxe1` (build with `--features rdma`; in the guest: tools/lab-rdma.sh).
+    #[arg(long, value_name = "DEV_A,DEV_B")]
+    rdma: Option<String>,
+    /// perftest.json from the same boot (tools/rig/guest-perftest.sh): adds ib_write_lat's RTT
+    /// for the same size beside the RDMA figures, as a ratio.
+    #[arg(long)]
+    perftest: Option<PathBuf>,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -53,7 +64,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "latency-lab: {} round trips of {} B on cores {}/{} (TSC {:.3} ticks/ns)",
         spec.iterations, spec.size, spec.cores.0, spec.cores.1, ticks_per_ns
     );
-    let benches: Vec<Box<dyn Bench>> = vec![Box::new(floor::Floor), Box::new(shm_pingpong::ShmPingPong::default())];
+    let mut benches: Vec<Box<dyn Bench>> = vec![Box::new(floor::Floor)];
+    match &args.rdma {
+        None => benches.push(Box::new(shm_pingpong::ShmPingPong::default())),
+        #[cfg(feature = "rdma")]
+        Some(pair) => {
+            let d: Vec<String> = pair.split(',').map(str::to_owned).collect();
+            if d.len() != 2 {
+                return Err(format!("--rdma takes two device names, e.g. rxe0,rxe1 (got {pair:?})").into());
+            }
+            for write_mode in [tickbus::rdma::WriteMode::Write, tickbus::rdma::WriteMode::WriteWithImm] {
+                benches
+                    .push(Box::new(rdma_pingpong::RdmaPingPong { devices: (d[0].clone(), d[1].clone()), write_mode }));
+            }
+        }
+        #[cfg(not(feature = "rdma"))]
+        Some(_) => {
+            return Err(
+                "this latency-lab was built without RDMA: cargo build --release -p tickbus-lab --features rdma".into()
+            )
+        }
+    }
     let mut results = Vec::new();
     for b in benches {
         eprintln!("latency-lab: running {} ...", b.name());
@@ -61,6 +92,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let rep = report::Report::new(&spec, results);
     println!("{}", rep.table());
+    if let Some(path) = &args.perftest {
+        println!("{}", perftest::compare(path, spec.size, rep.outcomes())?);
+    }
     let written = rep.write(&args.out)?;
     eprintln!("latency-lab: report written to {}", written.display());
     Ok(())

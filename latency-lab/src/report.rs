@@ -28,6 +28,10 @@ impl Report {
         v
     }
 
+    pub fn outcomes(&self) -> &[Outcome] {
+        &self.outcomes
+    }
+
     pub fn table(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
