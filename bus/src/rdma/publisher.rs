@@ -7,7 +7,7 @@ use super::error::RdmaError;
 use super::handshake::{self as hs, Control, StreamConfig, WriteMode};
 use crate::ring::{Mode, RingConfig, RingWriter, HEADER_BYTES};
 use crate::sys::verbs::{
-    ffi, Completion, ConnectedRc, Context, Endpoint, HugeBuf, MemoryRegion, PreparedRc, RcOptions, WriteWr,
+    ffi, Completion, ConnectedRc, Context, Endpoint, HugeBuf, MemoryRegion, PreparedRc, RcOptions, WriteWr, MAX_CHAIN,
 };
 
 /// How a publisher runs.
@@ -293,6 +293,41 @@ impl RdmaPublisher {
         Ok(pos)
     }
 
+    /// Most messages one [`RdmaPublisher::publish_batch`] takes: the chain limit, and no more than
+    /// may be in flight (a larger burst would overwrite its own mirror slots before shipping).
+    pub fn max_batch(&self) -> usize {
+        MAX_CHAIN.min(self.window as usize)
+    }
+
+    /// Publishes a burst of up to [`RdmaPublisher::max_batch`] messages with one doorbell per
+    /// subscriber (one chained post instead of one per message). Returns the first position and
+    /// how many were published: fewer than asked only when a reliable ring filled.
+    #[inline]
+    pub fn publish_batch(&mut self, payloads: &[&[u8]]) -> Result<(u64, usize), RdmaError> {
+        assert!(payloads.len() <= self.max_batch(), "at most {} messages per batch", self.max_batch());
+        self.make_room_for(payloads.len() as u64);
+        let first = self.writer.position();
+        let mut n = 0;
+        for p in payloads {
+            match self.writer.publish(p) {
+                Ok(_) => n += 1,
+                Err(e) if n == 0 => return Err(e.into()),
+                Err(_) => break, // Full mid-burst: ship what was published
+            }
+        }
+        let mut i = 0;
+        while i < self.conns.len() {
+            match self.shipper.ship_batch(&mut self.conns[i], first, n as u64) {
+                Ok(()) => i += 1,
+                Err(e) => {
+                    let c = self.conns.swap_remove(i);
+                    self.dropped.push((c.peer, e));
+                }
+            }
+        }
+        Ok((first, n))
+    }
+
     /// Stamps a message's header (stream, sequence, raw TSC) and publishes it.
     #[inline]
     pub fn send<T: tickbus_codecs::Message>(&mut self, msg: &mut T) -> Result<u64, RdmaError> {
@@ -308,7 +343,13 @@ impl RdmaPublisher {
     /// Also polls each CQ once while a signalled WRITE is outstanding, so failures surface early.
     #[inline]
     fn make_room(&mut self) {
-        let pos = self.writer.position();
+        self.make_room_for(1);
+    }
+
+    /// Room for `count` more positions (see [`RdmaPublisher::make_room`]).
+    #[inline]
+    fn make_room_for(&mut self, count: u64) {
+        let pos = self.writer.position() + count - 1;
         let mut i = 0;
         while i < self.conns.len() {
             let c = &mut self.conns[i];
@@ -367,13 +408,37 @@ fn reap(c: &mut Conn, need: u64, tsc: &crate::time::Tsc, patience: u64) -> Resul
 }
 
 impl Shipper {
-    /// One RDMA WRITE of the whole mirror slot of `pos` to the same offset of `c`'s ring.
+    /// Positions `first..first + n` as one chained post (one doorbell).
     #[inline]
-    fn ship(&self, c: &mut Conn, pos: u64) -> Result<(), RdmaError> {
+    fn ship_batch(&self, c: &mut Conn, first: u64, n: u64) -> Result<(), RdmaError> {
+        let mut wrs = [WriteWr {
+            wr_id: 0,
+            sge: self.mirror.sge(0, 0),
+            remote_addr: 0,
+            rkey: 0,
+            imm: None,
+            signaled: false,
+            inline: false,
+        }; MAX_CHAIN];
+        for (k, pos) in (first..first + n).enumerate() {
+            wrs[k] = self.wr(c, pos);
+        }
+        // SAFETY: as in `ship`: make_room_for() keeps each mirror slot until its WRITE completed.
+        unsafe { c.qp.post_writes(&wrs[..n as usize])? };
+        Ok(())
+    }
+
+    /// The WR that ships `pos` to `c`, with selective signalling.
+    #[inline]
+    fn wr(&self, c: &mut Conn, pos: u64) -> WriteWr {
         let off = HEADER_BYTES + (pos & self.mask) as usize * self.slot_size;
         c.unsignaled += 1;
         let signaled = c.unsignaled >= self.signal_every;
-        let wr = WriteWr {
+        if signaled {
+            c.unsignaled = 0;
+            c.signalled_upto = pos + 1;
+        }
+        WriteWr {
             wr_id: pos,
             sge: self.mirror.sge(off, self.slot_size),
             remote_addr: c.remote_addr + off as u64,
@@ -381,14 +446,16 @@ impl Shipper {
             imm: self.imm.then_some(pos as u32),
             signaled,
             inline: self.inline,
-        };
+        }
+    }
+
+    /// One RDMA WRITE of the whole mirror slot of `pos` to the same offset of `c`'s ring.
+    #[inline]
+    fn ship(&self, c: &mut Conn, pos: u64) -> Result<(), RdmaError> {
+        let wr = self.wr(c, pos);
         // SAFETY: non-inline WRITEs read the mirror slot until they complete; make_room() waits
         // for that completion before the writer reuses the slot, and the mirror outlives the QP.
         unsafe { c.qp.post_write(wr)? };
-        if signaled {
-            c.unsignaled = 0;
-            c.signalled_upto = pos + 1;
-        }
         Ok(())
     }
 }
