@@ -12,7 +12,9 @@ use tickbus::sys::verbs::device_names;
 use tickbus::{Mode, Recv, RingConfig};
 
 mod common;
-use common::{on_trapped_thread, on_trapped_thread_allowing, process_write_syscalls, uverbs_fds, Counting, Counts};
+use common::{
+    fill, intact, on_trapped_thread, on_trapped_thread_allowing, process_write_syscalls, uverbs_fds, Counting, Counts,
+};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -63,18 +65,6 @@ fn devices() -> (String, String) {
     let peer = std::env::var("TICKBUS_RDMA_PEER_DEVICE")
         .unwrap_or_else(|_| d.get(1).or(d.first()).cloned().unwrap_or_default());
     (local, peer)
-}
-
-fn fill(pos: u64, buf: &mut [u8]) {
-    for (k, c) in buf.chunks_exact_mut(8).enumerate() {
-        c.copy_from_slice(&(pos.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64).to_le_bytes());
-    }
-}
-
-fn intact(pos: u64, buf: &[u8]) -> bool {
-    buf.chunks_exact(8)
-        .enumerate()
-        .all(|(k, c)| u64::from_le_bytes(c.try_into().unwrap()) == pos.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64)
 }
 
 fn publisher(

@@ -10,6 +10,9 @@ use tickbus::ring::ClaimError;
 use tickbus::shm::{self, HugepagePolicy, PublisherState, ShmOptions};
 use tickbus::{Mode, Recv, RingConfig, StartAt};
 
+mod common;
+use common::{fill, intact};
+
 const PAYLOAD: usize = 64;
 
 fn main() {
@@ -25,19 +28,6 @@ fn main() {
         Trial::test("dead_consumer_is_reported_to_the_publisher_and_its_line_taken_over", dead_consumer_taken_over),
     ];
     libtest_mimic::run(&args, tests).exit();
-}
-
-/// The content every message at `pos` carries, so any torn or misplaced byte is visible.
-fn fill(pos: u64, buf: &mut [u8]) {
-    for (k, c) in buf.chunks_exact_mut(8).enumerate() {
-        c.copy_from_slice(&(pos.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64).to_le_bytes());
-    }
-}
-
-fn intact(pos: u64, buf: &[u8]) -> bool {
-    buf.chunks_exact(8)
-        .enumerate()
-        .all(|(k, c)| u64::from_le_bytes(c.try_into().unwrap()) == pos.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64)
 }
 
 /// Unique folders for one test (removed on drop); children get them through the environment.

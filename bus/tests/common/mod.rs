@@ -168,3 +168,17 @@ pub fn uverbs_fds() -> Vec<i32> {
         })
         .unwrap_or_default()
 }
+
+/// The content every test message at `pos` carries, so a torn or misplaced byte shows.
+pub fn fill(pos: u64, buf: &mut [u8]) {
+    for (k, c) in buf.chunks_exact_mut(8).enumerate() {
+        c.copy_from_slice(&(pos.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64).to_le_bytes());
+    }
+}
+
+/// Whether `buf` is exactly what [`fill`] wrote for `pos`.
+pub fn intact(pos: u64, buf: &[u8]) -> bool {
+    buf.chunks_exact(8)
+        .enumerate()
+        .all(|(k, c)| u64::from_le_bytes(c.try_into().unwrap()) == pos.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64)
+}

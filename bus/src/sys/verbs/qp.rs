@@ -272,20 +272,8 @@ impl ConnectedRc {
         // the provider copies the WR (and inline bytes) before returning.
         let rc = unsafe {
             let mut wr: ffi::ibv_send_wr = std::mem::zeroed();
-            wr.wr_id = w.wr_id;
+            fill_wr(&mut wr, &w);
             wr.sg_list = &mut sge;
-            wr.num_sge = 1;
-            wr.opcode = match w.imm {
-                Some(_) => ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
-                None => ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
-            };
-            if let Some(v) = w.imm {
-                wr.imm_data_invalidated_rkey_union.imm_data = v.to_be();
-            }
-            wr.send_flags = (if w.signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 })
-                | (if w.inline { ffi::ibv_send_flags::IBV_SEND_INLINE.0 } else { 0 });
-            wr.wr.rdma.remote_addr = w.remote_addr;
-            wr.wr.rdma.rkey = w.rkey;
             let mut bad = std::ptr::null_mut();
             ffi::ibv_post_send(self.inner.qp, &mut wr, &mut bad)
         };
@@ -313,20 +301,7 @@ impl ConnectedRc {
             let n = wrs.len();
             for (k, w) in wrs.iter().enumerate() {
                 sges[k] = w.sge;
-                let wr = &mut chain[k];
-                wr.wr_id = w.wr_id;
-                wr.num_sge = 1;
-                wr.opcode = match w.imm {
-                    Some(_) => ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
-                    None => ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
-                };
-                if let Some(v) = w.imm {
-                    wr.imm_data_invalidated_rkey_union.imm_data = v.to_be();
-                }
-                wr.send_flags = (if w.signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 })
-                    | (if w.inline { ffi::ibv_send_flags::IBV_SEND_INLINE.0 } else { 0 });
-                wr.wr.rdma.remote_addr = w.remote_addr;
-                wr.wr.rdma.rkey = w.rkey;
+                fill_wr(&mut chain[k], w);
             }
             let base = chain.as_mut_ptr();
             for k in 0..n {
@@ -350,6 +325,24 @@ impl ConnectedRc {
         // SAFETY: as for post_write.
         unsafe { post_recv(self.inner.qp, wr_id, sge) }
     }
+}
+
+/// Writes `w`'s fields into a zeroed WR (all but `sg_list` and `next`, which the caller links).
+#[inline(always)]
+fn fill_wr(wr: &mut ffi::ibv_send_wr, w: &WriteWr) {
+    wr.wr_id = w.wr_id;
+    wr.num_sge = 1;
+    wr.opcode = match w.imm {
+        Some(_) => ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
+        None => ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+    };
+    if let Some(v) = w.imm {
+        wr.imm_data_invalidated_rkey_union.imm_data = v.to_be();
+    }
+    wr.send_flags = (if w.signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 })
+        | (if w.inline { ffi::ibv_send_flags::IBV_SEND_INLINE.0 } else { 0 });
+    wr.wr.rdma.remote_addr = w.remote_addr;
+    wr.wr.rdma.rkey = w.rkey;
 }
 
 /// Shared by RC and UD: one receive WR.
