@@ -1,4 +1,4 @@
-//! Fixed-layout messages that travel on the tickbus, and (later) exchange codecs.
+//! Fixed-layout messages that travel on the tickbus, and exchange codecs (NASDAQ ITCH 5.0).
 //!
 //! Owns: the byte layout of every bus message. Must never: do I/O, read a clock, allocate on a
 //! decode path, or panic on any input.
@@ -19,6 +19,7 @@ pub mod any;
 pub mod enums;
 pub mod exec;
 pub mod header;
+pub mod itch;
 pub mod md;
 pub mod message;
 pub mod orders;

@@ -1,0 +1,183 @@
+//! One message of any type, decoded from exactly its bytes.
+use zerocopy::FromBytes;
+
+use super::messages::*;
+
+/// Why bytes are not an ITCH message (or an ITCH file is malformed). Each variant names the byte
+/// offset in the input and, where known, the message type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ItchError {
+    #[error("offset {offset}: unknown ITCH message type {code:#04x} ({})", printable(*.code))]
+    UnknownType { offset: u64, code: u8 },
+    #[error("offset {offset}: type '{}' is {expected} bytes but the frame holds {got}", *.code as char)]
+    WrongLength { offset: u64, code: u8, expected: usize, got: usize },
+    #[error("offset {offset}: file ends inside a message ({missing} more bytes needed)")]
+    Truncated { offset: u64, missing: usize },
+    #[error("offset {offset}: length prefix {prefix} contradicts type '{}' ({expected} bytes): corrupt or not ITCH 5.0", *.code as char)]
+    PrefixMismatch { offset: u64, code: u8, prefix: u16, expected: usize },
+    #[error("offset {offset}: empty frame")]
+    Empty { offset: u64 },
+}
+
+fn printable(b: u8) -> char {
+    if b.is_ascii_graphic() {
+        b as char
+    } else {
+        '?'
+    }
+}
+
+/// A decoded message, borrowing its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItchMessage<'a> {
+    SystemEvent(&'a SystemEvent),
+    StockDirectory(&'a StockDirectory),
+    StockTradingAction(&'a StockTradingAction),
+    RegShoRestriction(&'a RegShoRestriction),
+    MarketParticipantPosition(&'a MarketParticipantPosition),
+    MwcbDeclineLevel(&'a MwcbDeclineLevel),
+    MwcbStatus(&'a MwcbStatus),
+    IpoQuotingPeriodUpdate(&'a IpoQuotingPeriodUpdate),
+    LuldAuctionCollar(&'a LuldAuctionCollar),
+    OperationalHalt(&'a OperationalHalt),
+    AddOrder(&'a AddOrder),
+    AddOrderMpid(&'a AddOrderMpid),
+    OrderExecuted(&'a OrderExecuted),
+    OrderExecutedWithPrice(&'a OrderExecutedWithPrice),
+    OrderCancel(&'a OrderCancel),
+    OrderDelete(&'a OrderDelete),
+    OrderReplace(&'a OrderReplace),
+    Trade(&'a Trade),
+    CrossTrade(&'a CrossTrade),
+    BrokenTrade(&'a BrokenTrade),
+    Noii(&'a Noii),
+    Rpii(&'a Rpii),
+    DirectListingCapitalRaise(&'a DirectListingCapitalRaise),
+}
+
+impl ItchMessage<'_> {
+    /// The common header of whichever type this is.
+    pub fn header(&self) -> &ItchHeader {
+        macro_rules! h {
+            ($($v:ident),*) => { match self { $(ItchMessage::$v(m) => &m.header,)* } };
+        }
+        h!(
+            SystemEvent,
+            StockDirectory,
+            StockTradingAction,
+            RegShoRestriction,
+            MarketParticipantPosition,
+            MwcbDeclineLevel,
+            MwcbStatus,
+            IpoQuotingPeriodUpdate,
+            LuldAuctionCollar,
+            OperationalHalt,
+            AddOrder,
+            AddOrderMpid,
+            OrderExecuted,
+            OrderExecutedWithPrice,
+            OrderCancel,
+            OrderDelete,
+            OrderReplace,
+            Trade,
+            CrossTrade,
+            BrokenTrade,
+            Noii,
+            Rpii,
+            DirectListingCapitalRaise
+        )
+    }
+
+    /// The one-letter type code.
+    pub fn code(&self) -> u8 {
+        self.header().msg_type
+    }
+}
+
+/// Decodes `bytes`, exactly one message, found at `offset` of the input (for error messages).
+pub fn parse(bytes: &[u8], offset: u64) -> Result<ItchMessage<'_>, ItchError> {
+    let code = *bytes.first().ok_or(ItchError::Empty { offset })?;
+    let expected = message_len(code).ok_or(ItchError::UnknownType { offset, code })?;
+    if bytes.len() != expected {
+        return Err(ItchError::WrongLength { offset, code, expected, got: bytes.len() });
+    }
+    // Views have alignment 1 and the length matches, so these cannot fail.
+    macro_rules! view {
+        ($v:ident) => {
+            ItchMessage::$v($v::ref_from_bytes(bytes).map_err(|_| ItchError::WrongLength {
+                offset,
+                code,
+                expected,
+                got: bytes.len(),
+            })?)
+        };
+    }
+    Ok(match code {
+        b'S' => view!(SystemEvent),
+        b'R' => view!(StockDirectory),
+        b'H' => view!(StockTradingAction),
+        b'Y' => view!(RegShoRestriction),
+        b'L' => view!(MarketParticipantPosition),
+        b'V' => view!(MwcbDeclineLevel),
+        b'W' => view!(MwcbStatus),
+        b'K' => view!(IpoQuotingPeriodUpdate),
+        b'J' => view!(LuldAuctionCollar),
+        b'h' => view!(OperationalHalt),
+        b'A' => view!(AddOrder),
+        b'F' => view!(AddOrderMpid),
+        b'E' => view!(OrderExecuted),
+        b'C' => view!(OrderExecutedWithPrice),
+        b'X' => view!(OrderCancel),
+        b'D' => view!(OrderDelete),
+        b'U' => view!(OrderReplace),
+        b'P' => view!(Trade),
+        b'Q' => view!(CrossTrade),
+        b'B' => view!(BrokenTrade),
+        b'I' => view!(Noii),
+        b'N' => view!(Rpii),
+        b'O' => view!(DirectListingCapitalRaise),
+        _ => return Err(ItchError::UnknownType { offset, code }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zerocopy::IntoBytes;
+
+    #[test]
+    fn every_type_parses_at_its_size_and_refuses_other_sizes() {
+        for code in CODES {
+            let len = message_len(code).unwrap();
+            let mut buf = vec![0u8; len + 1];
+            buf[0] = code;
+            let m = parse(&buf[..len], 7).unwrap();
+            assert_eq!(m.code(), code);
+            assert_eq!(parse(&buf, 7), Err(ItchError::WrongLength { offset: 7, code, expected: len, got: len + 1 }));
+            assert!(matches!(parse(&buf[..len - 1], 7), Err(ItchError::WrongLength { .. })));
+        }
+        assert_eq!(parse(b"Z123", 3), Err(ItchError::UnknownType { offset: 3, code: b'Z' }));
+        assert_eq!(parse(b"", 9), Err(ItchError::Empty { offset: 9 }));
+    }
+
+    #[test]
+    fn add_order_golden_bytes_decode_big_endian_fields() {
+        // type | locate | tracking | timestamp(6) | order ref(8) | side | shares(4) | stock(8) | price(4)
+        let mut b = [0u8; 36];
+        b[0] = b'A';
+        b[1..3].copy_from_slice(&42u16.to_be_bytes());
+        b[3..5].copy_from_slice(&3u16.to_be_bytes());
+        b[5..11].copy_from_slice(&[0x00, 0x00, 0x1f, 0x1a, 0x71, 0x8f]);
+        b[11..19].copy_from_slice(&12345u64.to_be_bytes());
+        b[19] = b'B';
+        b[20..24].copy_from_slice(&100u32.to_be_bytes());
+        b[24..32].copy_from_slice(b"AAPL    ");
+        b[32..36].copy_from_slice(&1_000_000u32.to_be_bytes()); // $100.0000
+        let ItchMessage::AddOrder(a) = parse(&b, 0).unwrap() else { panic!("not an add order") };
+        assert_eq!(a.header.stock_locate.get(), 42);
+        assert_eq!(a.header.timestamp_ns(), 0x1f1a718f);
+        assert_eq!(a.order_reference_number.get(), 12345);
+        assert_eq!((a.side, a.shares.get(), &a.stock, a.price.get()), (b'B', 100, b"AAPL    ", 1_000_000));
+        assert_eq!(a.as_bytes(), &b);
+    }
+}
