@@ -1,4 +1,4 @@
-//! Fixed-layout messages that travel on the tickbus, and exchange codecs (NASDAQ ITCH 5.0).
+//! Fixed-layout messages that travel on the tickbus, and exchange codecs (NASDAQ ITCH 5.0, MoldUDP64).
 //!
 //! Owns: the byte layout of every bus message. Must never: do I/O, read a clock, allocate on a
 //! decode path, or panic on any input.
@@ -22,6 +22,7 @@ pub mod header;
 pub mod itch;
 pub mod md;
 pub mod message;
+pub mod moldudp64;
 pub mod orders;
 
 pub use any::{decode, AnyMessage};

@@ -1,0 +1,238 @@
+//! MoldUDP64: the UDP framing NASDAQ sends ITCH in. A packet is session(10 ASCII) +
+//! sequence(u64 BE, of its first message) + count(u16 BE; 0 = heartbeat, 0xFFFF = end of session)
+//! + count x `[u16 BE length][message]`. A re-request asks the retransmitter for `count`
+//! messages from `sequence`.
+//!
+//! Owns: packet views, the message iterator, the re-request encoding and per-session gap
+//! tracking. Never: allocates, does I/O, or panics on any packet.
+use zerocopy::big_endian::{U16, U64};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+
+/// Bytes of the packet header.
+pub const HEADER_LEN: usize = 20;
+/// `count` of a heartbeat.
+pub const HEARTBEAT: u16 = 0;
+/// `count` of the end-of-session packet.
+pub const END_OF_SESSION: u16 = 0xFFFF;
+
+/// The 20-byte header; also the whole re-request packet.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+pub struct MoldHeader {
+    pub session: [u8; 10],
+    pub sequence: U64,
+    pub count: U16,
+}
+const _: () = assert!(core::mem::size_of::<MoldHeader>() == HEADER_LEN);
+
+/// Why a packet is malformed; offsets are within the packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MoldError {
+    #[error("packet of {got} bytes is shorter than the 20-byte MoldUDP64 header")]
+    TooShort { got: usize },
+    #[error("message {index} at offset {offset} overruns the packet ({need} bytes needed, {have} left)")]
+    Overrun { index: u16, offset: usize, need: usize, have: usize },
+    #[error("packet declares {declared} messages but has {trailing} bytes after message {parsed}")]
+    Trailing { declared: u16, parsed: u16, trailing: usize },
+}
+
+/// What kind of packet it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketKind {
+    Messages,
+    Heartbeat,
+    EndOfSession,
+}
+
+/// A validated packet: after [`Packet::parse`], iterating its messages cannot fail or panic.
+#[derive(Debug, Clone, Copy)]
+pub struct Packet<'a> {
+    pub header: &'a MoldHeader,
+    body: &'a [u8],
+}
+
+impl<'a> Packet<'a> {
+    /// Checks the header and that the declared messages exactly fill the packet.
+    pub fn parse(bytes: &'a [u8]) -> Result<Packet<'a>, MoldError> {
+        let (header, body) =
+            MoldHeader::ref_from_prefix(bytes).map_err(|_| MoldError::TooShort { got: bytes.len() })?;
+        let count = header.count.get();
+        let n = if count == END_OF_SESSION { 0 } else { count };
+        let mut at = 0usize;
+        for index in 0..n {
+            let have = body.len() - at;
+            if have < 2 {
+                return Err(MoldError::Overrun { index, offset: HEADER_LEN + at, need: 2, have });
+            }
+            let len = usize::from(u16::from_be_bytes([body[at], body[at + 1]]));
+            if have - 2 < len {
+                return Err(MoldError::Overrun { index, offset: HEADER_LEN + at, need: 2 + len, have });
+            }
+            at += 2 + len;
+        }
+        if at != body.len() {
+            return Err(MoldError::Trailing { declared: count, parsed: n, trailing: body.len() - at });
+        }
+        Ok(Packet { header, body })
+    }
+
+    pub fn kind(&self) -> PacketKind {
+        match self.header.count.get() {
+            HEARTBEAT => PacketKind::Heartbeat,
+            END_OF_SESSION => PacketKind::EndOfSession,
+            _ => PacketKind::Messages,
+        }
+    }
+
+    /// Messages in this packet (0 for heartbeats and end of session).
+    pub fn message_count(&self) -> u16 {
+        if self.kind() == PacketKind::Messages {
+            self.header.count.get()
+        } else {
+            0
+        }
+    }
+
+    /// Each message with its sequence number.
+    pub fn messages(&self) -> impl Iterator<Item = (u64, &'a [u8])> + 'a {
+        let first = self.header.sequence.get();
+        let mut rest = self.body;
+        (0..u64::from(self.message_count())).map(move |i| {
+            let len = usize::from(u16::from_be_bytes([rest[0], rest[1]]));
+            let msg = &rest[2..2 + len];
+            rest = &rest[2 + len..];
+            (first + i, msg)
+        })
+    }
+}
+
+/// The re-request packet asking for `count` messages of `session` from `sequence`.
+pub fn rerequest(session: &[u8; 10], sequence: u64, count: u16) -> MoldHeader {
+    MoldHeader { session: *session, sequence: sequence.into(), count: count.into() }
+}
+
+/// Sequence tracking of one session: says which messages are new, and which were missed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GapTracker {
+    /// The next sequence number expected (sequences start at 1).
+    pub next: u64,
+}
+
+/// What a packet meant for the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// Messages `from..to` are new and in order.
+    InOrder { from: u64, to: u64 },
+    /// Messages `missing_from..missing_to` never arrived (re-request them); `from..to` are new.
+    Gap { missing_from: u64, missing_to: u64, from: u64, to: u64 },
+    /// Everything in the packet was seen before (a duplicate from a redundant feed).
+    Duplicate,
+}
+
+impl GapTracker {
+    pub fn new() -> GapTracker {
+        GapTracker { next: 1 }
+    }
+
+    /// Accounts for a packet's sequence range. Heartbeats carry the next sequence with count 0,
+    /// so a heartbeat ahead of `next` reveals a gap too.
+    pub fn on_packet(&mut self, p: &Packet<'_>) -> Arrival {
+        let first = p.header.sequence.get();
+        let end = first + u64::from(p.message_count());
+        if end <= self.next && !(p.message_count() == 0 && first > self.next) {
+            return Arrival::Duplicate;
+        }
+        let arrival = if first > self.next {
+            Arrival::Gap { missing_from: self.next, missing_to: first, from: first, to: end }
+        } else {
+            Arrival::InOrder { from: self.next, to: end }
+        };
+        self.next = self.next.max(end);
+        arrival
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(seq: u64, msgs: &[&[u8]], count: Option<u16>) -> Vec<u8> {
+        let mut v = b"SESSION001".to_vec();
+        v.extend(seq.to_be_bytes());
+        v.extend(count.unwrap_or(msgs.len() as u16).to_be_bytes());
+        for m in msgs {
+            v.extend((m.len() as u16).to_be_bytes());
+            v.extend(*m);
+        }
+        v
+    }
+
+    #[test]
+    fn parses_messages_heartbeats_and_end_of_session() {
+        let p = packet(7, &[b"abc", b"", b"xy"], None);
+        let pk = Packet::parse(&p).unwrap();
+        assert_eq!(pk.kind(), PacketKind::Messages);
+        let got: Vec<(u64, &[u8])> = pk.messages().collect();
+        assert_eq!(got, vec![(7, &b"abc"[..]), (8, &b""[..]), (9, &b"xy"[..])]);
+        assert_eq!(&pk.header.session, b"SESSION001");
+        let hb = packet(10, &[], None);
+        assert_eq!(Packet::parse(&hb).unwrap().kind(), PacketKind::Heartbeat);
+        let eos = packet(10, &[], Some(END_OF_SESSION));
+        let e = Packet::parse(&eos).unwrap();
+        assert_eq!((e.kind(), e.messages().count()), (PacketKind::EndOfSession, 0));
+    }
+
+    #[test]
+    fn malformed_packets_are_errors_that_say_where() {
+        assert_eq!(Packet::parse(&[0; 19]).unwrap_err(), MoldError::TooShort { got: 19 });
+        let mut p = packet(1, &[b"abcd"], None);
+        p.truncate(p.len() - 1);
+        assert_eq!(Packet::parse(&p).unwrap_err(), MoldError::Overrun { index: 0, offset: 20, need: 6, have: 5 });
+        let p = packet(1, &[b"ab", b"cd"], Some(1));
+        assert_eq!(Packet::parse(&p).unwrap_err(), MoldError::Trailing { declared: 1, parsed: 1, trailing: 4 });
+        let mut x = 0x9e37_79b9u32;
+        for len in 0..200 {
+            let junk: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    x as u8
+                })
+                .collect();
+            if let Ok(p) = Packet::parse(&junk) {
+                let _ = p.messages().count();
+            }
+        }
+    }
+
+    #[test]
+    fn rerequest_is_the_20_byte_header_golden() {
+        let r = rerequest(b"SESSION001", 0x0102, 3);
+        assert_eq!(r.as_bytes(), b"SESSION001\0\0\0\0\0\0\x01\x02\0\x03");
+    }
+
+    #[test]
+    fn gap_tracker_reports_gaps_duplicates_and_heartbeat_revealed_gaps() {
+        let mut g = GapTracker::new();
+        let p = |seq, n: usize| packet(seq, &vec![&b"m"[..]; n], None);
+        let pk = |b: &Vec<u8>| Packet::parse(b).unwrap().header.sequence.get();
+        let a = p(1, 3);
+        assert_eq!(g.on_packet(&Packet::parse(&a).unwrap()), Arrival::InOrder { from: 1, to: 4 });
+        let b = p(6, 2);
+        assert_eq!(pk(&b), 6);
+        assert_eq!(
+            g.on_packet(&Packet::parse(&b).unwrap()),
+            Arrival::Gap { missing_from: 4, missing_to: 6, from: 6, to: 8 }
+        );
+        assert_eq!(g.on_packet(&Packet::parse(&a).unwrap()), Arrival::Duplicate);
+        let hb = p(10, 0);
+        assert_eq!(
+            g.on_packet(&Packet::parse(&hb).unwrap()),
+            Arrival::Gap { missing_from: 8, missing_to: 10, from: 10, to: 10 }
+        );
+        assert_eq!(g.next, 10);
+        let hb2 = p(10, 0);
+        assert_eq!(g.on_packet(&Packet::parse(&hb2).unwrap()), Arrival::Duplicate);
+    }
+}
