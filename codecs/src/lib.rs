@@ -34,3 +34,19 @@ pub use message::{DecodeError, Message, MsgType};
 ///
 /// Eight places hold ITCH's Price(4) and Price(8) exactly and leave an i64 range of +/-92 billion.
 pub const PRICE_SCALE: i64 = 100_000_000;
+
+#[cfg(test)]
+mod testutil {
+    /// `len` deterministic pseudo-random bytes (xorshift32) for never-panics tests.
+    pub fn junk(seed: u32, len: usize) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9) | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect()
+    }
+}

@@ -1,7 +1,7 @@
-//! MoldUDP64: the UDP framing NASDAQ sends ITCH in. A packet is session(10 ASCII) +
-//! sequence(u64 BE, of its first message) + count(u16 BE; 0 = heartbeat, 0xFFFF = end of session)
-//! + count x `[u16 BE length][message]`. A re-request asks the retransmitter for `count`
-//! messages from `sequence`.
+//! MoldUDP64: the UDP framing NASDAQ sends ITCH in. A packet is session (10 ASCII), then
+//! sequence (u64 BE, of its first message), then count (u16 BE; 0 = heartbeat, 0xFFFF = end of
+//! session), then count times `[u16 BE length][message]`. A re-request asks the retransmitter for
+//! `count` messages from `sequence`.
 //!
 //! Owns: packet views, the message iterator, the re-request encoding and per-session gap
 //! tracking. Never: allocates, does I/O, or panics on any packet.
@@ -190,17 +190,8 @@ mod tests {
         assert_eq!(Packet::parse(&p).unwrap_err(), MoldError::Overrun { index: 0, offset: 20, need: 6, have: 5 });
         let p = packet(1, &[b"ab", b"cd"], Some(1));
         assert_eq!(Packet::parse(&p).unwrap_err(), MoldError::Trailing { declared: 1, parsed: 1, trailing: 4 });
-        let mut x = 0x9e37_79b9u32;
         for len in 0..200 {
-            let junk: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 17;
-                    x ^= x << 5;
-                    x as u8
-                })
-                .collect();
-            if let Ok(p) = Packet::parse(&junk) {
+            if let Ok(p) = Packet::parse(&crate::testutil::junk(len as u32, len)) {
                 let _ = p.messages().count();
             }
         }
