@@ -48,10 +48,7 @@ impl<M: RingMemory> Publisher<M> {
     /// Stamps `msg`'s header (stream, sequence, TSC) and publishes a copy of it.
     #[inline]
     pub fn send<T: Message>(&mut self, msg: &mut T) -> Result<u64, ClaimError> {
-        let h = msg.header_mut();
-        h.stream_id = self.writer.config().stream_id;
-        h.sequence = self.writer.position();
-        h.publish_tsc = self.tsc.now();
+        msg.header_mut().stamp(self.writer.config().stream_id, self.writer.position(), self.tsc.now());
         self.writer.publish(msg.as_bytes())
     }
 

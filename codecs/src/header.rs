@@ -56,6 +56,14 @@ impl Header {
         Header { msg_type: msg_type as u16, version, length, stream_id: 0, flags: 0, sequence: 0, publish_tsc: 0 }
     }
 
+    /// What a publisher writes into every message it sends: its stream, the message's sequence
+    /// (ring position) and the raw TSC at publish.
+    pub fn stamp(&mut self, stream_id: u32, sequence: u64, publish_tsc: u64) {
+        self.stream_id = stream_id;
+        self.sequence = sequence;
+        self.publish_tsc = publish_tsc;
+    }
+
     /// Reads the header at the start of `bytes` without any alignment requirement.
     pub fn peek(bytes: &[u8]) -> Option<Header> {
         Header::read_from_prefix(bytes).ok().map(|(h, _)| h)

@@ -98,11 +98,7 @@ impl RdmaPublisher {
     pub fn bind(addr: SocketAddr, cfg: &RingConfig, opts: PublisherOptions) -> Result<RdmaPublisher, RdmaError> {
         cfg.validate().map_err(|e| RdmaError::Handshake { peer: "-".into(), reason: e.to_string() })?;
         let ctx = Context::open(opts.device.as_deref())?;
-        let buf = match HugeBuf::hugepages(cfg.ring_bytes()) {
-            Ok(b) => b,
-            Err(e) if opts.require_hugepages => return Err(e.into()),
-            Err(_) => HugeBuf::pages(cfg.ring_bytes())?,
-        };
+        let buf = HugeBuf::hugepages_or_pages(cfg.ring_bytes(), opts.require_hugepages)?;
         use ffi::ibv_access_flags as A;
         let mirror = Arc::new(MemoryRegion::register(&ctx, buf, A::IBV_ACCESS_LOCAL_WRITE.0)?);
         let credits = MemoryRegion::register_within(
@@ -115,9 +111,10 @@ impl RdmaPublisher {
         let writer = RingWriter::create(mirror.clone(), cfg, crate::sys::process::pid(), 0)
             .map_err(|e| RdmaError::Handshake { peer: "-".into(), reason: e.to_string() })?;
         let listener = TcpListener::bind(addr).map_err(|e| RdmaError::io("binding the control listener", e))?;
-        let max_inline = PreparedRc::new(&ctx, opts.rc)?.max_inline(); // the QP's real inline limit
-                                                                       // A signalled WRITE at least every quarter of the reuse window, so waiting for a slot's
-                                                                       // WRITE to complete always has a signalled completion to wait for.
+        // The QP's real inline limit.
+        let max_inline = PreparedRc::new(&ctx, opts.rc)?.max_inline();
+        // A signalled WRITE at least every quarter of the reuse window, so waiting for a slot's
+        // WRITE to complete always has a signalled completion to wait for.
         let room = (cfg.slot_count as u64).min(u64::from(opts.rc.max_send_wr));
         let signal_every = u64::from(opts.signal_every).clamp(1, (room / 4).max(1));
         let shipper = Shipper {
@@ -305,6 +302,9 @@ impl RdmaPublisher {
     #[inline]
     pub fn publish_batch(&mut self, payloads: &[&[u8]]) -> Result<(u64, usize), RdmaError> {
         assert!(payloads.len() <= self.max_batch(), "at most {} messages per batch", self.max_batch());
+        if payloads.is_empty() {
+            return Ok((self.writer.position(), 0));
+        }
         self.make_room_for(payloads.len() as u64);
         let first = self.writer.position();
         let mut n = 0;
@@ -315,26 +315,15 @@ impl RdmaPublisher {
                 Err(_) => break, // Full mid-burst: ship what was published
             }
         }
-        let mut i = 0;
-        while i < self.conns.len() {
-            match self.shipper.ship_batch(&mut self.conns[i], first, n as u64) {
-                Ok(()) => i += 1,
-                Err(e) => {
-                    let c = self.conns.swap_remove(i);
-                    self.dropped.push((c.peer, e));
-                }
-            }
-        }
+        let shipper = &self.shipper;
+        retain_live(&mut self.conns, &mut self.dropped, |c| shipper.ship_batch(c, first, n as u64));
         Ok((first, n))
     }
 
     /// Stamps a message's header (stream, sequence, raw TSC) and publishes it.
     #[inline]
     pub fn send<T: tickbus_codecs::Message>(&mut self, msg: &mut T) -> Result<u64, RdmaError> {
-        let h = msg.header_mut();
-        h.stream_id = self.writer.config().stream_id;
-        h.sequence = self.writer.position();
-        h.publish_tsc = self.tsc.now();
+        msg.header_mut().stamp(self.writer.config().stream_id, self.writer.position(), self.tsc.now());
         self.publish(zerocopy::IntoBytes::as_bytes(msg))
     }
 
@@ -350,31 +339,38 @@ impl RdmaPublisher {
     #[inline]
     fn make_room_for(&mut self, count: u64) {
         let pos = self.writer.position() + count - 1;
-        let mut i = 0;
-        while i < self.conns.len() {
-            let c = &mut self.conns[i];
-            let need = if pos - c.completed >= self.window { pos - self.window + 1 } else { 0 };
+        let (window, tsc, patience) = (self.window, &self.tsc, self.patience_ticks);
+        retain_live(&mut self.conns, &mut self.dropped, |c| {
+            let need = if pos - c.completed >= window { pos - window + 1 } else { 0 };
             if need > 0 || c.signalled_upto > c.completed {
-                if let Err(e) = reap(c, need, &self.tsc, self.patience_ticks) {
-                    let c = self.conns.swap_remove(i);
-                    self.dropped.push((c.peer, e));
-                    continue;
-                }
+                reap(c, need, tsc, patience)?;
             }
-            i += 1;
-        }
+            Ok(())
+        });
     }
 
     #[inline]
     fn ship(&mut self, pos: u64) {
-        let mut i = 0;
-        while i < self.conns.len() {
-            match self.shipper.ship(&mut self.conns[i], pos) {
-                Ok(()) => i += 1,
-                Err(e) => {
-                    let c = self.conns.swap_remove(i);
-                    self.dropped.push((c.peer, e));
-                }
+        let shipper = &self.shipper;
+        retain_live(&mut self.conns, &mut self.dropped, |c| shipper.ship(c, pos));
+    }
+}
+
+/// Runs `f` on every connection; one that fails is removed and recorded in `dropped` with its
+/// error. The others are unaffected: one dead subscriber never stops the stream.
+#[inline]
+fn retain_live(
+    conns: &mut Vec<Conn>,
+    dropped: &mut Vec<(String, RdmaError)>,
+    mut f: impl FnMut(&mut Conn) -> Result<(), RdmaError>,
+) {
+    let mut i = 0;
+    while i < conns.len() {
+        match f(&mut conns[i]) {
+            Ok(()) => i += 1,
+            Err(e) => {
+                let c = conns.swap_remove(i);
+                dropped.push((c.peer, e));
             }
         }
     }
@@ -384,7 +380,7 @@ impl RdmaPublisher {
 /// unreachable peer turns into RETRY_EXC_ERR within the QP's retry budget; `patience` (TSC
 /// ticks, read without a syscall) bounds the wait even if the provider never reports.
 fn reap(c: &mut Conn, need: u64, tsc: &crate::time::Tsc, patience: u64) -> Result<(), RdmaError> {
-    let mut wc = [Completion { wr_id: 0, status: 0, opcode: 0, byte_len: 0, imm: None, qp_num: 0, src_qp: 0 }; 16];
+    let mut wc = [Completion::EMPTY; 16];
     // The clock is read only once we have to wait: the usual single poll reads none (quanta
     // falls back to clock_gettime where the TSC is unusable, e.g. under emulation).
     let mut start = None;

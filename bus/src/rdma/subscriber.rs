@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::error::RdmaError;
 use super::handshake::{self as hs, Control, StreamConfig, WriteMode};
-use crate::ring::layout::{C_POSITION, LINE_WORDS, W_CONSUMERS};
+use crate::ring::layout::consumer_position_word;
 use crate::ring::{self, Mode, Recv, RingConfig, RingReader, StartAt};
 use crate::sys::verbs::{
     ffi, Completion, ConnectedRc, Context, Endpoint, HugeBuf, MemoryRegion, PreparedRc, RcOptions, WriteWr,
@@ -92,11 +92,7 @@ impl RdmaSubscriber {
         let publisher: Endpoint = line.strip_prefix("EP ").unwrap_or("").parse().map_err(|r| ctl.refuse(r))?;
 
         let ctx = Context::open(opts.device.as_deref())?;
-        let buf = match HugeBuf::hugepages(cfg.ring_bytes()) {
-            Ok(b) => b,
-            Err(e) if opts.require_hugepages => return Err(e.into()),
-            Err(_) => HugeBuf::pages(cfg.ring_bytes())?,
-        };
+        let buf = HugeBuf::hugepages_or_pages(cfg.ring_bytes(), opts.require_hugepages)?;
         use ffi::ibv_access_flags as A;
         let access = A::IBV_ACCESS_LOCAL_WRITE.0 | A::IBV_ACCESS_REMOTE_WRITE.0;
         let ring = Arc::new(MemoryRegion::register(&ctx, buf, access)?);
@@ -120,11 +116,10 @@ impl RdmaSubscriber {
             Mode::Lossy => (RingReader::observer(ring.clone(), StartAt::Position(start)), None),
             Mode::Reliable => {
                 ring::set_consumer_position(&ring, 0, start);
-                let word = (W_CONSUMERS + stream.consumer * LINE_WORDS + C_POSITION) as u64 * 8;
                 let credits = Credits {
-                    remote_addr: publisher.addr + word,
+                    remote_addr: publisher.addr + (consumer_position_word(stream.consumer) * 8) as u64,
                     rkey: publisher.rkey,
-                    local_offset: (W_CONSUMERS + C_POSITION) * 8,
+                    local_offset: consumer_position_word(0) * 8,
                     sent: start,
                     posted: 0,
                 };
@@ -178,7 +173,7 @@ impl RdmaSubscriber {
 
     /// WRITE_WITH_IMM: each receive completion means one slot has fully landed.
     fn poll_arrivals(&mut self) -> Result<(), RdmaError> {
-        let mut wc = [Completion { wr_id: 0, status: 0, opcode: 0, byte_len: 0, imm: None, qp_num: 0, src_qp: 0 }; 16];
+        let mut wc = [Completion::EMPTY; 16];
         let n = self.qp.recv_cq().poll(&mut wc)?;
         for w in &wc[..n] {
             if !w.is_ok() {
@@ -214,8 +209,7 @@ impl RdmaSubscriber {
         unsafe { self.qp.post_write(wr)? };
         c.sent = released;
         if signaled {
-            let mut wc =
-                [Completion { wr_id: 0, status: 0, opcode: 0, byte_len: 0, imm: None, qp_num: 0, src_qp: 0 }; 16];
+            let mut wc = [Completion::EMPTY; 16];
             let n = self.qp.send_cq().poll(&mut wc)?;
             if let Some(w) = wc[..n].iter().find(|w| !w.is_ok()) {
                 return Err(RdmaError::completion(0, w.status));

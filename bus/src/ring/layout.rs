@@ -40,20 +40,24 @@ pub const SLOT_OVERHEAD: usize = 24;
 pub const MIN_SLOT_SIZE: usize = 32;
 pub const MAX_SLOT_SIZE: usize = 1 << 20;
 
-/// Words between consumer lines (128 bytes).
-pub const LINE_WORDS: usize = 16;
+pub(crate) const LINE_WORDS: usize = 16;
 pub(crate) const W_PRODUCER_POSITION: usize = 16;
 pub(crate) const W_PRODUCER_EPOCH: usize = 17;
 /// Word index of the publisher token (its pid for shm); tools read it from a ring file.
 pub const W_PRODUCER_TOKEN: usize = 18;
-/// Word index of consumer line 0; line `i` starts `16 * i` words later.
-pub const W_CONSUMERS: usize = 32;
+pub(crate) const W_CONSUMERS: usize = 32;
 pub(crate) const C_POSITION: usize = 0;
 pub(crate) const C_OWNER: usize = 1;
 pub(crate) const C_ATTACHES: usize = 2;
 pub(crate) const SLOT_LEAD: usize = 0;
 pub(crate) const SLOT_LEN: usize = 1;
 pub(crate) const SLOT_PAYLOAD: usize = 2;
+
+/// Word index of consumer line `index`'s position word: what a reliable consumer (or, over RDMA,
+/// the remote subscriber's credit WRITE) updates and the publisher's limit check reads.
+pub const fn consumer_position_word(index: usize) -> usize {
+    W_CONSUMERS + index * LINE_WORDS + C_POSITION
+}
 
 /// Slot flag: the publisher dropped a claim without committing; readers skip the slot.
 pub(crate) const FLAG_ABORTED: u64 = 1 << 32;

@@ -37,5 +37,5 @@ pub fn initialize<M: RingMemory>(mem: &M, cfg: &RingConfig) -> Result<(), Layout
 /// stream starts wherever the remote publisher says, not at 0.
 pub fn set_consumer_position<M: RingMemory>(mem: &M, index: usize, position: u64) {
     let w = memory::Words::new(mem);
-    w.word(layout::Geometry::consumer(index) + layout::C_POSITION).store(position, sync::Ordering::Release);
+    w.word(layout::consumer_position_word(index)).store(position, sync::Ordering::Release);
 }

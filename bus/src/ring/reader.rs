@@ -6,8 +6,8 @@
 use super::attach;
 use super::error::AttachError;
 use super::layout::{
-    Geometry, Mode, RingConfig, C_ATTACHES, C_OWNER, C_POSITION, W_PRODUCER_EPOCH, W_PRODUCER_POSITION,
-    W_PRODUCER_TOKEN,
+    consumer_position_word, Geometry, Mode, RingConfig, C_ATTACHES, C_OWNER, C_POSITION, W_PRODUCER_EPOCH,
+    W_PRODUCER_POSITION, W_PRODUCER_TOKEN,
 };
 use super::memory::{RingMemory, Words};
 use super::slot::{self, SlotState};
@@ -288,7 +288,7 @@ impl<M: RingMemory> RingReader<M> {
     #[inline]
     fn release(&mut self) {
         if let Some(i) = self.consumer {
-            self.words.word(Geometry::consumer(i) + C_POSITION).store(self.position, Ordering::Release);
+            self.words.word(consumer_position_word(i)).store(self.position, Ordering::Release);
             self.released = self.position;
         }
     }

@@ -132,10 +132,7 @@ impl<M: RingMemory> RingWriter<M> {
 
     /// Index and position of the consumer furthest behind (reliable mode).
     pub fn slowest_consumer(&self) -> (usize, u64) {
-        (0..self.cfg.max_consumers)
-            .map(|i| (i, self.words.word(Geometry::consumer(i) + C_POSITION).load(Ordering::Acquire)))
-            .min_by_key(|(_, p)| *p)
-            .unwrap_or((0, self.position))
+        self.consumer_lines().map(|(i, pos, _)| (i, pos)).min_by_key(|(_, p)| *p).unwrap_or((0, self.position))
     }
 
     /// Every declared consumer line as (index, position, owner token; 0 = none attached).

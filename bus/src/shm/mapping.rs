@@ -1,6 +1,6 @@
 //! Ring files and their mappings.
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use memmap2::{MmapOptions, MmapRaw};
@@ -81,5 +81,3 @@ pub(crate) fn open_file(path: &Path, create: bool) -> Result<File, ShmError> {
         source,
     })
 }
-
-use std::os::unix::fs::DirBuilderExt;

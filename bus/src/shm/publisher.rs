@@ -148,14 +148,15 @@ fn open_at(path: &Path, backing: Backing, cfg: &RingConfig) -> Result<ShmPublish
     let len =
         file.metadata().map_err(|source| ShmError::Io { what: "inspecting", path: path.to_owned(), source })?.len();
     let need = file_bytes(cfg.ring_bytes());
+    let mismatch = |existing: RingConfig| ShmError::LayoutMismatch {
+        path: path.to_owned(),
+        existing: Box::new(existing),
+        requested: Box::new(*cfg),
+    };
     if len < need && len >= HEADER_BYTES as u64 {
         // An initialised ring smaller than requested has another layout: say so before touching it.
         if let Some(existing) = read_existing_config(&file) {
-            return Err(ShmError::LayoutMismatch {
-                path: path.to_owned(),
-                existing: Box::new(existing),
-                requested: Box::new(*cfg),
-            });
+            return Err(mismatch(existing));
         }
     }
     if len < need {
@@ -166,11 +167,7 @@ fn open_at(path: &Path, backing: Backing, cfg: &RingConfig) -> Result<ShmPublish
     let writer = RingWriter::open_or_create(mem, cfg, sys::process::pid(), unix_ns())
         .map_err(|source| ShmError::Layout { path: path.to_owned(), source })?;
     if !writer.config().same_layout(cfg) {
-        return Err(ShmError::LayoutMismatch {
-            path: path.to_owned(),
-            existing: Box::new(*writer.config()),
-            requested: Box::new(*cfg),
-        });
+        return Err(mismatch(*writer.config()));
     }
     let reclaimed_from = writer.previous_publisher();
     if let Some(prev) = reclaimed_from {

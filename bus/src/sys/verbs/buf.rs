@@ -26,6 +26,16 @@ impl HugeBuf {
         Ok(HugeBuf { map, huge: true })
     }
 
+    /// Hugepages if any are free; otherwise 4 KiB pages, unless `require_huge` (then the
+    /// hugepage error, which says how to reserve them).
+    pub fn hugepages_or_pages(bytes: usize, require_huge: bool) -> Result<HugeBuf, VerbsError> {
+        match HugeBuf::hugepages(bytes) {
+            Ok(b) => Ok(b),
+            Err(e) if require_huge => Err(e),
+            Err(_) => HugeBuf::pages(bytes),
+        }
+    }
+
     /// `bytes` of ordinary 4 KiB pages (tests, machines without hugepages).
     pub fn pages(bytes: usize) -> Result<HugeBuf, VerbsError> {
         let map = MmapOptions::new()

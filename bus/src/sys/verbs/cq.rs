@@ -23,6 +23,10 @@ pub struct Completion {
 }
 
 impl Completion {
+    /// An all-zero completion, to initialise the arrays `poll` fills.
+    pub const EMPTY: Completion =
+        Completion { wr_id: 0, status: 0, opcode: 0, byte_len: 0, imm: None, qp_num: 0, src_qp: 0 };
+
     pub fn is_ok(&self) -> bool {
         self.status == ffi::ibv_wc_status::IBV_WC_SUCCESS
     }

@@ -133,8 +133,8 @@ impl PreparedRc {
             return Err(VerbsError::last("ibv_create_qp"));
         }
         let inner = Qp { qp, send_cq, recv_cq, ctx: ctx.clone() };
-        // SAFETY: zeroed attrs plus the fields the mask names.
-        let rc = unsafe {
+        // SAFETY: qp is live (just created); zeroed attrs plus the fields the mask names.
+        unsafe {
             let mut a: ffi::ibv_qp_attr = std::mem::zeroed();
             a.qp_state = ffi::ibv_qp_state::IBV_QPS_INIT;
             a.pkey_index = 0;
@@ -144,10 +144,7 @@ impl PreparedRc {
                 | ffi::ibv_qp_attr_mask::IBV_QP_PKEY_INDEX.0
                 | ffi::ibv_qp_attr_mask::IBV_QP_PORT.0
                 | ffi::ibv_qp_attr_mask::IBV_QP_ACCESS_FLAGS.0;
-            ffi::ibv_modify_qp(qp, &mut a, m as i32)
-        };
-        if rc != 0 {
-            return Err(VerbsError::code("ibv_modify_qp(INIT)", rc));
+            modify_qp(qp, &mut a, m, "ibv_modify_qp(INIT)")?;
         }
         let psn = (crate::time::Tsc::new().now() as u32 ^ inner.qp as usize as u32) & 0xFF_FFFF;
         Ok(PreparedRc { inner, psn, opts, max_inline })
@@ -192,10 +189,7 @@ impl PreparedRc {
                 | M::IBV_QP_RQ_PSN.0
                 | M::IBV_QP_MAX_DEST_RD_ATOMIC.0
                 | M::IBV_QP_MIN_RNR_TIMER.0;
-            let rc = ffi::ibv_modify_qp(qp, &mut a as *mut _ as *mut _, m as i32);
-            if rc != 0 {
-                return Err(VerbsError::code("ibv_modify_qp(RTR)", rc));
-            }
+            modify_qp(qp, &mut a, m, "ibv_modify_qp(RTR)")?;
             let mut a: ffi::ibv_qp_attr = std::mem::zeroed();
             a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTS;
             a.timeout = self.opts.timeout;
@@ -209,10 +203,7 @@ impl PreparedRc {
                 | M::IBV_QP_RNR_RETRY.0
                 | M::IBV_QP_SQ_PSN.0
                 | M::IBV_QP_MAX_QP_RD_ATOMIC.0;
-            let rc = ffi::ibv_modify_qp(qp, &mut a as *mut _ as *mut _, m as i32);
-            if rc != 0 {
-                return Err(VerbsError::code("ibv_modify_qp(RTS)", rc));
-            }
+            modify_qp(qp, &mut a, m, "ibv_modify_qp(RTS)")?;
         }
         Ok(ConnectedRc { inner: self.inner, max_inline: self.max_inline })
     }
@@ -343,6 +334,24 @@ fn fill_wr(wr: &mut ffi::ibv_send_wr, w: &WriteWr) {
         | (if w.inline { ffi::ibv_send_flags::IBV_SEND_INLINE.0 } else { 0 });
     wr.wr.rdma.remote_addr = w.remote_addr;
     wr.wr.rdma.rkey = w.rkey;
+}
+
+/// Applies `attr` under `mask` to `qp`; `call` names the transition in the error.
+///
+/// # Safety
+/// `qp` must be a live QP.
+pub(crate) unsafe fn modify_qp(
+    qp: *mut ffi::ibv_qp,
+    attr: &mut ffi::ibv_qp_attr,
+    mask: u32,
+    call: &'static str,
+) -> Result<(), VerbsError> {
+    // SAFETY: qp is live (caller); attr is a valid attribute struct for the whole call.
+    let rc = unsafe { ffi::ibv_modify_qp(qp, attr as *mut _ as *mut _, mask as i32) };
+    if rc != 0 {
+        return Err(VerbsError::code(call, rc));
+    }
+    Ok(())
 }
 
 /// Shared by RC and UD: one receive WR.

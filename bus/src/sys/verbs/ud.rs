@@ -7,6 +7,7 @@ use rdma_sys as ffi;
 use super::cq::CompletionQueue;
 use super::device::{Context, Gid};
 use super::error::VerbsError;
+use super::qp::modify_qp;
 
 /// Bytes of Global Routing Header in front of every UD receive buffer (RoCE always has one).
 pub const GRH_BYTES: usize = 40;
@@ -52,24 +53,14 @@ impl UdQp {
             a.port_num = ctx.port().port;
             a.qkey = qkey;
             let m = M::IBV_QP_STATE.0 | M::IBV_QP_PKEY_INDEX.0 | M::IBV_QP_PORT.0 | M::IBV_QP_QKEY.0;
-            let rc = ffi::ibv_modify_qp(qp, &mut a as *mut _ as *mut _, m as i32);
-            if rc != 0 {
-                return Err(VerbsError::code("ibv_modify_qp(UD INIT)", rc));
-            }
+            modify_qp(qp, &mut a, m, "ibv_modify_qp(UD INIT)")?;
             let mut a: ffi::ibv_qp_attr = std::mem::zeroed();
             a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTR;
-            let rc = ffi::ibv_modify_qp(qp, &mut a as *mut _ as *mut _, M::IBV_QP_STATE.0 as i32);
-            if rc != 0 {
-                return Err(VerbsError::code("ibv_modify_qp(UD RTR)", rc));
-            }
+            modify_qp(qp, &mut a, M::IBV_QP_STATE.0, "ibv_modify_qp(UD RTR)")?;
             let mut a: ffi::ibv_qp_attr = std::mem::zeroed();
             a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTS;
             a.sq_psn = 0;
-            let rc =
-                ffi::ibv_modify_qp(qp, &mut a as *mut _ as *mut _, (M::IBV_QP_STATE.0 | M::IBV_QP_SQ_PSN.0) as i32);
-            if rc != 0 {
-                return Err(VerbsError::code("ibv_modify_qp(UD RTS)", rc));
-            }
+            modify_qp(qp, &mut a, M::IBV_QP_STATE.0 | M::IBV_QP_SQ_PSN.0, "ibv_modify_qp(UD RTS)")?;
         }
         Ok(me)
     }
