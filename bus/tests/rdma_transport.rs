@@ -59,14 +59,6 @@ fn main() {
     libtest_mimic::run(&args, tests).exit();
 }
 
-fn devices() -> (String, String) {
-    let d = device_names();
-    let local = std::env::var("TICKBUS_RDMA_DEVICE").unwrap_or_else(|_| d.first().cloned().unwrap_or_default());
-    let peer = std::env::var("TICKBUS_RDMA_PEER_DEVICE")
-        .unwrap_or_else(|_| d.get(1).or(d.first()).cloned().unwrap_or_default());
-    (local, peer)
-}
-
 fn publisher(
     mode: Mode,
     slots: usize,
@@ -74,7 +66,7 @@ fn publisher(
     tune: impl FnOnce(&mut PublisherOptions),
 ) -> Result<RdmaPublisher, Failed> {
     let mut opts = PublisherOptions::new(TOKEN);
-    opts.device = Some(devices().0);
+    opts.device = Some(common::rdma_devices().0);
     opts.write_mode = write_mode;
     tune(&mut opts);
     let cfg = RingConfig::for_payload(mode, 11, PAYLOAD, slots);
@@ -94,7 +86,7 @@ impl Peer {
         cmd.env("TICKBUS_RT_ROLE", role)
             .env("TICKBUS_RT_ADDR", p.local_addr().to_string())
             .env("TICKBUS_RT_COUNT", count.to_string())
-            .env("TICKBUS_RDMA_DEVICE", devices().1)
+            .env("TICKBUS_RDMA_DEVICE", common::rdma_devices().1)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
         for (k, v) in extra {
@@ -230,7 +222,7 @@ fn wrong_token() -> Result<(), Failed> {
     let addr = p.local_addr();
     let sub = std::thread::spawn(move || {
         let mut o = SubscriberOptions::new("not-the-token");
-        o.device = Some(devices().1);
+        o.device = Some(common::rdma_devices().1);
         RdmaSubscriber::connect(addr, 11, &o).err().map(|e| e.to_string())
     });
     let pub_err = p.accept(Duration::from_secs(30)).err().map(|e| e.to_string()).unwrap_or_default();

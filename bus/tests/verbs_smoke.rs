@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use libtest_mimic::{Arguments, Failed, Trial};
+
+mod common;
 use tickbus::sys::verbs::{
     device_names, AddressHandle, Completion, Context, Endpoint, HugeBuf, MemoryRegion, PreparedRc, RcOptions, UdQp,
     WriteWr, GRH_BYTES,
@@ -39,7 +41,11 @@ fn main() {
     if skip {
         eprintln!("verbs_smoke: no RDMA device on this host: tests ignored. They run in the Soft-RoCE guest (tools/test.sh), or on a real NIC with TICKBUS_RDMA_DEVICE=<dev>.");
     } else {
-        eprintln!("verbs_smoke: devices {devices:?}: local {}, peer {}", dev(), peer_dev());
+        eprintln!(
+            "verbs_smoke: devices {devices:?}: local {}, peer {}",
+            common::rdma_devices().0,
+            common::rdma_devices().1
+        );
     }
     let tests: Vec<Trial> = vec![
         Trial::test("open_device_and_register_a_hugepage_buffer", open_and_register),
@@ -54,24 +60,13 @@ fn main() {
     libtest_mimic::run(&args, tests).exit();
 }
 
-fn dev() -> String {
-    std::env::var("TICKBUS_RDMA_DEVICE").unwrap_or_else(|_| device_names().into_iter().next().unwrap_or_default())
-}
-
-fn peer_dev() -> String {
-    std::env::var("TICKBUS_RDMA_PEER_DEVICE").unwrap_or_else(|_| {
-        let d = device_names();
-        d.get(1).or(d.first()).cloned().unwrap_or_default()
-    })
-}
-
 fn pattern(i: usize, seed: u8) -> u8 {
     (i as u8).wrapping_mul(31).wrapping_add(seed)
 }
 
 /// A registered buffer: hugepages when the host has them (the rig reserves some), else 4 KiB.
 fn region(ctx: &Arc<Context>, bytes: usize, access: u32) -> Result<MemoryRegion, Failed> {
-    let buf = HugeBuf::hugepages(bytes).or_else(|_| HugeBuf::pages(bytes))?;
+    let buf = HugeBuf::hugepages_or_pages(bytes, false)?;
     Ok(MemoryRegion::register(ctx, buf, access)?)
 }
 
@@ -99,7 +94,7 @@ fn verify(mr: &MemoryRegion, offset: usize, len: usize, seed: u8) -> Result<(), 
 
 fn wait_completion(cq: &mut tickbus::sys::verbs::CompletionQueue) -> Result<Completion, Failed> {
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut out = [Completion { wr_id: 0, status: 0, opcode: 0, byte_len: 0, imm: None, qp_num: 0, src_qp: 0 }; 1];
+    let mut out = [Completion::EMPTY; 1];
     loop {
         if cq.poll(&mut out)? == 1 {
             let c = out[0];
@@ -116,7 +111,7 @@ fn wait_completion(cq: &mut tickbus::sys::verbs::CompletionQueue) -> Result<Comp
 }
 
 fn open_and_register() -> Result<(), Failed> {
-    let ctx = Context::open(Some(&dev()))?;
+    let ctx = Context::open(Some(&common::rdma_devices().0))?;
     assert!(ctx.port().gid.ipv4().is_some(), "{:?}", ctx.port());
     let access = tickbus::sys::verbs::ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0;
     let huge = HugeBuf::hugepages(1 << 20)?;
@@ -171,9 +166,9 @@ impl Peer {
 /// Parent writes LEN bytes into the child's registered buffer with one RDMA WRITE (or
 /// WRITE_WITH_IMM); the child checks every byte.
 fn rc_write(with_imm: bool) -> Result<(), Failed> {
-    let ctx = Context::open(Some(&dev()))?;
+    let ctx = Context::open(Some(&common::rdma_devices().0))?;
     let src = source(&ctx, LEN, 7)?;
-    let mut peer = Peer::spawn(if with_imm { "rc-target-imm" } else { "rc-target" }, &peer_dev());
+    let mut peer = Peer::spawn(if with_imm { "rc-target-imm" } else { "rc-target" }, &common::rdma_devices().1);
     let remote: Endpoint = peer.read()?.parse()?;
     let qp = PreparedRc::new(&ctx, RcOptions::default())?;
     peer.say(&qp.endpoint(None).to_string())?;
@@ -198,9 +193,9 @@ fn rc_write(with_imm: bool) -> Result<(), Failed> {
 }
 
 fn ud_send_recv() -> Result<(), Failed> {
-    let ctx = Context::open(Some(&dev()))?;
+    let ctx = Context::open(Some(&common::rdma_devices().0))?;
     let src = source(&ctx, 256, 3)?;
-    let mut peer = Peer::spawn("ud-target", &peer_dev());
+    let mut peer = Peer::spawn("ud-target", &common::rdma_devices().1);
     let line = peer.read()?;
     let (qpn, gid) = line.split_once(' ').ok_or("bad ud line")?;
     let remote: Endpoint = format!("{qpn} 0 {gid} 0 0 0").parse()?;
@@ -214,10 +209,13 @@ fn ud_send_recv() -> Result<(), Failed> {
 }
 
 fn ud_multicast() -> Result<(), Failed> {
-    let ctx = Context::open(Some(&dev()))?;
+    let ctx = Context::open(Some(&common::rdma_devices().0))?;
     let src = source(&ctx, 512, 5)?;
     // One receiver on the other device, one on the sender's own device.
-    let mut peers = vec![Peer::spawn("mcast-target", &peer_dev()), Peer::spawn("mcast-target", &dev())];
+    let mut peers = vec![
+        Peer::spawn("mcast-target", &common::rdma_devices().1),
+        Peer::spawn("mcast-target", &common::rdma_devices().0),
+    ];
     for p in &mut peers {
         assert_eq!(p.read()?, "joined");
     }
@@ -235,7 +233,7 @@ fn ud_multicast() -> Result<(), Failed> {
 
 /// Child roles: each prints what the parent needs, checks what arrives, prints "verified".
 fn child(role: &str) -> Result<(), Failed> {
-    let ctx = Context::open(Some(&dev()))?;
+    let ctx = Context::open(Some(&common::rdma_devices().0))?;
     let mut stdin = std::io::stdin().lines();
     let access = {
         use tickbus::sys::verbs::ffi::ibv_access_flags as A;

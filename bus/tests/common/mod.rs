@@ -182,3 +182,14 @@ pub fn intact(pos: u64, buf: &[u8]) -> bool {
         .enumerate()
         .all(|(k, c)| u64::from_le_bytes(c.try_into().unwrap()) == pos.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k as u64)
 }
+
+/// The devices RDMA tests use: (local, peer). TICKBUS_RDMA_DEVICE (default: the first device)
+/// and TICKBUS_RDMA_PEER_DEVICE (default: the second, else the first).
+#[cfg(feature = "rdma")]
+pub fn rdma_devices() -> (String, String) {
+    let d = tickbus::sys::verbs::device_names();
+    let local = std::env::var("TICKBUS_RDMA_DEVICE").unwrap_or_else(|_| d.first().cloned().unwrap_or_default());
+    let peer = std::env::var("TICKBUS_RDMA_PEER_DEVICE")
+        .unwrap_or_else(|_| d.get(1).or(d.first()).cloned().unwrap_or_default());
+    (local, peer)
+}
