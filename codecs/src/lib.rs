@@ -16,6 +16,7 @@
 compile_error!("tickbus-codecs lays messages out little-endian on the wire; big-endian targets are unsupported");
 
 pub mod any;
+pub mod book;
 pub mod enums;
 pub mod exec;
 pub mod header;
@@ -24,6 +25,8 @@ pub mod md;
 pub mod message;
 pub mod moldudp64;
 pub mod orders;
+pub mod pcap;
+pub mod synth;
 
 pub use any::{decode, AnyMessage};
 pub use enums::{OrdType, Side, TimeInForce};

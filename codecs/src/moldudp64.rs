@@ -111,6 +111,71 @@ pub fn rerequest(session: &[u8; 10], sequence: u64, count: u16) -> MoldHeader {
     MoldHeader { session: *session, sequence: sequence.into(), count: count.into() }
 }
 
+/// Packs messages into MoldUDP64 packets of at most `max_len` bytes (the UDP payload; 1,400 keeps
+/// a packet inside a 1,500-byte Ethernet MTU), numbering them from the session's next sequence.
+pub struct PacketBuilder {
+    session: [u8; 10],
+    next: u64,
+    max_len: usize,
+    buf: Vec<u8>,
+    count: u16,
+}
+
+impl PacketBuilder {
+    pub fn new(session: [u8; 10], first_sequence: u64, max_len: usize) -> PacketBuilder {
+        let mut b =
+            PacketBuilder { session, next: first_sequence, max_len, buf: Vec::with_capacity(max_len), count: 0 };
+        b.reset();
+        b
+    }
+
+    fn reset(&mut self) {
+        self.buf.clear();
+        self.buf.extend_from_slice(&self.session);
+        self.buf.extend_from_slice(&self.next.to_be_bytes());
+        self.buf.extend_from_slice(&[0, 0]);
+        self.count = 0;
+    }
+
+    /// True when `msg` still fits in the open packet.
+    pub fn fits(&self, msg: &[u8]) -> bool {
+        self.buf.len() + 2 + msg.len() <= self.max_len && self.count < END_OF_SESSION - 1
+    }
+
+    /// Appends a message; false (nothing appended) when it does not fit: take the packet first.
+    /// A message that cannot fit even an empty packet is refused for good.
+    pub fn push(&mut self, msg: &[u8]) -> bool {
+        if !self.fits(msg) || msg.len() > usize::from(u16::MAX) {
+            return false;
+        }
+        self.buf.extend_from_slice(&(msg.len() as u16).to_be_bytes());
+        self.buf.extend_from_slice(msg);
+        self.count += 1;
+        true
+    }
+
+    /// Messages in the open packet.
+    pub fn count(&self) -> u16 {
+        self.count
+    }
+
+    /// Closes the open packet, hands its bytes to `f`, and opens the next one.
+    pub fn take<T>(&mut self, f: impl FnOnce(&[u8]) -> T) -> T {
+        let at = self.buf.len();
+        self.buf[HEADER_LEN - 2..HEADER_LEN].copy_from_slice(&self.count.to_be_bytes());
+        let out = f(&self.buf[..at]);
+        self.next += u64::from(self.count);
+        self.reset();
+        out
+    }
+
+    /// A heartbeat (count 0, the next sequence) or the end-of-session packet.
+    pub fn control(&self, end_of_session: bool) -> MoldHeader {
+        let count = if end_of_session { END_OF_SESSION } else { HEARTBEAT };
+        MoldHeader { session: self.session, sequence: self.next.into(), count: count.into() }
+    }
+}
+
 /// Sequence tracking of one session: says which messages are new, and which were missed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GapTracker {
@@ -225,5 +290,25 @@ mod tests {
         assert_eq!(g.next, 10);
         let hb2 = p(10, 0);
         assert_eq!(g.on_packet(&Packet::parse(&hb2).unwrap()), Arrival::Duplicate);
+    }
+
+    #[test]
+    fn the_builder_packs_up_to_the_limit_and_numbers_packets_in_sequence() {
+        let mut b = PacketBuilder::new(*b"SESSION001", 5, HEADER_LEN + 2 * (2 + 3));
+        assert!(b.push(b"abc") && b.push(b"def"));
+        assert!(!b.push(b"g"), "a third message does not fit");
+        let first = b.take(|p| p.to_vec());
+        assert_eq!(first, packet(5, &[b"abc", b"def"], None));
+        assert!(b.push(b"g"));
+        let second = b.take(|p| p.to_vec());
+        let pk = Packet::parse(&second).unwrap();
+        assert_eq!(pk.messages().collect::<Vec<_>>(), vec![(7, &b"g"[..])]);
+        let hb = b.control(false);
+        assert_eq!((hb.sequence.get(), hb.count.get()), (8, HEARTBEAT));
+        assert_eq!(b.control(true).count.get(), END_OF_SESSION);
+        let mut t = GapTracker::new();
+        t.next = 5;
+        assert_eq!(t.on_packet(&Packet::parse(&first).unwrap()), Arrival::InOrder { from: 5, to: 7 });
+        assert!(!PacketBuilder::new(*b"SESSION001", 1, 30).push(&[0u8; 20]), "too big for any packet");
     }
 }

@@ -92,6 +92,39 @@ impl ItchMessage<'_> {
     pub fn code(&self) -> u8 {
         self.header().msg_type
     }
+
+    /// The message's wire bytes (exactly `message_len(code)` of them), for re-encoding.
+    pub fn as_bytes(&self) -> &[u8] {
+        use zerocopy::IntoBytes;
+        macro_rules! b {
+            ($($v:ident),*) => { match self { $(ItchMessage::$v(m) => m.as_bytes(),)* } };
+        }
+        b!(
+            SystemEvent,
+            StockDirectory,
+            StockTradingAction,
+            RegShoRestriction,
+            MarketParticipantPosition,
+            MwcbDeclineLevel,
+            MwcbStatus,
+            IpoQuotingPeriodUpdate,
+            LuldAuctionCollar,
+            OperationalHalt,
+            AddOrder,
+            AddOrderMpid,
+            OrderExecuted,
+            OrderExecutedWithPrice,
+            OrderCancel,
+            OrderDelete,
+            OrderReplace,
+            Trade,
+            CrossTrade,
+            BrokenTrade,
+            Noii,
+            Rpii,
+            DirectListingCapitalRaise
+        )
+    }
 }
 
 /// Decodes `bytes`, exactly one message, found at `offset` of the input (for error messages).

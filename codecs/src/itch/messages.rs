@@ -17,6 +17,18 @@ pub struct ItchHeader {
 }
 
 impl ItchHeader {
+    /// A header for a message of type `code`; `timestamp_ns` is truncated to 48 bits (a day
+    /// fits: 86,400 s is under 2^47 ns).
+    pub fn new(code: u8, stock_locate: u16, tracking_number: u16, timestamp_ns: u64) -> ItchHeader {
+        let be = timestamp_ns.to_be_bytes();
+        ItchHeader {
+            msg_type: code,
+            stock_locate: U16::new(stock_locate),
+            tracking_number: U16::new(tracking_number),
+            timestamp: [be[2], be[3], be[4], be[5], be[6], be[7]],
+        }
+    }
+
     /// Nanoseconds since midnight (the 48-bit big-endian timestamp).
     pub fn timestamp_ns(&self) -> u64 {
         self.timestamp.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b))

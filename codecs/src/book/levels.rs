@@ -1,0 +1,204 @@
+//! One side of one stock's book: price levels kept sorted with the best price last, so the
+//! busiest end (the top) is where inserts and removals cost least.
+
+/// A price level: total shares and the FIFO queue of orders resting at it (by reference number;
+/// the queue links live in the orders themselves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Level {
+    pub price: u32,
+    pub shares: u64,
+    pub orders: u32,
+    /// Oldest order at this price (first to trade), 0 when empty.
+    pub head: u64,
+    /// Newest order at this price.
+    pub tail: u64,
+}
+
+/// Which side; bids sort ascending and asks descending so that the best is always last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    Bid,
+    Ask,
+}
+
+impl Side {
+    /// ITCH's buy/sell indicator: `B` or `S`.
+    pub fn from_itch(b: u8) -> Option<Side> {
+        match b {
+            b'B' => Some(Side::Bid),
+            b'S' => Some(Side::Ask),
+            _ => None,
+        }
+    }
+
+    pub fn itch(self) -> u8 {
+        match self {
+            Side::Bid => b'B',
+            Side::Ask => b'S',
+        }
+    }
+
+    /// True when `a` is a better price than `b` on this side.
+    #[inline]
+    pub fn better(self, a: u32, b: u32) -> bool {
+        match self {
+            Side::Bid => a > b,
+            Side::Ask => a < b,
+        }
+    }
+}
+
+/// The levels of one side.
+#[derive(Debug, Clone)]
+pub struct Levels {
+    side: Side,
+    levels: Vec<Level>,
+}
+
+impl Levels {
+    pub fn with_capacity(side: Side, cap: usize) -> Levels {
+        Levels { side, levels: Vec::with_capacity(cap) }
+    }
+
+    /// Levels from worst to best.
+    pub fn as_slice(&self) -> &[Level] {
+        &self.levels
+    }
+
+    pub fn best(&self) -> Option<&Level> {
+        self.levels.last()
+    }
+
+    /// Index of `price`, or where it would be inserted. Scans from the top first: nearly all
+    /// activity is within a few levels of it.
+    #[inline]
+    fn find(&self, price: u32) -> Result<usize, usize> {
+        let side = self.side;
+        let n = self.levels.len();
+        for i in (n.saturating_sub(4)..n).rev() {
+            let p = self.levels[i].price;
+            if p == price {
+                return Ok(i);
+            }
+            if side.better(price, p) {
+                return Err(i + 1);
+            }
+        }
+        // Worse than the top four: binary search the rest (worst first).
+        let rest = &self.levels[..n.saturating_sub(4)];
+        let at = rest.partition_point(|l| side.better(price, l.price));
+        if rest.get(at).is_some_and(|l| l.price == price) {
+            Ok(at)
+        } else {
+            Err(at)
+        }
+    }
+
+    pub fn get(&self, price: u32) -> Option<&Level> {
+        self.find(price).ok().map(|i| &self.levels[i])
+    }
+
+    /// Adds `shares` of order `order` at `price`; returns the previous tail of the level's queue
+    /// (0 when the level is new) so the caller can link the order behind it.
+    #[inline]
+    pub fn add(&mut self, price: u32, shares: u32, order: u64) -> u64 {
+        match self.find(price) {
+            Ok(i) => {
+                let l = &mut self.levels[i];
+                l.shares += u64::from(shares);
+                l.orders += 1;
+                let prev = l.tail;
+                l.tail = order;
+                if l.head == 0 {
+                    l.head = order;
+                }
+                prev
+            }
+            Err(i) => {
+                let level = Level { price, shares: u64::from(shares), orders: 1, head: order, tail: order };
+                self.levels.insert(i, level);
+                0
+            }
+        }
+    }
+
+    /// Removes `shares` from the level at `price`; when `gone` the order leaves the queue and
+    /// `new_head`/`new_tail` say how the queue ends look afterwards (`None`: unchanged). An
+    /// emptied level is dropped. Returns false when no such level exists.
+    #[inline]
+    pub fn reduce(&mut self, price: u32, shares: u32, gone: Option<(u64, u64, u64)>) -> bool {
+        let Ok(i) = self.find(price) else { return false };
+        let l = &mut self.levels[i];
+        l.shares -= u64::from(shares).min(l.shares);
+        if let Some((order, prev, next)) = gone {
+            l.orders -= 1;
+            if l.head == order {
+                l.head = next;
+            }
+            if l.tail == order {
+                l.tail = prev;
+            }
+            if l.orders == 0 {
+                self.levels.remove(i);
+            }
+        }
+        true
+    }
+
+    pub fn len(&self) -> usize {
+        self.levels.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.levels.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prices(l: &Levels) -> Vec<u32> {
+        l.as_slice().iter().map(|l| l.price).collect()
+    }
+
+    #[test]
+    fn bids_and_asks_keep_the_best_last_across_the_scan_and_the_binary_search() {
+        let mut bids = Levels::with_capacity(Side::Bid, 4);
+        let mut asks = Levels::with_capacity(Side::Ask, 4);
+        for (i, p) in [50u32, 10, 90, 30, 70, 20, 80, 60, 40, 100, 55, 5].into_iter().enumerate() {
+            bids.add(p, 1, i as u64 + 1);
+            asks.add(p, 1, i as u64 + 1);
+        }
+        let mut want: Vec<u32> = vec![5, 10, 20, 30, 40, 50, 55, 60, 70, 80, 90, 100];
+        assert_eq!(prices(&bids), want);
+        want.reverse();
+        assert_eq!(prices(&asks), want);
+        assert_eq!(bids.best().unwrap().price, 100);
+        assert_eq!(asks.best().unwrap().price, 5);
+        for p in [5u32, 55, 100] {
+            assert_eq!(bids.get(p).unwrap().price, p);
+            assert_eq!(asks.get(p).unwrap().price, p);
+        }
+        assert!(bids.get(56).is_none() && asks.get(1).is_none());
+    }
+
+    #[test]
+    fn the_queue_ends_follow_adds_and_removals_and_empty_levels_go() {
+        let mut b = Levels::with_capacity(Side::Bid, 4);
+        assert_eq!(b.add(10, 100, 1), 0);
+        assert_eq!(b.add(10, 50, 2), 1);
+        assert_eq!(b.add(10, 25, 3), 2);
+        let l = *b.get(10).unwrap();
+        assert_eq!((l.shares, l.orders, l.head, l.tail), (175, 3, 1, 3));
+        assert!(b.reduce(10, 100, Some((1, 0, 2))));
+        let l = *b.get(10).unwrap();
+        assert_eq!((l.shares, l.orders, l.head, l.tail), (75, 2, 2, 3));
+        assert!(b.reduce(10, 10, None));
+        assert_eq!(b.get(10).unwrap().shares, 65);
+        assert!(b.reduce(10, 25, Some((3, 2, 0))));
+        assert!(b.reduce(10, 40, Some((2, 0, 0))));
+        assert!(b.is_empty());
+        assert!(!b.reduce(10, 1, None));
+    }
+}

@@ -1,0 +1,347 @@
+//! An L3 (order-by-order) book built from ITCH 5.0: every resting order by reference number, price
+//! levels per stock and side with their FIFO queues, and the best bid and offer.
+//!
+//! Owns: book state and its invariants. Never: does I/O, reads a clock, or panics on a message
+//! (a message that does not fit the book is an error and leaves the book untouched).
+//!
+//! Built for the tick-to-trade path: one hash lookup per order message (FxHash on the reference
+//! number), levels in a vector with the best last (inserts and removals near the top move few
+//! elements), queue links inside the orders. Capacity is reserved up front; the steady state
+//! allocates only when a stock's level count or the order count outgrows it.
+mod levels;
+#[cfg(test)]
+mod tests;
+
+pub use levels::{Level, Levels, Side};
+
+use rustc_hash::FxHashMap;
+
+use crate::itch::ItchMessage;
+
+/// A resting order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Order {
+    pub locate: u16,
+    pub side: Side,
+    pub price: u32,
+    pub shares: u32,
+    /// Queue neighbours at this price (0: none).
+    prev: u64,
+    next: u64,
+}
+
+/// Both sides of one stock.
+#[derive(Debug, Clone)]
+pub struct StockBook {
+    pub bids: Levels,
+    pub asks: Levels,
+}
+
+impl StockBook {
+    fn new(cap: usize) -> StockBook {
+        StockBook { bids: Levels::with_capacity(Side::Bid, cap), asks: Levels::with_capacity(Side::Ask, cap) }
+    }
+
+    pub fn side(&self, side: Side) -> &Levels {
+        match side {
+            Side::Bid => &self.bids,
+            Side::Ask => &self.asks,
+        }
+    }
+
+    fn side_mut(&mut self, side: Side) -> &mut Levels {
+        match side {
+            Side::Bid => &mut self.bids,
+            Side::Ask => &mut self.asks,
+        }
+    }
+}
+
+/// What a message did to the book.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Update {
+    pub locate: u16,
+    pub side: Side,
+    /// The best price or the shares at it changed on that side: what a strategy reacts to.
+    pub top_changed: bool,
+}
+
+/// Why a message does not fit the book. Each variant names the order; the book is unchanged.
+/// An `UnknownOrder` is expected when the feed was joined mid-day (orders added before it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BookError {
+    #[error("'{}' refers to order {reference}, which is not in the book (joined mid-day, or a lost message)", *.code as char)]
+    UnknownOrder { code: u8, reference: u64 },
+    #[error("order {reference} is added twice (a replayed or duplicated message)")]
+    DuplicateOrder { reference: u64 },
+    #[error("'{}' takes {requested} shares from order {reference}, which has {resting}", *.code as char)]
+    Overfill { code: u8, reference: u64, resting: u32, requested: u32 },
+    #[error("order {reference} has side {:?}, not 'B' or 'S'", *.side as char)]
+    BadSide { reference: u64, side: u8 },
+}
+
+/// Share counts since the book was created; `added == executed + cancelled + deleted + replaced
+/// + resting` always holds (volume is conserved).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub added: u64,
+    pub executed: u64,
+    pub cancelled: u64,
+    /// Shares still resting when their order was deleted.
+    pub deleted: u64,
+    /// Shares still resting when their order was replaced (the new order counts as added).
+    pub replaced: u64,
+}
+
+/// The book of every stock on the feed.
+pub struct OrderBook {
+    orders: FxHashMap<u64, Order>,
+    stocks: Vec<StockBook>,
+    names: Vec<[u8; 8]>,
+    level_cap: usize,
+    totals: Totals,
+}
+
+impl OrderBook {
+    /// A book with room for `orders` resting orders and `stocks` stock locates.
+    pub fn with_capacity(orders: usize, stocks: usize) -> OrderBook {
+        let mut map = FxHashMap::default();
+        map.reserve(orders);
+        let level_cap = 256;
+        OrderBook {
+            orders: map,
+            stocks: (0..=stocks).map(|_| StockBook::new(level_cap)).collect(),
+            names: vec![*b"        "; stocks + 1],
+            level_cap,
+            totals: Totals::default(),
+        }
+    }
+
+    /// Applies one message. Order messages change the book and say what changed; the stock
+    /// directory names stocks; every other type is `Ok(None)`.
+    #[inline]
+    pub fn apply(&mut self, msg: &ItchMessage<'_>) -> Result<Option<Update>, BookError> {
+        let locate = msg.header().stock_locate.get();
+        match msg {
+            ItchMessage::AddOrder(m) => {
+                self.add(locate, m.order_reference_number.get(), m.side, m.shares.get(), m.price.get()).map(Some)
+            }
+            ItchMessage::AddOrderMpid(m) => {
+                self.add(locate, m.order_reference_number.get(), m.side, m.shares.get(), m.price.get()).map(Some)
+            }
+            ItchMessage::OrderExecuted(m) => {
+                self.take(b'E', m.order_reference_number.get(), m.executed_shares.get()).map(Some)
+            }
+            ItchMessage::OrderExecutedWithPrice(m) => {
+                self.take(b'C', m.order_reference_number.get(), m.executed_shares.get()).map(Some)
+            }
+            ItchMessage::OrderCancel(m) => {
+                self.take(b'X', m.order_reference_number.get(), m.cancelled_shares.get()).map(Some)
+            }
+            ItchMessage::OrderDelete(m) => self.delete(m.order_reference_number.get()).map(Some),
+            ItchMessage::OrderReplace(m) => self
+                .replace(
+                    m.original_order_reference_number.get(),
+                    m.new_order_reference_number.get(),
+                    m.shares.get(),
+                    m.price.get(),
+                )
+                .map(Some),
+            ItchMessage::StockDirectory(m) => {
+                self.grow(locate);
+                self.names[usize::from(locate)] = m.stock;
+                Ok(None)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn grow(&mut self, locate: u16) {
+        let need = usize::from(locate) + 1;
+        if self.stocks.len() < need {
+            let cap = self.level_cap;
+            self.stocks.resize_with(need, || StockBook::new(cap));
+            self.names.resize(need, *b"        ");
+        }
+    }
+
+    /// (best price, shares) on the side; `book.top(locate, side)`.
+    fn top(&self, locate: u16, side: Side) -> Option<(u32, u64)> {
+        self.stocks.get(usize::from(locate))?.side(side).best().map(|l| (l.price, l.shares))
+    }
+
+    fn add(&mut self, locate: u16, reference: u64, side: u8, shares: u32, price: u32) -> Result<Update, BookError> {
+        let side = Side::from_itch(side).ok_or(BookError::BadSide { reference, side })?;
+        if self.orders.contains_key(&reference) {
+            return Err(BookError::DuplicateOrder { reference });
+        }
+        self.grow(locate);
+        let before = self.top(locate, side);
+        let prev = self.stocks[usize::from(locate)].side_mut(side).add(price, shares, reference);
+        if prev != 0 {
+            if let Some(p) = self.orders.get_mut(&prev) {
+                p.next = reference;
+            }
+        }
+        self.orders.insert(reference, Order { locate, side, price, shares, prev, next: 0 });
+        self.totals.added += u64::from(shares);
+        Ok(Update { locate, side, top_changed: before != self.top(locate, side) })
+    }
+
+    /// Execute (`E`, `C`) or partially cancel (`X`) `shares` of an order; an order that reaches
+    /// zero leaves the book (ITCH sends no delete after a full execution).
+    fn take(&mut self, code: u8, reference: u64, shares: u32) -> Result<Update, BookError> {
+        let o = *self.orders.get(&reference).ok_or(BookError::UnknownOrder { code, reference })?;
+        if shares > o.shares {
+            return Err(BookError::Overfill { code, reference, resting: o.shares, requested: shares });
+        }
+        if code == b'X' {
+            self.totals.cancelled += u64::from(shares);
+        } else {
+            self.totals.executed += u64::from(shares);
+        }
+        let before = self.top(o.locate, o.side);
+        if shares == o.shares {
+            self.unlink(reference, &o, shares);
+        } else {
+            self.stocks[usize::from(o.locate)].side_mut(o.side).reduce(o.price, shares, None);
+            if let Some(m) = self.orders.get_mut(&reference) {
+                m.shares -= shares;
+            }
+        }
+        Ok(Update { locate: o.locate, side: o.side, top_changed: before != self.top(o.locate, o.side) })
+    }
+
+    fn delete(&mut self, reference: u64) -> Result<Update, BookError> {
+        let o = *self.orders.get(&reference).ok_or(BookError::UnknownOrder { code: b'D', reference })?;
+        let before = self.top(o.locate, o.side);
+        self.totals.deleted += u64::from(o.shares);
+        self.unlink(reference, &o, o.shares);
+        Ok(Update { locate: o.locate, side: o.side, top_changed: before != self.top(o.locate, o.side) })
+    }
+
+    /// `U`: the old order leaves, a new one (same stock and side, back of the queue) arrives.
+    fn replace(&mut self, old: u64, new: u64, shares: u32, price: u32) -> Result<Update, BookError> {
+        let o = *self.orders.get(&old).ok_or(BookError::UnknownOrder { code: b'U', reference: old })?;
+        if old != new && self.orders.contains_key(&new) {
+            return Err(BookError::DuplicateOrder { reference: new });
+        }
+        let before = self.top(o.locate, o.side);
+        self.totals.replaced += u64::from(o.shares);
+        self.unlink(old, &o, o.shares);
+        let u = self.add(o.locate, new, o.side.itch(), shares, price)?;
+        Ok(Update { top_changed: before != self.top(o.locate, o.side), ..u })
+    }
+
+    /// Removes a whole order (whose remaining `shares` leave its level) and closes its queue gap.
+    #[inline]
+    fn unlink(&mut self, reference: u64, o: &Order, shares: u32) {
+        if o.prev != 0 {
+            if let Some(p) = self.orders.get_mut(&o.prev) {
+                p.next = o.next;
+            }
+        }
+        if o.next != 0 {
+            if let Some(n) = self.orders.get_mut(&o.next) {
+                n.prev = o.prev;
+            }
+        }
+        self.stocks[usize::from(o.locate)].side_mut(o.side).reduce(o.price, shares, Some((reference, o.prev, o.next)));
+        self.orders.remove(&reference);
+    }
+
+    pub fn order(&self, reference: u64) -> Option<&Order> {
+        self.orders.get(&reference)
+    }
+
+    /// The best level on one side of a stock.
+    pub fn best(&self, locate: u16, side: Side) -> Option<&Level> {
+        self.stocks.get(usize::from(locate))?.side(side).best()
+    }
+
+    /// A stock's book, if the locate was ever seen.
+    pub fn stock(&self, locate: u16) -> Option<&StockBook> {
+        self.stocks.get(usize::from(locate))
+    }
+
+    /// The stock's symbol from the directory (space-padded), if it was sent.
+    pub fn name(&self, locate: u16) -> Option<&[u8; 8]> {
+        self.names.get(usize::from(locate)).filter(|n| n != &b"        ")
+    }
+
+    /// Shares queued ahead of an order at its price (its queue position).
+    pub fn shares_ahead(&self, reference: u64) -> Option<u64> {
+        let mut at = self.orders.get(&reference)?.prev;
+        let mut ahead = 0u64;
+        while let Some(o) = self.orders.get(&at) {
+            ahead += u64::from(o.shares);
+            at = o.prev;
+        }
+        Some(ahead)
+    }
+
+    pub fn resting_orders(&self) -> usize {
+        self.orders.len()
+    }
+
+    pub fn resting_shares(&self) -> u64 {
+        self.orders.values().map(|o| u64::from(o.shares)).sum()
+    }
+
+    pub fn totals(&self) -> Totals {
+        self.totals
+    }
+
+    /// Every invariant, checked the slow way (for tests and `--check` runs): levels strictly
+    /// sorted with the best last and none empty; each level's queue walks head to tail through
+    /// orders of that stock, side and price and sums to the level's shares and count; every order
+    /// is in exactly one queue; no stock is crossed or locked; volume is conserved.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut seen = 0usize;
+        for (locate, book) in self.stocks.iter().enumerate() {
+            for side in [Side::Bid, Side::Ask] {
+                let levels = book.side(side).as_slice();
+                for w in levels.windows(2) {
+                    if !side.better(w[1].price, w[0].price) {
+                        return Err(format!(
+                            "locate {locate} {side:?}: levels {} and {} out of order",
+                            w[0].price, w[1].price
+                        ));
+                    }
+                }
+                for l in levels {
+                    let (mut shares, mut count, mut at, mut prev) = (0u64, 0u32, l.head, 0u64);
+                    while at != 0 {
+                        let o =
+                            self.orders.get(&at).ok_or(format!("level {} queue names missing order {at}", l.price))?;
+                        if (usize::from(o.locate), o.side, o.price, o.prev) != (locate, side, l.price, prev) {
+                            return Err(format!("order {at} is queued at the wrong place: {o:?}"));
+                        }
+                        shares += u64::from(o.shares);
+                        count += 1;
+                        prev = at;
+                        at = o.next;
+                    }
+                    if prev != l.tail || shares != l.shares || count != l.orders || count == 0 {
+                        return Err(format!("locate {locate} {side:?} level {l:?}: queue holds {count} orders, {shares} shares, ends at {prev}"));
+                    }
+                    seen += count as usize;
+                }
+            }
+            if let (Some(b), Some(a)) = (book.bids.best(), book.asks.best()) {
+                if b.price >= a.price {
+                    return Err(format!("locate {locate} is crossed: bid {} >= ask {}", b.price, a.price));
+                }
+            }
+        }
+        if seen != self.orders.len() {
+            return Err(format!("{} orders resting but {seen} in queues", self.orders.len()));
+        }
+        let t = self.totals;
+        let out = t.executed + t.cancelled + t.deleted + t.replaced + self.resting_shares();
+        if t.added != out {
+            return Err(format!("volume not conserved: added {} != removed + resting {out} ({t:?})", t.added));
+        }
+        Ok(())
+    }
+}

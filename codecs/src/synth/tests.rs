@@ -1,0 +1,51 @@
+use std::collections::BTreeMap;
+
+use super::*;
+
+fn day(cfg: DayConfig) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_itch(cfg, &mut out).unwrap();
+    out
+}
+
+#[test]
+fn the_same_seed_gives_the_same_bytes_and_another_seed_does_not() {
+    let cfg = DayConfig { seed: 11, stocks: 20, messages: 10_000 };
+    let a = day(cfg);
+    assert_eq!(a, day(cfg));
+    assert_ne!(a, day(DayConfig { seed: 12, ..cfg }));
+}
+
+#[test]
+fn a_day_has_the_shape_of_a_day() {
+    let cfg = DayConfig { seed: 4, stocks: 50, messages: 100_000 };
+    let bytes = day(cfg);
+    let mut counts: BTreeMap<u8, u64> = BTreeMap::new();
+    let mut per_stock = vec![0u64; 51];
+    let mut last_ts = 0;
+    let mut system = Vec::new();
+    for rec in frames(&bytes) {
+        let m = rec.unwrap().message;
+        *counts.entry(m.code()).or_default() += 1;
+        let ts = m.header().timestamp_ns();
+        assert!(ts >= last_ts, "timestamps never go back");
+        last_ts = ts;
+        per_stock[usize::from(m.header().stock_locate.get())] += 1;
+        if let ItchMessage::SystemEvent(s) = m {
+            system.push(s.event_code);
+        }
+    }
+    assert_eq!(system, b"OSQMEC");
+    assert_eq!(counts[&b'R'], 50);
+    assert_eq!(counts[&b'Q'], 100, "an opening and a closing cross per stock");
+    let flow: u64 = b"AFEDXUCP".iter().map(|c| counts.get(c).copied().unwrap_or(0)).sum();
+    assert!(flow >= cfg.messages, "{counts:?}");
+    let adds = counts[&b'A'] + counts[&b'F'];
+    assert!(adds as f64 > 0.3 * flow as f64 && adds as f64 <= 0.6 * flow as f64, "{counts:?}");
+    assert!(counts[&b'D'] > counts[&b'U'] && counts[&b'U'] > counts[&b'X'], "{counts:?}");
+    assert!(counts[&b'E'] > counts[&b'C'] && counts[&b'P'] > 0 && counts[&b'F'] > 0, "{counts:?}");
+    // Zipf popularity: the busiest stock sees far more than the median one.
+    let mut sorted = per_stock[1..].to_vec();
+    sorted.sort();
+    assert!(sorted[49] > 5 * sorted[25], "{sorted:?}");
+}
