@@ -203,7 +203,7 @@ fn replay(cfg: DayConfig, every: u64) {
         }
         reference.apply(&m);
         n += 1;
-        if n % every == 0 {
+        if n.is_multiple_of(every) {
             book.check_invariants().unwrap_or_else(|e| panic!("after message {n}: {e}"));
             reference.agrees_with(&book, cfg.stocks).unwrap_or_else(|e| panic!("after message {n}: {e}"));
         }
