@@ -1,11 +1,15 @@
-//! `tickbus`: operator commands for rings on this host.
+//! `tickbus`: operator commands for rings on this host, and for exchange data (ITCH files and
+//! pcap captures of MoldUDP64).
 //!
-//! Owns: argument parsing and printing. Never: changes a ring it is only asked to inspect.
+//! Owns: argument parsing and printing. Never: changes a ring or a file it is only asked to inspect.
+mod itch;
+mod ring;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tickbus::shm::{self, PublisherState, ShmOptions};
-use tickbus::StartAt;
+use tickbus::shm::ShmOptions;
 
 #[derive(Parser)]
 #[command(version, about = "tickbus operator commands")]
@@ -19,6 +23,9 @@ enum Cmd {
     /// Shared-memory rings.
     #[command(subcommand)]
     Ring(RingCmd),
+    /// NASDAQ ITCH 5.0 files and MoldUDP64 captures.
+    #[command(subcommand)]
+    Itch(ItchCmd),
 }
 
 #[derive(Subcommand)]
@@ -29,23 +36,50 @@ enum RingCmd {
     Rm { name: String },
 }
 
+#[derive(Subcommand)]
+enum ItchCmd {
+    /// Per-type counts, per-stock activity, first and last timestamps and the rate profile of an
+    /// ITCH file or a pcap/pcapng capture of MoldUDP64 (the format is detected).
+    Inspect {
+        file: PathBuf,
+        /// Print JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Stocks to list in the table, busiest first (JSON lists all).
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// Only UDP datagrams to this destination port (captures only).
+        #[arg(long)]
+        port: Option<u16>,
+    },
+    /// Write a deterministic synthetic trading day as an ITCH file and/or a pcap capture.
+    Generate {
+        /// ITCH file to write.
+        #[arg(long)]
+        itch: Option<PathBuf>,
+        /// pcap capture (MoldUDP64 over Ethernet/IPv4/UDP) to write.
+        #[arg(long)]
+        pcap: Option<PathBuf>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, default_value_t = 100)]
+        stocks: u16,
+        /// Order-flow messages (system events, directory and crosses come on top).
+        #[arg(long, default_value_t = 1_000_000)]
+        messages: u64,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let opts = ShmOptions::default();
     let res = match cli.cmd {
-        Cmd::Ring(RingCmd::Inspect { name }) => inspect(&name, &opts),
-        Cmd::Ring(RingCmd::Rm { name }) => match shm::remove(&name, &opts) {
-            Ok(true) => {
-                println!("removed ring {name}");
-                Ok(())
-            }
-            Ok(false) => Err(format!(
-                "no ring named {name} in {} or {}",
-                opts.hugepage_dir.display(),
-                opts.fallback_dir.display()
-            )),
-            Err(e) => Err(e.to_string()),
-        },
+        Cmd::Ring(RingCmd::Inspect { name }) => ring::inspect(&name, &opts),
+        Cmd::Ring(RingCmd::Rm { name }) => ring::rm(&name, &opts),
+        Cmd::Itch(ItchCmd::Inspect { file, json, top, port }) => itch::inspect(&file, json, top, port),
+        Cmd::Itch(ItchCmd::Generate { itch, pcap, seed, stocks, messages }) => {
+            itch::generate(itch.as_deref(), pcap.as_deref(), seed, stocks, messages)
+        }
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -54,43 +88,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn inspect(name: &str, opts: &ShmOptions) -> Result<(), String> {
-    let s = shm::open_observer(name, StartAt::Latest, opts).map_err(|e| e.to_string())?;
-    let st = s.reader().status();
-    let c = &st.config;
-    println!("ring      {} ({:?})", s.path().display(), s.backing());
-    println!(
-        "layout    {:?}, stream {}, {} slots x {} B (payload <= {} B), {:.3} TSC ticks/ns",
-        c.mode,
-        c.stream_id,
-        c.slot_count,
-        c.slot_size,
-        c.max_payload(),
-        c.ticks_per_ns
-    );
-    let state = match s.publisher_state() {
-        PublisherState::Live { pid, .. } => format!("live (pid {pid})"),
-        PublisherState::Closed { .. } => "closed cleanly".to_owned(),
-        PublisherState::Dead { pid, .. } => {
-            format!("DEAD (pid {pid} exited without closing; a new publisher will reclaim the ring)")
-        }
-    };
-    println!("publisher {state}, epoch {}, {} messages published", st.epoch, st.producer_position);
-    for l in &st.consumers {
-        let owner = match l.owner {
-            0 => "no consumer attached".to_owned(),
-            pid if tickbus::sys::process::alive(pid) => format!("pid {pid}"),
-            pid => format!("pid {pid} (DEAD: the next consumer takes this line over)"),
-        };
-        println!(
-            "consumer  {}: position {} ({} behind), {owner}, {} attaches",
-            l.index,
-            l.position,
-            st.producer_position.saturating_sub(l.position),
-            l.attaches
-        );
-    }
-    Ok(())
 }
