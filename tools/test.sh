@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, with its own set-up: host packages, hugepages, the workspace tests, the
-# loom models, and the RDMA tests inside the Soft-RoCE guest.
+# loom models, bounded fuzzing of the codecs, and the RDMA tests inside the Soft-RoCE guest.
 # Usage: tools/test.sh            (what CI runs through .ci/run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,8 @@ echo "== workspace tests (unit, multi-process, hot-path proofs, doctests)"
 cargo test --workspace --all-features
 echo "== loom model checks of the ring's synchronisation"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p tickbus --lib --release loom
+echo "== fuzz: every codecs target (ITCH file, MoldUDP64, pcap, book) for a bounded time"
+tools/fuzz.sh "${TICKBUS_FUZZ_SECONDS:-20}"
 
 echo "== Soft-RoCE guest: rig self-test"
 tools/rig/selftest.sh

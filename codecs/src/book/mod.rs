@@ -78,6 +78,8 @@ pub enum BookError {
     Overfill { code: u8, reference: u64, resting: u32, requested: u32 },
     #[error("order {reference} has side {:?}, not 'B' or 'S'", *.side as char)]
     BadSide { reference: u64, side: u8 },
+    #[error("'{}' gives an order reference number 0, which ITCH never assigns to a displayed order", *.code as char)]
+    ZeroReference { code: u8 },
 }
 
 /// Share counts since the book was created; `added == executed + cancelled + deleted + replaced
@@ -93,12 +95,14 @@ pub struct Totals {
     pub replaced: u64,
 }
 
+/// Levels reserved per side of each stock named in `with_capacity`.
+const LEVELS_RESERVED: usize = 128;
+
 /// The book of every stock on the feed.
 pub struct OrderBook {
     orders: FxHashMap<u64, Order>,
     stocks: Vec<StockBook>,
     names: Vec<[u8; 8]>,
-    level_cap: usize,
     totals: Totals,
 }
 
@@ -107,12 +111,10 @@ impl OrderBook {
     pub fn with_capacity(orders: usize, stocks: usize) -> OrderBook {
         let mut map = FxHashMap::default();
         map.reserve(orders);
-        let level_cap = 256;
         OrderBook {
             orders: map,
-            stocks: (0..=stocks).map(|_| StockBook::new(level_cap)).collect(),
+            stocks: (0..=stocks).map(|_| StockBook::new(LEVELS_RESERVED)).collect(),
             names: vec![*b"        "; stocks + 1],
-            level_cap,
             totals: Totals::default(),
         }
     }
@@ -159,8 +161,9 @@ impl OrderBook {
     fn grow(&mut self, locate: u16) {
         let need = usize::from(locate) + 1;
         if self.stocks.len() < need {
-            let cap = self.level_cap;
-            self.stocks.resize_with(need, || StockBook::new(cap));
+            // Stocks beyond the reserved ones start without capacity: a locate near 65535 must
+            // not allocate levels for every locate below it.
+            self.stocks.resize_with(need, || StockBook::new(0));
             self.names.resize(need, *b"        ");
         }
     }
@@ -172,6 +175,9 @@ impl OrderBook {
 
     fn add(&mut self, locate: u16, reference: u64, side: u8, shares: u32, price: u32) -> Result<Update, BookError> {
         let side = Side::from_itch(side).ok_or(BookError::BadSide { reference, side })?;
+        if reference == 0 {
+            return Err(BookError::ZeroReference { code: b'A' });
+        }
         if self.orders.contains_key(&reference) {
             return Err(BookError::DuplicateOrder { reference });
         }
@@ -225,6 +231,9 @@ impl OrderBook {
         let o = *self.orders.get(&old).ok_or(BookError::UnknownOrder { code: b'U', reference: old })?;
         if old != new && self.orders.contains_key(&new) {
             return Err(BookError::DuplicateOrder { reference: new });
+        }
+        if new == 0 {
+            return Err(BookError::ZeroReference { code: b'U' });
         }
         let before = self.top(o.locate, o.side);
         self.totals.replaced += u64::from(o.shares);

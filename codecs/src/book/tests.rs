@@ -93,6 +93,8 @@ fn bad_messages_are_errors_that_leave_the_book_untouched() {
     let before = (b.resting_shares(), b.totals(), b.best(3, Side::Bid).copied());
     assert_eq!(add(&mut b, 1, b'B', 5, 1), Err(BookError::DuplicateOrder { reference: 1 }));
     assert_eq!(add(&mut b, 9, b'Z', 5, 1), Err(BookError::BadSide { reference: 9, side: b'Z' }));
+    assert_eq!(add(&mut b, 0, b'B', 5, 1), Err(BookError::ZeroReference { code: b'A' }));
+    assert_eq!(replace(&mut b, 1, 0, 5, 5), Err(BookError::ZeroReference { code: b'U' }));
     assert_eq!(exec(&mut b, 7, 1), Err(BookError::UnknownOrder { code: b'E', reference: 7 }));
     assert_eq!(
         exec(&mut b, 1, 101),
