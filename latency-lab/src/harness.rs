@@ -1,10 +1,18 @@
-//! The benchmark body every transport and peer runs: a closed-loop ping-pong between two threads
-//! pinned to two cores. The initiator stamps the TSC, sends, waits for the echo, and records
-//! the round trip; the responder echoes. Warm-up round trips are not recorded.
+//! The benchmark bodies, run unchanged against every transport: closed-loop ping-pong (RTT),
+//! open-loop at a fixed rate (one-way latency from the *intended* send time, so a stall delays
+//! every later message's figure instead of hiding it: no coordinated omission), and throughput
+//! (the publisher sends flat out and is never slowed by measurement; the receiver counts).
+//!
+//! Threads are pinned to the two cores given; warm-up messages are not recorded.
 use std::error::Error;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 
 use hdrhistogram::Histogram;
+use tickbus::time::{Tsc, TscScale};
+
+use crate::transport::{CrossProcess, InProcess, Rx, Tx};
 
 /// What one run measures.
 #[derive(Debug, Clone, Copy)]
@@ -16,66 +24,301 @@ pub struct RunSpec {
     pub ticks_per_ns: f64,
 }
 
-/// RTT samples of one benchmark, in nanoseconds.
-pub struct Outcome {
-    pub name: String,
-    pub note: String,
-    pub rtt_ns: Histogram<u64>,
+pub fn histogram() -> Histogram<u64> {
+    Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds")
 }
 
-/// One transport or peer under test.
-pub trait Bench {
-    fn name(&self) -> &str;
-    fn run(&self, spec: &RunSpec) -> Result<Outcome, Box<dyn Error>>;
+/// Where the two threads of a run meet after set-up. If either side failed to set up, both
+/// return an error, instead of one spinning forever waiting for the other.
+#[derive(Clone)]
+pub struct Start(Arc<(Barrier, AtomicBool)>);
+
+impl Start {
+    pub fn new() -> Start {
+        Start(Arc::new((Barrier::new(2), AtomicBool::new(false))))
+    }
+
+    pub fn go(&self, setup: Result<(), String>) -> std::io::Result<()> {
+        if setup.is_err() {
+            self.0 .1.store(true, Ordering::SeqCst);
+        }
+        self.0 .0.wait();
+        self.0 .0.wait();
+        match setup {
+            Err(e) => Err(std::io::Error::other(e)),
+            Ok(()) if self.0 .1.load(Ordering::SeqCst) => Err(std::io::Error::other("the other side failed to set up")),
+            Ok(()) => Ok(()),
+        }
+    }
 }
 
-/// The two halves of a ping-pong: `ping(i)` sends round trip `i` and returns when its echo
-/// arrived; `pong()` echoes one message.
-pub trait Initiator: Send {
-    fn ping(&mut self, i: u64);
-}
-pub trait Responder: Send {
-    fn pong(&mut self);
+pub fn pin(core: usize) -> std::io::Result<()> {
+    tickbus::agent::pin_current_thread(core).map(|_| ())
 }
 
-/// Runs `init` on core A and `resp` on core B for warm-up plus measured round trips.
-pub fn ping_pong(
-    spec: &RunSpec,
-    mut init: impl Initiator + 'static,
-    mut resp: impl Responder + 'static,
-) -> Result<Histogram<u64>, Box<dyn Error>> {
+/// Initiator half of a ping-pong: stamp, send, wait for the echo of that stamp.
+fn initiate(tx: &mut impl Tx, rx: &mut impl Rx, tsc: &Tsc) -> (u64, u64) {
+    let t0 = tsc.now();
+    while !tx.try_send(t0) {
+        std::hint::spin_loop();
+    }
+    loop {
+        if let Some(s) = rx.try_recv() {
+            debug_assert_eq!(s, t0);
+            return (t0, tsc.now());
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Responder half: echo `n` messages.
+fn echo(tx: &mut impl Tx, rx: &mut impl Rx, n: u64) {
+    for _ in 0..n {
+        let s = loop {
+            if let Some(s) = rx.try_recv() {
+                break s;
+            }
+            std::hint::spin_loop();
+        };
+        while !tx.try_send(s) {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Closed-loop RTT of an in-process transport.
+pub fn ping_pong<T: InProcess>(t: &mut T, spec: &RunSpec) -> Result<Histogram<u64>, Box<dyn Error>> {
+    let (mut ping_tx, mut ping_rx) = t.channel(spec.size, spec.ticks_per_ns)?;
+    let (mut pong_tx, mut pong_rx) = t.channel(spec.size, spec.ticks_per_ns)?;
     let total = spec.warmup + spec.iterations;
-    let ready = Arc::new(Barrier::new(2));
+    let ready = Start::new();
     let ready_b = ready.clone();
     let core_b = spec.cores.1;
     let responder = std::thread::Builder::new().name("pong".into()).spawn(move || -> std::io::Result<()> {
-        tickbus::agent::pin_current_thread(core_b)?;
-        ready_b.wait();
-        for _ in 0..total {
-            resp.pong();
-        }
+        let setup =
+            pin(core_b).map_err(|e| e.to_string()).and_then(|_| ping_rx.prepare().and_then(|_| pong_tx.prepare()));
+        ready_b.go(setup)?;
+        echo(&mut pong_tx, &mut ping_rx, total);
         Ok(())
     })?;
-    let (core_a, spec) = (spec.cores.0, *spec);
+    let spec = *spec;
     let initiator =
         std::thread::Builder::new().name("ping".into()).spawn(move || -> std::io::Result<Histogram<u64>> {
-            tickbus::agent::pin_current_thread(core_a)?;
-            let tsc = tickbus::time::Tsc::new();
-            let scale = tickbus::time::TscScale { ticks_per_ns: spec.ticks_per_ns };
-            let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
-            ready.wait();
-            for i in 0..spec.warmup {
-                init.ping(i);
-            }
-            for i in spec.warmup..total {
-                let t0 = tsc.now();
-                init.ping(i);
-                let t1 = tsc.now();
-                h.saturating_record(scale.delta_ns(t0, t1).max(1));
-            }
-            Ok(h)
+            let setup = pin(spec.cores.0)
+                .map_err(|e| e.to_string())
+                .and_then(|_| pong_rx.prepare().and_then(|_| ping_tx.prepare()));
+            ready.go(setup)?;
+            initiator_loop(&mut ping_tx, &mut pong_rx, &spec)
         })?;
     let h = initiator.join().map_err(|_| "initiator panicked")??;
     responder.join().map_err(|_| "responder panicked")??;
     Ok(h)
+}
+
+fn initiator_loop(tx: &mut impl Tx, rx: &mut impl Rx, spec: &RunSpec) -> std::io::Result<Histogram<u64>> {
+    let tsc = Tsc::new();
+    let scale = TscScale { ticks_per_ns: spec.ticks_per_ns };
+    let mut h = histogram();
+    for _ in 0..spec.warmup {
+        initiate(tx, rx, &tsc);
+    }
+    for _ in 0..spec.iterations {
+        let (t0, t1) = initiate(tx, rx, &tsc);
+        h.saturating_record(scale.delta_ns(t0, t1).max(1));
+    }
+    Ok(h)
+}
+
+/// One-way latency at a fixed rate, from each message's intended send time to its receipt.
+pub struct OpenLoop {
+    pub latency_ns: Histogram<u64>,
+    /// Messages that left later than intended because the channel was full or the sender late.
+    pub late_sends: u64,
+}
+
+pub fn open_loop<T: InProcess>(t: &mut T, spec: &RunSpec, rate: u64) -> Result<OpenLoop, Box<dyn Error>> {
+    let (mut tx, mut rx) = t.channel(spec.size, spec.ticks_per_ns)?;
+    let total = spec.warmup + spec.iterations;
+    let ready = Start::new();
+    let ready_b = ready.clone();
+    let spec = *spec;
+    let receiver =
+        std::thread::Builder::new().name("recv".into()).spawn(move || -> std::io::Result<Histogram<u64>> {
+            let tsc = Tsc::new();
+            let scale = TscScale { ticks_per_ns: spec.ticks_per_ns };
+            let mut h = histogram();
+            let setup = pin(spec.cores.1).map_err(|e| e.to_string()).and_then(|_| rx.prepare());
+            ready_b.go(setup)?;
+            let mut n = 0;
+            while n < total {
+                if let Some(intended) = rx.try_recv() {
+                    if n >= spec.warmup {
+                        h.saturating_record(scale.delta_ns(intended, tsc.now()).max(1));
+                    }
+                    n += 1;
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            Ok(h)
+        })?;
+    let sender = std::thread::Builder::new().name("send".into()).spawn(move || -> std::io::Result<u64> {
+        let tsc = Tsc::new();
+        let period = spec.ticks_per_ns * 1e9 / rate as f64;
+        let setup = pin(spec.cores.0).map_err(|e| e.to_string()).and_then(|_| tx.prepare());
+        ready.go(setup)?;
+        let start = tsc.now() + (spec.ticks_per_ns * 1e6) as u64;
+        let mut late = 0;
+        for i in 0..total {
+            let intended = start + (i as f64 * period) as u64;
+            while tsc.now() < intended {
+                std::hint::spin_loop();
+            }
+            let mut first = true;
+            while !tx.try_send(intended) {
+                if first {
+                    late += 1;
+                    first = false;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        Ok(late)
+    })?;
+    let late_sends = sender.join().map_err(|_| "sender panicked")??;
+    let latency_ns = receiver.join().map_err(|_| "receiver panicked")??;
+    Ok(OpenLoop { latency_ns, late_sends })
+}
+
+/// Messages per second when the sender sends flat out: first send to last receipt.
+pub fn throughput<T: InProcess>(t: &mut T, spec: &RunSpec) -> Result<f64, Box<dyn Error>> {
+    let (mut tx, mut rx) = t.channel(spec.size, spec.ticks_per_ns)?;
+    let total = spec.warmup + spec.iterations;
+    let ready = Start::new();
+    let ready_b = ready.clone();
+    let spec = *spec;
+    let receiver = std::thread::Builder::new().name("recv".into()).spawn(move || -> std::io::Result<(u64, u64)> {
+        let tsc = Tsc::new();
+        let setup = pin(spec.cores.1).map_err(|e| e.to_string()).and_then(|_| rx.prepare());
+        ready_b.go(setup)?;
+        let (mut n, mut first) = (0, 0);
+        while n < total {
+            if let Some(s) = rx.try_recv() {
+                if n == spec.warmup {
+                    first = s;
+                }
+                n += 1;
+            }
+        }
+        Ok((first, tsc.now()))
+    })?;
+    let sender = std::thread::Builder::new().name("send".into()).spawn(move || -> std::io::Result<()> {
+        let tsc = Tsc::new();
+        let setup = pin(spec.cores.0).map_err(|e| e.to_string()).and_then(|_| tx.prepare());
+        ready.go(setup)?;
+        for _ in 0..total {
+            let s = tsc.now();
+            while !tx.try_send(s) {}
+        }
+        Ok(())
+    })?;
+    sender.join().map_err(|_| "sender panicked")??;
+    let (first, last) = receiver.join().map_err(|_| "receiver panicked")??;
+    let ns = TscScale { ticks_per_ns: spec.ticks_per_ns }.delta_ns(first, last).max(1);
+    Ok(spec.iterations as f64 * 1e9 / ns as f64)
+}
+
+/// Closed-loop RTT across two processes: a thread of this process initiates on core A; a child
+/// (`latency-lab __echo`) pinned to core B echoes. The child is started before the thread pins
+/// itself, so it does not inherit a one-core affinity mask.
+pub fn ping_pong_processes<T: CrossProcess + Sync>(t: &T, spec: &RunSpec) -> Result<Histogram<u64>, Box<dyn Error>> {
+    let tag = format!("lab{}x{}", std::process::id(), T::KEY);
+    let (ping, pong) = (format!("{tag}ping"), format!("{tag}pong"));
+    let total = spec.warmup + spec.iterations;
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<Histogram<u64>, String> {
+            let e = |e: Box<dyn Error>| format!("{}: {e}", t.name());
+            let mut tx = t.tx(&ping, spec.size, spec.ticks_per_ns).map_err(e)?;
+            let mut child = EchoChild::spawn(T::KEY, &ping, &pong, spec, total).map_err(|x| x.to_string())?;
+            child.wait_ready().map_err(e)?;
+            let mut rx = t.rx(&pong, spec.size).map_err(e)?;
+            tx.prepare()?;
+            rx.prepare()?;
+            pin(spec.cores.0).map_err(|x| x.to_string())?;
+            let h = initiator_loop(&mut tx, &mut rx, spec).map_err(|x| x.to_string())?;
+            let status = child.child.wait().map_err(|x| x.to_string())?;
+            if !status.success() {
+                return Err(format!("the echo child of {} failed: {status}", t.name()));
+            }
+            Ok(h)
+        })
+        .join()
+        .map_err(|_| "initiator panicked")?
+        .map_err(Into::into)
+    })
+}
+
+/// The child side: open the ping receiver and pong sender, say "ready", echo `total` messages.
+pub fn echo_child<T: CrossProcess>(
+    t: &T,
+    ping: &str,
+    pong: &str,
+    size: usize,
+    total: u64,
+    core: usize,
+    ticks_per_ns: f64,
+) -> Result<(), Box<dyn Error>> {
+    pin(core)?;
+    let mut rx = t.rx(ping, size)?;
+    let mut tx = t.tx(pong, size, ticks_per_ns)?;
+    rx.prepare()?;
+    tx.prepare()?;
+    println!("ready");
+    echo(&mut tx, &mut rx, total);
+    Ok(())
+}
+
+struct EchoChild {
+    child: Child,
+    out: Option<ChildStdout>,
+}
+
+impl EchoChild {
+    fn spawn(key: &str, ping: &str, pong: &str, spec: &RunSpec, total: u64) -> std::io::Result<EchoChild> {
+        let mut child = Command::new(std::env::current_exe()?)
+            .args(["__echo", "--peer", key, "--ping", ping, "--pong", pong])
+            .args([
+                "--size",
+                &spec.size.to_string(),
+                "--total",
+                &total.to_string(),
+                "--core",
+                &spec.cores.1.to_string(),
+            ])
+            .args(["--ticks-per-ns", &spec.ticks_per_ns.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let out = child.stdout.take();
+        Ok(EchoChild { child, out })
+    }
+
+    fn wait_ready(&mut self) -> Result<(), Box<dyn Error>> {
+        use std::io::{BufRead, BufReader};
+        let mut line = String::new();
+        BufReader::new(self.out.take().ok_or("no child stdout")?).read_line(&mut line)?;
+        if line.trim() != "ready" {
+            let _ = self.child.kill();
+            return Err(format!("the echo child did not start (said {line:?})").into());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for EchoChild {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }

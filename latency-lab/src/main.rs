@@ -1,101 +1,149 @@
-//! latency-lab: closed-loop ping-pong RTT of tickbus transports beside the floor, in one run.
+//! latency-lab: every tickbus transport beside the floor and the peers, in one run, with
+//! percentile reports, HdrHistogram files and plots.
 //!
-//! Owns: running benchmark bodies on pinned cores, and the report. Never: tunes a figure, or
-//! prints a number without the floor measured in the same run beside it.
-mod floor;
+//! Owns: choosing what to run, running it on pinned cores, and the report. Never: tunes a
+//! figure, or prints a number without the floor and the peers measured in the same run.
+mod compare;
 mod harness;
+mod itch_bench;
+mod peers;
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
 mod perftest;
+mod plot;
 #[cfg(feature = "rdma")]
 mod rdma_pingpong;
 mod report;
-mod shm_pingpong;
+mod suite;
+mod tick_to_trade;
+mod transport;
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Args, Parser, Subcommand};
 
-use harness::{Bench, RunSpec};
-
-/// Measures tickbus round-trip latency beside the floor (bare cache-line ping-pong).
+/// Measures tickbus beside the floor (bare cache-line ping-pong) and the peers, in one run.
+/// With no subcommand: the default suite (tick-to-trade demo, ping-pong at 32/64/288/1344 B,
+/// open loop at 100k and 1M msg/s, throughput, ITCH decode), written to --out.
 #[derive(Parser, Debug)]
 #[command(version, about)]
-struct Args {
-    /// Payload bytes per message.
-    #[arg(long, default_value_t = 64)]
-    size: usize,
-    /// Measured round trips per benchmark.
-    #[arg(long, default_value_t = 1_000_000)]
-    iterations: u64,
-    /// Unmeasured round trips first.
-    #[arg(long, default_value_t = 100_000)]
-    warmup: u64,
-    /// Core of the initiating thread.
-    #[arg(long, default_value_t = 0)]
-    core_a: usize,
-    /// Core of the responding thread.
-    #[arg(long, default_value_t = 1)]
-    core_b: usize,
-    /// Folder for the report (table, JSON, percentile distributions).
-    #[arg(long, default_value = "lab-report")]
-    out: PathBuf,
-    /// Measure rdma-rc (WRITE and WRITE_WITH_IMM) between these two devices instead of shm,
-    /// e.g. `--rdma rxe0,rxe1` (build with `--features rdma`; in the guest: tools/lab-rdma.sh).
-    #[arg(long, value_name = "DEV_A,DEV_B")]
-    rdma: Option<String>,
-    /// perftest.json from the same boot (tools/rig/guest-perftest.sh): adds ib_write_lat's RTT
-    /// for the same size beside the RDMA figures, as a ratio.
-    #[arg(long)]
-    perftest: Option<PathBuf>,
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    #[command(flatten)]
+    suite: SuiteArgs,
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
-    let tsc = tickbus::time::Tsc::new();
-    let ticks_per_ns = tsc.measure_ticks_per_ns(Duration::from_millis(200));
-    let spec = RunSpec {
-        size: args.size,
-        iterations: args.iterations,
-        warmup: args.warmup,
-        cores: (args.core_a, args.core_b),
-        ticks_per_ns,
+#[derive(Args, Debug, Clone)]
+pub struct SuiteArgs {
+    /// Core of the initiating (sending) thread.
+    #[arg(long, default_value_t = 0, global = true)]
+    pub core_a: usize,
+    /// Core of the responding (receiving) thread.
+    #[arg(long, default_value_t = 1, global = true)]
+    pub core_b: usize,
+    /// Folder for the report.
+    #[arg(long, default_value = "lab-report", global = true)]
+    pub out: PathBuf,
+    /// Measured round trips at 64 B (other sizes: a third; kernel sockets: a tenth).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub iterations: u64,
+    /// Message sizes for ping-pong.
+    #[arg(long, value_delimiter = ',', default_values_t = [32usize, 64, 288, 1344])]
+    pub sizes: Vec<usize>,
+    /// Open-loop rates (messages per second).
+    #[arg(long, value_delimiter = ',', default_values_t = [100_000u64, 1_000_000])]
+    pub rates: Vec<u64>,
+    /// Seconds per open-loop run.
+    #[arg(long, default_value_t = 2.0)]
+    pub open_loop_seconds: f64,
+    /// Messages per throughput run.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub throughput_messages: u64,
+    /// Order-flow messages in the generated ITCH day (decode benchmark and tick-to-trade).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub itch_messages: u64,
+    /// Tick-to-trade replay rate (messages per second).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub ttt_rate: u64,
+    /// Replay this ITCH file in the tick-to-trade demo instead of a generated day.
+    #[arg(long)]
+    pub itch: Option<PathBuf>,
+    /// Skip parts of the suite: any of pingpong, openloop, throughput, itch, ttt.
+    #[arg(long, value_delimiter = ',')]
+    pub skip: Vec<String>,
+    /// Include figures from the Soft-RoCE guest run (tools/lab-rdma.sh writes them here).
+    #[arg(long, default_value = "lab-report/rdma/report.json")]
+    pub rdma_report: PathBuf,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Flags percentiles in NEW that are worse than in OLD by more than --threshold percent;
+    /// exits 1 when any is.
+    Compare {
+        old: PathBuf,
+        new: PathBuf,
+        #[arg(long, default_value_t = 10.0)]
+        threshold: f64,
+    },
+    /// rdma-rc ping-pong (WRITE and WRITE_WITH_IMM) between two devices (build with
+    /// `--features rdma`; in the Soft-RoCE guest: tools/lab-rdma.sh).
+    Rdma {
+        /// Two device names, e.g. rxe0,rxe1.
+        #[arg(long, value_name = "DEV_A,DEV_B")]
+        devices: String,
+        #[arg(long, default_value_t = 64)]
+        size: usize,
+        #[arg(long, default_value_t = 2_000)]
+        iterations: u64,
+        /// perftest.json from the same boot (tools/rig/guest-perftest.sh), for ib_write_lat beside.
+        #[arg(long)]
+        perftest: Option<PathBuf>,
+    },
+    /// The child side of a two-process ping-pong (started by the lab itself).
+    #[command(hide = true, name = "__echo")]
+    Echo {
+        #[arg(long)]
+        peer: String,
+        #[arg(long)]
+        ping: String,
+        #[arg(long)]
+        pong: String,
+        #[arg(long)]
+        size: usize,
+        #[arg(long)]
+        total: u64,
+        #[arg(long)]
+        core: usize,
+        #[arg(long)]
+        ticks_per_ns: f64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let res: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
+        None => suite::run(&cli.suite),
+        Some(Cmd::Compare { old, new, threshold }) => match compare::compare(&old, &new, threshold) {
+            Ok(c) => {
+                print!("{}", c.text);
+                return if c.regressions > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+            }
+            Err(e) => Err(e.into()),
+        },
+        Some(Cmd::Rdma { devices, size, iterations, perftest }) => {
+            suite::rdma(&cli.suite, &devices, size, iterations, perftest.as_deref())
+        }
+        Some(Cmd::Echo { peer, ping, pong, size, total, core, ticks_per_ns }) => {
+            suite::echo(&peer, &ping, &pong, size, total, core, ticks_per_ns)
+        }
     };
-    eprintln!(
-        "latency-lab: {} round trips of {} B on cores {}/{} (TSC {:.3} ticks/ns)",
-        spec.iterations, spec.size, spec.cores.0, spec.cores.1, ticks_per_ns
-    );
-    let mut benches: Vec<Box<dyn Bench>> = vec![Box::new(floor::Floor)];
-    match &args.rdma {
-        None => benches.push(Box::new(shm_pingpong::ShmPingPong::default())),
-        #[cfg(feature = "rdma")]
-        Some(pair) => {
-            let d: Vec<String> = pair.split(',').map(str::to_owned).collect();
-            if d.len() != 2 {
-                return Err(format!("--rdma takes two device names, e.g. rxe0,rxe1 (got {pair:?})").into());
-            }
-            for write_mode in [tickbus::rdma::WriteMode::Write, tickbus::rdma::WriteMode::WriteWithImm] {
-                benches
-                    .push(Box::new(rdma_pingpong::RdmaPingPong { devices: (d[0].clone(), d[1].clone()), write_mode }));
-            }
-        }
-        #[cfg(not(feature = "rdma"))]
-        Some(_) => {
-            return Err(
-                "this latency-lab was built without RDMA: cargo build --release -p tickbus-lab --features rdma".into()
-            )
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("latency-lab: {e}");
+            ExitCode::FAILURE
         }
     }
-    let mut results = Vec::new();
-    for b in benches {
-        eprintln!("latency-lab: running {} ...", b.name());
-        results.push(b.run(&spec)?);
-    }
-    let rep = report::Report::new(&spec, results);
-    println!("{}", rep.table());
-    if let Some(path) = &args.perftest {
-        println!("{}", perftest::compare(path, spec.size, rep.outcomes())?);
-    }
-    let written = rep.write(&args.out)?;
-    eprintln!("latency-lab: report written to {}", written.display());
-    Ok(())
 }

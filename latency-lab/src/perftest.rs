@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::harness::Outcome;
+use crate::report::Row;
 
 /// One ib_write_lat result from perftest.json (written by tools/rig/guest-perftest.sh).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,7 +32,7 @@ pub fn parse(json: &str) -> Vec<WriteLat> {
 }
 
 /// A table of our RDMA RTTs beside 2 x ib_write_lat's one-way figures for `size`.
-pub fn compare(path: &Path, size: usize, outcomes: &[Outcome]) -> Result<String, Box<dyn std::error::Error>> {
+pub fn compare(path: &Path, size: usize, rows: &[Row]) -> Result<String, Box<dyn std::error::Error>> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     let entries = parse(&text);
     let w = entries
@@ -42,8 +42,8 @@ pub fn compare(path: &Path, size: usize, outcomes: &[Outcome]) -> Result<String,
     let (rtt50, rtt99) = (2.0 * w.typical_us * 1000.0, 2.0 * w.p99_us * 1000.0);
     let mut s =
         format!("ib_write_lat (same boot, {size} B): RTT typical {rtt50:.0} ns, p99 {rtt99:.0} ns (2 x one-way)\n");
-    for o in outcomes.iter().filter(|o| o.name.contains("rdma")) {
-        let (p50, p99) = (o.rtt_ns.value_at_percentile(50.0) as f64, o.rtt_ns.value_at_percentile(99.0) as f64);
+    for o in rows.iter().filter(|o| o.name.contains("rdma")) {
+        let (p50, p99) = (o.ns[0] as f64, o.ns[2] as f64);
         let _ = writeln!(
             s,
             "  {:<34} p50 {:>8.0} ns = {:.2}x ib_write_lat   p99 {:>8.0} ns = {:.2}x",

@@ -1,144 +1,341 @@
-//! The report: a terminal table with each percentile as a ratio to the floor, a JSON summary,
-//! and HdrHistogram percentile-distribution files (`.hgrm`) per benchmark.
+//! The report: terminal tables with every percentile as a ratio to the floor and to the best
+//! peer, `report.json` (what `compare` reads), HdrHistogram files (`.hgrm` percentile
+//! distributions and one `latency.hlog` interval log with a tag per run, both readable by the
+//! HdrHistogram tools), and the plots.
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::V2Serializer;
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
-use crate::harness::{Outcome, RunSpec};
+use crate::itch_bench::ItchReport;
 
-/// Percentiles every report shows.
+/// Percentiles every table shows, then max.
 pub const PERCENTILES: [(f64, &str); 5] =
     [(50.0, "p50"), (90.0, "p90"), (99.0, "p99"), (99.9, "p99.9"), (99.99, "p99.99")];
 
-pub struct Report {
-    spec: RunSpec,
-    outcomes: Vec<Outcome>,
+/// Whether a row is tickbus itself, the floor, or a peer (what the ratios compare against).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Floor,
+    Tickbus,
+    Peer,
 }
 
-impl Report {
-    /// The first outcome is the floor every other one is compared with.
-    pub fn new(spec: &RunSpec, outcomes: Vec<Outcome>) -> Report {
-        Report { spec: *spec, outcomes }
+/// One transport's latency in one section.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Row {
+    pub name: String,
+    pub kind: Kind,
+    pub note: String,
+    pub count: u64,
+    pub mean_ns: f64,
+    /// p50, p90, p99, p99.9, p99.99, max in ns.
+    pub ns: Vec<u64>,
+    pub x_floor: Option<Vec<f64>>,
+    pub x_best_peer: Option<Vec<f64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_sends: Option<u64>,
+    #[serde(skip)]
+    pub hist: Option<Histogram<u64>>,
+}
+
+impl Row {
+    /// Adds another run of the same transport (interleaved rounds).
+    pub fn merge(&mut self, other: Row) {
+        if let (Some(a), Some(b)) = (self.hist.as_mut(), other.hist) {
+            a.add(&b).expect("histograms with the same bounds");
+            let h = a.clone();
+            *self = Row { late_sends: self.late_sends, ..Row::new(self.name.clone(), self.kind, self.note.clone(), h) };
+        }
     }
 
-    fn row(h: &Histogram<u64>) -> Vec<u64> {
-        let mut v: Vec<u64> = PERCENTILES.iter().map(|(p, _)| h.value_at_percentile(*p)).collect();
-        v.push(h.max());
-        v
+    pub fn new(name: String, kind: Kind, note: String, h: Histogram<u64>) -> Row {
+        let mut ns: Vec<u64> = PERCENTILES.iter().map(|(p, _)| h.value_at_percentile(*p)).collect();
+        ns.push(h.max());
+        Row {
+            name,
+            kind,
+            note,
+            count: h.len(),
+            mean_ns: h.mean(),
+            ns,
+            x_floor: None,
+            x_best_peer: None,
+            late_sends: None,
+            hist: Some(h),
+        }
+    }
+}
+
+/// A table of rows measured under one condition (mode, size, rate).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Section {
+    /// "rtt" (closed-loop ping-pong) or "one-way" (open loop at `rate`).
+    pub mode: String,
+    pub size: usize,
+    pub rate: Option<u64>,
+    pub rows: Vec<Row>,
+}
+
+impl Section {
+    pub fn key(&self) -> String {
+        match self.rate {
+            Some(r) => format!("{}-{}B-{}", self.mode, self.size, rate_name(r)),
+            None => format!("{}-{}B", self.mode, self.size),
+        }
     }
 
-    pub fn outcomes(&self) -> &[Outcome] {
-        &self.outcomes
+    /// Fills in the ratios: against the floor row (if any) and the best peer by p50.
+    pub fn ratios(&mut self) {
+        let ratio =
+            |a: &[u64], b: &[u64]| a.iter().zip(b).map(|(x, y)| *x as f64 / (*y).max(1) as f64).collect::<Vec<_>>();
+        let floor = self.rows.iter().find(|r| r.kind == Kind::Floor).map(|r| r.ns.clone());
+        let best = self.rows.iter().filter(|r| r.kind == Kind::Peer).min_by_key(|r| r.ns[0]).map(|r| r.ns.clone());
+        for r in &mut self.rows {
+            r.x_floor = floor.as_deref().map(|f| ratio(&r.ns, f));
+            r.x_best_peer = best.as_deref().map(|b| ratio(&r.ns, b));
+        }
+    }
+
+    pub fn best_peer(&self) -> Option<&Row> {
+        self.rows.iter().filter(|r| r.kind == Kind::Peer).min_by_key(|r| r.ns[0])
     }
 
     pub fn table(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "RTT, {} B payload, {} round trips, cores {}/{}; ns (x floor)",
-            self.spec.size, self.spec.iterations, self.spec.cores.0, self.spec.cores.1
-        );
-        let _ = write!(s, "{:<30}", "transport");
+        let what = match self.rate {
+            Some(r) => format!("one-way latency from the intended send time, open loop at {} msg/s", rate_name(r)),
+            None => "round-trip time, closed-loop ping-pong".to_owned(),
+        };
+        let best = self.best_peer().map(|r| r.name.clone()).unwrap_or_else(|| "-".into());
+        let _ = writeln!(s, "{what}, {} B messages; ns (x floor | x best peer = {best})", self.size);
+        let _ = write!(s, "{:<40}", "transport");
         for (_, name) in PERCENTILES {
-            let _ = write!(s, "{name:>16}");
+            let _ = write!(s, "{name:>22}");
         }
-        let _ = writeln!(s, "{:>16}", "max");
-        let floor = Self::row(&self.outcomes[0].rtt_ns);
-        for o in &self.outcomes {
-            let _ = write!(s, "{:<30}", o.name);
-            for (v, f) in Self::row(&o.rtt_ns).iter().zip(&floor) {
-                let _ = write!(s, "{:>16}", format!("{v} ({:.2}x)", *v as f64 / (*f).max(1) as f64));
+        let _ = writeln!(s, "{:>22}", "max");
+        for r in &self.rows {
+            let _ = write!(s, "{:<40}", r.name);
+            for (k, v) in r.ns.iter().enumerate() {
+                let f = r.x_floor.as_ref().map_or("-".into(), |x| format!("{:.2}", x[k]));
+                let b = r.x_best_peer.as_ref().map_or("-".into(), |x| format!("{:.2}", x[k]));
+                let _ = write!(s, "{:>22}", format!("{v} ({f}|{b})"));
             }
             let _ = writeln!(s);
         }
-        for o in &self.outcomes {
-            let _ = writeln!(s, "  {}: {}", o.name, o.note);
+        for r in &self.rows {
+            let late = r.late_sends.map_or(String::new(), |l| format!("; {l} sends left late"));
+            let _ = writeln!(s, "  {}: {}{late}", r.name, r.note);
         }
         s
     }
+}
 
-    fn json(&self) -> String {
-        let floor = Self::row(&self.outcomes[0].rtt_ns);
-        let mut s = format!(
-            "{{\n  \"size\": {}, \"iterations\": {}, \"cores\": [{}, {}], \"ticks_per_ns\": {:.6},\n  \"results\": [\n",
-            self.spec.size, self.spec.iterations, self.spec.cores.0, self.spec.cores.1, self.spec.ticks_per_ns
-        );
-        for (k, o) in self.outcomes.iter().enumerate() {
-            let row = Self::row(&o.rtt_ns);
-            let fields: Vec<String> = PERCENTILES
+pub fn rate_name(r: u64) -> String {
+    match r {
+        r if r >= 1_000_000 && r % 1_000_000 == 0 => format!("{}M", r / 1_000_000),
+        r if r >= 1_000 && r % 1_000 == 0 => format!("{}k", r / 1_000),
+        r => r.to_string(),
+    }
+}
+
+/// Messages per second with the sender never waiting on measurement.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ThroughputRow {
+    pub name: String,
+    pub kind: Kind,
+    pub size: usize,
+    pub msgs_per_s: f64,
+    pub mb_per_s: f64,
+    pub x_best_peer: Option<f64>,
+}
+
+/// Everything one run measured.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Report {
+    pub machine: String,
+    pub cores: (usize, usize),
+    pub ticks_per_ns: f64,
+    pub sections: Vec<Section>,
+    pub throughput: Vec<ThroughputRow>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itch: Option<ItchReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick_to_trade: Option<Section>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    pub fn throughput_ratios(&mut self) {
+        let sizes: Vec<usize> = self.throughput.iter().map(|t| t.size).collect();
+        for size in sizes {
+            let best = self
+                .throughput
                 .iter()
-                .map(|(_, n)| n.to_string())
-                .chain(["max".to_string()])
-                .zip(row.iter().zip(&floor))
-                .map(|(n, (v, f))| format!("\"{n}\": {v}, \"{n}_x_floor\": {:.3}", *v as f64 / (*f).max(1) as f64))
-                .collect();
-            let comma = if k + 1 < self.outcomes.len() { "," } else { "" };
-            let _ = writeln!(
-                s,
-                "    {{\"name\": {:?}, \"note\": {:?}, \"unit\": \"ns\", {}}}{comma}",
-                o.name,
-                o.note,
-                fields.join(", ")
-            );
+                .filter(|t| t.size == size && t.kind == Kind::Peer)
+                .map(|t| t.msgs_per_s)
+                .fold(0.0, f64::max);
+            for t in self.throughput.iter_mut().filter(|t| t.size == size) {
+                t.x_best_peer = (best > 0.0).then(|| t.msgs_per_s / best);
+            }
         }
-        s.push_str("  ]\n}\n");
+    }
+
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "latency-lab on {} (cores {}/{}, TSC {:.3} ticks/ns)\n",
+            self.machine, self.cores.0, self.cores.1, self.ticks_per_ns
+        );
+        if let Some(t) = &self.tick_to_trade {
+            let _ = writeln!(s, "TICK-TO-TRADE\n{}", t.table());
+        }
+        for sec in &self.sections {
+            let _ = writeln!(s, "{}", sec.table());
+        }
+        if !self.throughput.is_empty() {
+            let _ = writeln!(s, "throughput, sender flat out (x best peer)");
+            for t in &self.throughput {
+                let x = t.x_best_peer.map_or("-".into(), |x| format!("{x:.2}x"));
+                let _ = writeln!(
+                    s,
+                    "  {:<32} {:>5} B {:>14.0} msg/s {:>10.1} MB/s  {x}",
+                    t.name, t.size, t.msgs_per_s, t.mb_per_s
+                );
+            }
+            let _ = writeln!(s);
+        }
+        if let Some(i) = &self.itch {
+            let _ = writeln!(s, "{}", i.table());
+        }
+        for n in &self.notes {
+            let _ = writeln!(s, "note: {n}");
+        }
         s
     }
 
-    /// HdrHistogram's percentile-distribution text, as its plotters read it.
-    fn hgrm(h: &Histogram<u64>) -> String {
-        let mut s = String::from("       Value     Percentile TotalCount 1/(1-Percentile)\n\n");
-        for v in h.iter_quantiles(1) {
-            let q = v.quantile_iterated_to();
-            let inv = if q < 1.0 { format!("{:.2}", 1.0 / (1.0 - q)) } else { "inf".into() };
-            let _ = writeln!(
-                s,
-                "{:>12.3} {:>14.12} {:>10} {:>14}",
-                v.value_iterated_to() as f64,
-                q,
-                v.count_since_last_iteration(),
-                inv
-            );
-        }
-        let _ = writeln!(s, "#[Mean    = {:>12.3}, StdDeviation   = {:>12.3}]", h.mean(), h.stdev());
-        let _ = writeln!(s, "#[Max     = {:>12.3}, Total count    = {:>12}]", h.max() as f64, h.len());
-        s
-    }
-
-    /// Writes table.txt, report.json and one .hgrm per benchmark into `dir`.
-    pub fn write(&self, dir: &Path) -> std::io::Result<PathBuf> {
+    /// Writes table.txt, report.json, the `.hgrm` files, latency.hlog and the plots into `dir`.
+    pub fn write(&self, dir: &Path) -> Result<PathBuf, Box<dyn std::error::Error>> {
         std::fs::create_dir_all(dir)?;
-        std::fs::write(dir.join("table.txt"), self.table())?;
-        std::fs::write(dir.join("report.json"), self.json())?;
-        for o in &self.outcomes {
-            let file: String = o.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-            std::fs::write(dir.join(format!("{file}.hgrm")), Self::hgrm(&o.rtt_ns))?;
+        std::fs::write(dir.join("table.txt"), self.text())?;
+        std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(self)?)?;
+        let mut log = Vec::new();
+        {
+            let mut ser = V2Serializer::new();
+            let mut w = IntervalLogWriterBuilder::new()
+                .with_base_time(std::time::SystemTime::now())
+                .add_comment("tickbus latency-lab: one interval per transport and section, tagged section/transport; values in ns")
+                .begin_log_with(&mut log, &mut ser)?;
+            let all = self.sections.iter().chain(self.tick_to_trade.iter());
+            for sec in all {
+                for r in &sec.rows {
+                    let Some(h) = &r.hist else { continue };
+                    let file = format!("{}-{}.hgrm", sec.key(), slug(&r.name));
+                    std::fs::write(dir.join(file), hgrm(h))?;
+                    let tag = format!("{}/{}", sec.key(), slug(&r.name));
+                    w.write_histogram(h, std::time::Duration::ZERO, std::time::Duration::from_secs(1), Tag::new(&tag))?;
+                }
+            }
+        }
+        std::fs::write(dir.join("latency.hlog"), log)?;
+        for sec in self.sections.iter().chain(self.tick_to_trade.iter()) {
+            crate::plot::percentile_plot(sec, &dir.join(format!("{}.svg", sec.key())))?;
         }
         Ok(dir.canonicalize().unwrap_or_else(|_| dir.to_owned()))
     }
+}
+
+pub fn slug(name: &str) -> String {
+    let s: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+    s.split('_').filter(|p| !p.is_empty()).collect::<Vec<_>>().join("_")
+}
+
+/// HdrHistogram's percentile-distribution text, as its plotters read it.
+pub fn hgrm(h: &Histogram<u64>) -> String {
+    let mut s = String::from("       Value     Percentile TotalCount 1/(1-Percentile)\n\n");
+    for v in h.iter_quantiles(1) {
+        let q = v.quantile_iterated_to();
+        let inv = if q < 1.0 { format!("{:.2}", 1.0 / (1.0 - q)) } else { "inf".into() };
+        let _ = writeln!(
+            s,
+            "{:>12.3} {:>14.12} {:>10} {:>14}",
+            v.value_iterated_to() as f64,
+            q,
+            v.count_since_last_iteration(),
+            inv
+        );
+    }
+    let _ = writeln!(s, "#[Mean    = {:>12.3}, StdDeviation   = {:>12.3}]", h.mean(), h.stdev());
+    let _ = writeln!(s, "#[Max     = {:>12.3}, Total count    = {:>12}]", h.max() as f64, h.len());
+    s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn outcome(name: &str, values: &[u64]) -> Outcome {
-        let mut h = Histogram::<u64>::new_with_bounds(1, 1_000_000, 3).unwrap();
-        values.iter().for_each(|v| h.record(*v).unwrap());
-        Outcome { name: name.into(), note: String::new(), rtt_ns: h }
+    fn row(name: &str, kind: Kind, v: u64) -> Row {
+        let mut h = crate::harness::histogram();
+        for i in 0..1000 {
+            h.record(v + i / 990).unwrap();
+        }
+        Row::new(name.into(), kind, String::new(), h)
     }
 
     #[test]
-    fn ratios_are_against_the_first_outcome_and_json_parses_as_numbers() {
-        let spec = RunSpec { size: 64, iterations: 4, warmup: 0, cores: (0, 1), ticks_per_ns: 1.0 };
-        let r = Report::new(&spec, vec![outcome("floor", &[100; 4]), outcome("shm", &[150; 4])]);
-        let t = r.table();
-        assert!(t.contains("150 (1.50x)"), "{t}");
-        assert!(t.contains("100 (1.00x)"), "{t}");
-        let j = r.json();
-        assert!(j.contains("\"p50\": 150, \"p50_x_floor\": 1.500"), "{j}");
-        let hg = Report::hgrm(&r.outcomes[1].rtt_ns);
-        assert!(hg.contains("Total count    =            4"), "{hg}");
+    fn ratios_are_against_the_floor_and_the_best_peer_and_the_files_read_back() {
+        let mut sec = Section {
+            mode: "rtt".into(),
+            size: 64,
+            rate: None,
+            rows: vec![
+                row("floor", Kind::Floor, 100),
+                row("tickbus shm", Kind::Tickbus, 150),
+                row("a", Kind::Peer, 300),
+                row("b", Kind::Peer, 200),
+            ],
+        };
+        sec.ratios();
+        assert_eq!(sec.rows[1].x_floor.as_ref().unwrap()[0], 1.5);
+        assert_eq!(sec.rows[1].x_best_peer.as_ref().unwrap()[0], 0.75);
+        assert_eq!(sec.best_peer().unwrap().name, "b");
+        let t = sec.table();
+        assert!(t.contains("150 (1.50|0.75)"), "{t}");
+        let dir = std::env::temp_dir().join(format!("lab-report-test-{}", std::process::id()));
+        let rep = Report {
+            machine: "test".into(),
+            cores: (0, 1),
+            ticks_per_ns: 1.0,
+            sections: vec![sec],
+            ..Default::default()
+        };
+        rep.write(&dir).unwrap();
+        let back: Report = serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+        assert_eq!(back.sections[0].rows[1].ns[0], 150);
+        let hg = std::fs::read_to_string(dir.join("rtt-64B-tickbus_shm.hgrm")).unwrap();
+        assert!(hg.contains("Total count    =         1000"), "{hg}");
+        let log = std::fs::read(dir.join("latency.hlog")).unwrap();
+        let mut tags = Vec::new();
+        for entry in hdrhistogram::serialization::interval_log::IntervalLogIterator::new(&log) {
+            if let Ok(hdrhistogram::serialization::interval_log::LogEntry::Interval(i)) = entry {
+                tags.push(i.tag().map(|t| t.as_str().to_owned()));
+            }
+        }
+        assert_eq!(tags.len(), 4);
+        assert_eq!(tags[1].as_deref(), Some("rtt-64B/tickbus_shm"));
+        let svg = std::fs::read_to_string(dir.join("rtt-64B.svg")).unwrap();
+        assert!(
+            svg.contains("tickbus shm") && svg.contains("99.9%"),
+            "the plot names its curves and its log percentile axis"
+        );
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -197,7 +197,7 @@ impl OrderBook {
     /// Execute (`E`, `C`) or partially cancel (`X`) `shares` of an order; an order that reaches
     /// zero leaves the book (ITCH sends no delete after a full execution).
     fn take(&mut self, code: u8, reference: u64, shares: u32) -> Result<Update, BookError> {
-        let o = *self.orders.get(&reference).ok_or(BookError::UnknownOrder { code, reference })?;
+        let o = self.orders.get_mut(&reference).ok_or(BookError::UnknownOrder { code, reference })?;
         if shares > o.shares {
             return Err(BookError::Overfill { code, reference, resting: o.shares, requested: shares });
         }
@@ -206,14 +206,15 @@ impl OrderBook {
         } else {
             self.totals.executed += u64::from(shares);
         }
-        let before = self.top(o.locate, o.side);
-        if shares == o.shares {
+        let full = shares == o.shares;
+        o.shares -= shares;
+        let o = *o;
+        let levels = self.stocks[usize::from(o.locate)].side_mut(o.side);
+        let before = levels.best().map(|l| (l.price, l.shares));
+        if full {
             self.unlink(reference, &o, shares);
         } else {
-            self.stocks[usize::from(o.locate)].side_mut(o.side).reduce(o.price, shares, None);
-            if let Some(m) = self.orders.get_mut(&reference) {
-                m.shares -= shares;
-            }
+            levels.reduce(o.price, shares, None);
         }
         Ok(Update { locate: o.locate, side: o.side, top_changed: before != self.top(o.locate, o.side) })
     }

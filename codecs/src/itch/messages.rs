@@ -127,7 +127,7 @@ itch!(/// `O`: direct listing with capital raise price discovery.
 });
 
 /// Size in bytes of the message with type code `code`, or None for an unknown type.
-pub fn message_len(code: u8) -> Option<usize> {
+pub const fn message_len(code: u8) -> Option<usize> {
     Some(match code {
         b'S' => SystemEvent::LEN,
         b'R' => StockDirectory::LEN,

@@ -8,8 +8,7 @@ use std::io::{self, Write};
 use zerocopy::{Immutable, IntoBytes};
 
 use super::dispatch::{parse, ItchError};
-use super::messages::message_len;
-use super::reader::Record;
+use super::reader::{frame_at, Record};
 
 /// Frames messages into any `Write` (wrap files in a `BufWriter`).
 pub struct ItchFileWriter<W: Write> {
@@ -80,7 +79,7 @@ impl<'a> Iterator for Frames<'a> {
             return None;
         }
         let offset = self.at as u64;
-        let r = step(rest, offset);
+        let r = frame_at(rest, offset);
         match r {
             Ok((len, message)) => {
                 self.at += 2 + len;
@@ -92,23 +91,6 @@ impl<'a> Iterator for Frames<'a> {
             }
         }
     }
-}
-
-#[inline]
-fn step(rest: &[u8], offset: u64) -> Result<(usize, super::ItchMessage<'_>), ItchError> {
-    let [p0, p1, code, ..] = *rest else {
-        return Err(ItchError::Truncated { offset, missing: 3 - rest.len() });
-    };
-    let prefix = u16::from_be_bytes([p0, p1]);
-    let expected = message_len(code).ok_or(ItchError::UnknownType { offset: offset + 2, code })?;
-    if prefix != 0 && usize::from(prefix) != expected {
-        return Err(ItchError::PrefixMismatch { offset, code, prefix, expected });
-    }
-    let body = rest.get(2..2 + expected).ok_or_else(|| ItchError::Truncated {
-        offset: offset + rest.len() as u64,
-        missing: 2 + expected - rest.len(),
-    })?;
-    Ok((expected, parse(body, offset + 2)?))
 }
 
 #[cfg(test)]

@@ -1,0 +1,128 @@
+//! tickbus over hugepage shared memory: one ring per direction, reliable mode (a full ring makes
+//! the sender retry; nothing is lost), the receiver a consumer reading in place. In-process (two
+//! threads, each end mapping the ring as another process would) and across two processes.
+use std::error::Error;
+use std::time::{Duration, Instant};
+
+use tickbus::shm::{self, ShmError, ShmOptions, ShmPublisher, ShmSubscriber};
+use tickbus::{Mode, Recv, RingConfig};
+
+use crate::transport::{message, put_stamp, stamp_of, CrossProcess, InProcess, Rx, Tx};
+
+/// Slots per ring: deep enough for bursts, small enough (128 KiB at 64 B) to stay in L2.
+pub const SLOTS: usize = 1024;
+
+#[derive(Default)]
+pub struct TickbusShm {
+    pub opts: ShmOptions,
+    pub made: Vec<String>,
+    backing: String,
+}
+
+pub struct ShmTx {
+    p: ShmPublisher,
+    buf: Vec<u8>,
+    name: String,
+    opts: ShmOptions,
+}
+
+pub struct ShmRx {
+    s: ShmSubscriber,
+    buf: Vec<u8>,
+}
+
+impl Tx for ShmTx {
+    #[inline]
+    fn try_send(&mut self, stamp: u64) -> bool {
+        put_stamp(&mut self.buf, stamp);
+        self.p.publish(&self.buf).is_ok()
+    }
+}
+
+impl Drop for ShmTx {
+    fn drop(&mut self) {
+        let _ = shm::remove(&self.name, &self.opts);
+    }
+}
+
+impl Rx for ShmRx {
+    #[inline]
+    fn try_recv(&mut self) -> Option<u64> {
+        match self.s.try_recv()? {
+            Recv::Message(m) => {
+                let n = m.payload.len();
+                self.buf[..n].copy_from_slice(m.payload);
+                Some(stamp_of(&self.buf))
+            }
+            Recv::Gap(g) => panic!("a reliable consumer cannot be lapped: {g:?}"),
+        }
+    }
+}
+
+fn cfg(size: usize, ticks_per_ns: f64) -> RingConfig {
+    RingConfig { ticks_per_ns, ..RingConfig::for_payload(Mode::Reliable, 1, size.max(8), SLOTS) }
+}
+
+fn open_tx(name: &str, size: usize, ticks_per_ns: f64, opts: &ShmOptions) -> Result<(ShmTx, String), Box<dyn Error>> {
+    let c = cfg(size, ticks_per_ns);
+    let p = shm::open_publisher(name, &c, opts)?;
+    let note = format!("{:?}, reliable, {} slots of {} B", p.backing(), c.slot_count, c.slot_size);
+    Ok((ShmTx { p, buf: message(size), name: name.into(), opts: opts.clone() }, note))
+}
+
+/// Opens the consumer end, waiting up to 5 s for the publisher to create the ring.
+fn open_rx(name: &str, size: usize, opts: &ShmOptions) -> Result<ShmRx, Box<dyn Error>> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match shm::open_consumer(name, opts) {
+            Ok(s) => return Ok(ShmRx { s, buf: message(size) }),
+            Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                let _: ShmError = e;
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+impl InProcess for TickbusShm {
+    type Tx = ShmTx;
+    type Rx = ShmRx;
+    fn name(&self) -> String {
+        "tickbus shm".into()
+    }
+    fn note(&self) -> String {
+        self.backing.clone()
+    }
+    fn channel(&mut self, size: usize, ticks_per_ns: f64) -> Result<(ShmTx, ShmRx), Box<dyn Error>> {
+        let name = format!("lab-{}-{}", std::process::id(), self.made.len());
+        self.made.push(name.clone());
+        let (tx, note) = open_tx(&name, size, ticks_per_ns, &self.opts)?;
+        self.backing = note;
+        Ok((tx, open_rx(&name, size, &self.opts)?))
+    }
+}
+
+/// The same rings, one end in each of two processes.
+#[derive(Default)]
+pub struct TickbusShmProcesses {
+    pub opts: ShmOptions,
+}
+
+impl CrossProcess for TickbusShmProcesses {
+    type Tx = ShmTx;
+    type Rx = ShmRx;
+    const KEY: &'static str = "tickbus-shm";
+    fn name(&self) -> String {
+        "tickbus shm (2 processes)".into()
+    }
+    fn note(&self) -> String {
+        format!("reliable, {SLOTS} slots, publisher and consumer in separate processes")
+    }
+    fn tx(&self, channel: &str, size: usize, ticks_per_ns: f64) -> Result<ShmTx, Box<dyn Error>> {
+        Ok(open_tx(channel, size, ticks_per_ns, &self.opts)?.0)
+    }
+    fn rx(&self, channel: &str, size: usize) -> Result<ShmRx, Box<dyn Error>> {
+        open_rx(channel, size, &self.opts)
+    }
+}

@@ -1,0 +1,345 @@
+//! What the lab runs: the default suite, the RDMA run, and the echo child.
+use std::error::Error;
+use std::path::Path;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use tickbus::time::Tsc;
+use tickbus_codecs::synth::{write_itch, DayConfig};
+
+use crate::harness::{self, RunSpec};
+use crate::peers::floor::{Floor, PayloadFloor};
+use crate::peers::{disruptor_peer::Disruptor, kernel, rtrb_peer::Rtrb, tickbus_shm};
+use crate::report::{Kind, Report, Row, Section, ThroughputRow};
+use crate::transport::{CrossProcess, InProcess};
+use crate::SuiteArgs;
+
+/// Interleaved rounds per ping-pong size.
+const ROUNDS: u64 = 5;
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let n = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{cpu}, {n} cores")
+}
+
+fn kind_of(name: &str) -> Kind {
+    if name.starts_with("floor") {
+        Kind::Floor
+    } else if name.starts_with("tickbus") {
+        Kind::Tickbus
+    } else {
+        Kind::Peer
+    }
+}
+
+fn pp<T: InProcess>(t: &mut T, spec: &RunSpec) -> Result<Row, Box<dyn Error>> {
+    if std::env::var_os("LAB_TRACE").is_some() {
+        eprintln!("  {}", t.name());
+    }
+    let h = harness::ping_pong(t, spec).map_err(|e| format!("{}: {e}", t.name()))?;
+    Ok(Row::new(t.name(), kind_of(&t.name()), t.note(), h))
+}
+
+fn pp2<T: CrossProcess + Sync>(t: &T, spec: &RunSpec) -> Result<Row, Box<dyn Error>> {
+    let h = harness::ping_pong_processes(t, spec).map_err(|e| format!("{}: {e}", t.name()))?;
+    Ok(Row::new(t.name(), kind_of(&t.name()), t.note(), h))
+}
+
+fn ol<T: InProcess>(t: &mut T, spec: &RunSpec, rate: u64) -> Result<Row, Box<dyn Error>> {
+    let o = harness::open_loop(t, spec, rate).map_err(|e| format!("{}: {e}", t.name()))?;
+    let mut r = Row::new(t.name(), kind_of(&t.name()), t.note(), o.latency_ns);
+    r.late_sends = Some(o.late_sends);
+    Ok(r)
+}
+
+fn tp<T: InProcess>(t: &mut T, spec: &RunSpec) -> Result<ThroughputRow, Box<dyn Error>> {
+    let m = harness::throughput(t, spec).map_err(|e| format!("{}: {e}", t.name()))?;
+    Ok(ThroughputRow {
+        name: t.name(),
+        kind: kind_of(&t.name()),
+        size: spec.size,
+        msgs_per_s: m,
+        mb_per_s: m * spec.size as f64 / 1e6,
+        x_best_peer: None,
+    })
+}
+
+/// The in-process transports that queue (everything but the floor and the kernel sockets).
+struct Streams {
+    shm: tickbus_shm::TickbusShm,
+    rtrb: Rtrb,
+    disruptor: Disruptor,
+}
+
+impl Streams {
+    fn new() -> Result<Streams, Box<dyn Error>> {
+        Ok(Streams { shm: tickbus_shm::TickbusShm::default(), rtrb: Rtrb, disruptor: Disruptor })
+    }
+
+    /// Runs `g` on each, in report order.
+    fn each<R>(
+        &mut self,
+        mut g: impl FnMut(&mut dyn StreamT) -> Result<R, Box<dyn Error>>,
+    ) -> Result<Vec<R>, Box<dyn Error>> {
+        #[allow(unused_mut)]
+        let mut v = vec![g(&mut self.shm)?, g(&mut self.rtrb)?, g(&mut self.disruptor)?];
+        // Aeron's driver and client conductor threads wake up periodically; they run only while
+        // Aeron is measured, so they cannot disturb the other transports on two cores.
+        #[cfg(feature = "peers")]
+        {
+            let mut aeron = crate::peers::aeron::AeronIpc::launch()?;
+            v.push(g(&mut aeron)?);
+        }
+        Ok(v)
+    }
+}
+
+/// Object-safe face of an in-process stream transport, for iterating over them.
+trait StreamT {
+    fn ping_pong(&mut self, spec: &RunSpec) -> Result<Row, Box<dyn Error>>;
+    fn open_loop(&mut self, spec: &RunSpec, rate: u64) -> Result<Row, Box<dyn Error>>;
+    fn throughput(&mut self, spec: &RunSpec) -> Result<ThroughputRow, Box<dyn Error>>;
+}
+
+impl<T: InProcess> StreamT for T {
+    fn ping_pong(&mut self, spec: &RunSpec) -> Result<Row, Box<dyn Error>> {
+        pp(self, spec)
+    }
+    fn open_loop(&mut self, spec: &RunSpec, rate: u64) -> Result<Row, Box<dyn Error>> {
+        ol(self, spec, rate)
+    }
+    fn throughput(&mut self, spec: &RunSpec) -> Result<ThroughputRow, Box<dyn Error>> {
+        tp(self, spec)
+    }
+}
+
+pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
+    let ticks_per_ns = Tsc::new().measure_ticks_per_ns(Duration::from_millis(200));
+    let cores = (a.core_a, a.core_b);
+    let skip = |what: &str| a.skip.iter().any(|s| s == what);
+    let mut rep = Report { machine: machine(), cores, ticks_per_ns, ..Default::default() };
+    let peers = if cfg!(feature = "peers") { "" } else { " (built without --features peers: no Aeron or iceoryx2)" };
+    eprintln!("latency-lab: cores {}/{}, TSC {ticks_per_ns:.3} ticks/ns{peers}", cores.0, cores.1);
+    if !cfg!(feature = "peers") {
+        rep.notes.push("built without the `peers` feature: Aeron IPC and iceoryx2 are not in this report".into());
+    }
+    let mut streams = Streams::new()?;
+    let steps = [!skip("ttt"), !skip("pingpong"), !skip("openloop"), !skip("throughput"), !skip("itch")];
+    let n_steps = (steps[0] as u64)
+        + if steps[1] { a.sizes.len() as u64 } else { 0 }
+        + if steps[2] { a.rates.len() as u64 } else { 0 }
+        + steps[3] as u64
+        + steps[4] as u64;
+    let bar = ProgressBar::new(n_steps);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed} elapsed]").expect("valid template"),
+    );
+    let step = |msg: String| {
+        bar.set_message(msg.clone());
+        bar.suspend(|| eprintln!("latency-lab: {msg}"));
+    };
+
+    let day = DayConfig { seed: 1, stocks: 100, messages: a.itch_messages };
+    let mut day_bytes = Vec::new();
+    write_itch(day, &mut day_bytes)?;
+
+    if !skip("ttt") {
+        step(format!("tick-to-trade demo at {} msg/s", crate::report::rate_name(a.ttt_rate)));
+        let file;
+        let itch: &[u8] = match &a.itch {
+            Some(p) => {
+                file = std::fs::read(p).map_err(|e| format!("reading {}: {e}", p.display()))?;
+                &file
+            }
+            None => &day_bytes,
+        };
+        let d = crate::tick_to_trade::Demo { itch, rate: a.ttt_rate, cores, ticks_per_ns, opts: Default::default() };
+        let o = crate::tick_to_trade::run(&d)?;
+        rep.notes.push(format!(
+            "tick-to-trade: {} ticks replayed, {} orders sent on top-of-book changes",
+            o.ticks, o.orders
+        ));
+        rep.tick_to_trade = Some(o.section);
+        bar.inc(1);
+    }
+    if !skip("pingpong") {
+        for &size in &a.sizes {
+            step(format!("ping-pong {size} B"));
+            let iterations = if size == 64 { a.iterations } else { a.iterations / 3 };
+            // Interleaved rounds: every transport runs a slice of its iterations in each round, so
+            // drift on a shared machine (vCPU placement, neighbours) lands on all of them alike.
+            let per_round = RunSpec {
+                size,
+                iterations: iterations / ROUNDS,
+                warmup: iterations / ROUNDS / 10,
+                cores,
+                ticks_per_ns,
+            };
+            let mut rows: Vec<Row> = Vec::new();
+            for _ in 0..ROUNDS {
+                let spec = per_round;
+                let mut round = vec![
+                    pp(&mut Floor, &spec)?,
+                    pp(&mut PayloadFloor { slots: 1 }, &spec)?,
+                    pp(&mut PayloadFloor { slots: tickbus_shm::SLOTS }, &spec)?,
+                ];
+                round.extend(streams.each(|t| t.ping_pong(&spec))?);
+                if size == 64 {
+                    round.insert(4, pp2(&tickbus_shm::TickbusShmProcesses::default(), &spec)?);
+                    #[cfg(feature = "peers")]
+                    round.push(pp2(&crate::peers::iceoryx::Iceoryx2, &spec)?);
+                    let k = RunSpec {
+                        iterations: (spec.iterations / 10).max(1),
+                        warmup: (spec.iterations / 100).max(1),
+                        ..spec
+                    };
+                    round.push(pp(&mut kernel::Udp, &k)?);
+                    round.push(pp(&mut kernel::Tcp, &k)?);
+                }
+                if rows.is_empty() {
+                    rows = round;
+                } else {
+                    rows.iter_mut().zip(round).for_each(|(a, b)| a.merge(b));
+                }
+            }
+            let mut sec = Section { mode: "rtt".into(), size, rate: None, rows };
+            sec.ratios();
+            rep.sections.push(sec);
+            bar.inc(1);
+        }
+    }
+    if !skip("openloop") {
+        for &rate in &a.rates {
+            step(format!("open loop {} msg/s, 64 B", crate::report::rate_name(rate)));
+            let n = (rate as f64 * a.open_loop_seconds) as u64;
+            let spec = RunSpec { size: 64, iterations: n, warmup: n / 10, cores, ticks_per_ns };
+            let rows = streams.each(|t| t.open_loop(&spec, rate))?;
+            let mut sec = Section { mode: "one-way".into(), size: 64, rate: Some(rate), rows };
+            sec.ratios();
+            rep.sections.push(sec);
+            bar.inc(1);
+        }
+    }
+    if !skip("throughput") {
+        step("throughput, 64 B".into());
+        let spec = RunSpec {
+            size: 64,
+            iterations: a.throughput_messages,
+            warmup: a.throughput_messages / 10,
+            cores,
+            ticks_per_ns,
+        };
+        rep.throughput = streams.each(|t| t.throughput(&spec))?;
+        rep.throughput_ratios();
+        bar.inc(1);
+    }
+    if !skip("itch") {
+        step("ITCH decode and book update beside itchy".into());
+        rep.itch = Some(crate::itch_bench::run(day, 5, ticks_per_ns)?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    merge_rdma(&mut rep, &a.rdma_report);
+    print!("{}", rep.text());
+    let at = rep.write(&a.out)?;
+    eprintln!(
+        "latency-lab: report written to {} (table.txt, report.json, *.hgrm, latency.hlog, *.svg plots)",
+        at.display()
+    );
+    Ok(())
+}
+
+/// Adds the Soft-RoCE guest's sections (tools/lab-rdma.sh) when that report exists.
+fn merge_rdma(rep: &mut Report, path: &Path) {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        rep.notes.push(format!("no RDMA figures: {} not found (run tools/lab-rdma.sh)", path.display()));
+        return;
+    };
+    match serde_json::from_str::<Report>(&text) {
+        Ok(r) => {
+            for mut s in r.sections {
+                s.mode = format!("rdma-guest-{}", s.mode);
+                rep.sections.push(s);
+            }
+            rep.notes.push(format!(
+                "rdma-guest sections come from {} (Soft-RoCE under QEMU TCG, its own run)",
+                path.display()
+            ));
+            rep.notes.extend(r.notes);
+        }
+        Err(e) => rep.notes.push(format!("{} is not a lab report ({e}); RDMA figures left out", path.display())),
+    }
+}
+
+pub fn echo(
+    peer: &str,
+    ping: &str,
+    pong: &str,
+    size: usize,
+    total: u64,
+    core: usize,
+    ticks_per_ns: f64,
+) -> Result<(), Box<dyn Error>> {
+    match peer {
+        tickbus_shm::TickbusShmProcesses::KEY => harness::echo_child(
+            &tickbus_shm::TickbusShmProcesses::default(),
+            ping,
+            pong,
+            size,
+            total,
+            core,
+            ticks_per_ns,
+        ),
+        #[cfg(feature = "peers")]
+        crate::peers::iceoryx::Iceoryx2::KEY => {
+            harness::echo_child(&crate::peers::iceoryx::Iceoryx2, ping, pong, size, total, core, ticks_per_ns)
+        }
+        other => Err(format!("unknown echo peer {other:?}").into()),
+    }
+}
+
+#[cfg(feature = "rdma")]
+pub fn rdma(
+    a: &SuiteArgs,
+    devices: &str,
+    size: usize,
+    iterations: u64,
+    perftest: Option<&Path>,
+) -> Result<(), Box<dyn Error>> {
+    use crate::rdma_pingpong::RdmaRc;
+    use tickbus::rdma::WriteMode;
+    let d: Vec<&str> = devices.split(',').collect();
+    let [da, db] = d[..] else {
+        return Err(format!("--devices takes two device names, e.g. rxe0,rxe1 (got {devices:?})").into());
+    };
+    let ticks_per_ns = Tsc::new().measure_ticks_per_ns(Duration::from_millis(200));
+    let cores = (a.core_a, a.core_b);
+    let spec = RunSpec { size, iterations, warmup: (iterations / 10).max(10), cores, ticks_per_ns };
+    let mut rows = Vec::new();
+    for mode in [WriteMode::Write, WriteMode::WriteWithImm] {
+        let mut t = RdmaRc { devices: (da.into(), db.into()), write_mode: mode, note: String::new() };
+        eprintln!("latency-lab: {} ...", t.name());
+        rows.push(pp(&mut t, &spec)?);
+    }
+    let mut sec = Section { mode: "rtt".into(), size, rate: None, rows };
+    sec.ratios();
+    let mut rep = Report { machine: machine(), cores, ticks_per_ns, sections: vec![sec], ..Default::default() };
+    if let Some(p) = perftest {
+        rep.notes.push(crate::perftest::compare(p, size, &rep.sections[0].rows)?);
+    }
+    print!("{}", rep.text());
+    let at = rep.write(&a.out)?;
+    eprintln!("latency-lab: report written to {}", at.display());
+    Ok(())
+}
+
+#[cfg(not(feature = "rdma"))]
+pub fn rdma(_: &SuiteArgs, _: &str, _: usize, _: u64, _: Option<&Path>) -> Result<(), Box<dyn Error>> {
+    Err("this latency-lab was built without RDMA: cargo build --release -p tickbus-lab --features rdma".into())
+}

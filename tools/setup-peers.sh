@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what latency-lab's `peers` feature builds with: Aeron's C client and media driver
+# (rusteron, feature `static`) need cmake >= 3.30 (from PyPI, into target/tools/venv; Debian 12's
+# is 3.25), libbsd-dev, uuid-dev and libclang-dev (bindgen). Idempotent.
+# Callers then: export PATH="$PWD/target/tools/venv/bin:$PATH"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+need=()
+for p in libbsd-dev uuid-dev libclang-dev python3-venv; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup-peers: installing ${need[*]}"
+  apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null
+fi
+venv=target/tools/venv
+if ! "$venv/bin/cmake" --version 2>/dev/null | grep -qE 'version 3\.(3[0-9]|[4-9][0-9])\.'; then
+  echo "setup-peers: installing cmake >= 3.30 from PyPI into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q 'cmake>=3.30,<4'
+fi
