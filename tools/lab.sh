@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
-# The latency lab's main job, with its own set-up: reserves hugepages, builds in release mode and
-# runs the default suite on cores 0 and 1. Extra arguments go to latency-lab (see --help).
-# Do not run it while something else (a build, a test suite) is using the cores.
+# The latency lab's main job, with its own set-up: reserves hugepages, installs what the peers
+# build with (cmake >= 3.30 from PyPI, libbsd-dev, uuid-dev), builds in release mode with the
+# peers (Aeron IPC, iceoryx2) and RDMA, runs the RDMA figures in the Soft-RoCE guest (skip with
+# TICKBUS_LAB_RDMA=0), then the default suite on cores 0 and 1. Extra arguments go to
+# latency-lab (see --help). Do not run it while something else (a build, a test suite) is using
+# the cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup-host.sh
-cargo build --release -p tickbus-lab
+tools/setup-peers.sh
+export PATH="$PWD/target/tools/venv/bin:$PATH"
+tools/rig/rig build >/dev/null
+cargo build --release -p tickbus-lab --features peers,rdma
+if [ "${TICKBUS_LAB_RDMA:-1}" != 0 ]; then
+  echo "== RDMA figures in the Soft-RoCE guest (tools/lab-rdma.sh; TICKBUS_LAB_RDMA=0 skips)"
+  TICKBUS_LAB_RDMA_ITERATIONS=${TICKBUS_LAB_RDMA_ITERATIONS:-1000} tools/lab-rdma.sh
+fi
+echo "== latency-lab default suite"
 exec target/release/latency-lab "$@"

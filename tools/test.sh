@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup-host.sh
+echo "== latency-lab peers: cmake >= 3.30, libbsd-dev, uuid-dev"
+tools/setup-peers.sh
+export PATH="$PWD/target/tools/venv/bin:$PATH"
 echo "== Soft-RoCE rig: host packages and guest image"
 tools/rig/rig build >/dev/null
 if grep -qs ' /dev/hugepages hugetlbfs ' /proc/mounts; then

@@ -136,3 +136,73 @@ fn reliable_publish_and_poll_make_no_syscall_and_no_allocation() {
     assert_eq!(s, Counts { syscalls: 0, allocs: 0 }, "subscriber");
     assert_eq!(delivered, 100_000, "reliable mode delivers every message");
 }
+
+/// The tick-to-trade path of the latency lab's demo: poll the market-data ring, decode ITCH, apply
+/// it to the L3 book and, on a top-of-book change, send an order on a second ring. After the
+/// first half of a generated day warms the book (its levels and order map are reserved up
+/// front), the second half runs with syscalls trapped and allocations counted.
+#[test]
+fn the_tick_to_trade_path_makes_no_syscall_and_no_allocation() {
+    use tickbus::codecs::book::OrderBook;
+    use tickbus::codecs::itch::{frames, parse};
+    use tickbus::codecs::orders::NewOrder;
+    use tickbus::codecs::synth::{write_itch, DayConfig};
+
+    let o = opts("ttt");
+    let mut day = Vec::new();
+    write_itch(DayConfig { seed: 3, stocks: 20, messages: 20_000 }, &mut day).unwrap();
+    let msgs: Vec<Vec<u8>> = frames(&day).map(|r| r.unwrap().message.as_bytes().to_vec()).collect();
+    let n = msgs.len() as u64;
+    let md_cfg = RingConfig::for_payload(Mode::Reliable, 1, 64, 32_768);
+    let mut md = shm::open_publisher("md", &md_cfg, &o).unwrap();
+    for m in &msgs {
+        md.publish(m).unwrap();
+    }
+    let orders_cfg = RingConfig::for_payload(Mode::Reliable, 2, NewOrder::LEN, 32_768);
+    let setup_opts = o.clone();
+    let ((seen, sent, errors), c) = on_trapped_thread(
+        move || {
+            let md_rx = shm::open_consumer("md", &setup_opts).unwrap();
+            let orders = shm::open_publisher("orders", &orders_cfg, &setup_opts).unwrap();
+            let mut state = (md_rx, orders, OrderBook::with_capacity(1 << 16, 64), NewOrder::new(), 0u64, 0u64, 0u64);
+            step(&mut state, n / 2);
+            state
+        },
+        move |state| {
+            step(state, n - n / 2);
+            (state.4, state.5, state.6)
+        },
+    );
+    type State = (shm::ShmSubscriber, shm::ShmPublisher, OrderBook, NewOrder, u64, u64, u64);
+    fn step(s: &mut State, count: u64) {
+        let (md_rx, orders, book, order, seen, sent, errors) = s;
+        let end = *seen + count;
+        while *seen < end {
+            let Some(Recv::Message(m)) = md_rx.try_recv() else { continue };
+            *seen += 1;
+            let Ok(msg) = parse(m.payload, m.position) else {
+                *errors += 1;
+                continue;
+            };
+            match book.apply(&msg) {
+                Ok(Some(u)) if u.top_changed => {
+                    let Some(top) = book.best(u.locate, u.side) else { continue };
+                    order.client_order_id = *seen;
+                    order.instrument_id = u32::from(u.locate);
+                    order.price = i64::from(top.price);
+                    order.qty = 100;
+                    orders.send(order).unwrap();
+                    *sent += 1;
+                }
+                Ok(_) => {}
+                Err(_) => *errors += 1,
+            }
+        }
+    }
+    drop(md);
+    assert_eq!(c, Counts { syscalls: 0, allocs: 0 }, "tick-to-trade path");
+    assert_eq!((seen, errors), (n, 0), "every message decoded and applied");
+    assert!(sent > n / 20, "orders were sent on the measured half too: {sent}");
+    let _ = shm::remove("md", &o);
+    let _ = shm::remove("orders", &o);
+}

@@ -6,7 +6,6 @@
 //! Threads are pinned to the two cores given; warm-up messages are not recorded.
 use std::error::Error;
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 
 use hdrhistogram::Histogram;
@@ -31,23 +30,24 @@ pub fn histogram() -> Histogram<u64> {
 /// Where the two threads of a run meet after set-up. If either side failed to set up, both
 /// return an error, instead of one spinning forever waiting for the other.
 #[derive(Clone)]
-pub struct Start(Arc<(Barrier, AtomicBool)>);
+pub struct Start(Arc<(Barrier, std::sync::Mutex<Option<String>>)>);
 
 impl Start {
     pub fn new() -> Start {
-        Start(Arc::new((Barrier::new(2), AtomicBool::new(false))))
+        Start(Arc::new((Barrier::new(2), std::sync::Mutex::new(None))))
     }
 
+    /// Waits for the other side; fails on both sides, naming the cause, if either set-up failed.
     pub fn go(&self, setup: Result<(), String>) -> std::io::Result<()> {
-        if setup.is_err() {
-            self.0 .1.store(true, Ordering::SeqCst);
+        let failed = |m: &std::sync::Mutex<Option<String>>| m.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Err(e) = &setup {
+            self.0 .1.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(|| e.clone());
         }
         self.0 .0.wait();
         self.0 .0.wait();
-        match setup {
-            Err(e) => Err(std::io::Error::other(e)),
-            Ok(()) if self.0 .1.load(Ordering::SeqCst) => Err(std::io::Error::other("the other side failed to set up")),
-            Ok(()) => Ok(()),
+        match failed(&self.0 .1) {
+            Some(e) => Err(std::io::Error::other(e)),
+            None => Ok(()),
         }
     }
 }
@@ -130,6 +130,7 @@ fn initiator_loop(tx: &mut impl Tx, rx: &mut impl Rx, spec: &RunSpec) -> std::io
 }
 
 /// One-way latency at a fixed rate, from each message's intended send time to its receipt.
+#[derive(Debug)]
 pub struct OpenLoop {
     pub latency_ns: Histogram<u64>,
     /// Messages that left later than intended because the channel was full or the sender late.
@@ -320,5 +321,63 @@ impl Drop for EchoChild {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::peers::floor::Floor;
+    use crate::peers::rtrb_peer::Rtrb;
+
+    fn spec(iterations: u64) -> RunSpec {
+        RunSpec {
+            size: 64,
+            iterations,
+            warmup: 100,
+            cores: (0, 1),
+            ticks_per_ns: Tsc::new().measure_ticks_per_ns(std::time::Duration::from_millis(20)),
+        }
+    }
+
+    #[test]
+    fn every_mode_records_exactly_the_measured_messages() {
+        assert_eq!(ping_pong(&mut Floor, &spec(1_000)).unwrap().len(), 1_000);
+        let o = open_loop(&mut Rtrb, &spec(2_000), 200_000).unwrap();
+        assert_eq!(o.latency_ns.len(), 2_000);
+        assert!(throughput(&mut Rtrb, &spec(20_000)).unwrap() > 0.0);
+    }
+
+    /// A transport whose receiving end cannot be set up (as a client that fails to connect).
+    struct Broken;
+    struct NoRx;
+    impl Rx for NoRx {
+        fn try_recv(&mut self) -> Option<u64> {
+            None
+        }
+        fn prepare(&mut self) -> Result<(), String> {
+            Err("cannot subscribe".into())
+        }
+    }
+    impl InProcess for Broken {
+        type Tx = <Rtrb as InProcess>::Tx;
+        type Rx = NoRx;
+        fn name(&self) -> String {
+            "broken".into()
+        }
+        fn note(&self) -> String {
+            String::new()
+        }
+        fn channel(&mut self, size: usize, t: f64) -> Result<(Self::Tx, NoRx), Box<dyn Error>> {
+            Ok((Rtrb.channel(size, t)?.0, NoRx))
+        }
+    }
+
+    #[test]
+    fn a_side_that_fails_to_set_up_fails_the_run_instead_of_hanging() {
+        let e = ping_pong(&mut Broken, &spec(10)).unwrap_err().to_string();
+        assert!(e.contains("cannot subscribe"), "{e}");
+        assert!(open_loop(&mut Broken, &spec(10), 1_000).unwrap_err().to_string().contains("cannot subscribe"));
+        assert!(throughput(&mut Broken, &spec(10)).unwrap_err().to_string().contains("cannot subscribe"));
     }
 }

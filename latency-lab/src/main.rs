@@ -93,8 +93,9 @@ enum Cmd {
         /// Two device names, e.g. rxe0,rxe1.
         #[arg(long, value_name = "DEV_A,DEV_B")]
         devices: String,
-        #[arg(long, default_value_t = 64)]
-        size: usize,
+        /// Message sizes (one section each).
+        #[arg(long, value_delimiter = ',', default_values_t = [64usize])]
+        sizes: Vec<usize>,
         #[arg(long, default_value_t = 2_000)]
         iterations: u64,
         /// perftest.json from the same boot (tools/rig/guest-perftest.sh), for ib_write_lat beside.
@@ -132,8 +133,8 @@ fn main() -> ExitCode {
             }
             Err(e) => Err(e.into()),
         },
-        Some(Cmd::Rdma { devices, size, iterations, perftest }) => {
-            suite::rdma(&cli.suite, &devices, size, iterations, perftest.as_deref())
+        Some(Cmd::Rdma { devices, sizes, iterations, perftest }) => {
+            suite::rdma(&cli.suite, &devices, &sizes, iterations, perftest.as_deref())
         }
         Some(Cmd::Echo { peer, ping, pong, size, total, core, ticks_per_ns }) => {
             suite::echo(&peer, &ping, &pong, size, total, core, ticks_per_ns)

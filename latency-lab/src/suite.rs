@@ -308,7 +308,7 @@ pub fn echo(
 pub fn rdma(
     a: &SuiteArgs,
     devices: &str,
-    size: usize,
+    sizes: &[usize],
     iterations: u64,
     perftest: Option<&Path>,
 ) -> Result<(), Box<dyn Error>> {
@@ -320,18 +320,21 @@ pub fn rdma(
     };
     let ticks_per_ns = Tsc::new().measure_ticks_per_ns(Duration::from_millis(200));
     let cores = (a.core_a, a.core_b);
-    let spec = RunSpec { size, iterations, warmup: (iterations / 10).max(10), cores, ticks_per_ns };
-    let mut rows = Vec::new();
-    for mode in [WriteMode::Write, WriteMode::WriteWithImm] {
-        let mut t = RdmaRc { devices: (da.into(), db.into()), write_mode: mode, note: String::new() };
-        eprintln!("latency-lab: {} ...", t.name());
-        rows.push(pp(&mut t, &spec)?);
-    }
-    let mut sec = Section { mode: "rtt".into(), size, rate: None, rows };
-    sec.ratios();
-    let mut rep = Report { machine: machine(), cores, ticks_per_ns, sections: vec![sec], ..Default::default() };
-    if let Some(p) = perftest {
-        rep.notes.push(crate::perftest::compare(p, size, &rep.sections[0].rows)?);
+    let mut rep = Report { machine: machine(), cores, ticks_per_ns, ..Default::default() };
+    for &size in sizes {
+        let spec = RunSpec { size, iterations, warmup: (iterations / 10).max(10), cores, ticks_per_ns };
+        let mut rows = Vec::new();
+        for mode in [WriteMode::Write, WriteMode::WriteWithImm] {
+            let mut t = RdmaRc { devices: (da.into(), db.into()), write_mode: mode, note: String::new() };
+            eprintln!("latency-lab: {} {size} B ...", t.name());
+            rows.push(pp(&mut t, &spec)?);
+        }
+        let mut sec = Section { mode: "rtt".into(), size, rate: None, rows };
+        sec.ratios();
+        if let Some(p) = perftest {
+            rep.notes.push(crate::perftest::compare(p, size, &sec.rows)?);
+        }
+        rep.sections.push(sec);
     }
     print!("{}", rep.text());
     let at = rep.write(&a.out)?;
@@ -340,6 +343,6 @@ pub fn rdma(
 }
 
 #[cfg(not(feature = "rdma"))]
-pub fn rdma(_: &SuiteArgs, _: &str, _: usize, _: u64, _: Option<&Path>) -> Result<(), Box<dyn Error>> {
+pub fn rdma(_: &SuiteArgs, _: &str, _: &[usize], _: u64, _: Option<&Path>) -> Result<(), Box<dyn Error>> {
     Err("this latency-lab was built without RDMA: cargo build --release -p tickbus-lab --features rdma".into())
 }

@@ -1,0 +1,89 @@
+//! The whole lab end to end, at a tiny scale (this checks that it runs and reports, not how fast
+//! anything is): every section and transport appears with its full sample count, the files the
+//! HdrHistogram tools and browsers read are written, and `compare` judges a report against itself
+//! and against a worse one.
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn lab(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_latency-lab")).args(args).output().unwrap()
+}
+
+#[test]
+fn a_small_suite_reports_every_transport_and_compare_judges_it() {
+    let out = std::env::temp_dir().join(format!("lab-suite-{}", std::process::id()));
+    let dir = out.to_str().unwrap();
+    let run = lab(&[
+        "--iterations",
+        "5000",
+        "--sizes",
+        "64",
+        "--rates",
+        "50000",
+        "--open-loop-seconds",
+        "0.1",
+        "--throughput-messages",
+        "50000",
+        "--itch-messages",
+        "5000",
+        "--ttt-rate",
+        "100000",
+        "--rdma-report",
+        "/nonexistent/report.json",
+        "--out",
+        dir,
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(text.contains("TICK-TO-TRADE") && text.contains("x itchy"), "{text}");
+    let rep: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+
+    let rtt = rep["sections"].as_array().unwrap().iter().find(|s| s["mode"] == "rtt").unwrap();
+    let names: Vec<&str> = rtt["rows"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    let mut want = vec![
+        "floor (cache-line ping-pong)",
+        "floor, same payload (one slot)",
+        "floor, same payload (1024-slot ring)",
+        "tickbus shm",
+        "tickbus shm (2 processes)",
+        "rtrb 0.3 (in-process)",
+        "disruptor 4.4 (in-process)",
+    ];
+    if cfg!(feature = "peers") {
+        want.extend(["Aeron IPC (rusteron 0.2.16)", "iceoryx2 0.10 (2 processes)"]);
+    }
+    want.extend(["kernel UDP loopback", "kernel TCP loopback"]);
+    assert_eq!(names, want);
+    for r in rtt["rows"].as_array().unwrap() {
+        let expect = if r["name"].as_str().unwrap().starts_with("kernel") { 500 } else { 5000 };
+        assert_eq!(r["count"], expect, "{}", r["name"]);
+        assert!(r["x_floor"][0].as_f64().unwrap() > 0.0 && r["x_best_peer"][0].as_f64().unwrap() > 0.0);
+    }
+    let one_way = rep["sections"].as_array().unwrap().iter().find(|s| s["mode"] == "one-way").unwrap();
+    assert!(one_way["rows"].as_array().unwrap().iter().all(|r| r["count"] == 5_000 && r["late_sends"].is_u64()));
+    assert!(rep["throughput"].as_array().unwrap().iter().all(|t| t["msgs_per_s"].as_f64().unwrap() > 0.0));
+    assert!(rep["itch"]["decode"].as_array().unwrap().len() == 4);
+    assert!(rep["tick_to_trade"]["rows"][0]["count"].as_u64().unwrap() > 5000, "every tick reached the strategy");
+    for f in ["table.txt", "latency.hlog", "rtt-64B.svg", "one-way-64B-50k.svg", "rtt-64B-tickbus_shm.hgrm"] {
+        assert!(Path::new(&out).join(f).exists(), "{f} written");
+    }
+
+    let report = out.join("report.json");
+    let same = lab(&["compare", report.to_str().unwrap(), report.to_str().unwrap()]);
+    assert!(same.status.success());
+    assert!(String::from_utf8_lossy(&same.stdout).contains("0 regressions"));
+    let mut worse = rep.clone();
+    for r in worse["sections"][0]["rows"].as_array_mut().unwrap() {
+        let p50 = r["ns"][0].as_u64().unwrap();
+        r["ns"][0] = Value::from(p50 * 2 + 10);
+    }
+    let worse_path = out.join("worse.json");
+    std::fs::write(&worse_path, serde_json::to_string(&worse).unwrap()).unwrap();
+    let judged = lab(&["compare", report.to_str().unwrap(), worse_path.to_str().unwrap(), "--threshold", "10"]);
+    assert!(!judged.status.success(), "a doubled p50 is a regression");
+    assert!(String::from_utf8_lossy(&judged.stdout).contains("WORSE"));
+    let _ = std::fs::remove_dir_all(&out);
+}
