@@ -16,5 +16,8 @@ if [ "${TICKBUS_LAB_RDMA:-1}" != 0 ]; then
   echo "== RDMA figures in the Soft-RoCE guest (tools/lab-rdma.sh; TICKBUS_LAB_RDMA=0 skips)"
   TICKBUS_LAB_RDMA_ITERATIONS=${TICKBUS_LAB_RDMA_ITERATIONS:-1000} tools/lab-rdma.sh
 fi
+# Embedded Aeron drivers delete their directory when they stop; a killed run leaves
+# /dev/shm/aeron-<user><nanotime> behind. Those names are only ever made by an embedded driver.
+find /dev/shm -maxdepth 1 -regextype posix-extended -regex "/dev/shm/aeron-$(id -un)[0-9]+" -exec rm -rf {} + 2>/dev/null || true
 echo "== latency-lab default suite"
 exec target/release/latency-lab "$@"
