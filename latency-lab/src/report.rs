@@ -113,13 +113,13 @@ impl Section {
         };
         let best = self.best_peer().map(|r| r.name.clone()).unwrap_or_else(|| "-".into());
         let _ = writeln!(s, "{what}, {} B messages; ns (x floor | x best peer = {best})", self.size);
-        let _ = write!(s, "{:<40}", "transport");
+        let _ = write!(s, "{:<50}", "transport");
         for (_, name) in PERCENTILES {
             let _ = write!(s, "{name:>22}");
         }
         let _ = writeln!(s, "{:>22}", "max");
         for r in &self.rows {
-            let _ = write!(s, "{:<40}", r.name);
+            let _ = write!(s, "{:<50}", r.name);
             for (k, v) in r.ns.iter().enumerate() {
                 let f = r.x_floor.as_ref().map_or("-".into(), |x| format!("{:.2}", x[k]));
                 let b = r.x_best_peer.as_ref().map_or("-".into(), |x| format!("{:.2}", x[k]));
