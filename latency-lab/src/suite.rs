@@ -39,9 +39,6 @@ fn kind_of(name: &str) -> Kind {
 }
 
 fn pp<T: InProcess>(t: &mut T, spec: &RunSpec) -> Result<Row, Box<dyn Error>> {
-    if std::env::var_os("LAB_TRACE").is_some() {
-        eprintln!("  {}", t.name());
-    }
     let h = harness::ping_pong(t, spec).map_err(|e| format!("{}: {e}", t.name()))?;
     Ok(Row::new(t.name(), kind_of(&t.name()), t.note(), h))
 }
