@@ -342,6 +342,7 @@ mod tests {
 
     #[test]
     fn every_mode_records_exactly_the_measured_messages() {
+        let _cores = crate::CORES.lock().unwrap_or_else(|e| e.into_inner());
         assert_eq!(ping_pong(&mut Floor, &spec(1_000)).unwrap().len(), 1_000);
         let o = open_loop(&mut Rtrb, &spec(2_000), 200_000).unwrap();
         assert_eq!(o.latency_ns.len(), 2_000);
@@ -375,6 +376,7 @@ mod tests {
 
     #[test]
     fn a_side_that_fails_to_set_up_fails_the_run_instead_of_hanging() {
+        let _cores = crate::CORES.lock().unwrap_or_else(|e| e.into_inner());
         let e = ping_pong(&mut Broken, &spec(10)).unwrap_err().to_string();
         assert!(e.contains("cannot subscribe"), "{e}");
         assert!(open_loop(&mut Broken, &spec(10), 1_000).unwrap_err().to_string().contains("cannot subscribe"));

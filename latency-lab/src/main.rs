@@ -22,6 +22,11 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+/// Unit tests that busy-poll both cores take this, so they do not time-share the cores with
+/// each other.
+#[cfg(test)]
+pub static CORES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Measures tickbus beside the floor (bare cache-line ping-pong) and the peers, in one run.
 /// With no subcommand: the default suite (tick-to-trade demo, ping-pong at 32/64/288/1344 B,
 /// open loop at 100k and 1M msg/s, throughput, ITCH decode), written to --out.

@@ -186,6 +186,7 @@ mod tests {
     /// back for top-of-book changes, and every order is timed.
     #[test]
     fn the_demo_replays_the_third_party_itch_file_end_to_end() {
+        let _cores = crate::CORES.lock().unwrap_or_else(|e| e.into_inner());
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/itch/ex20101224.TEST_ITCH_50");
         let itch = std::fs::read(path).unwrap();
         let tsc = Tsc::new();
