@@ -55,77 +55,53 @@ pub enum ItchMessage<'a> {
     DirectListingCapitalRaise(&'a DirectListingCapitalRaise),
 }
 
-impl ItchMessage<'_> {
-    /// The common header of whichever type this is.
-    pub fn header(&self) -> &ItchHeader {
-        macro_rules! h {
-            ($($v:ident),*) => { match self { $(ItchMessage::$v(m) => &m.header,)* } };
+/// Evaluates `$body` with `$m` bound to the view inside whichever variant `$msg` holds: the one
+/// place that lists every variant for code that treats all types alike.
+macro_rules! with_view {
+    ($msg:expr, $m:ident => $body:expr) => {
+        match $msg {
+            ItchMessage::SystemEvent($m) => $body,
+            ItchMessage::StockDirectory($m) => $body,
+            ItchMessage::StockTradingAction($m) => $body,
+            ItchMessage::RegShoRestriction($m) => $body,
+            ItchMessage::MarketParticipantPosition($m) => $body,
+            ItchMessage::MwcbDeclineLevel($m) => $body,
+            ItchMessage::MwcbStatus($m) => $body,
+            ItchMessage::IpoQuotingPeriodUpdate($m) => $body,
+            ItchMessage::LuldAuctionCollar($m) => $body,
+            ItchMessage::OperationalHalt($m) => $body,
+            ItchMessage::AddOrder($m) => $body,
+            ItchMessage::AddOrderMpid($m) => $body,
+            ItchMessage::OrderExecuted($m) => $body,
+            ItchMessage::OrderExecutedWithPrice($m) => $body,
+            ItchMessage::OrderCancel($m) => $body,
+            ItchMessage::OrderDelete($m) => $body,
+            ItchMessage::OrderReplace($m) => $body,
+            ItchMessage::Trade($m) => $body,
+            ItchMessage::CrossTrade($m) => $body,
+            ItchMessage::BrokenTrade($m) => $body,
+            ItchMessage::Noii($m) => $body,
+            ItchMessage::Rpii($m) => $body,
+            ItchMessage::DirectListingCapitalRaise($m) => $body,
         }
-        h!(
-            SystemEvent,
-            StockDirectory,
-            StockTradingAction,
-            RegShoRestriction,
-            MarketParticipantPosition,
-            MwcbDeclineLevel,
-            MwcbStatus,
-            IpoQuotingPeriodUpdate,
-            LuldAuctionCollar,
-            OperationalHalt,
-            AddOrder,
-            AddOrderMpid,
-            OrderExecuted,
-            OrderExecutedWithPrice,
-            OrderCancel,
-            OrderDelete,
-            OrderReplace,
-            Trade,
-            CrossTrade,
-            BrokenTrade,
-            Noii,
-            Rpii,
-            DirectListingCapitalRaise
-        )
+    };
+}
+
+impl<'a> ItchMessage<'a> {
+    /// The common header of whichever type this is.
+    pub fn header(&self) -> &'a ItchHeader {
+        with_view!(*self, m => &m.header)
     }
 
     /// The one-letter type code.
     pub fn code(&self) -> u8 {
         self.header().msg_type
     }
-}
 
-impl<'a> ItchMessage<'a> {
     /// The message's wire bytes (exactly `message_len(code)` of them), for re-encoding.
     pub fn as_bytes(&self) -> &'a [u8] {
         use zerocopy::IntoBytes;
-        macro_rules! b {
-            ($($v:ident),*) => { match *self { $(ItchMessage::$v(m) => m.as_bytes(),)* } };
-        }
-        b!(
-            SystemEvent,
-            StockDirectory,
-            StockTradingAction,
-            RegShoRestriction,
-            MarketParticipantPosition,
-            MwcbDeclineLevel,
-            MwcbStatus,
-            IpoQuotingPeriodUpdate,
-            LuldAuctionCollar,
-            OperationalHalt,
-            AddOrder,
-            AddOrderMpid,
-            OrderExecuted,
-            OrderExecutedWithPrice,
-            OrderCancel,
-            OrderDelete,
-            OrderReplace,
-            Trade,
-            CrossTrade,
-            BrokenTrade,
-            Noii,
-            Rpii,
-            DirectListingCapitalRaise
-        )
+        with_view!(*self, m => m.as_bytes())
     }
 }
 
