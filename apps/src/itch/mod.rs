@@ -7,7 +7,7 @@ use std::path::Path;
 
 use tickbus_codecs::itch::{parse, ItchFileReader};
 use tickbus_codecs::moldudp64::{Arrival, GapTracker, Packet, PacketKind};
-use tickbus_codecs::pcap::{CaptureError, CaptureReader, Endpoints};
+use tickbus_codecs::pcap::{CaptureError, CaptureFormat, CaptureReader, Endpoints};
 use tickbus_codecs::synth::{write_itch, write_pcap, DayConfig};
 
 pub use stats::{Counter, Report};
@@ -23,8 +23,7 @@ pub fn report(path: &Path, port: Option<u16>) -> Result<Report, String> {
     let name = path.display().to_string();
     let mut head = [0u8; 4];
     let n = open(path)?.read(&mut head).map_err(|e| e.to_string())?;
-    let magic = u32::from_le_bytes(head);
-    let is_capture = n == 4 && matches!(magic, 0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 | 0x0a0d_0d0a);
+    let is_capture = CaptureFormat::detect(&head[..n]).is_some();
     let mut counter = Counter::default();
     if !is_capture {
         let mut r = ItchFileReader::new(BufReader::new(open(path)?));

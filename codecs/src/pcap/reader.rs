@@ -17,6 +17,19 @@ pub enum CaptureFormat {
     PcapNg,
 }
 
+impl CaptureFormat {
+    /// The container whose magic number `head` (a file's first bytes) starts with: pcap in either
+    /// byte order with micro- or nanosecond times, or pcapng. None for anything else.
+    pub fn detect(head: &[u8]) -> Option<CaptureFormat> {
+        let magic = u32::from_le_bytes(head.get(..4)?.try_into().ok()?);
+        match magic {
+            0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 => Some(CaptureFormat::Pcap),
+            0x0a0d_0d0a => Some(CaptureFormat::PcapNg),
+            _ => None,
+        }
+    }
+}
+
 /// One UDP datagram: capture time (ns since the Unix epoch), addresses and payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Datagram<'a> {
@@ -66,19 +79,19 @@ impl<R: Read> CaptureReader<R> {
         let n = head.len().min(4);
         magic[..n].copy_from_slice(&head[..n]);
         let bad = |e| CaptureError::Format { packet: 0, source: e };
-        let (inner, format) = match u32::from_le_bytes(magic) {
-            0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 => {
+        let (inner, format) = match CaptureFormat::detect(&magic[..n]) {
+            Some(CaptureFormat::Pcap) => {
                 let r = PcapReader::new(input).map_err(bad)?;
                 if r.header().datalink != DataLink::ETHERNET {
                     return Err(CaptureError::LinkType(format!("{:?}", r.header().datalink)));
                 }
                 (Inner::Pcap(r), CaptureFormat::Pcap)
             }
-            0x0a0d_0d0a => {
+            Some(CaptureFormat::PcapNg) => {
                 let reader = PcapNgReader::new(input).map_err(bad)?;
                 (Inner::PcapNg { reader, units_per_s: Vec::new() }, CaptureFormat::PcapNg)
             }
-            _ => return Err(CaptureError::NotACapture(magic)),
+            None => return Err(CaptureError::NotACapture(magic)),
         };
         Ok(CaptureReader { inner, format, port: None, packets: 0, skipped: Skipped::default(), frame: Vec::new() })
     }
