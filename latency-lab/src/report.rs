@@ -94,7 +94,7 @@ impl Section {
         let ratio =
             |a: &[u64], b: &[u64]| a.iter().zip(b).map(|(x, y)| *x as f64 / (*y).max(1) as f64).collect::<Vec<_>>();
         let floor = self.rows.iter().find(|r| r.kind == Kind::Floor).map(|r| r.ns.clone());
-        let best = self.rows.iter().filter(|r| r.kind == Kind::Peer).min_by_key(|r| r.ns[0]).map(|r| r.ns.clone());
+        let best = self.best_peer().map(|r| r.ns.clone());
         for r in &mut self.rows {
             r.x_floor = floor.as_deref().map(|f| ratio(&r.ns, f));
             r.x_best_peer = best.as_deref().map(|b| ratio(&r.ns, b));

@@ -75,8 +75,8 @@ struct Streams {
 }
 
 impl Streams {
-    fn new() -> Result<Streams, Box<dyn Error>> {
-        Ok(Streams { shm: tickbus_shm::TickbusShm::default(), rtrb: Rtrb, disruptor: Disruptor })
+    fn new() -> Streams {
+        Streams { shm: tickbus_shm::TickbusShm::default(), rtrb: Rtrb, disruptor: Disruptor }
     }
 
     /// Runs `g` on each, in report order.
@@ -126,7 +126,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
     if !cfg!(feature = "peers") {
         rep.notes.push("built without the `peers` feature: Aeron IPC and iceoryx2 are not in this report".into());
     }
-    let mut streams = Streams::new()?;
+    let mut streams = Streams::new();
     let steps = [!skip("ttt"), !skip("pingpong"), !skip("openloop"), !skip("throughput"), !skip("itch")];
     let n_steps = (steps[0] as u64)
         + if steps[1] { a.sizes.len() as u64 } else { 0 }
