@@ -6,11 +6,7 @@
 # than hardware: read the ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/setup-host.sh
-tools/setup-peers.sh
-export PATH="$PWD/target/tools/venv/bin:$PATH"
-tools/rig/rig build >/dev/null
-cargo build --release -p tickbus-lab --features peers,rdma
+[ "${TICKBUS_LAB_BUILT:-0}" = 1 ] || tools/lab-build.sh
 out=$(pwd)/lab-report/rdma
 mkdir -p "$out"
 iters=${TICKBUS_LAB_RDMA_ITERATIONS:-2000}

@@ -7,14 +7,10 @@
 # the cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/setup-host.sh
-tools/setup-peers.sh
-export PATH="$PWD/target/tools/venv/bin:$PATH"
-tools/rig/rig build >/dev/null
-cargo build --release -p tickbus-lab --features peers,rdma
+tools/lab-build.sh
 if [ "${TICKBUS_LAB_RDMA:-1}" != 0 ]; then
   echo "== RDMA figures in the Soft-RoCE guest (tools/lab-rdma.sh; TICKBUS_LAB_RDMA=0 skips)"
-  TICKBUS_LAB_RDMA_ITERATIONS=${TICKBUS_LAB_RDMA_ITERATIONS:-1000} tools/lab-rdma.sh
+  TICKBUS_LAB_RDMA_ITERATIONS=${TICKBUS_LAB_RDMA_ITERATIONS:-1000} TICKBUS_LAB_BUILT=1 tools/lab-rdma.sh
 fi
 # Embedded Aeron drivers delete their directory when they stop; a killed run leaves
 # /dev/shm/aeron-<user><nanotime> behind. Those names are only ever made by an embedded driver.
