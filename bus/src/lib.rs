@@ -1,13 +1,16 @@
 //! tickbus: a low-latency market-data and order bus.
 //!
 //! Publishers write fixed-layout messages into rings of fixed-size slots; subscribers busy-poll
-//! them. The same [`ring`] protocol runs over hugepage shared memory ([`shm`]) and, later, RDMA.
+//! them. The same [`ring`] protocol runs over hugepage shared memory ([`shm`]) and RDMA (`rdma`, reliable connected); `mcast` fans
+//! a stream out by UD multicast.
 //! The hot path (publish, poll) never allocates, blocks or makes a syscall.
 //!
 //! Under `--cfg loom` only the ring protocol (on loom's atomics) is built, for model checking.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod agent;
+#[cfg(all(feature = "rdma", not(loom)))]
+pub mod mcast;
 #[cfg(not(loom))]
 pub mod pubsub;
 #[cfg(all(feature = "rdma", not(loom)))]

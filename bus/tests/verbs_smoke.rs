@@ -202,7 +202,7 @@ fn ud_send_recv() -> Result<(), Failed> {
     let mut qp = UdQp::new(&ctx, 16, QKEY)?;
     let ah = AddressHandle::new(&ctx, remote.gid)?;
     // SAFETY: `src` outlives the completion.
-    unsafe { qp.post_send(9, src.sge(0, 256), &ah, remote.qpn)? };
+    unsafe { qp.post_send(9, src.sge(0, 256), &ah, remote.qpn, true, false)? };
     assert_eq!(wait_completion(qp.cq())?.wr_id, 9);
     assert_eq!(peer.read()?, "verified");
     peer.finish()
@@ -222,7 +222,7 @@ fn ud_multicast() -> Result<(), Failed> {
     let mut qp = UdQp::new(&ctx, 16, QKEY)?;
     let ah = AddressHandle::new(&ctx, tickbus::sys::verbs::Gid::from_ipv4(GROUP))?;
     // SAFETY: `src` outlives the completion.
-    unsafe { qp.post_send(5, src.sge(0, 512), &ah, 0xFF_FFFF)? };
+    unsafe { qp.post_send(5, src.sge(0, 512), &ah, 0xFF_FFFF, true, false)? };
     assert_eq!(wait_completion(qp.cq())?.wr_id, 5);
     for mut p in peers {
         assert_eq!(p.read()?, "verified");

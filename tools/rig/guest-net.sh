@@ -12,6 +12,10 @@ ip link set lo up
 ip link add veth0 type veth peer name veth1
 ip addr add $A/24 dev veth0
 ip addr add $B/24 dev veth1
+# Jumbo frames, as RoCE fabrics run them: the ports' RDMA MTU becomes 4096, so a UD datagram
+# (one ud-mcast message) holds up to 4064 bytes instead of 992.
+ip link set veth0 mtu 9000
+ip link set veth1 mtu 9000
 ip link set veth0 up
 ip link set veth1 up
 # Both ends live in one namespace, so the kernel would route A<->B via lo, which rxe drops. Look

@@ -51,12 +51,7 @@ pub struct StreamConfig {
 }
 
 pub(crate) fn nonce() -> Result<[u8; 16], RdmaError> {
-    use std::io::Read;
-    let mut n = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut n))
-        .map_err(|e| RdmaError::io("reading /dev/urandom", e))?;
-    Ok(n)
+    crate::sys::random::bytes().map_err(|e| RdmaError::io("reading /dev/urandom", e))
 }
 
 /// HMAC-SHA256 over the role and both nonces, keyed by the shared token.

@@ -5,5 +5,6 @@
 pub mod cpu;
 pub mod fs;
 pub mod process;
+pub mod random;
 #[cfg(feature = "rdma")]
 pub mod verbs;

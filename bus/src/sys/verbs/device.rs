@@ -70,6 +70,14 @@ pub struct PortInfo {
     pub max_msg_sz: u32,
 }
 
+impl PortInfo {
+    /// The active MTU in bytes (the verbs enum: IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5): the
+    /// largest UD datagram, and the packet size RC messages are cut into.
+    pub fn mtu_bytes(&self) -> usize {
+        128usize << self.active_mtu.clamp(1, 5)
+    }
+}
+
 /// An open device with one protection domain: everything tickbus registers on a device shares it.
 pub struct Context {
     pub(crate) ctx: *mut ffi::ibv_context,

@@ -17,6 +17,7 @@ pub struct UdQp {
     qp: *mut ffi::ibv_qp,
     cq: CompletionQueue,
     qkey: u32,
+    max_inline: u32,
     ctx: Arc<Context>,
 }
 
@@ -27,7 +28,7 @@ impl UdQp {
     pub fn new(ctx: &Arc<Context>, depth: u32, qkey: u32) -> Result<UdQp, VerbsError> {
         let cq = CompletionQueue::new(ctx, depth * 2)?;
         // SAFETY: zeroed attrs are valid; CQ and PD are live.
-        let qp = unsafe {
+        let (qp, max_inline) = unsafe {
             let mut a: ffi::ibv_qp_init_attr = std::mem::zeroed();
             a.send_cq = cq.cq;
             a.recv_cq = cq.cq;
@@ -39,12 +40,13 @@ impl UdQp {
                 max_inline_data: 64,
             };
             a.qp_type = ffi::ibv_qp_type::IBV_QPT_UD;
-            ffi::ibv_create_qp(ctx.pd, &mut a)
+            // The provider writes back in `a.cap` what it granted.
+            (ffi::ibv_create_qp(ctx.pd, &mut a), a.cap.max_inline_data)
         };
         if qp.is_null() {
             return Err(VerbsError::last("ibv_create_qp(UD)"));
         }
-        let me = UdQp { qp, cq, qkey, ctx: ctx.clone() };
+        let me = UdQp { qp, cq, qkey, max_inline, ctx: ctx.clone() };
         use ffi::ibv_qp_attr_mask as M;
         // SAFETY: zeroed attrs plus the fields each mask names; qp is live.
         unsafe {
@@ -70,6 +72,11 @@ impl UdQp {
         unsafe { (*self.qp).qp_num }
     }
 
+    /// Largest datagram (frame bytes) a send may carry inline, as the provider granted.
+    pub fn max_inline(&self) -> u32 {
+        self.max_inline
+    }
+
     pub fn cq(&mut self) -> &mut CompletionQueue {
         &mut self.cq
     }
@@ -84,15 +91,20 @@ impl UdQp {
     }
 
     /// Sends one datagram to `remote_qpn` (0xFFFFFF for a multicast group) through `ah`.
+    /// `signaled` asks for a completion (an unsignalled send completes silently, in order,
+    /// with the next signalled one); `inline` copies the bytes into the WR at post time.
     ///
     /// # Safety
-    /// The bytes `sge` names must stay valid until this send's completion is polled.
+    /// Unless `inline`, the bytes `sge` names must stay valid until this send, or a later
+    /// signalled one, completes.
     pub unsafe fn post_send(
         &mut self,
         wr_id: u64,
         sge: ffi::ibv_sge,
         ah: &AddressHandle,
         remote_qpn: u32,
+        signaled: bool,
+        inline: bool,
     ) -> Result<(), VerbsError> {
         let mut sge = sge;
         // SAFETY: zeroed WR is valid; sge and ah outlive the call; the caller keeps the bytes.
@@ -102,7 +114,9 @@ impl UdQp {
             wr.sg_list = &mut sge;
             wr.num_sge = 1;
             wr.opcode = ffi::ibv_wr_opcode::IBV_WR_SEND;
-            wr.send_flags = ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
+            use ffi::ibv_send_flags as F;
+            wr.send_flags =
+                if signaled { F::IBV_SEND_SIGNALED.0 } else { 0 } | if inline { F::IBV_SEND_INLINE.0 } else { 0 };
             wr.wr.ud.ah = ah.ah;
             wr.wr.ud.remote_qpn = remote_qpn;
             wr.wr.ud.remote_qkey = self.qkey;
@@ -151,6 +165,10 @@ pub struct McastMembership {
     qp: *mut ffi::ibv_qp,
     gid: ffi::ibv_gid,
 }
+
+// SAFETY: the QP pointer is only used by Drop (detach), and the membership moves together
+// with the QP it belongs to; libibverbs calls may come from any thread.
+unsafe impl Send for McastMembership {}
 
 impl Drop for McastMembership {
     fn drop(&mut self) {

@@ -1,0 +1,44 @@
+//! ud-mcast errors: each says what failed and what to do. Hot-path variants carry no allocation.
+use std::net::Ipv4Addr;
+
+use super::frame::FrameError;
+use crate::sys::verbs::VerbsError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum McastError {
+    #[error(transparent)]
+    Verbs(#[from] VerbsError),
+    #[error("{what}: {source}")]
+    Io { what: &'static str, source: std::io::Error },
+    #[error(
+        "{group} is not an IPv4 multicast group (224.0.0.0/4); pick one, e.g. in 239.0.0.0/8 for a private fabric"
+    )]
+    NotMulticast { group: Ipv4Addr },
+    #[error("a {len}-byte message does not fit one datagram: at most {max} bytes (the port's {mtu}-byte UD MTU less the 32-byte frame header); split it, or raise the netdev MTU (RoCE runs 4096 with a 9000-byte Ethernet MTU)")]
+    TooLarge { len: usize, max: usize, mtu: usize },
+    #[error("all {depth} send slots wait for the NIC to complete: the NIC is behind the publisher; retry (the message was not sent)")]
+    SendQueueFull { depth: u64 },
+    #[error("{side}: {status_name} (status {status}): {remedy}")]
+    Completion { side: &'static str, status: u32, status_name: &'static str, remedy: &'static str },
+    /// The subscriber dropped one datagram that was not a frame of ours; it keeps going.
+    #[error("dropped a datagram on group {group}: {error}")]
+    Frame { group: Ipv4Addr, error: FrameError },
+}
+
+impl McastError {
+    pub(crate) fn completion(side: &'static str, status: u32) -> McastError {
+        let (status_name, remedy) = match status {
+            1 => ("LOC_LEN_ERR", "a datagram was longer than the receive buffer: the receive slots are sized from the port MTU, so publisher and subscriber ports disagree on it; give both the same MTU"),
+            4 => ("LOC_PROT_ERR", "a buffer is not covered by its registration: a tickbus bug, please report it"),
+            5 => ("WR_FLUSH_ERR", "the QP went to the error state after an earlier failure: re-create the publisher or subscriber"),
+            _ => ("other", "see ibv_wc_status_str for this status; re-create the publisher or subscriber"),
+        };
+        McastError::Completion { side, status, status_name, remedy }
+    }
+
+    /// Whether the same call can succeed later: a full send queue (retry the publish), or one
+    /// dropped foreign or corrupt datagram (poll on).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, McastError::SendQueueFull { .. } | McastError::Frame { .. })
+    }
+}

@@ -1,0 +1,469 @@
+//! The ud-mcast transport on real verbs (Soft-RoCE in the rig's guest): a publisher on one
+//! device, subscribers as separate processes on the other device and on the publisher's own,
+//! data checked byte for byte. Without RDMA devices these report ignored with the reason, unless
+//! TICKBUS_REQUIRE_RDMA=1 (the rig sets it).
+use std::io::{BufRead, BufReader, Write};
+use std::net::Ipv4Addr;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use tickbus::mcast::{
+    frame, McastError, McastPublisher, McastPublisherOptions, McastSubscriber, McastSubscriberOptions, DEFAULT_QKEY,
+};
+use tickbus::sys::verbs::{device_names, AddressHandle, Context, Gid, HugeBuf, MemoryRegion, UdQp};
+use tickbus::{Gap, Recv};
+
+mod common;
+use common::{fill, intact, on_trapped_thread, on_trapped_thread_allowing, process_write_syscalls, uverbs_fds, Counts};
+
+#[global_allocator]
+static GLOBAL: common::Counting = common::Counting;
+
+const PAYLOAD: usize = 64;
+const STREAM: u32 = 21;
+
+fn main() {
+    if let Ok(role) = std::env::var("TICKBUS_MC_ROLE") {
+        std::process::exit(match child(&role) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("subscriber {role}: {e:?}");
+                1
+            }
+        });
+    }
+    let mut args = Arguments::from_args();
+    args.test_threads = Some(1); // each test drives both cores; /proc/self/io counts per process
+    let skip = device_names().is_empty() && std::env::var_os("TICKBUS_REQUIRE_RDMA").is_none();
+    if skip {
+        eprintln!("mcast_transport: no RDMA device on this host: tests ignored. They run in the Soft-RoCE guest (tools/test.sh).");
+    }
+    let tests = vec![
+        Trial::test("subscribers_on_both_devices_get_every_message_once_in_order_intact", in_order),
+        Trial::test("a_subscriber_that_stops_polling_reports_exactly_what_it_lost_heartbeat_included", paused),
+        Trial::test("foreign_and_corrupt_datagrams_are_reported_and_the_stream_goes_on", foreign),
+        Trial::test("oversized_messages_and_unicast_groups_are_refused_before_anything_is_sent", refusals),
+        Trial::test("steady_state_publish_and_poll_make_no_allocation_and_only_doorbell_syscalls", hot_path),
+    ]
+    .into_iter()
+    .map(|t| t.with_ignored_flag(skip))
+    .collect();
+    libtest_mimic::run(&args, tests).exit();
+}
+
+fn publisher(group: Ipv4Addr) -> Result<McastPublisher, Failed> {
+    let opts = McastPublisherOptions { device: Some(common::rdma_devices().0), ..Default::default() };
+    Ok(McastPublisher::new(group, STREAM, &opts)?)
+}
+
+/// Publishes the message for `seq` (retrying while the send queue is full).
+fn publish(p: &mut McastPublisher, buf: &mut [u8]) -> Result<(), Failed> {
+    fill(p.next_seq(), buf);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match p.publish(buf) {
+            Ok(_) => return Ok(()),
+            Err(McastError::SendQueueFull { .. }) if Instant::now() < deadline => std::hint::spin_loop(),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// A subscriber process.
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    lines: std::io::Lines<BufReader<ChildStdout>>,
+}
+
+impl Peer {
+    fn spawn(role: &str, group: Ipv4Addr, device: &str, extra: &[(&str, String)]) -> Result<Peer, Failed> {
+        let mut cmd = Command::new(std::env::current_exe()?);
+        cmd.env("TICKBUS_MC_ROLE", role)
+            .env("TICKBUS_MC_GROUP", group.to_string())
+            .env("TICKBUS_RDMA_DEVICE", device)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn()?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let lines = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
+        let mut p = Peer { child, stdin, lines };
+        p.expect("joined")?;
+        Ok(p)
+    }
+    fn say(&mut self, line: &str) -> Result<(), Failed> {
+        writeln!(self.stdin, "{line}")?;
+        Ok(())
+    }
+    fn expect(&mut self, prefix: &str) -> Result<String, Failed> {
+        match self.lines.next() {
+            Some(Ok(l)) if l.starts_with(prefix) => Ok(l),
+            other => Err(format!("subscriber said {other:?}, expected {prefix:?}").into()),
+        }
+    }
+    fn finish(mut self) -> Result<(), Failed> {
+        drop(self.stdin);
+        let st = self.child.wait()?;
+        if st.success() {
+            Ok(())
+        } else {
+            Err(format!("subscriber failed: {st}").into())
+        }
+    }
+}
+
+/// 5,000 messages in bursts of 200 (each burst fits the subscribers' receive slots, so nothing
+/// may be lost): both subscribers deliver every one, once, in order, intact, and report no gap.
+fn in_order() -> Result<(), Failed> {
+    let group = Ipv4Addr::new(239, 77, 1, 1);
+    let (local, peer) = common::rdma_devices();
+    let mut p = publisher(group)?;
+    let mut subs = vec![Peer::spawn("sub-order", group, &peer, &[])?, Peer::spawn("sub-order", group, &local, &[])?];
+    let mut buf = [0u8; PAYLOAD];
+    for burst in 1..=25u64 {
+        for _ in 0..200 {
+            publish(&mut p, &mut buf)?;
+        }
+        for s in &mut subs {
+            s.say(&format!("until {}", burst * 200))?;
+        }
+        for s in &mut subs {
+            assert_eq!(s.expect("at")?, format!("at {}", burst * 200));
+        }
+    }
+    p.flush(Duration::from_secs(10))?;
+    for mut s in subs {
+        s.say("stats")?;
+        assert_eq!(s.expect("stats")?, "stats delivered 5000 missed 0 gaps 0 malformed 0 late 0");
+        s.finish()?;
+    }
+    Ok(())
+}
+
+/// A subscriber with 64 receive slots stops polling while 300 messages go out: it delivers what
+/// its slots held, then learns of the rest (the tail included) from the publisher's heartbeat.
+/// Every one of the 300 is either delivered or counted in a gap.
+fn paused() -> Result<(), Failed> {
+    let group = Ipv4Addr::new(239, 77, 1, 2);
+    let mut p = publisher(group)?;
+    let mut s = Peer::spawn("sub-pause", group, &common::rdma_devices().1, &[("TICKBUS_MC_DEPTH", "64".into())])?;
+    let mut buf = [0u8; PAYLOAD];
+    for _ in 0..300 {
+        publish(&mut p, &mut buf)?;
+    }
+    p.flush(Duration::from_secs(10))?;
+    std::thread::sleep(Duration::from_millis(300)); // let the fabric deliver or drop
+    s.say("go")?;
+    s.expect("drained")?;
+    p.heartbeat()?;
+    let line = s.expect("result")?;
+    let f: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    let [delivered, missed, gaps, heartbeats, expected] = f[..] else {
+        return Err(format!("bad result line {line:?}").into());
+    };
+    assert!(delivered <= 64, "{line}: more delivered than receive slots");
+    assert!(gaps >= 1, "{line}: the loss was not reported");
+    assert_eq!(delivered + missed, 300, "{line}: a message neither delivered nor reported lost");
+    assert_eq!(expected, 300, "{line}: the tail loss was not learnt from the heartbeat");
+    assert!(heartbeats >= 1, "{line}");
+    s.finish()
+}
+
+/// On one subscriber: a datagram with a foreign magic, one of another frame version, one cut
+/// short, and a frame of another stream arrive between real messages. The first three come
+/// back as errors that say what was wrong; the other stream is skipped; no message is lost.
+fn foreign() -> Result<(), Failed> {
+    let group = Ipv4Addr::new(239, 77, 1, 3);
+    let (local, peer) = common::rdma_devices();
+    let mut p = publisher(group)?;
+    let so = McastSubscriberOptions { device: Some(peer), depth: 64, ..Default::default() };
+    let mut s = McastSubscriber::join(group, STREAM, &so)?;
+    let mut raw = RawSender::new(&local, group)?;
+    let mut bad_magic = frame_bytes(STREAM, 0);
+    bad_magic[0] = b'X';
+    let mut bad_version = frame_bytes(STREAM, 0);
+    bad_version[4] = 9;
+    let mut cut = frame_bytes(STREAM, 0);
+    cut.truncate(40);
+    let other_stream = frame_bytes(STREAM + 1, 0);
+    let mut buf = [0u8; PAYLOAD];
+    let mut seen = Vec::new();
+    for (i, junk) in [bad_magic, bad_version, cut, other_stream].iter().enumerate() {
+        publish(&mut p, &mut buf)?;
+        seen.push(next_event(&mut s)?);
+        raw.send(junk)?;
+        if i < 3 {
+            seen.push(next_event(&mut s)?);
+        } else {
+            // Another stream's frame is skipped without an event: wait until it was seen.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while s.stats().other_streams == 0 {
+                assert!(s.try_recv()?.is_none(), "something besides the other stream's frame arrived");
+                assert!(Instant::now() < deadline, "the other stream's frame never arrived");
+            }
+        }
+    }
+    publish(&mut p, &mut buf)?;
+    seen.push(next_event(&mut s)?);
+    let want = [
+        "message 0",
+        "error dropped a datagram on group 239.77.1.3: magic 0x434d4258 is not tickbus's",
+        "message 1",
+        "error dropped a datagram on group 239.77.1.3: frame version 9, this subscriber reads version 1",
+        "message 2",
+        "error dropped a datagram on group 239.77.1.3: the header says 64 message bytes but the datagram carries 8",
+        "message 3",
+        "message 4",
+    ];
+    assert_eq!(seen.len(), want.len(), "{seen:?}");
+    for (got, want) in seen.iter().zip(want) {
+        assert!(got.starts_with(want), "got {got:?}, want {want:?} (all: {seen:?})");
+    }
+    assert!(seen[1].contains("give the stream a group of its own"), "{}", seen[1]);
+    let st = s.stats();
+    assert_eq!((st.delivered, st.malformed, st.other_streams, st.gaps), (5, 3, 1, 0), "{st:?}");
+    Ok(())
+}
+
+fn refusals() -> Result<(), Failed> {
+    let group = Ipv4Addr::new(239, 77, 1, 4);
+    let opts = McastPublisherOptions { device: Some(common::rdma_devices().0), ..Default::default() };
+    let e = McastPublisher::new(Ipv4Addr::new(10, 1, 2, 3), STREAM, &opts).err().ok_or("a unicast group was taken")?;
+    assert!(e.to_string().contains("not an IPv4 multicast group"), "{e}");
+    let e = McastSubscriber::join(Ipv4Addr::new(10, 1, 2, 3), STREAM, &McastSubscriberOptions::default())
+        .err()
+        .ok_or("a unicast group was joined")?;
+    assert!(matches!(e, McastError::NotMulticast { .. }), "{e}");
+
+    let mut p = publisher(group)?;
+    let so = McastSubscriberOptions { device: Some(common::rdma_devices().1), depth: 16, ..Default::default() };
+    let mut s = McastSubscriber::join(group, STREAM, &so)?;
+    let big = vec![7u8; p.max_payload() + 1];
+    let e = p.publish(&big).err().ok_or("an oversized message was sent")?;
+    assert!(matches!(e, McastError::TooLarge { .. }) && e.to_string().contains("raise the netdev MTU"), "{e}");
+    assert_eq!(p.next_seq(), 0, "a refused message took a sequence number");
+    let most = vec![7u8; p.max_payload()];
+    assert_eq!(p.publish(&most)?, 0);
+    match poll(&mut s)? {
+        Event::Message(0, bytes) => assert_eq!(bytes, most),
+        e => return Err(format!("expected message 0 of {} bytes, got {e:?}", most.len()).into()),
+    }
+    Ok(())
+}
+
+/// Publishing and polling in steady state: no allocation, and no syscall but the provider's
+/// doorbell `write` per send on Soft-RoCE (none on a real NIC). The subscriber measures on a
+/// thread that traps every syscall.
+fn hot_path() -> Result<(), Failed> {
+    let n = 2_000u64;
+    let group = Ipv4Addr::new(239, 77, 1, 5);
+    let p = publisher(group)?;
+    let mut s = Peer::spawn("sub-hot", group, &common::rdma_devices().1, &[("TICKBUS_MC_COUNT", n.to_string())])?;
+    s.expect("warm")?;
+    let fds = uverbs_fds();
+    let rxe = common::rdma_devices().0.starts_with("rxe");
+    let w0 = process_write_syscalls();
+    let (published, c) = on_trapped_thread_allowing(
+        &fds,
+        move || (p, [0u8; PAYLOAD]),
+        move |(p, buf)| {
+            let (mut ok, mut budget) = (0u64, 100_000_000u64);
+            while ok < 4 * n && budget > 0 {
+                budget -= 1;
+                fill(ok, buf);
+                if p.publish(buf).is_ok() {
+                    ok += 1;
+                }
+            }
+            ok
+        },
+    );
+    let writes = process_write_syscalls() - w0;
+    assert_eq!(published, 4 * n);
+    assert_eq!(c, Counts { syscalls: 0, allocs: 0 }, "publisher made a syscall other than its doorbell, or allocated");
+    assert_eq!(writes, if rxe { 4 * n } else { 0 }, "doorbell writes");
+    assert_eq!(s.expect("counts")?, format!("counts syscalls 0 allocs 0 delivered {n}"), "subscriber");
+    s.finish()
+}
+
+#[derive(Debug)]
+enum Event {
+    Message(u64, Vec<u8>),
+    Gap(Gap),
+}
+
+/// The next message or gap within 30 s; errors pass through.
+fn poll(s: &mut McastSubscriber) -> Result<Event, McastError> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match s.try_recv()? {
+            Some(Recv::Message(m)) => return Ok(Event::Message(m.position, m.payload.to_vec())),
+            Some(Recv::Gap(g)) => return Ok(Event::Gap(g)),
+            None if Instant::now() > deadline => {
+                return Err(McastError::Io {
+                    what: "waiting for a datagram",
+                    source: std::io::ErrorKind::TimedOut.into(),
+                })
+            }
+            None => std::hint::spin_loop(),
+        }
+    }
+}
+
+/// The next event as text: "message N" (content checked), "gap ..." or "error ...".
+fn next_event(s: &mut McastSubscriber) -> Result<String, Failed> {
+    Ok(match poll(s) {
+        Ok(Event::Message(pos, bytes)) if intact(pos, &bytes) => format!("message {pos}"),
+        Ok(Event::Message(pos, _)) => return Err(format!("message {pos} arrived corrupt").into()),
+        Ok(Event::Gap(g)) => format!("gap {g:?}"),
+        Err(e @ McastError::Frame { .. }) => format!("error {e}"),
+        Err(e) => return Err(e.into()),
+    })
+}
+
+/// A well-formed frame of `stream` carrying 64 bytes.
+fn frame_bytes(stream: u32, seq: u64) -> Vec<u8> {
+    let mut v = vec![0; frame::HEADER_BYTES + PAYLOAD];
+    frame::write(&mut v, &frame::FrameHeader::new(stream, 1, seq, PAYLOAD), &[5; PAYLOAD]);
+    v
+}
+
+/// A bare UD QP that sends arbitrary bytes to a group (what a misconfigured neighbour does).
+struct RawSender {
+    qp: UdQp,
+    ah: AddressHandle,
+    buf: MemoryRegion,
+}
+
+impl RawSender {
+    fn new(device: &str, group: Ipv4Addr) -> Result<RawSender, Failed> {
+        let ctx = Context::open(Some(device))?;
+        let qp = UdQp::new(&ctx, 8, DEFAULT_QKEY)?;
+        let ah = AddressHandle::new(&ctx, Gid::from_ipv4(group))?;
+        let access = tickbus::sys::verbs::ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0;
+        let buf = MemoryRegion::register(&ctx, HugeBuf::pages(4096)?, access)?;
+        Ok(RawSender { qp, ah, buf })
+    }
+    fn send(&mut self, bytes: &[u8]) -> Result<(), Failed> {
+        // SAFETY: the region is ours and 4096 bytes long; nothing else writes it.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.buf.as_ptr(), bytes.len()) };
+        // SAFETY: the bytes stay in place until the completion below is polled.
+        unsafe { self.qp.post_send(1, self.buf.sge(0, bytes.len()), &self.ah, 0xFF_FFFF, true, false)? };
+        let mut wc = [tickbus::sys::verbs::Completion::EMPTY; 1];
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.qp.cq().poll(&mut wc)? == 0 {
+            if Instant::now() > deadline {
+                return Err("raw send never completed".into());
+            }
+        }
+        if !wc[0].is_ok() {
+            return Err(format!("raw send failed: {}", wc[0].status_str()).into());
+        }
+        Ok(())
+    }
+}
+
+/// Subscriber roles (a process each).
+fn child(role: &str) -> Result<(), Failed> {
+    let group: Ipv4Addr = std::env::var("TICKBUS_MC_GROUP")?.parse()?;
+    let depth = std::env::var("TICKBUS_MC_DEPTH").ok().and_then(|d| d.parse().ok()).unwrap_or(1024);
+    let mut s = McastSubscriber::join(group, STREAM, &McastSubscriberOptions { depth, ..Default::default() })?;
+    println!("joined");
+    let mut stdin = std::io::stdin().lines();
+    match role {
+        "sub-order" => {
+            let mut next = 0u64;
+            for line in stdin.by_ref() {
+                let line = line?;
+                if line == "stats" {
+                    let st = s.stats();
+                    println!(
+                        "stats delivered {} missed {} gaps {} malformed {} late {}",
+                        st.delivered, st.missed, st.gaps, st.malformed, st.late
+                    );
+                    continue;
+                }
+                let until: u64 = line.strip_prefix("until ").ok_or("bad command")?.parse()?;
+                while next < until {
+                    match poll(&mut s)? {
+                        Event::Message(pos, bytes) => {
+                            if pos != next || !intact(pos, &bytes) {
+                                return Err(format!(
+                                    "message {pos} (intact: {}) where {next} was due",
+                                    intact(pos, &bytes)
+                                )
+                                .into());
+                            }
+                            next += 1;
+                        }
+                        Event::Gap(g) => return Err(format!("lost messages with room to spare: {g:?}").into()),
+                    }
+                }
+                println!("at {next}");
+            }
+            Ok(())
+        }
+        "sub-pause" => {
+            stdin.next().ok_or("no go")??;
+            let mut expected = 0u64;
+            let check = |e: Event, expected: &mut u64| -> Result<(), Failed> {
+                match e {
+                    Event::Message(pos, bytes) if pos == *expected && intact(pos, &bytes) => *expected += 1,
+                    Event::Gap(g) if g.expected == *expected && g.resumed_at > g.expected => *expected = g.resumed_at,
+                    other => return Err(format!("{other:?} where {expected} was due").into()),
+                }
+                Ok(())
+            };
+            // Drain what the receive slots held: until nothing arrives for 300 ms.
+            let mut quiet = Instant::now();
+            while quiet.elapsed() < Duration::from_millis(300) {
+                if let Some(r) = s.try_recv()? {
+                    let e = match r {
+                        Recv::Message(m) => Event::Message(m.position, m.payload.to_vec()),
+                        Recv::Gap(g) => Event::Gap(g),
+                    };
+                    check(e, &mut expected)?;
+                    quiet = Instant::now();
+                }
+            }
+            println!("drained");
+            while expected < 300 {
+                check(poll(&mut s)?, &mut expected)?;
+            }
+            // Consume the heartbeat itself (held behind the gap it revealed).
+            let _ = s.try_recv()?;
+            let st = s.stats();
+            println!("result {} {} {} {} {}", st.delivered, st.missed, st.gaps, st.heartbeats, expected);
+            Ok(())
+        }
+        "sub-hot" => {
+            let n: u64 = std::env::var("TICKBUS_MC_COUNT")?.parse()?;
+            // Warm up the poll path before measuring (first touches of the CQ and slots).
+            let _ = s.try_recv()?;
+            let ((delivered, _), c) = on_trapped_thread(
+                move || {
+                    println!("warm");
+                    s
+                },
+                move |s| {
+                    let (mut delivered, mut budget) = (0u64, 2_000_000_000u64);
+                    while delivered < n && budget > 0 {
+                        budget -= 1;
+                        if let Ok(Some(Recv::Message(m))) = s.try_recv() {
+                            std::hint::black_box(m.payload[0]);
+                            delivered += 1;
+                        }
+                    }
+                    (delivered, budget)
+                },
+            );
+            println!("counts syscalls {} allocs {} delivered {delivered}", c.syscalls, c.allocs);
+            Ok(())
+        }
+        other => Err(format!("unknown role {other}").into()),
+    }
+}
