@@ -6,6 +6,8 @@
 mod compare;
 mod harness;
 mod itch_bench;
+#[cfg(feature = "rdma")]
+mod mcast_pingpong;
 mod peers;
 #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
 mod perftest;
@@ -92,7 +94,7 @@ enum Cmd {
         #[arg(long, default_value_t = 10.0)]
         threshold: f64,
     },
-    /// rdma-rc ping-pong (WRITE and WRITE_WITH_IMM) between two devices (build with
+    /// rdma-rc (WRITE and WRITE_WITH_IMM) and ud-mcast ping-pong between two devices (build with
     /// `--features rdma`; in the Soft-RoCE guest: tools/lab-rdma.sh).
     Rdma {
         /// Two device names, e.g. rxe0,rxe1.
@@ -103,7 +105,8 @@ enum Cmd {
         sizes: Vec<usize>,
         #[arg(long, default_value_t = 2_000)]
         iterations: u64,
-        /// perftest.json from the same boot (tools/rig/guest-perftest.sh), for ib_write_lat beside.
+        /// perftest.json from the same boot (tools/rig/guest-perftest.sh), for ib_write_lat and
+        /// ib_send_lat (UD) beside.
         #[arg(long)]
         perftest: Option<PathBuf>,
     },

@@ -309,6 +309,7 @@ pub fn rdma(
     iterations: u64,
     perftest: Option<&Path>,
 ) -> Result<(), Box<dyn Error>> {
+    use crate::mcast_pingpong::UdMcast;
     use crate::rdma_pingpong::RdmaRc;
     use tickbus::rdma::WriteMode;
     let d: Vec<&str> = devices.split(',').collect();
@@ -326,6 +327,9 @@ pub fn rdma(
             eprintln!("latency-lab: {} {size} B ...", t.name());
             rows.push(pp(&mut t, &spec)?);
         }
+        let mut t = UdMcast::new((da.into(), db.into()));
+        eprintln!("latency-lab: {} {size} B ...", t.name());
+        rows.push(pp(&mut t, &spec)?);
         let mut sec = Section { mode: "rtt".into(), size, rate: None, rows };
         sec.ratios();
         if let Some(p) = perftest {

@@ -1,6 +1,6 @@
 #!/bin/bash
-# Runs inside the rig guest: perftest's ib_write_lat (RC, rxe0 -> rxe1) for the lab's message
-# sizes and ib_send_lat (UD), writes OUT/perftest.json and OUT/perftest.txt, then runs the
+# Runs inside the rig guest: perftest's ib_write_lat (RC, rxe0 -> rxe1) and ib_send_lat (UD) for
+# the lab's message sizes, writes OUT/perftest.json and OUT/perftest.txt, then runs the
 # optional benchmark command given after "--" in the same boot, so the project's RDMA figures
 # and perftest's share one set of devices and one boot.
 #   usage: guest-perftest.sh OUT [ITERATIONS] [-- BENCH_CMD...]
@@ -26,8 +26,10 @@ run_pair() { # name server-args... -- client-args...
   entries+=("{\"tool\": \"$name\", \"bytes\": $b, \"iterations\": $iters, \"min_us\": $tmin, \"typical_us\": $typical, \"avg_us\": $avg, \"p99_us\": $p99, \"p99_9_us\": $p999, \"max_us\": $tmax}")
   echo "guest-perftest: $name ${b} B: typical ${typical} us, p99 ${p99} us (one way)"
 }
-for s in 32 64 288 1344; do run_pair ib_write_lat "$s" ib_write_lat; done
-run_pair ib_send_lat_ud 64 ib_send_lat -c UD
+for s in 32 64 288 1344; do
+  run_pair ib_write_lat "$s" ib_write_lat
+  run_pair ib_send_lat_ud "$s" ib_send_lat -c UD
+done
 { echo "{\"devices\": [\"rxe0\", \"rxe1\"], \"unit\": \"us, one-way (perftest halves the RTT)\", \"results\": ["
   (IFS=,; echo "${entries[*]}" | sed 's/},{/},\n{/g')
   echo "]}"; } > "$out/perftest.json"

@@ -37,7 +37,7 @@ impl UdQp {
                 max_recv_wr: depth,
                 max_send_sge: 1,
                 max_recv_sge: 1,
-                max_inline_data: 64,
+                max_inline_data: 256, // as RC: frames up to 224 B of message go inline
             };
             a.qp_type = ffi::ibv_qp_type::IBV_QPT_UD;
             // The provider writes back in `a.cap` what it granted.
