@@ -2,20 +2,18 @@
 //! device, subscribers as separate processes on the other device and on the publisher's own,
 //! data checked byte for byte. Without RDMA devices these report ignored with the reason, unless
 //! TICKBUS_REQUIRE_RDMA=1 (the rig sets it).
-use std::io::{BufRead, BufReader, Write};
 use std::net::Ipv4Addr;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::{Failed, Trial};
 use tickbus::mcast::{
     frame, McastError, McastPublisher, McastPublisherOptions, McastSubscriber, McastSubscriberOptions, DEFAULT_QKEY,
 };
-use tickbus::sys::verbs::{device_names, AddressHandle, Context, Gid, HugeBuf, MemoryRegion, UdQp};
+use tickbus::sys::verbs::{AddressHandle, Context, Gid, HugeBuf, MemoryRegion, UdQp};
 use tickbus::{Gap, Recv};
 
 mod common;
-use common::{fill, intact, on_trapped_thread, on_trapped_thread_allowing, process_write_syscalls, uverbs_fds, Counts};
+use common::{fill, intact, Subprocess};
 
 #[global_allocator]
 static GLOBAL: common::Counting = common::Counting;
@@ -24,32 +22,14 @@ const PAYLOAD: usize = 64;
 const STREAM: u32 = 21;
 
 fn main() {
-    if let Ok(role) = std::env::var("TICKBUS_MC_ROLE") {
-        std::process::exit(match child(&role) {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("subscriber {role}: {e:?}");
-                1
-            }
-        });
-    }
-    let mut args = Arguments::from_args();
-    args.test_threads = Some(1); // each test drives both cores; /proc/self/io counts per process
-    let skip = device_names().is_empty() && std::env::var_os("TICKBUS_REQUIRE_RDMA").is_none();
-    if skip {
-        eprintln!("mcast_transport: no RDMA device on this host: tests ignored. They run in the Soft-RoCE guest (tools/test.sh).");
-    }
     let tests = vec![
         Trial::test("subscribers_on_both_devices_get_every_message_once_in_order_intact", in_order),
         Trial::test("a_subscriber_that_stops_polling_reports_exactly_what_it_lost_heartbeat_included", paused),
         Trial::test("foreign_and_corrupt_datagrams_are_reported_and_the_stream_goes_on", foreign),
         Trial::test("oversized_messages_and_unicast_groups_are_refused_before_anything_is_sent", refusals),
         Trial::test("steady_state_publish_and_poll_make_no_allocation_and_only_doorbell_syscalls", hot_path),
-    ]
-    .into_iter()
-    .map(|t| t.with_ignored_flag(skip))
-    .collect();
-    libtest_mimic::run(&args, tests).exit();
+    ];
+    common::rdma_test_main("mcast_transport", "TICKBUS_MC_ROLE", child, tests);
 }
 
 fn publisher(group: Ipv4Addr) -> Result<McastPublisher, Failed> {
@@ -70,50 +50,17 @@ fn publish(p: &mut McastPublisher, buf: &mut [u8]) -> Result<(), Failed> {
     }
 }
 
-/// A subscriber process.
-struct Peer {
-    child: Child,
-    stdin: ChildStdin,
-    lines: std::io::Lines<BufReader<ChildStdout>>,
-}
-
-impl Peer {
-    fn spawn(role: &str, group: Ipv4Addr, device: &str, extra: &[(&str, String)]) -> Result<Peer, Failed> {
-        let mut cmd = Command::new(std::env::current_exe()?);
-        cmd.env("TICKBUS_MC_ROLE", role)
-            .env("TICKBUS_MC_GROUP", group.to_string())
-            .env("TICKBUS_RDMA_DEVICE", device)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        for (k, v) in extra {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn()?;
-        let stdin = child.stdin.take().ok_or("no stdin")?;
-        let lines = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
-        let mut p = Peer { child, stdin, lines };
-        p.expect("joined")?;
-        Ok(p)
-    }
-    fn say(&mut self, line: &str) -> Result<(), Failed> {
-        writeln!(self.stdin, "{line}")?;
-        Ok(())
-    }
-    fn expect(&mut self, prefix: &str) -> Result<String, Failed> {
-        match self.lines.next() {
-            Some(Ok(l)) if l.starts_with(prefix) => Ok(l),
-            other => Err(format!("subscriber said {other:?}, expected {prefix:?}").into()),
-        }
-    }
-    fn finish(mut self) -> Result<(), Failed> {
-        drop(self.stdin);
-        let st = self.child.wait()?;
-        if st.success() {
-            Ok(())
-        } else {
-            Err(format!("subscriber failed: {st}").into())
-        }
-    }
+/// A subscriber process on `device`, joined to `group` when this returns.
+fn spawn(role: &str, group: Ipv4Addr, device: &str, extra: &[(&str, String)]) -> Result<Subprocess, Failed> {
+    let mut env = vec![
+        ("TICKBUS_MC_ROLE", role.to_owned()),
+        ("TICKBUS_MC_GROUP", group.to_string()),
+        ("TICKBUS_RDMA_DEVICE", device.to_owned()),
+    ];
+    env.extend(extra.iter().cloned());
+    let mut p = Subprocess::start(&env)?;
+    p.expect("joined")?;
+    Ok(p)
 }
 
 /// 5,000 messages in bursts of 200 (each burst fits the subscribers' receive slots, so nothing
@@ -122,7 +69,7 @@ fn in_order() -> Result<(), Failed> {
     let group = Ipv4Addr::new(239, 77, 1, 1);
     let (local, peer) = common::rdma_devices();
     let mut p = publisher(group)?;
-    let mut subs = vec![Peer::spawn("sub-order", group, &peer, &[])?, Peer::spawn("sub-order", group, &local, &[])?];
+    let mut subs = vec![spawn("sub-order", group, &peer, &[])?, spawn("sub-order", group, &local, &[])?];
     let mut buf = [0u8; PAYLOAD];
     for burst in 1..=25u64 {
         for _ in 0..200 {
@@ -150,7 +97,7 @@ fn in_order() -> Result<(), Failed> {
 fn paused() -> Result<(), Failed> {
     let group = Ipv4Addr::new(239, 77, 1, 2);
     let mut p = publisher(group)?;
-    let mut s = Peer::spawn("sub-pause", group, &common::rdma_devices().1, &[("TICKBUS_MC_DEPTH", "64".into())])?;
+    let mut s = spawn("sub-pause", group, &common::rdma_devices().1, &[("TICKBUS_MC_DEPTH", "64".into())])?;
     let mut buf = [0u8; PAYLOAD];
     for _ in 0..300 {
         publish(&mut p, &mut buf)?;
@@ -262,30 +209,11 @@ fn hot_path() -> Result<(), Failed> {
     let n = 2_000u64;
     let group = Ipv4Addr::new(239, 77, 1, 5);
     let p = publisher(group)?;
-    let mut s = Peer::spawn("sub-hot", group, &common::rdma_devices().1, &[("TICKBUS_MC_COUNT", n.to_string())])?;
+    let mut s = spawn("sub-hot", group, &common::rdma_devices().1, &[("TICKBUS_MC_COUNT", n.to_string())])?;
     s.expect("warm")?;
-    let fds = uverbs_fds();
+    // The subscriber is already polling: publish 4n (lossy: it measures n of them).
     let rxe = common::rdma_devices().0.starts_with("rxe");
-    let w0 = process_write_syscalls();
-    let (published, c) = on_trapped_thread_allowing(
-        &fds,
-        move || (p, [0u8; PAYLOAD]),
-        move |(p, buf)| {
-            let (mut ok, mut budget) = (0u64, 100_000_000u64);
-            while ok < 4 * n && budget > 0 {
-                budget -= 1;
-                fill(ok, buf);
-                if p.publish(buf).is_ok() {
-                    ok += 1;
-                }
-            }
-            ok
-        },
-    );
-    let writes = process_write_syscalls() - w0;
-    assert_eq!(published, 4 * n);
-    assert_eq!(c, Counts { syscalls: 0, allocs: 0 }, "publisher made a syscall other than its doorbell, or allocated");
-    assert_eq!(writes, if rxe { 4 * n } else { 0 }, "doorbell writes");
+    common::publish_with_doorbells_only(p, 4 * n, rxe, |p, buf| p.publish(buf).is_ok());
     assert_eq!(s.expect("counts")?, format!("counts syscalls 0 allocs 0 delivered {n}"), "subscriber");
     s.finish()
 }
@@ -444,24 +372,13 @@ fn child(role: &str) -> Result<(), Failed> {
             let n: u64 = std::env::var("TICKBUS_MC_COUNT")?.parse()?;
             // Warm up the poll path before measuring (first touches of the CQ and slots).
             let _ = s.try_recv()?;
-            let ((delivered, _), c) = on_trapped_thread(
-                move || {
-                    println!("warm");
-                    s
-                },
-                move |s| {
-                    let (mut delivered, mut budget) = (0u64, 2_000_000_000u64);
-                    while delivered < n && budget > 0 {
-                        budget -= 1;
-                        if let Ok(Some(Recv::Message(m))) = s.try_recv() {
-                            std::hint::black_box(m.payload[0]);
-                            delivered += 1;
-                        }
-                    }
-                    (delivered, budget)
-                },
-            );
-            println!("counts syscalls {} allocs {} delivered {delivered}", c.syscalls, c.allocs);
+            common::poll_trapped_and_report(s, n, |s| match s.try_recv() {
+                Ok(Some(Recv::Message(m))) => {
+                    std::hint::black_box(m.payload[0]);
+                    true
+                }
+                _ => false,
+            });
             Ok(())
         }
         other => Err(format!("unknown role {other}").into()),

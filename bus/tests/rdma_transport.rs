@@ -1,20 +1,16 @@
 //! The RDMA transport on real verbs (Soft-RoCE in the rig's guest): publisher on one device,
 //! each subscriber a separate process on another, data checked byte for byte. Without RDMA
 //! devices these report ignored with the reason, unless TICKBUS_REQUIRE_RDMA=1 (the rig sets it).
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::{Failed, Trial};
 use tickbus::rdma::{PublisherOptions, RdmaError, RdmaPublisher, RdmaSubscriber, SubscriberOptions, WriteMode};
 use tickbus::ring::ClaimError;
-use tickbus::sys::verbs::device_names;
 use tickbus::{Mode, Recv, RingConfig};
 
 mod common;
-use common::{
-    fill, intact, on_trapped_thread, on_trapped_thread_allowing, process_write_syscalls, uverbs_fds, Counting, Counts,
-};
+use common::{fill, intact, Counting, Subprocess};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -23,22 +19,6 @@ const TOKEN: &str = "s3cret-stream-token";
 const PAYLOAD: usize = 64;
 
 fn main() {
-    if let Ok(role) = std::env::var("TICKBUS_RT_ROLE") {
-        std::process::exit(match child(&role) {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("subscriber {role}: {e:?}");
-                1
-            }
-        });
-    }
-    let mut args = Arguments::from_args();
-    args.test_threads = Some(1); // each test drives both cores; /proc/self/io counts per process
-    let devices = device_names();
-    let skip = devices.is_empty() && std::env::var_os("TICKBUS_REQUIRE_RDMA").is_none();
-    if skip {
-        eprintln!("rdma_transport: no RDMA device on this host: tests ignored. They run in the Soft-RoCE guest (tools/test.sh).");
-    }
     let tests = vec![
         Trial::test("reliable_write_mode_delivers_every_message_once_in_order", || reliable(WriteMode::Write)),
         Trial::test("reliable_write_with_imm_mode_delivers_every_message_once_in_order", || {
@@ -52,11 +32,8 @@ fn main() {
         Trial::test("steady_state_publish_and_poll_make_no_allocation_and_only_doorbell_syscalls", hot_path),
         Trial::test("publish_batch_rings_one_doorbell_per_burst_and_keeps_order", batch),
         Trial::test("subscriber_sees_its_publisher_go", publisher_gone),
-    ]
-    .into_iter()
-    .map(|t| t.with_ignored_flag(skip))
-    .collect();
-    libtest_mimic::run(&args, tests).exit();
+    ];
+    common::rdma_test_main("rdma_transport", "TICKBUS_RT_ROLE", child, tests);
 }
 
 fn publisher(
@@ -74,43 +51,18 @@ fn publisher(
 }
 
 /// A subscriber process on the peer device.
-struct Peer {
-    child: Child,
-    stdin: ChildStdin,
-    lines: std::io::Lines<BufReader<ChildStdout>>,
-}
+struct Peer;
 
 impl Peer {
-    fn spawn(role: &str, p: &RdmaPublisher, count: u64, extra: &[(&str, &str)]) -> Peer {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.env("TICKBUS_RT_ROLE", role)
-            .env("TICKBUS_RT_ADDR", p.local_addr().to_string())
-            .env("TICKBUS_RT_COUNT", count.to_string())
-            .env("TICKBUS_RDMA_DEVICE", common::rdma_devices().1)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        for (k, v) in extra {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        Peer { child, stdin, lines }
-    }
-    fn expect(&mut self, prefix: &str) -> Result<String, Failed> {
-        match self.lines.next() {
-            Some(Ok(l)) if l.starts_with(prefix) => Ok(l),
-            other => Err(format!("subscriber said {other:?}, expected {prefix:?}").into()),
-        }
-    }
-    fn finish(mut self) -> Result<(), Failed> {
-        drop(self.stdin);
-        let st = self.child.wait()?;
-        if st.success() {
-            Ok(())
-        } else {
-            Err(format!("subscriber failed: {st}").into())
-        }
+    fn spawn(role: &str, p: &RdmaPublisher, count: u64, extra: &[(&str, &str)]) -> Subprocess {
+        let mut env = vec![
+            ("TICKBUS_RT_ROLE", role.to_owned()),
+            ("TICKBUS_RT_ADDR", p.local_addr().to_string()),
+            ("TICKBUS_RT_COUNT", count.to_string()),
+            ("TICKBUS_RDMA_DEVICE", common::rdma_devices().1),
+        ];
+        env.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
+        Subprocess::start(&env).unwrap()
     }
 }
 
@@ -304,28 +256,9 @@ fn hot_path() -> Result<(), Failed> {
     let mut peer = Peer::spawn("sub-hot", &p, n, &[]);
     p.accept(Duration::from_secs(30))?;
     peer.expect("warm")?; // subscriber warmed up and is measuring
-    let fds = uverbs_fds();
+                          // The subscriber is already polling: publish 4n (lossy: it measures n of them).
     let rxe = p.device().starts_with("rxe");
-    let w0 = process_write_syscalls();
-    let (published, c) = on_trapped_thread_allowing(
-        &fds,
-        move || (p, [0u8; PAYLOAD]),
-        move |(p, buf)| {
-            // The subscriber is already polling: publish 4n (lossy: it measures n of them).
-            let mut ok = 0u64;
-            for pos in 0..4 * n {
-                fill(pos, buf);
-                if p.publish(buf).is_ok() {
-                    ok += 1;
-                }
-            }
-            ok
-        },
-    );
-    let writes = process_write_syscalls() - w0;
-    assert_eq!(published, 4 * n);
-    assert_eq!(c, Counts { syscalls: 0, allocs: 0 }, "publisher made a syscall other than its doorbell, or allocated");
-    assert_eq!(writes, if rxe { 4 * n } else { 0 }, "doorbell writes");
+    common::publish_with_doorbells_only(p, 4 * n, rxe, |p, buf| p.publish(buf).is_ok());
     let line = peer.expect("counts")?;
     assert_eq!(line, format!("counts syscalls 0 allocs 0 delivered {n}"), "subscriber");
     peer.finish()
@@ -470,24 +403,13 @@ fn child(role: &str) -> Result<(), Failed> {
         }
         "sub-hot" => {
             // Measured on a thread that traps every syscall; the poll loop reads memory only.
-            let ((delivered, _), c) = on_trapped_thread(
-                move || {
-                    println!("warm");
-                    s
-                },
-                move |s| {
-                    let (mut delivered, mut budget) = (0u64, 2_000_000_000u64);
-                    while delivered < n && budget > 0 {
-                        budget -= 1;
-                        if let Ok(Some(Recv::Message(m))) = s.try_recv() {
-                            std::hint::black_box(m.payload[0]);
-                            delivered += 1;
-                        }
-                    }
-                    (delivered, budget)
-                },
-            );
-            println!("counts syscalls {} allocs {} delivered {delivered}", c.syscalls, c.allocs);
+            common::poll_trapped_and_report(s, n, |s| match s.try_recv() {
+                Ok(Some(Recv::Message(m))) => {
+                    std::hint::black_box(m.payload[0]);
+                    true
+                }
+                _ => false,
+            });
             while stdin.next().is_some() {} // stay connected until the publisher is done
         }
         other => return Err(format!("unknown role {other}").into()),

@@ -8,7 +8,8 @@ use std::net::Ipv4Addr;
 use tickbus::mcast::{McastError, McastPublisher, McastPublisherOptions, McastSubscriber, McastSubscriberOptions};
 use tickbus::Recv;
 
-use crate::transport::{message, put_stamp, stamp_of, InProcess, Rx, Tx};
+use crate::rdma_pingpong::{recv_polling, PollRecv};
+use crate::transport::{message, put_stamp, InProcess, Rx, Tx};
 
 pub struct UdMcast {
     pub devices: (String, String),
@@ -40,21 +41,15 @@ impl Tx for McastTx {
 impl Rx for McastRx {
     #[inline]
     fn try_recv(&mut self) -> Option<u64> {
-        // As for rdma-rc: poll bare a while before the harness's spin hint (PAUSE is costly
-        // under emulation).
-        for _ in 0..256 {
-            match self.0.try_recv() {
-                Ok(Some(Recv::Message(m))) => {
-                    let n = m.payload.len();
-                    self.1[..n].copy_from_slice(m.payload);
-                    return Some(stamp_of(&self.1));
-                }
-                Ok(Some(Recv::Gap(g))) => panic!("ud-mcast ping-pong lost a datagram: {g:?}"),
-                Ok(None) => {}
-                Err(e) => panic!("ud-mcast receive failed: {e}"),
-            }
-        }
-        None
+        recv_polling(&mut self.0, &mut self.1, "ud-mcast")
+    }
+}
+
+impl PollRecv for McastSubscriber {
+    type Error = McastError;
+    #[inline]
+    fn poll_recv(&mut self) -> Result<Option<Recv<'_>>, Self::Error> {
+        self.try_recv()
     }
 }
 

@@ -33,22 +33,42 @@ impl Tx for RdmaTx {
 impl Rx for RdmaRx {
     #[inline]
     fn try_recv(&mut self) -> Option<u64> {
-        // Poll bare a while before handing back to the harness's spin hint: under emulation
-        // PAUSE exits to the hypervisor's scheduler and would cost more than the transport.
-        for _ in 0..256 {
-            match self.0.try_recv() {
-                Ok(Some(Recv::Message(m))) => {
-                    let n = m.payload.len();
-                    self.1[..n].copy_from_slice(m.payload);
-                    return Some(stamp_of(&self.1));
-                }
-                Ok(Some(Recv::Gap(g))) => panic!("ping-pong cannot lap: {g:?}"),
-                Ok(None) => {}
-                Err(e) => panic!("rdma receive failed: {e}"),
-            }
-        }
-        None
+        recv_polling(&mut self.0, &mut self.1, "rdma-rc")
     }
+}
+
+/// A tickbus receiver polled by the RDMA lab transports.
+pub trait PollRecv {
+    type Error: std::fmt::Display;
+    fn poll_recv(&mut self) -> Result<Option<Recv<'_>>, Self::Error>;
+}
+
+impl PollRecv for RdmaSubscriber {
+    type Error = tickbus::rdma::RdmaError;
+    #[inline]
+    fn poll_recv(&mut self) -> Result<Option<Recv<'_>>, Self::Error> {
+        self.try_recv()
+    }
+}
+
+/// The stamp of the next message, copied into `buf`. Polls bare a while before handing back to
+/// the harness's spin hint: under emulation PAUSE exits to the hypervisor's scheduler and would
+/// cost more than the transport. A gap or an error ends the run: a ping-pong cannot lap.
+#[inline]
+pub fn recv_polling<S: PollRecv>(s: &mut S, buf: &mut [u8], what: &str) -> Option<u64> {
+    for _ in 0..256 {
+        match s.poll_recv() {
+            Ok(Some(Recv::Message(m))) => {
+                let n = m.payload.len();
+                buf[..n].copy_from_slice(m.payload);
+                return Some(stamp_of(buf));
+            }
+            Ok(Some(Recv::Gap(g))) => panic!("{what} ping-pong lost messages: {g:?}"),
+            Ok(None) => {}
+            Err(e) => panic!("{what} receive failed: {e}"),
+        }
+    }
+    None
 }
 
 impl InProcess for RdmaRc {

@@ -7,6 +7,7 @@ use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use libtest_mimic::Failed;
 use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
 
 thread_local! {
@@ -192,4 +193,145 @@ pub fn rdma_devices() -> (String, String) {
     let peer = std::env::var("TICKBUS_RDMA_PEER_DEVICE")
         .unwrap_or_else(|_| d.get(1).or(d.first()).cloned().unwrap_or_default());
     (local, peer)
+}
+
+/// Another run of this test binary (a subscriber role, chosen by environment variables), driven
+/// by lines on its stdin and stdout.
+pub struct Subprocess {
+    pub child: std::process::Child,
+    pub stdin: std::process::ChildStdin,
+    pub lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl Subprocess {
+    pub fn start(env: &[(&str, String)]) -> Result<Subprocess, Failed> {
+        use std::process::{Command, Stdio};
+        let exe = std::env::current_exe()?;
+        let mut child = Command::new(exe)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting a subscriber process: {e}"))?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?));
+        Ok(Subprocess { child, stdin, lines })
+    }
+
+    /// The next line, which must start with `prefix`.
+    pub fn expect(&mut self, prefix: &str) -> Result<String, Failed> {
+        match self.lines.next() {
+            Some(Ok(l)) if l.starts_with(prefix) => Ok(l),
+            other => Err(format!("subscriber said {other:?}, expected {prefix:?}").into()),
+        }
+    }
+
+    pub fn say(&mut self, line: &str) -> Result<(), Failed> {
+        use std::io::Write;
+        writeln!(self.stdin, "{line}").map_err(|e| format!("telling the subscriber {line:?}: {e}").into())
+    }
+
+    /// Closes its stdin and waits: it must exit successfully.
+    pub fn finish(self) -> Result<(), Failed> {
+        let Subprocess { mut child, stdin, .. } = self;
+        drop(stdin);
+        match child.wait() {
+            Ok(st) if st.success() => Ok(()),
+            Ok(st) => Err(format!("subscriber failed: {st}").into()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// In a subscriber process: prints "warm" (the publisher may start), then polls on a thread
+/// that traps every syscall until `n` messages were delivered (`delivered_one` says whether a
+/// poll delivered one), and prints "counts syscalls S allocs A delivered D".
+pub fn poll_trapped_and_report<S: Send + 'static>(
+    subscriber: S,
+    n: u64,
+    mut delivered_one: impl FnMut(&mut S) -> bool + Send + 'static,
+) {
+    let (delivered, c) = on_trapped_thread(
+        move || {
+            println!("warm");
+            subscriber
+        },
+        move |s| {
+            let (mut delivered, mut budget) = (0u64, 2_000_000_000u64);
+            while delivered < n && budget > 0 {
+                budget -= 1;
+                if delivered_one(s) {
+                    delivered += 1;
+                }
+            }
+            delivered
+        },
+    );
+    println!("counts syscalls {} allocs {} delivered {delivered}", c.syscalls, c.allocs);
+}
+
+/// The `main` of an RDMA test binary whose subscribers are other runs of itself: with
+/// `role_var` set, runs `child` for that role and exits; otherwise runs `tests` one at a time
+/// (each drives both cores, and /proc/self/io counts per process). Without RDMA devices the
+/// tests report ignored, unless TICKBUS_REQUIRE_RDMA is set (the rig sets it): then they fail.
+#[cfg(feature = "rdma")]
+pub fn rdma_test_main(
+    binary: &str,
+    role_var: &str,
+    child: fn(&str) -> Result<(), Failed>,
+    tests: Vec<libtest_mimic::Trial>,
+) {
+    if let Ok(role) = std::env::var(role_var) {
+        std::process::exit(match child(&role) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("subscriber {role}: {e:?}");
+                1
+            }
+        });
+    }
+    let mut args = libtest_mimic::Arguments::from_args();
+    args.test_threads = Some(1);
+    let skip = tickbus::sys::verbs::device_names().is_empty() && std::env::var_os("TICKBUS_REQUIRE_RDMA").is_none();
+    if skip {
+        eprintln!(
+            "{binary}: no RDMA device on this host: tests ignored. They run in the Soft-RoCE guest (tools/test.sh)."
+        );
+    }
+    let tests = tests.into_iter().map(|t| t.with_ignored_flag(skip)).collect();
+    libtest_mimic::run(&args, tests).exit();
+}
+
+/// Publishes `total` 64-byte messages ([`fill`]ed with their index) on a thread that traps every
+/// syscall except writes to the verbs device, retrying a full queue (`publish` says whether one
+/// went out), and asserts: every message went out, no allocation, no other syscall, and exactly
+/// one doorbell `write` per message on Soft-RoCE (`rxe`; none on a NIC with a user-space doorbell).
+#[cfg(feature = "rdma")]
+pub fn publish_with_doorbells_only<P: Send + 'static>(
+    publisher: P,
+    total: u64,
+    rxe: bool,
+    mut publish: impl FnMut(&mut P, &[u8]) -> bool + Send + 'static,
+) {
+    let fds = uverbs_fds();
+    let w0 = process_write_syscalls();
+    let (published, c) = on_trapped_thread_allowing(
+        &fds,
+        move || (publisher, [0u8; 64]),
+        move |(p, buf)| {
+            let (mut ok, mut budget) = (0u64, 100_000_000u64);
+            while ok < total && budget > 0 {
+                budget -= 1;
+                fill(ok, buf);
+                if publish(p, buf) {
+                    ok += 1;
+                }
+            }
+            ok
+        },
+    );
+    let writes = process_write_syscalls() - w0;
+    assert_eq!(published, total);
+    assert_eq!(c, Counts { syscalls: 0, allocs: 0 }, "publisher made a syscall other than its doorbell, or allocated");
+    assert_eq!(writes, if rxe { total } else { 0 }, "doorbell writes");
 }
