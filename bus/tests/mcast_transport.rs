@@ -20,11 +20,16 @@ static GLOBAL: common::Counting = common::Counting;
 
 const PAYLOAD: usize = 64;
 const STREAM: u32 = 21;
+const TOKEN: &str = "mcast-history-token";
 
 fn main() {
     let tests = vec![
         Trial::test("subscribers_on_both_devices_get_every_message_once_in_order_intact", in_order),
         Trial::test("a_subscriber_that_stops_polling_reports_exactly_what_it_lost_heartbeat_included", paused),
+        Trial::test("with_recovery_a_paused_subscriber_gets_every_message_from_the_history", paused_recovered),
+        Trial::test("losses_older_than_the_history_are_reported_and_the_rest_recovered", paused_beyond_history),
+        Trial::test("recovery_refuses_a_wrong_token_on_both_sides", recovery_wrong_token),
+        Trial::test("a_publisher_gone_before_recovery_gives_a_gap_and_a_reason_not_a_hang", recovery_publisher_gone),
         Trial::test("foreign_and_corrupt_datagrams_are_reported_and_the_stream_goes_on", foreign),
         Trial::test("oversized_messages_and_unicast_groups_are_refused_before_anything_is_sent", refusals),
         Trial::test("steady_state_publish_and_poll_make_no_allocation_and_only_doorbell_syscalls", hot_path),
@@ -91,15 +96,34 @@ fn in_order() -> Result<(), Failed> {
     Ok(())
 }
 
-/// A subscriber with 64 receive slots stops polling while 300 messages go out: it delivers what
-/// its slots held, then learns of the rest (the tail included) from the publisher's heartbeat.
-/// Every one of the 300 is either delivered or counted in a gap.
-fn paused() -> Result<(), Failed> {
-    let group = Ipv4Addr::new(239, 77, 1, 2);
-    let mut p = publisher(group)?;
-    let mut s = spawn("sub-pause", group, &common::rdma_devices().1, &[("TICKBUS_MC_DEPTH", "64".into())])?;
+/// How a paused subscriber came out of its pause.
+struct PauseResult {
+    delivered: u64,
+    missed: u64,
+    gaps: u64,
+    recovered: u64,
+    line: String,
+}
+
+/// A subscriber with 64 receive slots stops polling while `total` messages go out, then drains
+/// what its slots held and polls until it has accounted for all `total` (the publisher's
+/// heartbeat reveals the tail). With `history`, the publisher offers recovery from that many
+/// slots and the subscriber connects to it. The subscriber checks order and content itself.
+fn pause(group: Ipv4Addr, total: u64, history: Option<u32>) -> Result<PauseResult, Failed> {
+    let mut opts = McastPublisherOptions { device: Some(common::rdma_devices().0), ..Default::default() };
+    opts.history = history.unwrap_or(opts.history);
+    let mut p = McastPublisher::new(group, STREAM, &opts)?;
+    let mut env = vec![("TICKBUS_MC_DEPTH", "64".to_owned()), ("TICKBUS_MC_COUNT", total.to_string())];
+    if history.is_some() {
+        env.push(("TICKBUS_MC_RECOVERY", p.listen_recovery("127.0.0.1:0".parse()?, TOKEN)?.to_string()));
+    }
+    let mut s = spawn("sub-pause", group, &common::rdma_devices().1, &env)?;
+    if history.is_some() {
+        p.accept_recovery(Duration::from_secs(30))?;
+        s.expect("recovery on")?;
+    }
     let mut buf = [0u8; PAYLOAD];
-    for _ in 0..300 {
+    for _ in 0..total {
         publish(&mut p, &mut buf)?;
     }
     p.flush(Duration::from_secs(10))?;
@@ -109,15 +133,108 @@ fn paused() -> Result<(), Failed> {
     p.heartbeat()?;
     let line = s.expect("result")?;
     let f: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-    let [delivered, missed, gaps, heartbeats, expected] = f[..] else {
+    let [delivered, missed, gaps, heartbeats, recovered, expected] = f[..] else {
         return Err(format!("bad result line {line:?}").into());
     };
-    assert!(delivered <= 64, "{line}: more delivered than receive slots");
-    assert!(gaps >= 1, "{line}: the loss was not reported");
-    assert_eq!(delivered + missed, 300, "{line}: a message neither delivered nor reported lost");
-    assert_eq!(expected, 300, "{line}: the tail loss was not learnt from the heartbeat");
+    assert_eq!(delivered + missed, total, "{line}: a message neither delivered nor reported lost");
+    assert_eq!(expected, total, "{line}: the tail loss was not learnt from the heartbeat");
     assert!(heartbeats >= 1, "{line}");
-    s.finish()
+    s.finish()?;
+    eprintln!("{total} sent, history {history:?}: delivered missed gaps heartbeats recovered expected = {line}");
+    Ok(PauseResult { delivered, missed, gaps, recovered, line })
+}
+
+/// Without recovery: it delivers at most what its 64 slots held and reports the rest as lost.
+fn paused() -> Result<(), Failed> {
+    let r = pause(Ipv4Addr::new(239, 77, 1, 2), 300, None)?;
+    assert!(r.delivered <= 64, "{}: more delivered than receive slots", r.line);
+    assert!(r.gaps >= 1 && r.recovered == 0, "{}: the loss was not reported", r.line);
+    Ok(())
+}
+
+/// With recovery from a 1024-message history: every one of the 300 is delivered, in order and
+/// intact, most of them read back from the publisher's history; nothing is reported lost.
+fn paused_recovered() -> Result<(), Failed> {
+    let r = pause(Ipv4Addr::new(239, 77, 1, 6), 300, Some(1024))?;
+    assert_eq!((r.delivered, r.missed, r.gaps), (300, 0, 0), "{}", r.line);
+    assert!(r.recovered >= 300 - 64, "{}: fewer recovered than the receive slots could not hold", r.line);
+    Ok(())
+}
+
+/// With a 256-message history and 1,000 sent: what the history still holds is recovered, what
+/// it no longer holds is reported in one gap, nothing is invented.
+fn paused_beyond_history() -> Result<(), Failed> {
+    let r = pause(Ipv4Addr::new(239, 77, 1, 7), 1000, Some(256))?;
+    assert!(r.recovered >= 255 && r.recovered <= 256, "{}: the history's messages were not recovered", r.line);
+    assert!(r.missed >= 1000 - 64 - 256, "{}: more delivered than slots and history hold", r.line);
+    assert!(r.gaps >= 1, "{}", r.line);
+    Ok(())
+}
+
+/// A publisher and a subscriber, and how the publisher's accept and the subscriber's connect of
+/// recovery ended.
+type RecoveryPair = (McastPublisher, McastSubscriber, Result<(), McastError>, Result<(), McastError>);
+
+/// A publisher offering recovery and a 16-slot subscriber of `group` presenting `token`.
+fn recovery_pair(group: Ipv4Addr, token: &[u8]) -> Result<RecoveryPair, Failed> {
+    let mut p = publisher(group)?;
+    let at = p.listen_recovery("127.0.0.1:0".parse()?, TOKEN)?;
+    let so = McastSubscriberOptions { device: Some(common::rdma_devices().1), depth: 16, ..Default::default() };
+    let mut s = McastSubscriber::join(group, STREAM, &so)?;
+    let (pe, se) = std::thread::scope(|sc| {
+        let accepting = sc.spawn(|| p.accept_recovery(Duration::from_secs(30)));
+        let se = s.connect_recovery(at, token, 64, Duration::from_secs(30));
+        (accepting.join().expect("accept thread"), se)
+    });
+    Ok((p, s, pe, se))
+}
+
+/// A subscriber with the wrong token gets no history; both sides say why.
+fn recovery_wrong_token() -> Result<(), Failed> {
+    let (_p, s, pe, se) = recovery_pair(Ipv4Addr::new(239, 77, 1, 8), b"not-the-token")?;
+    let se = se.err().ok_or("a wrong token got the history")?.to_string();
+    let pe = pe.err().ok_or("the publisher accepted a wrong token")?.to_string();
+    assert!(se.contains("wrong token"), "{se}");
+    assert!(pe.contains("wrong token"), "{pe}");
+    assert!(!s.recovers());
+    Ok(())
+}
+
+/// The publisher disappears before a gap is recovered: the READ fails (its QP is gone), the
+/// subscriber reports the gap, turns recovery off and says why; it does not hang.
+fn recovery_publisher_gone() -> Result<(), Failed> {
+    let (mut p, mut s, pe, se) = recovery_pair(Ipv4Addr::new(239, 77, 1, 9), TOKEN.as_bytes())?;
+    pe?;
+    se?;
+    let mut buf = [0u8; PAYLOAD];
+    for _ in 0..100 {
+        publish(&mut p, &mut buf)?; // 16 receive slots: most of these are dropped
+    }
+    p.flush(Duration::from_secs(10))?;
+    std::thread::sleep(Duration::from_millis(300));
+    let mut next = 0;
+    while let Some(r) = s.try_recv()? {
+        match r {
+            Recv::Message(m) if m.position == next => next += 1,
+            other => return Err(format!("{other:?} while draining at {next}").into()),
+        }
+    }
+    assert!(next <= 16, "delivered {next} with 16 receive slots");
+    p.heartbeat()?; // reveals the loss; lands in a free slot
+    std::thread::sleep(Duration::from_millis(300));
+    drop(p);
+    let t0 = Instant::now();
+    match poll(&mut s)? {
+        Event::Gap(g) => assert_eq!((g.expected, g.resumed_at), (next, 100)),
+        e => return Err(format!("expected the gap, got {e:?}").into()),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
+    assert!(!s.recovers());
+    let e = s.take_recovery_error().ok_or("no recovery error")?.to_string();
+    assert!(e.contains("recovery READ") || e.contains("did not complete"), "{e}");
+    assert_eq!(s.stats().recovery_failures, 1);
+    eprintln!("publisher gone: gap after {:?}: {e}", t0.elapsed());
+    Ok(())
 }
 
 /// On one subscriber: a datagram with a foreign magic, one of another frame version, one cut
@@ -301,6 +418,10 @@ fn child(role: &str) -> Result<(), Failed> {
     let depth = std::env::var("TICKBUS_MC_DEPTH").ok().and_then(|d| d.parse().ok()).unwrap_or(1024);
     let mut s = McastSubscriber::join(group, STREAM, &McastSubscriberOptions { depth, ..Default::default() })?;
     println!("joined");
+    if let Ok(at) = std::env::var("TICKBUS_MC_RECOVERY") {
+        s.connect_recovery(at.parse()?, TOKEN.as_bytes(), 64, Duration::from_secs(30))?;
+        println!("recovery on");
+    }
     let mut stdin = std::io::stdin().lines();
     match role {
         "sub-order" => {
@@ -336,6 +457,7 @@ fn child(role: &str) -> Result<(), Failed> {
             Ok(())
         }
         "sub-pause" => {
+            let total: u64 = std::env::var("TICKBUS_MC_COUNT")?.parse()?;
             stdin.next().ok_or("no go")??;
             let mut expected = 0u64;
             let check = |e: Event, expected: &mut u64| -> Result<(), Failed> {
@@ -359,13 +481,16 @@ fn child(role: &str) -> Result<(), Failed> {
                 }
             }
             println!("drained");
-            while expected < 300 {
+            while expected < total {
                 check(poll(&mut s)?, &mut expected)?;
             }
             // Consume the heartbeat itself (held behind the gap it revealed).
             let _ = s.try_recv()?;
             let st = s.stats();
-            println!("result {} {} {} {} {}", st.delivered, st.missed, st.gaps, st.heartbeats, expected);
+            println!(
+                "result {} {} {} {} {} {}",
+                st.delivered, st.missed, st.gaps, st.heartbeats, st.recovered, expected
+            );
             Ok(())
         }
         "sub-hot" => {

@@ -10,6 +10,11 @@ pub enum McastError {
     Verbs(#[from] VerbsError),
     #[error("{what}: {source}")]
     Io { what: &'static str, source: std::io::Error },
+    /// Setting up gap recovery (the control channel and its authentication).
+    #[error("recovery set-up: {0}")]
+    Setup(#[from] crate::rdma::RdmaError),
+    #[error("a recovery READ did not complete within 2 s, and the provider never reported why: the publisher is gone or its path is broken; recovery is off for this subscriber")]
+    RecoveryTimeout,
     #[error(
         "{group} is not an IPv4 multicast group (224.0.0.0/4); pick one, e.g. in 239.0.0.0/8 for a private fabric"
     )]
@@ -26,11 +31,17 @@ pub enum McastError {
 }
 
 impl McastError {
+    pub(crate) fn io(what: &'static str, source: std::io::Error) -> McastError {
+        McastError::Io { what, source }
+    }
+
     pub(crate) fn completion(side: &'static str, status: u32) -> McastError {
         let (status_name, remedy) = match status {
             1 => ("LOC_LEN_ERR", "a datagram was longer than the receive buffer: the receive slots are sized from the port MTU, so publisher and subscriber ports disagree on it; give both the same MTU"),
             4 => ("LOC_PROT_ERR", "a buffer is not covered by its registration: a tickbus bug, please report it"),
             5 => ("WR_FLUSH_ERR", "the QP went to the error state after an earlier failure: re-create the publisher or subscriber"),
+            10 => ("REM_ACCESS_ERR", "the publisher's history refused the READ (rkey, address or permissions): it re-registered or the handshake was corrupted; reconnect recovery"),
+            12 => ("RETRY_EXC_ERR", "the publisher did not answer within the QP's retry budget: it is gone or the path is broken; recovery is off until reconnected"),
             _ => ("other", "see ibv_wc_status_str for this status; re-create the publisher or subscriber"),
         };
         McastError::Completion { side, status, status_name, remedy }

@@ -1,13 +1,15 @@
 //! The ud-mcast publisher: one UD SEND per message to a multicast group, from registered slots,
 //! inline when the frame fits, selectively signalled, completions reaped without waiting.
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::error::McastError;
 use super::frame::{self, FrameHeader, HEADER_BYTES};
+use super::recovery::{self, History, SLOT_FRAME, SLOT_VALID};
 use super::MULTICAST_QPN;
-use crate::sys::verbs::{ffi, AddressHandle, Completion, Context, Gid, HugeBuf, MemoryRegion, UdQp};
+use crate::sys::verbs::{ffi, AddressHandle, Completion, ConnectedRc, Context, Gid, HugeBuf, MemoryRegion, UdQp};
 
 /// Default queue key of tickbus multicast streams (publisher and subscribers must agree).
 pub const DEFAULT_QKEY: u32 = 0x7B11_0001;
@@ -17,8 +19,11 @@ pub const DEFAULT_QKEY: u32 = 0x7B11_0001;
 pub struct McastPublisherOptions {
     /// Device name; default `TICKBUS_RDMA_DEVICE`, else the first device.
     pub device: Option<String>,
-    /// Send slots, and send-queue depth: how many datagrams may wait for the NIC.
+    /// Send-queue depth: how many datagrams may wait for the NIC.
     pub depth: u32,
+    /// Send slots, kept as the history subscribers recover lost messages from (at least
+    /// `depth`): the last `history` messages can be recovered.
+    pub history: u32,
     /// One send in this many asks for a completion (at most depth / 2).
     pub signal_every: u32,
     pub qkey: u32,
@@ -30,6 +35,7 @@ impl Default for McastPublisherOptions {
         McastPublisherOptions {
             device: std::env::var("TICKBUS_RDMA_DEVICE").ok(),
             depth: 256,
+            history: 1024,
             signal_every: 32,
             qkey: DEFAULT_QKEY,
             require_hugepages: false,
@@ -40,12 +46,17 @@ impl Default for McastPublisherOptions {
 /// Publishes one stream to one multicast group. Lossy: the publisher never waits for
 /// subscribers; they detect loss from the sequence numbers (and from [`Self::heartbeat`]).
 pub struct McastPublisher {
-    // Drop order: the QP first (no send can touch the slots or the AH after it).
+    // Drop order: the QPs first (no send or READ can touch the slots or the AH after them).
     qp: UdQp,
+    recovery_qps: Vec<ConnectedRc>,
     ah: AddressHandle,
-    slots: MemoryRegion,
+    /// The history registered again for remote READs, once recovery is offered.
+    readable: Option<MemoryRegion>,
+    slots: Arc<MemoryRegion>,
     slot_bytes: usize,
     depth: u64,
+    history: u64,
+    listener: Option<(TcpListener, Vec<u8>)>,
     signal_every: u64,
     max_payload: usize,
     mtu: usize,
@@ -61,12 +72,13 @@ pub struct McastPublisher {
     /// Per slot (the heartbeat slot last): ordinal + 1 of the WR that last sent from it (0: never).
     slot_wr: Box<[u64]>,
     wc: [Completion; 16],
-    _ctx: Arc<Context>,
+    ctx: Arc<Context>,
 }
 
 impl McastPublisher {
     /// Opens the device, creates a UD QP and an address handle for `group`, and registers
-    /// `depth + 1` send slots (the last one for heartbeats) of one MTU each, LOCAL_WRITE only.
+    /// `history + 1` send slots (the last one for heartbeats) of one MTU each, LOCAL_WRITE only
+    /// (until [`Self::listen_recovery`]).
     pub fn new(group: Ipv4Addr, stream: u32, opts: &McastPublisherOptions) -> Result<McastPublisher, McastError> {
         if !group.is_multicast() {
             return Err(McastError::NotMulticast { group });
@@ -76,19 +88,24 @@ impl McastPublisher {
         let depth = opts.depth.max(2);
         let qp = UdQp::new(&ctx, depth, opts.qkey)?;
         let ah = AddressHandle::new(&ctx, Gid::from_ipv4(group))?;
-        let slot_bytes = mtu.next_multiple_of(64);
-        let buf = HugeBuf::hugepages_or_pages(slot_bytes * (depth as usize + 1), opts.require_hugepages)?;
-        let slots = MemoryRegion::register(&ctx, buf, ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0)?;
+        let history = opts.history.max(depth);
+        let slot_bytes = recovery::slot_bytes(mtu);
+        let buf = HugeBuf::hugepages_or_pages(slot_bytes * (history as usize + 1), opts.require_hugepages)?;
+        let slots = Arc::new(MemoryRegion::register(&ctx, buf, ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0)?);
         let session = u64::from_le_bytes(
             crate::sys::random::bytes().map_err(|source| McastError::Io { what: "reading /dev/urandom", source })?,
         );
         Ok(McastPublisher {
             inline_max: qp.max_inline() as usize,
             qp,
+            recovery_qps: Vec::new(),
             ah,
+            readable: None,
             slots,
             slot_bytes,
             depth: u64::from(depth),
+            history: u64::from(history),
+            listener: None,
             signal_every: u64::from(opts.signal_every.clamp(1, depth / 2)),
             max_payload: mtu - HEADER_BYTES,
             mtu,
@@ -98,9 +115,9 @@ impl McastPublisher {
             next_seq: 0,
             posted: 0,
             reaped: 0,
-            slot_wr: vec![0; depth as usize + 1].into_boxed_slice(),
+            slot_wr: vec![0; history as usize + 1].into_boxed_slice(),
             wc: [Completion::EMPTY; 16],
-            _ctx: ctx,
+            ctx,
         })
     }
 
@@ -113,10 +130,10 @@ impl McastPublisher {
             return Err(McastError::TooLarge { len: payload.len(), max: self.max_payload, mtu: self.mtu });
         }
         let seq = self.next_seq;
-        let slot = (seq % self.depth) as usize;
+        let slot = (seq % self.history) as usize;
         self.make_room(slot)?;
         let header = FrameHeader::new(self.stream, self.session, seq, payload.len());
-        let n = frame::write(self.slot_mut(slot), &header, payload);
+        let n = self.write_slot(slot, seq, &header, payload);
         self.slot_wr[slot] = self.posted + 1;
         let signaled = (self.posted + 1).is_multiple_of(self.signal_every);
         self.post(slot, n, signaled)?;
@@ -131,10 +148,10 @@ impl McastPublisher {
     /// subscribers that lost the latest messages learn of the gap now. Call it when the stream
     /// goes quiet (e.g. every millisecond without traffic) and before shutting down.
     pub fn heartbeat(&mut self) -> Result<(), McastError> {
-        let slot = self.depth as usize;
+        let slot = self.history as usize;
         self.make_room(slot)?;
         let header = FrameHeader::heartbeat(self.stream, self.session, self.next_seq);
-        let n = frame::write(self.slot_mut(slot), &header, &[]);
+        let n = self.write_slot(slot, u64::MAX - 1, &header, &[]);
         self.slot_wr[slot] = self.posted + 1;
         self.post(slot, n, true)
     }
@@ -158,6 +175,37 @@ impl McastPublisher {
             }
             std::hint::spin_loop();
         }
+        Ok(())
+    }
+
+    /// Offers gap recovery: subscribers may connect at `addr` (port 0: any) and, after proving
+    /// `token`, RDMA-READ lost messages from the history. Registers the history slots again with
+    /// REMOTE_READ (nothing else). Returns the address to give subscribers.
+    pub fn listen_recovery(&mut self, addr: SocketAddr, token: impl Into<Vec<u8>>) -> Result<SocketAddr, McastError> {
+        let listener = TcpListener::bind(addr).map_err(|e| McastError::io("binding the recovery listener", e))?;
+        let at = listener.local_addr().map_err(|e| McastError::io("binding the recovery listener", e))?;
+        if self.readable.is_none() {
+            use ffi::ibv_access_flags as A;
+            let len = self.slot_bytes * self.history as usize;
+            let access = A::IBV_ACCESS_LOCAL_WRITE.0 | A::IBV_ACCESS_REMOTE_READ.0;
+            self.readable = Some(MemoryRegion::register_within(&self.ctx, &self.slots, 0, len, access)?);
+        }
+        self.listener = Some((listener, token.into()));
+        Ok(at)
+    }
+
+    /// Accepts one subscriber's recovery connection (set-up: syscalls, may wait up to
+    /// `timeout`). Its QP then serves READs without this thread.
+    pub fn accept_recovery(&mut self, timeout: Duration) -> Result<(), McastError> {
+        let (Some((listener, token)), Some(mr)) = (&self.listener, &self.readable) else {
+            return Err(McastError::io(
+                "accepting a recovery connection",
+                std::io::Error::other("call listen_recovery first"),
+            ));
+        };
+        let h = History { session: self.session, slot_bytes: self.slot_bytes, slots: self.history };
+        let qp = recovery::accept(&self.ctx, listener, token, self.stream, (h, mr), timeout)?;
+        self.recovery_qps.push(qp);
         Ok(())
     }
 
@@ -199,18 +247,29 @@ impl McastPublisher {
         Ok(())
     }
 
+    /// Writes the frame into `slot` in the order remote READs rely on (see `recovery`): the
+    /// lead word, the frame, then the valid word. Returns the frame's length.
     #[inline]
-    fn slot_mut(&mut self, slot: usize) -> &mut [u8] {
-        // SAFETY: slot <= depth lies inside the registration (depth + 1 slots); the NIC no longer
-        // reads it (make_room saw its last WR complete), and &mut self makes this the only
-        // Rust reference.
-        unsafe { std::slice::from_raw_parts_mut(self.slots.as_ptr().add(slot * self.slot_bytes), self.slot_bytes) }
+    fn write_slot(&mut self, slot: usize, seq: u64, header: &FrameHeader, payload: &[u8]) -> usize {
+        let sb = self.slot_bytes;
+        // SAFETY: slot <= history lies inside the registration (history + 1 slots of sb bytes);
+        // the NIC's sends no longer read it (make_room saw its last WR complete); &mut self makes
+        // this the only writer. Remote READs may copy it concurrently: they only ever see whole
+        // words of the lead/valid pair, stored atomically, and refuse what changed under them.
+        unsafe {
+            let base = self.slots.as_ptr().add(slot * sb);
+            AtomicU64::from_ptr(base.add(sb - 8) as *mut u64).store(seq + 1, Ordering::Release);
+            let frame = std::slice::from_raw_parts_mut(base.add(SLOT_FRAME), sb - SLOT_FRAME - 8);
+            let n = frame::write(frame, header, payload);
+            AtomicU64::from_ptr(base.add(SLOT_VALID) as *mut u64).store(seq + 1, Ordering::Release);
+            n
+        }
     }
 
     #[inline]
     fn post(&mut self, slot: usize, n: usize, signaled: bool) -> Result<(), McastError> {
-        let sge = self.slots.sge(slot * self.slot_bytes, n);
-        // SAFETY: the slot's bytes stay untouched until this WR completes (slot_wr), or are
+        let sge = self.slots.sge(slot * self.slot_bytes + SLOT_FRAME, n);
+        // SAFETY: the slot's frame stays untouched until this WR completes (slot_wr), or is
         // copied at post time (inline); the AH lives as long as the QP.
         unsafe { self.qp.post_send(self.posted, sge, &self.ah, MULTICAST_QPN, signaled, n <= self.inline_max)? };
         self.posted += 1;

@@ -1,12 +1,14 @@
 //! The ud-mcast subscriber: a UD QP joined to the group, receive slots in registered hugepage
 //! memory (each one MTU plus the GRH, so no datagram can overflow one), polled from the CQ,
 //! checked and sequenced.
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::error::McastError;
 use super::frame;
 use super::publisher::DEFAULT_QKEY;
+use super::recovery::RecoveryClient;
 use crate::ring::{Delivery, Gap, Recv};
 use crate::sys::verbs::{ffi, Completion, Context, HugeBuf, McastMembership, MemoryRegion, UdQp, GRH_BYTES};
 
@@ -49,6 +51,11 @@ pub struct McastStats {
     pub late: u64,
     /// Publisher runs seen after the first (a restarted publisher restarts its sequence).
     pub new_sessions: u64,
+    /// Messages delivered from the publisher's history after the fabric lost them (included
+    /// in `delivered`).
+    pub recovered: u64,
+    /// Recovery READs that failed; recovery is off after one (see `take_recovery_error`).
+    pub recovery_failures: u64,
 }
 
 /// Subscribes to one stream on one multicast group. Delivers in sequence order, reports every
@@ -56,6 +63,7 @@ pub struct McastStats {
 pub struct McastSubscriber {
     // Drop order: leave the group, then destroy the QP, then deregister its receive slots.
     _membership: McastMembership,
+    recovery: Option<RecoveryClient>,
     qp: UdQp,
     slots: MemoryRegion,
     slot_bytes: usize,
@@ -66,11 +74,26 @@ pub struct McastSubscriber {
     expected: Option<u64>,
     /// A slot whose message was delivered last call: posted again on the next call.
     repost: Option<usize>,
-    /// A completion held back while the gap before it is reported.
+    /// A completion held back while the gap before it is reported or recovered.
     held: Option<Completion>,
+    /// Sequence numbers `[next, end)` being recovered from the publisher's history.
+    recovering: Option<(u64, u64)>,
+    recovery_error: Option<McastError>,
     stats: McastStats,
     wc: [Completion; 1],
-    _ctx: Arc<Context>,
+    ctx: Arc<Context>,
+}
+
+/// What one step of a recovery produced.
+enum Step {
+    /// A recovered message: its sequence number, and where it is in the landing buffer.
+    Message {
+        seq: u64,
+        off: usize,
+        len: usize,
+    },
+    Gap(Gap),
+    Done,
 }
 
 impl McastSubscriber {
@@ -93,6 +116,7 @@ impl McastSubscriber {
         let membership = qp.join_multicast(group)?;
         Ok(McastSubscriber {
             _membership: membership,
+            recovery: None,
             qp,
             slots,
             slot_bytes,
@@ -102,10 +126,37 @@ impl McastSubscriber {
             expected: None,
             repost: None,
             held: None,
+            recovering: None,
+            recovery_error: None,
             stats: McastStats::default(),
             wc: [Completion::EMPTY; 1],
-            _ctx: ctx,
+            ctx,
         })
+    }
+
+    /// Connects to the publisher's recovery listener ([`super::McastPublisher::listen_recovery`])
+    /// with the shared `token`. From then on a gap is first recovered by RDMA-READing the lost
+    /// messages from the publisher's history, `batch` slots per READ; only messages the history
+    /// no longer holds are reported as a gap. Set-up: syscalls, may wait up to `timeout`.
+    pub fn connect_recovery(
+        &mut self,
+        addr: SocketAddr,
+        token: &[u8],
+        batch: u32,
+        timeout: Duration,
+    ) -> Result<(), McastError> {
+        self.recovery = Some(RecoveryClient::connect(&self.ctx, addr, token, self.stream, batch, timeout)?);
+        Ok(())
+    }
+
+    /// Whether gap recovery is on (connected and not failed).
+    pub fn recovers(&self) -> bool {
+        self.recovery.is_some()
+    }
+
+    /// The error that turned recovery off, once.
+    pub fn take_recovery_error(&mut self) -> Option<McastError> {
+        self.recovery_error.take()
     }
 
     /// The next message, a gap, or nothing yet. No syscall, no allocation. A message's bytes
@@ -118,6 +169,16 @@ impl McastSubscriber {
             self.post(slot)?;
         }
         loop {
+            if let Some((next, end)) = self.recovering {
+                match self.recover_step(next, end) {
+                    Step::Message { seq, off, len } => {
+                        let r = self.recovery.as_ref().expect("recovering without a client");
+                        return Ok(Some(Recv::Message(Delivery { position: seq, payload: r.landing_bytes(off, len) })));
+                    }
+                    Step::Gap(g) => return Ok(Some(Recv::Gap(g))),
+                    Step::Done => self.recovering = None,
+                }
+            }
             let c = match self.held.take() {
                 Some(c) => c,
                 None => match self.qp.cq().poll(&mut self.wc)? {
@@ -158,10 +219,11 @@ impl McastSubscriber {
             }
             if h.seq > expected {
                 self.held = Some(c);
-                self.expected = Some(h.seq);
-                self.stats.gaps += 1;
-                self.stats.missed += h.seq - expected;
-                return Ok(Some(Recv::Gap(Gap { expected, resumed_at: h.seq })));
+                if self.recovery.is_some() {
+                    self.recovering = Some((expected, h.seq));
+                    continue;
+                }
+                return Ok(Some(Recv::Gap(self.gap(expected, h.seq))));
             }
             if h.is_heartbeat() {
                 self.stats.heartbeats += 1;
@@ -174,6 +236,57 @@ impl McastSubscriber {
             let start = usize::from(h.header_len);
             let payload = &self.bytes(slot, len)[start..start + h.len as usize];
             return Ok(Some(Recv::Message(Delivery { position: h.seq, payload })));
+        }
+    }
+
+    /// Reports `[from, to)` lost and moves on past it.
+    fn gap(&mut self, from: u64, to: u64) -> Gap {
+        self.expected = Some(to);
+        self.stats.gaps += 1;
+        self.stats.missed += to - from;
+        Gap { expected: from, resumed_at: to }
+    }
+
+    /// One step of recovering `[next, end)`: the next message from the history, or a gap for
+    /// what the history no longer holds (or for everything left, if a READ fails).
+    #[cold]
+    fn recover_step(&mut self, next: u64, end: u64) -> Step {
+        let Some(r) = self.recovery.as_mut() else { return Step::Done };
+        if next >= end {
+            return Step::Done;
+        }
+        // The publisher has sent `end`, so it has rewritten every slot of `end - slots` and before.
+        let oldest = (end + 1).saturating_sub(r.history.slots);
+        if next < oldest {
+            self.recovering = Some((oldest, end));
+            return Step::Gap(self.gap(next, oldest));
+        }
+        if !r.holds(next) {
+            if let Err(e) = r.read(next, end - next) {
+                self.recovery = None;
+                self.recovery_error = Some(e);
+                self.stats.recovery_failures += 1;
+                self.recovering = Some((end, end));
+                return Step::Gap(self.gap(next, end));
+            }
+        }
+        match r.frame(next, self.stream) {
+            Some((_, off, len)) => {
+                self.recovering = Some((next + 1, end));
+                self.expected = Some(next + 1);
+                self.stats.recovered += 1;
+                self.stats.delivered += 1;
+                Step::Message { seq: next, off, len }
+            }
+            None => {
+                // Overwritten meanwhile: lost for good, up to the next copy that is intact.
+                let mut k = next + 1;
+                while k < end && r.holds(k) && r.frame(k, self.stream).is_none() {
+                    k += 1;
+                }
+                self.recovering = Some((k, end));
+                Step::Gap(self.gap(next, k))
+            }
         }
     }
 

@@ -54,6 +54,42 @@ pub(crate) fn nonce() -> Result<[u8; 16], RdmaError> {
     crate::sys::random::bytes().map_err(|e| RdmaError::io("reading /dev/urandom", e))
 }
 
+/// Publisher side of the hello: checks the subscriber's version and stream, proves the token
+/// and checks the subscriber's proof. On any mismatch the peer is told why, and so are we.
+pub(crate) fn authenticate_subscriber(ctl: &mut Control, token: &[u8], stream_id: u32) -> Result<(), RdmaError> {
+    let (version, stream, nonce_s) = parse_hello_sub(&ctl.recv()?).map_err(|r| ctl.refuse(r))?;
+    if version != PROTOCOL_VERSION {
+        return Err(
+            ctl.refuse(format!("protocol version {version} unsupported; this publisher speaks {PROTOCOL_VERSION}"))
+        );
+    }
+    if stream != stream_id {
+        return Err(ctl.refuse(format!("this publisher serves stream {stream_id}, not {stream}")));
+    }
+    let nonce_p = nonce()?;
+    ctl.send(&hello_pub(&nonce_p, &mac(token, "pub", &nonce_s, &nonce_p)))?;
+    let auth = ctl.recv()?;
+    if !verify(token, "sub", &nonce_s, &nonce_p, auth.strip_prefix("AUTH ").unwrap_or("")) {
+        return Err(ctl.refuse("authentication failed: wrong token".into()));
+    }
+    Ok(())
+}
+
+/// Subscriber side of the hello: asks for `stream_id`, checks the publisher's version and
+/// proof, then proves the token itself.
+pub(crate) fn authenticate_to_publisher(ctl: &mut Control, token: &[u8], stream_id: u32) -> Result<(), RdmaError> {
+    let nonce_s = nonce()?;
+    ctl.send(&hello_sub(stream_id, &nonce_s))?;
+    let (version, nonce_p, mac_p) = parse_hello_pub(&ctl.recv()?).map_err(|r| ctl.refuse(r))?;
+    if version != PROTOCOL_VERSION {
+        return Err(ctl.refuse(format!("publisher speaks protocol {version}, this subscriber {PROTOCOL_VERSION}")));
+    }
+    if !verify(token, "pub", &nonce_s, &nonce_p, &mac_p) {
+        return Err(ctl.refuse("the publisher failed authentication: wrong token".into()));
+    }
+    ctl.send(&format!("AUTH {}", hex(&mac(token, "sub", &nonce_s, &nonce_p))))
+}
+
 /// HMAC-SHA256 over the role and both nonces, keyed by the shared token.
 pub(crate) fn mac(token: &[u8], role: &str, nonce_s: &[u8; 16], nonce_p: &[u8; 16]) -> [u8; 32] {
     let mut m = <Hmac<Sha256> as Mac>::new_from_slice(token).expect("HMAC takes any key length");

@@ -21,7 +21,7 @@
 //! Syscalls: none on the poll path. Posting is a user-space doorbell on real NICs; Soft-RoCE's
 //! provider rings it with one `write` per post, which the hot-path test counts.
 mod error;
-mod handshake;
+pub(crate) mod handshake;
 mod publisher;
 mod subscriber;
 

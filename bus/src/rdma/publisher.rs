@@ -209,23 +209,7 @@ impl RdmaPublisher {
 
     fn handshake(&mut self, mut ctl: Control) -> Result<Conn, RdmaError> {
         let cfg = *self.writer.config();
-        let (version, stream, nonce_s) = hs::parse_hello_sub(&ctl.recv()?).map_err(|r| ctl.refuse(r))?;
-        if version != hs::PROTOCOL_VERSION {
-            return Err(ctl.refuse(format!(
-                "protocol version {version} unsupported; this publisher speaks {}",
-                hs::PROTOCOL_VERSION
-            )));
-        }
-        if stream != cfg.stream_id {
-            return Err(ctl.refuse(format!("this publisher serves stream {}, not {stream}", cfg.stream_id)));
-        }
-        let nonce_p = hs::nonce()?;
-        ctl.send(&hs::hello_pub(&nonce_p, &hs::mac(&self.opts.token, "pub", &nonce_s, &nonce_p)))?;
-        let auth = ctl.recv()?;
-        let mac_s = auth.strip_prefix("AUTH ").unwrap_or("");
-        if !hs::verify(&self.opts.token, "sub", &nonce_s, &nonce_p, mac_s) {
-            return Err(ctl.refuse("authentication failed: wrong token".into()));
-        }
+        hs::authenticate_subscriber(&mut ctl, &self.opts.token, cfg.stream_id)?;
         let consumer = match cfg.mode {
             Mode::Lossy => 0,
             Mode::Reliable => (0..cfg.max_consumers)

@@ -74,18 +74,7 @@ impl RdmaSubscriber {
         let tcp = TcpStream::connect_timeout(&addr, opts.timeout)
             .map_err(|source| RdmaError::Connect { addr: addr.to_string(), source })?;
         let mut ctl = Control::new(tcp, opts.timeout)?;
-        let nonce_s = hs::nonce()?;
-        ctl.send(&hs::hello_sub(stream_id, &nonce_s))?;
-        let (version, nonce_p, mac_p) = hs::parse_hello_pub(&ctl.recv()?).map_err(|r| ctl.refuse(r))?;
-        if version != hs::PROTOCOL_VERSION {
-            return Err(
-                ctl.refuse(format!("publisher speaks protocol {version}, this subscriber {}", hs::PROTOCOL_VERSION))
-            );
-        }
-        if !hs::verify(&opts.token, "pub", &nonce_s, &nonce_p, &mac_p) {
-            return Err(ctl.refuse("the publisher failed authentication: wrong token".into()));
-        }
-        ctl.send(&format!("AUTH {}", hs::hex(&hs::mac(&opts.token, "sub", &nonce_s, &nonce_p))))?;
+        hs::authenticate_to_publisher(&mut ctl, &opts.token, stream_id)?;
         let stream = hs::parse_config(&ctl.recv()?).map_err(|r| ctl.refuse(r))?;
         let cfg: RingConfig = stream.ring;
         let line = ctl.recv()?;

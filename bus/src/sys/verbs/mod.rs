@@ -19,7 +19,7 @@ pub use buf::{HugeBuf, MemoryRegion};
 pub use cq::{Completion, CompletionQueue};
 pub use device::{device_names, Context, Gid, PortInfo};
 pub use error::VerbsError;
-pub use qp::{ConnectedRc, Endpoint, PreparedRc, RcOptions, WriteWr, MAX_CHAIN};
+pub use qp::{ConnectedRc, Endpoint, PreparedRc, RcOptions, ReadWr, WriteWr, MAX_CHAIN};
 pub use ud::{AddressHandle, McastMembership, UdQp, GRH_BYTES};
 
 pub use rdma_sys as ffi;

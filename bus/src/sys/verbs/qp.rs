@@ -228,6 +228,15 @@ pub struct WriteWr {
     pub inline: bool,
 }
 
+/// One RDMA READ work request: copies `sge.length` bytes at `remote_addr` into `sge`.
+#[derive(Clone, Copy)]
+pub struct ReadWr {
+    pub wr_id: u64,
+    pub sge: ffi::ibv_sge,
+    pub remote_addr: u64,
+    pub rkey: u32,
+}
+
 /// An RC QP in RTS: it can post.
 pub struct ConnectedRc {
     inner: Qp,
@@ -270,6 +279,32 @@ impl ConnectedRc {
         };
         if rc != 0 {
             return Err(VerbsError::code("ibv_post_send", rc));
+        }
+        Ok(())
+    }
+
+    /// Posts one signalled RDMA READ.
+    ///
+    /// # Safety
+    /// The bytes `r.sge` names must stay valid, and unread, until this WR's completion is polled.
+    pub unsafe fn post_read(&mut self, r: ReadWr) -> Result<(), VerbsError> {
+        let mut sge = r.sge;
+        // SAFETY: zeroed WR is valid; sge lives on this frame through the post call, and the
+        // provider copies the WR before returning.
+        let rc = unsafe {
+            let mut wr: ffi::ibv_send_wr = std::mem::zeroed();
+            wr.wr_id = r.wr_id;
+            wr.num_sge = 1;
+            wr.sg_list = &mut sge;
+            wr.opcode = ffi::ibv_wr_opcode::IBV_WR_RDMA_READ;
+            wr.send_flags = ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
+            wr.wr.rdma.remote_addr = r.remote_addr;
+            wr.wr.rdma.rkey = r.rkey;
+            let mut bad = std::ptr::null_mut();
+            ffi::ibv_post_send(self.inner.qp, &mut wr, &mut bad)
+        };
+        if rc != 0 {
+            return Err(VerbsError::code("ibv_post_send(READ)", rc));
         }
         Ok(())
     }
