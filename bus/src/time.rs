@@ -1,6 +1,8 @@
 //! Raw TSC timestamps and their one shared conversion to nanoseconds.
 //!
-//! Every message header carries the publisher's raw TSC (`quanta::Clock::raw`, no syscall).
+//! Every message header carries the publisher's raw TSC (RDTSC on x86_64, `quanta::Clock::raw`
+//! elsewhere; no syscall). Across cores it is one clock on CPUs with an invariant TSC, which
+//! trading hosts have.
 //! Deltas are converted with the ticks-per-ns that the ring's creator measured and stored in the
 //! ring header, so every process converts the same way: quanta's own `Instant`s are calibrated
 //! per process and are not comparable across processes.
@@ -9,6 +11,7 @@ use std::time::{Duration, Instant};
 /// A raw TSC source.
 #[derive(Clone)]
 pub struct Tsc {
+    #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
     clock: quanta::Clock,
 }
 
@@ -17,10 +20,25 @@ impl Tsc {
         Tsc { clock: quanta::Clock::new() }
     }
 
-    /// The raw counter now (no syscall, ~10 ns).
+    /// The raw counter now: RDTSC on x86_64 (~10 ns, never a syscall), `quanta::Clock::raw`
+    /// elsewhere.
+    ///
+    /// Why not quanta on x86_64 too: on a CPU that does not advertise an invariant TSC, quanta
+    /// falls back to the OS monotonic clock. Under QEMU TCG (the Soft-RoCE guest) that is a
+    /// syscall reading an emulated HPET, measured at ~1.8 us a call, which would swamp the
+    /// figures the lab compares with perftest (itself on RDTSC). Where quanta uses the TSC it
+    /// reads exactly this counter.
     #[inline(always)]
     pub fn now(&self) -> u64 {
-        self.clock.raw()
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: RDTSC exists on every x86_64 CPU; it reads a counter and touches no memory.
+            unsafe { core::arch::x86_64::_rdtsc() }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self.clock.raw()
+        }
     }
 
     /// Measures ticks per nanosecond against the OS monotonic clock over `span` (set-up only).

@@ -34,8 +34,13 @@ use crate::rdma::handshake::{self as hs, Control};
 use crate::sys::verbs::{
     ffi, Completion, ConnectedRc, Context, Endpoint, HugeBuf, MemoryRegion, PreparedRc, RcOptions,
 };
-use crate::time::Tsc;
 use zerocopy::FromBytes;
+
+/// Past the QP's own retry budget (about 0.5 s with the defaults), a READ that never completes
+/// means the provider will not report: give up on it.
+const READ_PATIENCE: Duration = Duration::from_secs(2);
+/// Empty CQ polls before the wait starts reading the clock.
+const PATIENT_SPINS: u32 = 1 << 16;
 
 pub(crate) const SLOT_VALID: usize = 0;
 pub(crate) const SLOT_FRAME: usize = 8;
@@ -106,8 +111,6 @@ pub(crate) struct RecoveryClient {
     /// Landing holds the slots of `[first, first + len)`.
     first: u64,
     len: u64,
-    tsc: Tsc,
-    patience_ticks: u64,
     wc: [Completion; 2],
 }
 
@@ -138,22 +141,7 @@ impl RecoveryClient {
         if ready != "READY" {
             return Err(ctl.refuse(format!("expected READY, got {ready:?}")).into());
         }
-        let tsc = Tsc::new();
-        // Past the QP's own retry budget (about 0.5 s with the defaults), a READ that never
-        // completes means the provider will not report: give up on it.
-        let patience_ticks = (2e9 * tsc.measure_ticks_per_ns(Duration::from_millis(20))) as u64;
-        Ok(RecoveryClient {
-            qp,
-            landing,
-            remote,
-            history,
-            batch,
-            first: 0,
-            len: 0,
-            tsc,
-            patience_ticks,
-            wc: [Completion::EMPTY; 2],
-        })
+        Ok(RecoveryClient { qp, landing, remote, history, batch, first: 0, len: 0, wc: [Completion::EMPTY; 2] })
     }
 
     /// Whether the landing buffer holds the slot of `seq`.
@@ -183,8 +171,10 @@ impl RecoveryClient {
             unsafe { self.qp.post_read(read)? };
             posted += 1;
         }
-        let t0 = self.tsc.now();
-        let mut done = 0;
+        // Spin on the CQ alone first; only a READ that is slow to complete (the peer gone, the
+        // path broken) consults the clock, which may be a syscall on a host without an
+        // invariant TSC (quanta then falls back to the OS clock).
+        let (mut done, mut spins, mut since) = (0, 0u32, None);
         while done < posted {
             let n = self.qp.send_cq().poll(&mut self.wc)?;
             for c in &self.wc[..n] {
@@ -193,8 +183,12 @@ impl RecoveryClient {
                 }
             }
             done += n;
-            if n == 0 && self.tsc.now().wrapping_sub(t0) > self.patience_ticks {
-                return Err(McastError::RecoveryTimeout);
+            spins = if n == 0 { spins.saturating_add(1) } else { 0 };
+            if spins > PATIENT_SPINS {
+                let t0 = *since.get_or_insert_with(Instant::now);
+                if t0.elapsed() > READ_PATIENCE {
+                    return Err(McastError::RecoveryTimeout);
+                }
             }
         }
         self.first = first;
