@@ -92,9 +92,8 @@ impl McastPublisher {
         let slot_bytes = recovery::slot_bytes(mtu);
         let buf = HugeBuf::hugepages_or_pages(slot_bytes * (history as usize + 1), opts.require_hugepages)?;
         let slots = Arc::new(MemoryRegion::register(&ctx, buf, ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0)?);
-        let session = u64::from_le_bytes(
-            crate::sys::random::bytes().map_err(|source| McastError::Io { what: "reading /dev/urandom", source })?,
-        );
+        let session =
+            u64::from_le_bytes(crate::sys::random::bytes().map_err(|e| McastError::io("reading /dev/urandom", e))?);
         Ok(McastPublisher {
             inline_max: qp.max_inline() as usize,
             qp,

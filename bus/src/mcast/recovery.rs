@@ -68,24 +68,7 @@ pub(crate) fn accept(
     history: (History, &MemoryRegion),
     timeout: Duration,
 ) -> Result<ConnectedRc, McastError> {
-    let deadline = Instant::now() + timeout;
-    listener.set_nonblocking(true).map_err(|e| McastError::io("accepting a recovery connection", e))?;
-    let tcp = loop {
-        match listener.accept() {
-            Ok((s, _)) => break s,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(2))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                return Err(McastError::io(
-                    "accepting a recovery connection",
-                    std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no subscriber within {timeout:?}")),
-                ))
-            }
-            Err(e) => return Err(McastError::io("accepting a recovery connection", e)),
-        }
-    };
-    tcp.set_nonblocking(false).map_err(|e| McastError::io("accepting a recovery connection", e))?;
+    let tcp = hs::accept_within(listener, timeout)?;
     let mut ctl = Control::new(tcp, timeout)?;
     hs::authenticate_subscriber(&mut ctl, token, stream)?;
     let (h, mr) = history;

@@ -20,8 +20,8 @@
 //! ```
 //! Either side sends `ERR <reason>` and closes on any mismatch. The token never crosses the wire.
 use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
-use std::time::Duration;
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -52,6 +52,30 @@ pub struct StreamConfig {
 
 pub(crate) fn nonce() -> Result<[u8; 16], RdmaError> {
     crate::sys::random::bytes().map_err(|e| RdmaError::io("reading /dev/urandom", e))
+}
+
+/// Waits up to `timeout` for one connection on `listener` (set-up path: polls without blocking,
+/// so a publisher that nobody connects to gets its error instead of hanging).
+pub(crate) fn accept_within(listener: &TcpListener, timeout: Duration) -> Result<TcpStream, RdmaError> {
+    let deadline = Instant::now() + timeout;
+    listener.set_nonblocking(true).map_err(|e| RdmaError::io("accept", e))?;
+    let stream = loop {
+        match listener.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    return Err(RdmaError::Handshake {
+                        peer: "-".into(),
+                        reason: format!("no subscriber within {timeout:?}"),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(RdmaError::io("accept", e)),
+        }
+    };
+    stream.set_nonblocking(false).map_err(|e| RdmaError::io("accept", e))?;
+    Ok(stream)
 }
 
 /// Publisher side of the hello: checks the subscriber's version and stream, proves the token

@@ -1,7 +1,7 @@
 //! The RDMA publisher: a mirror ring, one RC QP per subscriber, slots shipped by RDMA WRITE.
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::error::RdmaError;
 use super::handshake::{self as hs, Control, StreamConfig, WriteMode};
@@ -182,24 +182,7 @@ impl RdmaPublisher {
     /// syscalls allowed). A refused or failed handshake is returned as an error; the publisher
     /// keeps running.
     pub fn accept(&mut self, timeout: Duration) -> Result<SubscriberInfo, RdmaError> {
-        let deadline = Instant::now() + timeout;
-        self.listener.set_nonblocking(true).map_err(|e| RdmaError::io("accept", e))?;
-        let stream = loop {
-            match self.listener.accept() {
-                Ok((s, _)) => break s,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if Instant::now() >= deadline {
-                        return Err(RdmaError::Handshake {
-                            peer: "-".into(),
-                            reason: format!("no subscriber within {timeout:?}"),
-                        });
-                    }
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                Err(e) => return Err(RdmaError::io("accept", e)),
-            }
-        };
-        stream.set_nonblocking(false).map_err(|e| RdmaError::io("accept", e))?;
+        let stream = hs::accept_within(&self.listener, timeout)?;
         let ctl = Control::new(stream, self.opts.handshake_timeout)?;
         let conn = self.handshake(ctl)?;
         let info = SubscriberInfo { peer: conn.peer.clone(), consumer: conn.consumer, completed: conn.completed };
