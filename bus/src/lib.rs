@@ -9,6 +9,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod agent;
+pub mod fault;
 #[cfg(all(feature = "rdma", not(loom)))]
 pub mod mcast;
 #[cfg(not(loom))]

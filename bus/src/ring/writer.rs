@@ -106,6 +106,7 @@ impl<M: RingMemory> RingWriter<M> {
         }
         let slot = self.geo.slot(self.position);
         slot::begin(&self.words, slot, self.position);
+        crate::fault::hit(crate::fault::Point::WriterAfterLead);
         Ok(slot)
     }
 
@@ -113,6 +114,7 @@ impl<M: RingMemory> RingWriter<M> {
     fn finish(&mut self, slot: usize, len: usize, flags: u64) -> u64 {
         let pos = self.position;
         slot::commit(&self.words, &self.geo, slot, pos, len, flags);
+        crate::fault::hit(crate::fault::Point::WriterAfterTrail);
         self.position = pos + 1;
         self.words.word(W_PRODUCER_POSITION).store(pos + 1, Ordering::Release);
         pos

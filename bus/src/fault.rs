@@ -1,0 +1,86 @@
+//! Fault points (feature `fault-injection`, for tests only): a test arms a point, and the process
+//! dies at exactly that instruction of the protocol, as a `kill -9` that happened to land there
+//! would leave it. Without the feature every point compiles to nothing.
+//!
+//! Owns: the armed counters. Never: allocates or makes a syscall before the armed hit (a hot-path
+//! proof may run with the feature on), and never runs in a build without the feature.
+#[cfg(feature = "fault-injection")]
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Where a process can be made to die.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Point {
+    /// A ring publisher stored a slot's lead word (the slot is being written), nothing else.
+    WriterAfterLead = 0,
+    /// A ring publisher stored a slot's trail word (the slot is published) but not yet the
+    /// producer position that says so.
+    WriterAfterTrail = 1,
+}
+
+const POINTS: usize = 2;
+/// Exit code of a process killed at a fault point.
+pub const EXIT_CODE: i32 = 86;
+
+#[cfg(feature = "fault-injection")]
+static ARMED: [AtomicU64; POINTS] = [const { AtomicU64::new(0) }; POINTS];
+
+impl Point {
+    fn parse(s: &str) -> Option<Point> {
+        match s {
+            "writer-after-lead" => Some(Point::WriterAfterLead),
+            "writer-after-trail" => Some(Point::WriterAfterTrail),
+            _ => None,
+        }
+    }
+}
+
+/// Arms `point`: the process exits with [`EXIT_CODE`] at its `nth` hit (1 = the next one).
+#[cfg(feature = "fault-injection")]
+pub fn arm(point: Point, nth: u64) {
+    ARMED[point as usize].store(nth, Ordering::Relaxed);
+}
+
+/// Arms the point `TICKBUS_FAULT=<point>:<nth>` names (e.g. `writer-after-trail:1000`); returns
+/// whether one was armed. Panics on a malformed value, so a test never runs unarmed by mistake.
+#[cfg(feature = "fault-injection")]
+pub fn arm_from_env() -> bool {
+    let Ok(v) = std::env::var("TICKBUS_FAULT") else { return false };
+    let (name, nth) = v.split_once(':').expect("TICKBUS_FAULT=<point>:<nth>");
+    let point = Point::parse(name).unwrap_or_else(|| panic!("unknown fault point {name:?}"));
+    arm(point, nth.parse().expect("TICKBUS_FAULT's count is a number"));
+    true
+}
+
+/// Marks `point` on the calling path; dies there if armed and due.
+#[inline(always)]
+pub(crate) fn hit(point: Point) {
+    #[cfg(feature = "fault-injection")]
+    if ARMED[point as usize].load(Ordering::Relaxed) != 0 {
+        due(point);
+    }
+    #[cfg(not(feature = "fault-injection"))]
+    let _ = point;
+}
+
+#[cfg(feature = "fault-injection")]
+#[cold]
+fn due(point: Point) {
+    if ARMED[point as usize].fetch_sub(1, Ordering::Relaxed) == 1 {
+        // SAFETY: _exit ends the process at once, without destructors or flushes: exactly what a
+        // crash at this instruction leaves behind.
+        unsafe { libc::_exit(EXIT_CODE) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn point_names_parse_and_unknown_ones_do_not() {
+        assert_eq!(Point::parse("writer-after-trail"), Some(Point::WriterAfterTrail));
+        assert_eq!(Point::parse("writer-after-lead"), Some(Point::WriterAfterLead));
+        assert_eq!(Point::parse("nowhere"), None);
+        assert_eq!(POINTS, 2);
+    }
+}
