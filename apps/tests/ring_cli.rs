@@ -39,3 +39,29 @@ fn inspect_shows_layout_publisher_and_consumers_then_rm_removes_the_ring() {
     let _ = std::fs::remove_dir_all(&opts.hugepage_dir);
     let _ = std::fs::remove_dir_all(&opts.fallback_dir);
 }
+
+#[test]
+fn inspect_of_a_hand_made_ring_claiming_100000_consumers_is_an_error_not_a_panic() {
+    let tag = format!("tickbus-cli-bad-{}", std::process::id());
+    let opts = ShmOptions {
+        hugepage_dir: format!("/dev/hugepages/{tag}").into(),
+        fallback_dir: format!("/dev/shm/{tag}").into(),
+        hugepages: HugepagePolicy::Never,
+    };
+    drop(shm::open_publisher("md", &RingConfig::for_payload(Mode::Lossy, 4, 64, 16), &opts).unwrap());
+    let path = opts.fallback_dir.join("md");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[48..56].copy_from_slice(&100_000u64.to_le_bytes()); // descriptor.max_consumers
+    std::fs::write(&path, &bytes).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tickbus"))
+        .args(["ring", "inspect", "md"])
+        .env("TICKBUS_HUGEPAGE_DIR", &opts.hugepage_dir)
+        .env("TICKBUS_SHM_DIR", &opts.fallback_dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let _ = std::fs::remove_dir_all(&opts.fallback_dir);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("max_consumers") && err.contains(&path.display().to_string()), "{err}");
+}

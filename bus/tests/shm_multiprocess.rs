@@ -26,7 +26,20 @@ fn main() {
         Trial::test("no_torn_message_across_processes_under_a_hammering_writer", no_torn_across_processes),
         Trial::test("dead_publisher_is_detected_and_its_ring_reclaimed", dead_publisher_reclaimed),
         Trial::test("dead_consumer_is_reported_to_the_publisher_and_its_line_taken_over", dead_consumer_taken_over),
+        Trial::test("a_zombie_consumer_does_not_hold_its_line", zombie_consumer_releases_its_line),
+        Trial::test("a_live_consumer_whose_pid_looks_dead_keeps_its_line", live_consumer_with_foreign_pid_keeps_its_line),
     ];
+    #[cfg(feature = "fault-injection")]
+    let tests = {
+        let mut tests = tests;
+        tests.push(Trial::test("publisher_killed_after_a_slot_s_trail_loses_nothing_on_restart", || {
+            publisher_killed_at("writer-after-trail", 10, 10)
+        }));
+        tests.push(Trial::test("publisher_killed_after_a_slot_s_lead_loses_nothing_on_restart", || {
+            publisher_killed_at("writer-after-lead", 10, 9)
+        }));
+        tests
+    };
     libtest_mimic::run(&args, tests).exit();
 }
 
@@ -70,7 +83,12 @@ struct Peer {
 
 impl Peer {
     fn spawn(role: &str, dirs: &Dirs, count: u64) -> Peer {
+        Peer::spawn_with(role, dirs, count, &[])
+    }
+
+    fn spawn_with(role: &str, dirs: &Dirs, count: u64, env: &[(&str, &str)]) -> Peer {
         let mut child = Command::new(std::env::current_exe().unwrap())
+            .envs(env.iter().copied())
             .env("TICKBUS_TEST_ROLE", role)
             .env("TICKBUS_TEST_COUNT", count.to_string())
             .env("TICKBUS_HUGEPAGE_DIR", &dirs.0.hugepage_dir)
@@ -260,6 +278,84 @@ fn dead_consumer_taken_over() -> Result<(), Failed> {
     Ok(())
 }
 
+/// A consumer killed with SIGKILL and never reaped is a zombie: `kill(pid, 0)` still succeeds
+/// for it. Its line must be free all the same (the kernel released its lock when it died).
+fn zombie_consumer_releases_its_line() -> Result<(), Failed> {
+    let dirs = Dirs::new();
+    let mut p = shm::open_publisher("orders", &RingConfig::for_payload(Mode::Reliable, 1, PAYLOAD, 8), &dirs.0)?;
+    let mut buf = [0u8; PAYLOAD];
+    for pos in 0..8 {
+        fill(pos, &mut buf);
+        p.publish(&buf)?;
+    }
+    let mut peer = Peer::spawn("hold-consumer", &dirs, 3);
+    peer.expect_line("holding")?;
+    peer.child.kill()?; // SIGKILL; deliberately not reaped: the child stays a zombie
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let zombie = std::fs::read_to_string(format!("/proc/{}/stat", peer.child.id()))?;
+    assert!(zombie.contains(") Z "), "the killed consumer should be a zombie: {zombie}");
+    let st = p.consumer_status();
+    assert!(!st[0].alive, "a zombie is not a live consumer: {st:?}");
+    let mut c = shm::open_consumer("orders", &dirs.0)?;
+    let Some(Recv::Message(m)) = c.try_recv() else { return Err("the new consumer got nothing".into()) };
+    assert!(m.position <= 3 && intact(m.position, m.payload), "resumed at {}", m.position);
+    peer.child.wait()?;
+    Ok(())
+}
+
+/// A consumer in another pid namespace writes a pid that means nothing (or another process)
+/// here. Played by overwriting the live consumer's owner word with the pid of a process that is
+/// gone: its line must not be handed to a second consumer while it still reads in place.
+fn live_consumer_with_foreign_pid_keeps_its_line() -> Result<(), Failed> {
+    let dirs = Dirs::new();
+    let cfg = RingConfig::for_payload(Mode::Reliable, 1, PAYLOAD, 8);
+    let p = shm::open_publisher("orders", &cfg, &dirs.0)?;
+    let mut peer = Peer::spawn("hold-consumer", &dirs, 0);
+    peer.expect_line("holding")?;
+    let gone = {
+        let mut c = Command::new("true").spawn()?;
+        let id = c.id();
+        c.wait()?;
+        u64::from(id)
+    };
+    let owner_offset = 256 + 8; // consumer line 0, owner word
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(p.path())?;
+    // SAFETY: a shared mapping of the ring file; only the owner word is written, atomically.
+    let map = unsafe { memmap2::MmapOptions::new().len(4096).map_mut(&file)? };
+    // SAFETY: the word is 8-aligned inside the mapped header page, and only touched atomically.
+    let owner = unsafe { &*(map.as_ptr().add(owner_offset) as *const std::sync::atomic::AtomicU64) };
+    owner.store(gone, std::sync::atomic::Ordering::Release);
+    let second = shm::open_consumer("orders", &dirs.0);
+    assert!(second.is_err(), "a second consumer took the line of a live one");
+    assert!(p.consumer_status()[0].alive, "the live consumer is reported dead");
+    peer.say("stop");
+    peer.finish()
+}
+
+/// A publisher killed at fault point `point` (its `nth` hit) on a reliable ring; a new publisher
+/// takes the ring over. Every message the dead one published (`published` of them) and every
+/// message the new one publishes reaches the consumer exactly once, in order, intact.
+#[cfg(feature = "fault-injection")]
+fn publisher_killed_at(point: &str, nth: u64, published: u64) -> Result<(), Failed> {
+    let dirs = Dirs::new();
+    let fault = format!("{point}:{nth}");
+    let mut peer = Peer::spawn_with("publish-until-fault", &dirs, 1000, &[("TICKBUS_FAULT", fault.as_str())]);
+    let status = peer.child.wait()?;
+    assert_eq!(status.code(), Some(tickbus::fault::EXIT_CODE), "the publisher should die at {point}");
+    let cfg = RingConfig::for_payload(Mode::Reliable, 1, PAYLOAD, 64);
+    let mut p = shm::open_publisher("orders", &cfg, &dirs.0)?;
+    assert_eq!(p.position(), published, "the new publisher must continue after the last published message");
+    let mut buf = [0u8; PAYLOAD];
+    for pos in published..published + 5 {
+        fill(pos, &mut buf);
+        assert_eq!(p.publish(&buf)?, pos);
+    }
+    let mut c = shm::open_consumer("orders", &dirs.0)?;
+    read_in_order(&mut c, 0, published + 5, 7).map_err(|code| format!("consumer check failed ({code})"))?;
+    assert!(c.try_recv().is_none(), "more messages than were published");
+    Ok(())
+}
+
 /// Receives `count` messages at positions `from..from + count`, each intact and in order
 /// (spinning while empty). Returns the exit code of the first violation, naming it on stderr.
 fn read_in_order(s: &mut shm::ShmSubscriber, from: u64, count: u64, code: i32) -> Result<(), i32> {
@@ -357,6 +453,28 @@ fn child(role: &str) -> i32 {
             }
             println!("published");
             std::process::exit(0) // no destructors run: the ring is left as a crash leaves it
+        }
+        "hold-consumer" => {
+            let mut c = shm::open_consumer("orders", &opts).expect("consumer");
+            for _ in 0..n {
+                assert!(matches!(c.try_recv(), Some(Recv::Message(_))));
+            }
+            println!("holding");
+            let _ = stdin.next();
+            0
+        }
+        #[cfg(feature = "fault-injection")]
+        "publish-until-fault" => {
+            assert!(tickbus::fault::arm_from_env(), "no TICKBUS_FAULT for this role");
+            let cfg = RingConfig::for_payload(Mode::Reliable, 1, PAYLOAD, 64);
+            let mut p = shm::open_publisher("orders", &cfg, &opts).expect("publisher");
+            let mut buf = [0u8; PAYLOAD];
+            for pos in 0..n {
+                fill(pos, &mut buf);
+                p.publish(&buf).expect("publish");
+            }
+            eprintln!("the fault point was never reached");
+            9
         }
         "crash-consumer" => {
             let mut c = shm::open_consumer("orders", &opts).expect("consumer");

@@ -24,6 +24,8 @@ mod error;
 pub(crate) mod handshake;
 mod publisher;
 mod subscriber;
+#[cfg(test)]
+mod control_tests;
 
 pub use error::{explain, RdmaError};
 pub use handshake::{StreamConfig, WriteMode, PROTOCOL_VERSION};

@@ -16,6 +16,8 @@ mod options;
 mod publisher;
 mod subscriber;
 #[cfg(test)]
+mod hostile_tests;
+#[cfg(test)]
 pub(crate) mod tests;
 
 pub use error::ShmError;
