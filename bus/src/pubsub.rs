@@ -4,7 +4,7 @@
 //! Owns: what a message header says about its stream (stream id, sequence = ring position,
 //! publish TSC). Never: allocates, blocks or makes a syscall on send or receive.
 use tickbus_codecs::{AnyMessage, DecodeError, Message};
-use zerocopy::FromBytes;
+use zerocopy::IntoBytes;
 
 use crate::ring::{Claim, ClaimError, Delivery, Recv, RingConfig, RingMemory, RingReader, RingWriter, SendError};
 use crate::time::{Tsc, TscScale};
@@ -69,16 +69,17 @@ impl<M: RingMemory> Publisher<M> {
     pub fn claim<T: Message>(&mut self) -> Result<MsgClaim<'_, M, T>, ClaimError> {
         let stream_id = self.writer.config().stream_id;
         let mut claim = self.writer.try_claim(T::LEN)?;
-        let position = claim.position();
-        let bytes = claim.bytes_mut();
-        let (hdr, _) =
-            tickbus_codecs::Header::mut_from_prefix(bytes).expect("slot payloads are 8-aligned and hold T::LEN bytes");
-        *hdr = tickbus_codecs::Header::new(T::TYPE, T::VERSION, T::LEN as u32);
-        hdr.stream_id = stream_id;
-        hdr.sequence = position;
+        let mut hdr = tickbus_codecs::Header::new(T::TYPE, T::VERSION, T::LEN as u32);
+        hdr.stamp(stream_id, claim.position(), 0);
+        for (k, w) in hdr.as_bytes().chunks_exact(8).enumerate() {
+            claim.store_word(k, u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        }
         Ok(MsgClaim { claim, tsc: &self.tsc, _t: core::marker::PhantomData })
     }
 }
+
+/// Word index of the header's `publish_tsc` in a message.
+const TSC_WORD: usize = core::mem::offset_of!(tickbus_codecs::Header, publish_tsc) / 8;
 
 /// A claimed slot typed as `T`; [`MsgClaim::commit`] stamps the TSC and publishes.
 pub struct MsgClaim<'a, M: RingMemory, T: Message> {
@@ -88,17 +89,33 @@ pub struct MsgClaim<'a, M: RingMemory, T: Message> {
 }
 
 impl<M: RingMemory, T: Message> MsgClaim<'_, M, T> {
-    /// The message in the slot.
+    /// The message in the slot, to fill in place.
+    ///
+    /// # Safety
+    /// As [`Claim::bytes_mut`]: no lapped observer may be copying this slot meanwhile (a
+    /// reliable ring read by consumers only), or you accept that seqlock race. Otherwise build
+    /// the message and [`MsgClaim::write`] it.
     #[inline]
-    pub fn msg_mut(&mut self) -> &mut T {
-        T::mut_from_bytes(self.claim.bytes_mut()).expect("slot payloads are 8-aligned and exactly T::LEN bytes")
+    pub unsafe fn msg_mut(&mut self) -> &mut T {
+        // SAFETY: forwarded contract.
+        let bytes = unsafe { self.claim.bytes_mut() };
+        T::mut_from_bytes(bytes).expect("slot payloads are 8-aligned and exactly T::LEN bytes")
+    }
+
+    /// Writes `msg`'s body into the slot (atomic word stores), keeping the header the claim
+    /// stamped (type, version, length, stream, sequence).
+    #[inline]
+    pub fn write(&mut self, msg: &T) {
+        let keep = (core::mem::size_of::<tickbus_codecs::Header>()) / 8;
+        for (k, w) in msg.as_bytes().chunks_exact(8).enumerate().skip(keep) {
+            self.claim.store_word(k, u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        }
     }
 
     /// Stamps the publish TSC and publishes; returns the position.
     #[inline]
     pub fn commit(mut self) -> u64 {
-        let now = self.tsc.now();
-        self.msg_mut().header_mut().publish_tsc = now;
+        self.claim.store_word(TSC_WORD, self.tsc.now());
         self.claim.commit()
     }
 }
@@ -166,7 +183,7 @@ mod tests {
         let w = RingWriter::create(mem.clone(), &cfg, 1, 0).unwrap();
         let r = match mode {
             Mode::Lossy => RingReader::observer(mem, StartAt::Latest).unwrap(),
-            Mode::Reliable => RingReader::consumer(mem, 2, |_| true).unwrap(),
+            Mode::Reliable => RingReader::consumer_by_token(mem, 2).unwrap(),
         };
         (Publisher::new(w), Subscriber::new(r))
     }
@@ -202,11 +219,26 @@ mod tests {
     fn typed_claim_writes_in_place_with_sequence_and_tsc() {
         let (mut p, mut s) = pair(Mode::Reliable);
         let mut c = p.claim::<NewOrder>().unwrap();
-        c.msg_mut().qty = 300;
+        // SAFETY: a reliable ring read by one consumer, which reads a slot only once committed.
+        unsafe { c.msg_mut() }.qty = 300;
         assert_eq!(c.commit(), 0);
         let Some(Recv::Message(d)) = s.try_recv() else { panic!("nothing delivered") };
         let o = d.decode::<NewOrder>().unwrap();
         assert_eq!((o.qty, o.header.sequence, o.header.stream_id), (300, 0, 5));
         assert!(o.header.publish_tsc > 0);
+    }
+
+    #[test]
+    fn typed_claim_write_keeps_the_stamped_header() {
+        let (mut p, mut s) = pair(Mode::Lossy);
+        let mut o = NewOrder::new();
+        o.qty = 500;
+        o.header.sequence = 999; // ignored: the claim stamped the real one
+        let mut c = p.claim::<NewOrder>().unwrap();
+        c.write(&o);
+        assert_eq!(c.commit(), 0);
+        let Some(Recv::Message(d)) = s.try_recv() else { panic!("nothing delivered") };
+        let got = d.decode::<NewOrder>().unwrap();
+        assert_eq!((got.qty, got.header.sequence, got.header.stream_id), (500, 0, 5));
     }
 }

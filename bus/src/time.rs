@@ -60,6 +60,14 @@ impl Default for Tsc {
     }
 }
 
+/// This process's TSC ticks per nanosecond, measured once (20 ms against the OS monotonic clock,
+/// on first use) and cached: what a ring creator stores in the ring header, and what bounds a
+/// wait read in TSC ticks. Set-up only: the first call sleeps.
+pub fn ticks_per_ns() -> f64 {
+    static CAL: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *CAL.get_or_init(|| Tsc::new().measure_ticks_per_ns(Duration::from_millis(20)).max(1e-3))
+}
+
 /// Converts TSC deltas to nanoseconds with one fixed calibration.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TscScale {

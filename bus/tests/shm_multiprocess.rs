@@ -27,7 +27,10 @@ fn main() {
         Trial::test("dead_publisher_is_detected_and_its_ring_reclaimed", dead_publisher_reclaimed),
         Trial::test("dead_consumer_is_reported_to_the_publisher_and_its_line_taken_over", dead_consumer_taken_over),
         Trial::test("a_zombie_consumer_does_not_hold_its_line", zombie_consumer_releases_its_line),
-        Trial::test("a_live_consumer_whose_pid_looks_dead_keeps_its_line", live_consumer_with_foreign_pid_keeps_its_line),
+        Trial::test(
+            "a_live_consumer_whose_pid_looks_dead_keeps_its_line",
+            live_consumer_with_foreign_pid_keeps_its_line,
+        ),
     ];
     #[cfg(feature = "fault-injection")]
     let tests = {

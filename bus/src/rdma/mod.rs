@@ -20,12 +20,12 @@
 //!
 //! Syscalls: none on the poll path. Posting is a user-space doorbell on real NICs; Soft-RoCE's
 //! provider rings it with one `write` per post, which the hot-path test counts.
+#[cfg(test)]
+mod control_tests;
 mod error;
 pub(crate) mod handshake;
 mod publisher;
 mod subscriber;
-#[cfg(test)]
-mod control_tests;
 
 pub use error::{explain, RdmaError};
 pub use handshake::{StreamConfig, WriteMode, PROTOCOL_VERSION};

@@ -104,7 +104,7 @@ impl RdmaSubscriber {
         let (reader, credits) = match cfg.mode {
             Mode::Lossy => (RingReader::observer(ring.clone(), StartAt::Position(start)), None),
             Mode::Reliable => {
-                ring::set_consumer_position(&ring, 0, start);
+                ring::set_consumer_position(&ring, 0, start).map_err(|e| ctl.refuse(e.to_string()))?;
                 let credits = Credits {
                     remote_addr: publisher.addr + (consumer_position_word(stream.consumer) * 8) as u64,
                     rkey: publisher.rkey,
@@ -112,7 +112,7 @@ impl RdmaSubscriber {
                     sent: start,
                     posted: 0,
                 };
-                (RingReader::consumer(ring.clone(), crate::sys::process::pid(), |_| false), Some(credits))
+                (RingReader::consumer_by_token(ring.clone(), crate::sys::process::pid()), Some(credits))
             }
         };
         let reader = reader.map_err(|e| ctl.refuse(e.to_string()))?;

@@ -1,6 +1,6 @@
 //! Creating a ring in fresh memory and reading back the descriptor of an existing one.
 use super::error::LayoutError;
-use super::layout::{Descriptor, RingConfig, DESCRIPTOR_WORDS};
+use super::layout::{Descriptor, RingConfig, DESCRIPTOR_WORDS, HEADER_BYTES};
 use super::memory::Words;
 use super::sync::Ordering;
 
@@ -14,6 +14,14 @@ pub(crate) fn init(w: &Words, cfg: &RingConfig, created_unix_ns: u64) -> Result<
         w.word(i).store(*v, Ordering::Relaxed);
     }
     w.word(0).store(image[0], Ordering::Release);
+    Ok(())
+}
+
+/// Checks the memory holds at least a whole header (the producer and consumer lines).
+pub(crate) fn check_header(w: &Words) -> Result<(), LayoutError> {
+    if w.len() * 8 < HEADER_BYTES {
+        return Err(LayoutError::TooSmall { need: HEADER_BYTES, have: w.len() * 8 });
+    }
     Ok(())
 }
 

@@ -15,6 +15,12 @@ pub enum LayoutError {
     TooSmall { need: usize, have: usize },
     #[error("ring not initialised yet (magic is zero): the publisher is still creating it; retry shortly")]
     NotReady,
+    /// Another publisher holds the ring (its token is set): one ring has one publisher.
+    #[error("the ring already has a publisher (token {token}); a ring has exactly one publisher: stop it first, or, if it crashed, let its transport reclaim the ring")]
+    PublisherLive { token: u64 },
+    /// An existing ring has another layout than the one asked for; nothing was changed.
+    #[error("the ring exists with another layout ({existing:?}); remove it or open it with its own layout")]
+    Mismatch { existing: crate::ring::RingConfig },
 }
 
 /// A claim or publish could not take a slot.
@@ -72,4 +78,6 @@ pub enum AttachError {
     NoFreeConsumer { max: usize },
     #[error("consumer slot {index} does not exist (ring has {max})")]
     NoSuchConsumer { index: usize, max: usize },
+    #[error("producer position {position} in the ring header is past any real stream (above 2^62): the header is corrupt; recreate the ring")]
+    CorruptPosition { position: u64 },
 }

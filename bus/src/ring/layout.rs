@@ -129,6 +129,7 @@ pub struct RingConfig {
     /// Reliable mode: how many consumers must consume each message (1..=16). Lossy: ignored.
     pub max_consumers: usize,
     /// TSC ticks per nanosecond, stored so that every process converts the same way.
+    /// [`RingConfig::for_payload`] fills in this process's calibration ([`crate::time::ticks_per_ns`]).
     pub ticks_per_ns: f64,
 }
 
@@ -142,7 +143,7 @@ impl RingConfig {
             slot_count,
             stream_id,
             max_consumers: 1,
-            ticks_per_ns: 1.0,
+            ticks_per_ns: crate::time::ticks_per_ns(),
         }
     }
 
@@ -167,6 +168,9 @@ impl RingConfig {
         }
         if self.mode == Mode::Reliable && !(1..=MAX_CONSUMERS).contains(&self.max_consumers) {
             return bad("max_consumers must be 1..=16 for a reliable ring");
+        }
+        if self.max_consumers > MAX_CONSUMERS {
+            return bad("max_consumers must be at most 16");
         }
         if !(self.ticks_per_ns.is_finite() && self.ticks_per_ns > 0.0) {
             return bad("ticks_per_ns must be a positive finite number");
@@ -198,6 +202,9 @@ impl RingConfig {
         }
         let mode = Mode::from_wire(d.mode)
             .ok_or(LayoutError::BadConfig { what: "mode word is neither lossy (1) nor reliable (2)" })?;
+        if mode == Mode::Lossy && d.max_consumers != 0 {
+            return Err(LayoutError::BadConfig { what: "max_consumers must be 0 in a lossy ring's descriptor" });
+        }
         let cfg = RingConfig {
             mode,
             slot_size: usize::try_from(d.slot_size).unwrap_or(usize::MAX),
@@ -244,12 +251,6 @@ impl Geometry {
     #[inline(always)]
     pub fn slot(&self, position: u64) -> usize {
         HEADER_BYTES / 8 + (position & self.mask) as usize * self.slot_words
-    }
-
-    /// Index of the trailing validity word of the slot at word `slot`.
-    #[inline(always)]
-    pub fn trail(&self, slot: usize) -> usize {
-        slot + self.slot_words - 1
     }
 
     pub fn consumer(i: usize) -> usize {
@@ -309,6 +310,5 @@ mod tests {
         let g = Geometry::new(&c);
         assert_eq!(g.slot(0), 512);
         assert_eq!(g.slot(5), 512 + 16);
-        assert_eq!(g.trail(g.slot(0)), 512 + 15);
     }
 }

@@ -58,7 +58,7 @@ fn loom_lossy_reader_never_delivers_a_torn_or_reordered_message() {
 fn loom_reliable_delivers_every_message_once_in_order() {
     model(|| {
         let (mem, mut w) = small_ring(Mode::Reliable);
-        let mut r = RingReader::consumer(mem, 2, |_| true).unwrap();
+        let mut r = RingReader::consumer_by_token(mem, 2).unwrap();
         let t = thread::spawn(move || {
             for p in 0..3 {
                 while w.publish(&payload(p)).is_err() {

@@ -43,7 +43,9 @@ unsafe impl RingMemory for Arc<HeapMemory> {
     }
 }
 
-/// A bounds-checked-at-attach view of ring memory: `word(i)` for any `i` below `len` is sound.
+/// Ring memory as words. Every accessor checks its bounds against the mapping, so no value read
+/// from a ring (a corrupt descriptor, a hostile peer's position) can reach outside it from safe
+/// code; the hot path takes a whole slot as one checked slice and indexes inside it.
 pub(crate) struct Words {
     base: *const AtomicU64,
     len: usize,
@@ -58,23 +60,22 @@ impl Words {
         self.len
     }
 
-    /// The word at index `i`.
+    /// The word at index `i`. Panics if `i` is outside the memory.
     #[inline(always)]
     pub fn word(&self, i: usize) -> &AtomicU64 {
-        debug_assert!(i < self.len);
-        // SAFETY: callers index only words inside the ring, whose size was checked against
-        // `len` when the ring was attached; the RingMemory contract keeps them alive and aligned
-        // while the owning writer/reader (which owns the memory handle) lives.
+        assert!(i < self.len, "ring word {i} outside a {}-word mapping", self.len);
+        // SAFETY: `i < len` (checked above), and the RingMemory contract keeps `len` aligned
+        // atomics alive while the owning writer/reader (which holds the memory handle) lives.
         unsafe { &*self.base.add(i) }
     }
 
-    /// Raw byte pointer to word `i`, for payload copies that must not create references.
-    #[cfg(not(loom))]
+    /// Words `[start, start + n)` as a slice. Panics if any of them is outside the memory.
     #[inline(always)]
-    pub fn byte_ptr(&self, i: usize) -> *mut u8 {
-        debug_assert!(i < self.len);
-        // SAFETY: same bounds as `word`; pointer arithmetic only, no reference is created.
-        unsafe { self.base.add(i) as *mut u8 }
+    pub fn range(&self, start: usize, n: usize) -> &[AtomicU64] {
+        assert!(start <= self.len && n <= self.len - start, "ring words [{start}, +{n}) outside {}", self.len);
+        // SAFETY: the range lies inside the memory (checked above); shared references to atomics
+        // stay sound while other threads or processes store to the same words atomically.
+        unsafe { core::slice::from_raw_parts(self.base.add(start), n) }
     }
 }
 

@@ -34,8 +34,14 @@ pub fn initialize<M: RingMemory>(mem: &M, cfg: &RingConfig) -> Result<(), Layout
 }
 
 /// Sets where consumer line `index` stands (before any consumer attaches): an RDMA subscriber's
-/// stream starts wherever the remote publisher says, not at 0.
-pub fn set_consumer_position<M: RingMemory>(mem: &M, index: usize, position: u64) {
+/// stream starts wherever the remote publisher says, not at 0. Refuses a line the ring's header
+/// does not have.
+pub fn set_consumer_position<M: RingMemory>(mem: &M, index: usize, position: u64) -> Result<(), AttachError> {
     let w = memory::Words::new(mem);
+    attach::check_header(&w)?;
+    if index >= MAX_CONSUMERS {
+        return Err(AttachError::NoSuchConsumer { index, max: MAX_CONSUMERS });
+    }
     w.word(layout::consumer_position_word(index)).store(position, sync::Ordering::Release);
+    Ok(())
 }

@@ -6,12 +6,16 @@
 use super::attach;
 use super::error::AttachError;
 use super::layout::{
-    consumer_position_word, Geometry, Mode, RingConfig, C_ATTACHES, C_OWNER, C_POSITION, W_PRODUCER_EPOCH,
+    consumer_position_word, Geometry, Mode, RingConfig, C_ATTACHES, C_OWNER, C_POSITION, LINE_WORDS, W_PRODUCER_EPOCH,
     W_PRODUCER_POSITION, W_PRODUCER_TOKEN,
 };
 use super::memory::{RingMemory, Words};
 use super::slot::{self, SlotState};
-use super::sync::Ordering;
+use super::sync::{AtomicU64, Ordering};
+
+/// Producer positions above this are taken for a corrupt header: at a billion messages a
+/// second a real stream needs 146 years to get there.
+const MAX_SANE_POSITION: u64 = 1 << 62;
 
 /// Where a new observer starts reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,8 +53,9 @@ pub struct Gap {
 }
 
 impl Gap {
+    /// How many messages were lost.
     pub fn missed(&self) -> u64 {
-        self.resumed_at - self.expected
+        self.resumed_at.saturating_sub(self.expected)
     }
 }
 
@@ -97,7 +102,7 @@ impl<M: RingMemory> RingReader<M> {
     /// it is a tap that copies messages out and may be lapped.
     pub fn observer(mem: M, start: StartAt) -> Result<Self, AttachError> {
         let mut r = Self::new(mem)?;
-        let latest = r.words.word(W_PRODUCER_POSITION).load(Ordering::Acquire);
+        let latest = r.producer_position()?;
         r.position = match start {
             StartAt::Latest => latest,
             StartAt::Oldest => latest.saturating_sub(r.geo.count - 1),
@@ -106,36 +111,65 @@ impl<M: RingMemory> RingReader<M> {
         Ok(r)
     }
 
-    /// Attaches as a reliable consumer, taking the first free consumer line or one whose owner
-    /// `is_alive` says is gone. Resumes where that line's last owner stopped, so nothing published
-    /// while no consumer was attached is lost.
-    pub fn consumer(mem: M, token: u64, is_alive: impl Fn(u64) -> bool) -> Result<Self, AttachError> {
-        let mut r = Self::new(mem)?;
+    /// Attaches as a reliable consumer on the first line `claim(index)` grants, and resumes
+    /// where that line's last owner stopped, so nothing published while no consumer was
+    /// attached is lost. `claim` is the transport's exclusive hold on a line, one that the
+    /// kernel drops when its holder dies (shm: a lock on the line's bytes of the ring file); the
+    /// line's owner word is then written for operators only and decides nothing.
+    pub fn consumer(mem: M, token: u64, mut claim: impl FnMut(usize) -> bool) -> Result<Self, AttachError> {
+        let r = Self::reliable(mem)?;
         let max = r.cfg.max_consumers;
+        let index = (0..max).find(|&i| claim(i)).ok_or(AttachError::NoFreeConsumer { max })?;
+        r.line(index)[C_OWNER].store(token, Ordering::Release);
+        r.take_line(index)
+    }
+
+    /// Attaches as a reliable consumer on the first line whose owner word is free (0). For
+    /// memory that no other process maps (a heap ring, an RDMA subscriber's own ring): there, no
+    /// consumer can die and leave its line behind, so the owner word alone decides.
+    pub fn consumer_by_token(mem: M, token: u64) -> Result<Self, AttachError> {
+        let r = Self::reliable(mem)?;
+        let max = r.cfg.max_consumers;
+        let take = |r: &Self, i: usize| {
+            r.line(i)[C_OWNER].compare_exchange(0, token, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        };
+        let index = (0..max).find(|&i| take(&r, i)).ok_or(AttachError::NoFreeConsumer { max })?;
+        r.take_line(index)
+    }
+
+    fn reliable(mem: M) -> Result<Self, AttachError> {
+        let r = Self::new(mem)?;
         if r.cfg.mode != Mode::Reliable {
             return Err(AttachError::Layout(super::error::LayoutError::BadConfig {
                 what: "consumer() needs a reliable ring; use observer() on a lossy ring",
             }));
         }
-        let owner = |i| r.words.word(Geometry::consumer(i) + C_OWNER);
-        let take =
-            |i: usize, cur: u64| owner(i).compare_exchange(cur, token, Ordering::AcqRel, Ordering::Acquire).is_ok();
-        let free = (0..max).find(|&i| take(i, 0));
-        let index = match free {
-            Some(i) => i,
-            None => (0..max)
-                .find(|&i| {
-                    let cur = owner(i).load(Ordering::Acquire);
-                    cur != token && !is_alive(cur) && take(i, cur)
-                })
-                .ok_or(AttachError::NoFreeConsumer { max })?,
-        };
-        let line = Geometry::consumer(index);
-        r.words.word(line + C_ATTACHES).fetch_add(1, Ordering::Relaxed);
-        r.position = r.words.word(line + C_POSITION).load(Ordering::Acquire);
-        r.released = r.position;
-        r.consumer = Some(index);
+        r.producer_position()?;
         Ok(r)
+    }
+
+    fn take_line(mut self, index: usize) -> Result<Self, AttachError> {
+        let line = self.line(index);
+        line[C_ATTACHES].fetch_add(1, Ordering::Relaxed);
+        let position = line[C_POSITION].load(Ordering::Acquire);
+        self.position = position;
+        self.released = position;
+        self.consumer = Some(index);
+        Ok(self)
+    }
+
+    /// Consumer line `i` (below `max_consumers`, at most 16: validated at attach).
+    fn line(&self, i: usize) -> &[AtomicU64] {
+        self.words.range(Geometry::consumer(i), LINE_WORDS)
+    }
+
+    /// The producer position the header holds, refused if no real stream could be there.
+    fn producer_position(&self) -> Result<u64, AttachError> {
+        let position = self.words.word(W_PRODUCER_POSITION).load(Ordering::Acquire);
+        if position > MAX_SANE_POSITION {
+            return Err(AttachError::CorruptPosition { position });
+        }
+        Ok(position)
     }
 
     fn new(mem: M) -> Result<Self, AttachError> {
@@ -190,8 +224,7 @@ impl<M: RingMemory> RingReader<M> {
             epoch,
             consumers: (0..self.cfg.max_consumers)
                 .map(|i| {
-                    let line = Geometry::consumer(i);
-                    let w = |k| self.words.word(line + k).load(Ordering::Acquire);
+                    let w = |k: usize| self.line(i)[k].load(Ordering::Acquire);
                     ConsumerLine { index: i, position: w(C_POSITION), owner: w(C_OWNER), attaches: w(C_ATTACHES) }
                 })
                 .collect(),
@@ -201,18 +234,30 @@ impl<M: RingMemory> RingReader<M> {
     /// The next message or gap, or `None` if nothing new is published.
     #[inline]
     pub fn try_recv(&mut self) -> Option<Recv<'_>> {
+        self.try_recv_before(u64::MAX)
+    }
+
+    /// Like [`RingReader::try_recv`], but reads no slot at or beyond position `limit`: for
+    /// memory where the transport knows exactly which slots have landed (RDMA WRITE_WITH_IMM:
+    /// a completion per slot), so a slot whose completion has not arrived is never read, even
+    /// after skipping an aborted slot or resuming after a gap.
+    #[inline]
+    pub fn try_recv_before(&mut self, limit: u64) -> Option<Recv<'_>> {
         if self.consumer.is_some() {
-            return self.recv_consumer();
+            return self.recv_consumer(limit);
         }
         loop {
             let pos = self.position;
-            let slot = self.geo.slot(pos);
-            match slot::read_copy(&self.words, &self.geo, slot, pos, &mut self.buf) {
+            if pos >= limit {
+                return None;
+            }
+            let s = self.words.range(self.geo.slot(pos), self.geo.slot_words);
+            match slot::read_copy(s, &self.geo, pos, &mut self.buf) {
                 SlotState::Empty => return None,
                 SlotState::Lapped { seen } => return Some(Recv::Gap(self.resync(seen))),
-                SlotState::Ready { aborted: true, .. } => self.position = pos + 1,
+                SlotState::Ready { aborted: true, .. } => self.position = pos.wrapping_add(1),
                 SlotState::Ready { len, aborted: false } => {
-                    self.position = pos + 1;
+                    self.position = pos.wrapping_add(1);
                     let payload = &zerocopy::IntoBytes::as_bytes(&self.buf[..])[..len];
                     return Some(Recv::Message(Delivery { position: pos, payload }));
                 }
@@ -223,15 +268,20 @@ impl<M: RingMemory> RingReader<M> {
     /// Reliable consumer: the slot cannot be overwritten until our consumer line passes it, so
     /// the payload is delivered in place, without a copy.
     #[inline]
-    fn recv_consumer(&mut self) -> Option<Recv<'_>> {
+    fn recv_consumer(&mut self, limit: u64) -> Option<Recv<'_>> {
         // Everything below `position` was delivered and its borrow has ended (we hold &mut self).
-        if self.position - self.released >= self.credit_every {
+        if self.position.wrapping_sub(self.released) >= self.credit_every {
             self.release();
         }
         loop {
             let pos = self.position;
             let slot = self.geo.slot(pos);
-            match slot::peek(&self.words, &self.geo, slot, pos) {
+            let state = if pos >= limit {
+                SlotState::Empty
+            } else {
+                slot::peek(self.words.range(slot, self.geo.slot_words), pos)
+            };
+            match state {
                 SlotState::Empty => {
                     if self.released != self.position {
                         self.release();
@@ -240,8 +290,8 @@ impl<M: RingMemory> RingReader<M> {
                 }
                 SlotState::Lapped { seen } => return Some(Recv::Gap(self.resync(seen))),
                 SlotState::Ready { .. } => {
-                    self.position = pos + 1;
-                    let (len, aborted) = slot::read_len(&self.words, &self.geo, slot);
+                    self.position = pos.wrapping_add(1);
+                    let (len, aborted) = slot::read_len(self.words.range(slot, self.geo.slot_words), &self.geo);
                     if aborted {
                         continue;
                     }
@@ -254,18 +304,20 @@ impl<M: RingMemory> RingReader<M> {
     #[cfg(not(loom))]
     #[inline(always)]
     fn in_place(&self, slot: usize, len: usize) -> &[u8] {
-        let p = self.words.byte_ptr(slot + super::layout::SLOT_PAYLOAD);
-        // SAFETY: `len <= max_payload`, so the bytes lie inside this slot's payload region. The
-        // slot's trail word was Acquire-loaded as published, and the publisher cannot reuse the
-        // slot until our consumer line (stored with Release after this borrow ends) passes it.
+        let p = slot::payload_ptr(self.words.range(slot, self.geo.slot_words), len);
+        // SAFETY: `len <= max_payload`, so the bytes lie inside this slot's payload region
+        // (payload_ptr checks). The slot's trail word was Acquire-loaded as published, and the
+        // publisher cannot reuse the slot until our consumer line (stored with Release after
+        // this borrow ends) passes it.
         unsafe { core::slice::from_raw_parts(p, len) }
     }
 
     /// Under loom there are no raw bytes: copy through the atomics (same synchronisation).
     #[cfg(loom)]
     fn in_place(&mut self, slot: usize, len: usize) -> &[u8] {
+        let s = self.words.range(slot, self.geo.slot_words);
         for k in 0..len.div_ceil(8) {
-            self.buf[k] = self.words.word(slot + super::layout::SLOT_PAYLOAD + k).load(Ordering::Relaxed);
+            self.buf[k] = s[super::layout::SLOT_PAYLOAD + k].load(Ordering::Relaxed);
         }
         &zerocopy::IntoBytes::as_bytes(&self.buf[..])[..len]
     }
@@ -298,7 +350,7 @@ impl<M: RingMemory> RingReader<M> {
     fn resync(&mut self, seen: u64) -> Gap {
         let latest = self.words.word(W_PRODUCER_POSITION).load(Ordering::Acquire);
         // `seen` can be 0 only if the slot's memory is corrupt; never underflow on it.
-        let resumed_at = latest.max(seen.saturating_sub(1)).max(self.position + 1);
+        let resumed_at = latest.max(seen.saturating_sub(1)).max(self.position.wrapping_add(1));
         let gap = Gap { expected: self.position, resumed_at };
         self.position = resumed_at;
         gap
@@ -310,7 +362,7 @@ impl<M: RingMemory> Drop for RingReader<M> {
     fn drop(&mut self) {
         if let Some(i) = self.consumer {
             self.release();
-            self.words.word(Geometry::consumer(i) + C_OWNER).store(0, Ordering::Release);
+            self.line(i)[C_OWNER].store(0, Ordering::Release);
         }
     }
 }

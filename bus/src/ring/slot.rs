@@ -5,9 +5,14 @@
 //! If any payload word the reader copied came from a later overwrite, the fences make the
 //! overwrite's `lead` store visible to the re-check, so a torn copy is always detected. RDMA gets
 //! the same guarantee from in-order placement of one WRITE (lead first, trail last).
+//!
+//! Every function takes the slot as one bounds-checked slice of words (`Words::range`), so the
+//! word indices below cannot leave it. Positions come from memory a hostile peer may have
+//! written, so `pos + 1` wraps instead of overflowing.
+#[cfg(not(loom))]
+use super::layout::SLOT_OVERHEAD;
 use super::layout::{Geometry, FLAG_ABORTED, SLOT_LEAD, SLOT_LEN, SLOT_PAYLOAD};
-use super::memory::Words;
-use super::sync::{fence, Ordering};
+use super::sync::{fence, AtomicU64, Ordering};
 
 /// What a reader found in the slot of the position it expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,68 +25,86 @@ pub(crate) enum SlotState {
     Lapped { seen: u64 },
 }
 
-/// Marks the slot of `pos` as being written. Must precede any payload store.
+/// The validity value of position `pos`.
 #[inline(always)]
-pub(crate) fn begin(w: &Words, slot: usize, pos: u64) {
-    w.word(slot + SLOT_LEAD).store(pos + 1, Ordering::Relaxed);
+pub(crate) fn stamp(pos: u64) -> u64 {
+    pos.wrapping_add(1)
+}
+
+#[inline(always)]
+fn trail(s: &[AtomicU64]) -> &AtomicU64 {
+    &s[s.len() - 1]
+}
+
+/// Marks the slot `s` as being written for `pos`. Must precede any payload store.
+#[inline(always)]
+pub(crate) fn begin(s: &[AtomicU64], pos: u64) {
+    s[SLOT_LEAD].store(stamp(pos), Ordering::Relaxed);
     fence(Ordering::Release);
 }
 
 /// Stores `payload` as whole words (the tail word zero-padded). Relaxed atomic stores compile to
 /// plain moves and keep a racing lapped reader free of undefined behaviour.
 #[inline(always)]
-pub(crate) fn write_payload(w: &Words, slot: usize, payload: &[u8]) {
+pub(crate) fn write_payload(s: &[AtomicU64], payload: &[u8]) {
+    let words = &s[SLOT_PAYLOAD..s.len() - 1];
     let mut chunks = payload.chunks_exact(8);
-    let mut i = slot + SLOT_PAYLOAD;
-    for c in &mut chunks {
-        let v = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        w.word(i).store(v, Ordering::Relaxed);
-        i += 1;
+    let mut out = words.iter();
+    for (c, w) in (&mut chunks).zip(&mut out) {
+        w.store(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]), Ordering::Relaxed);
     }
     let rest = chunks.remainder();
     if !rest.is_empty() {
         let mut last = [0u8; 8];
         last[..rest.len()].copy_from_slice(rest);
-        w.word(i).store(u64::from_le_bytes(last), Ordering::Relaxed);
+        if let Some(w) = out.next() {
+            w.store(u64::from_le_bytes(last), Ordering::Relaxed);
+        }
     }
 }
 
-/// Publishes the slot of `pos` holding `len` payload bytes.
+/// Publishes the slot `s` of `pos` holding `len` payload bytes.
 #[inline(always)]
-pub(crate) fn commit(w: &Words, g: &Geometry, slot: usize, pos: u64, len: usize, flags: u64) {
-    w.word(slot + SLOT_LEN).store(len as u64 | flags, Ordering::Relaxed);
-    w.word(g.trail(slot)).store(pos + 1, Ordering::Release);
+pub(crate) fn commit(s: &[AtomicU64], pos: u64, len: usize, flags: u64) {
+    s[SLOT_LEN].store(len as u64 | flags, Ordering::Relaxed);
+    trail(s).store(stamp(pos), Ordering::Release);
 }
 
 /// Reads the trail word only: is `pos` published (and not lapped)?
 #[inline(always)]
-pub(crate) fn peek(w: &Words, g: &Geometry, slot: usize, pos: u64) -> SlotState {
-    let t = w.word(g.trail(slot)).load(Ordering::Acquire);
-    if t == pos + 1 {
+pub(crate) fn peek(s: &[AtomicU64], pos: u64) -> SlotState {
+    let t = trail(s).load(Ordering::Acquire);
+    if t == stamp(pos) {
         SlotState::Ready { len: 0, aborted: false }
-    } else if t > pos + 1 {
+    } else if t > stamp(pos) {
         SlotState::Lapped { seen: t }
     } else {
         SlotState::Empty
     }
 }
 
-/// Copies the slot of `pos` into `out` (as words) and validates it with the seqlock re-check.
+/// The position+1 the slot's trail word says is published in it (0: never published).
 #[inline(always)]
-pub(crate) fn read_copy(w: &Words, g: &Geometry, slot: usize, pos: u64, out: &mut [u64]) -> SlotState {
-    match peek(w, g, slot, pos) {
+pub(crate) fn published(s: &[AtomicU64]) -> u64 {
+    trail(s).load(Ordering::Acquire)
+}
+
+/// Copies the slot `s` of `pos` into `out` (as words) and validates it with the seqlock re-check.
+#[inline(always)]
+pub(crate) fn read_copy(s: &[AtomicU64], g: &Geometry, pos: u64, out: &mut [u64]) -> SlotState {
+    match peek(s, pos) {
         SlotState::Ready { .. } => {}
         other => return other,
     }
-    let lenw = w.word(slot + SLOT_LEN).load(Ordering::Relaxed);
+    let lenw = s[SLOT_LEN].load(Ordering::Relaxed);
     let len = ((lenw & 0xFFFF_FFFF) as usize).min(g.max_payload);
     let words = len.div_ceil(8).min(out.len());
-    for (k, o) in out[..words].iter_mut().enumerate() {
-        *o = w.word(slot + SLOT_PAYLOAD + k).load(Ordering::Relaxed);
+    for (o, w) in out[..words].iter_mut().zip(&s[SLOT_PAYLOAD..]) {
+        *o = w.load(Ordering::Relaxed);
     }
     fence(Ordering::Acquire);
-    let lead = w.word(slot + SLOT_LEAD).load(Ordering::Relaxed);
-    if lead != pos + 1 {
+    let lead = s[SLOT_LEAD].load(Ordering::Relaxed);
+    if lead != stamp(pos) {
         return SlotState::Lapped { seen: lead };
     }
     SlotState::Ready { len, aborted: lenw & FLAG_ABORTED != 0 }
@@ -89,7 +112,16 @@ pub(crate) fn read_copy(w: &Words, g: &Geometry, slot: usize, pos: u64, out: &mu
 
 /// Reads length and flags of a slot that cannot be overwritten (reliable mode, already peeked).
 #[inline(always)]
-pub(crate) fn read_len(w: &Words, g: &Geometry, slot: usize) -> (usize, bool) {
-    let lenw = w.word(slot + SLOT_LEN).load(Ordering::Relaxed);
+pub(crate) fn read_len(s: &[AtomicU64], g: &Geometry) -> (usize, bool) {
+    let lenw = s[SLOT_LEN].load(Ordering::Relaxed);
     (((lenw & 0xFFFF_FFFF) as usize).min(g.max_payload), lenw & FLAG_ABORTED != 0)
+}
+
+/// The payload bytes of slot `s`, `len <= max_payload` of them, as a raw pointer (no reference
+/// is made here; callers that read in place say why the bytes cannot change meanwhile).
+#[cfg(not(loom))]
+#[inline(always)]
+pub(crate) fn payload_ptr(s: &[AtomicU64], len: usize) -> *const u8 {
+    assert!(len <= s.len() * 8 - SLOT_OVERHEAD, "payload of {len} bytes outside its slot");
+    s[SLOT_PAYLOAD..].as_ptr() as *const u8
 }

@@ -74,8 +74,9 @@ fn a_slot_overwritten_during_the_copy_is_reported_as_a_lap_not_delivered() {
     // An overwrite of position 4 has begun in slot 0 (lead stored, trail still says 0).
     let words = Words::new(&mem);
     let g = Geometry::new(w.config());
-    super::slot::begin(&words, g.slot(4), 4);
-    assert_eq!(super::slot::peek(&words, &g, g.slot(0), 0), super::slot::SlotState::Ready { len: 0, aborted: false });
+    super::slot::begin(words.range(g.slot(4), g.slot_words), 4);
+    let s0 = words.range(g.slot(0), g.slot_words);
+    assert_eq!(super::slot::peek(s0, 0), super::slot::SlotState::Ready { len: 0, aborted: false });
     assert!(matches!(r.try_recv(), Some(Recv::Gap(Gap { expected: 0, resumed_at: 4 }))));
 }
 
@@ -89,7 +90,7 @@ fn reliable_publisher_gets_full_until_the_consumer_consumes() {
     assert_eq!(full, ClaimError::Full { position: 8, consumer: 0, consumer_position: 0 });
     assert!(full.is_retryable());
     // messages published before any consumer attached are retained
-    let mut r = RingReader::consumer(mem, 1, |_| true).unwrap();
+    let mut r = RingReader::consumer_by_token(mem, 1).unwrap();
     for p in 0..3 {
         expect_msg(&mut r, p);
     }
@@ -119,10 +120,11 @@ fn too_large_is_not_retryable_and_loses_nothing() {
 #[test]
 fn claim_writes_in_place_and_a_dropped_claim_is_skipped() {
     let (mem, mut w) = ring(Mode::Reliable, 4);
-    let mut r = RingReader::consumer(mem, 1, |_| true).unwrap();
+    let mut r = RingReader::consumer_by_token(mem, 1).unwrap();
     let mut c = w.try_claim(24).unwrap();
     assert_eq!(c.position(), 0);
-    c.bytes_mut().copy_from_slice(&msg(0));
+    // SAFETY: a reliable ring read by one consumer, which reads a slot only once committed.
+    unsafe { c.bytes_mut() }.copy_from_slice(&msg(0));
     assert_eq!(c.commit(), 0);
     drop(w.try_claim(24).unwrap()); // position 1 aborted
     let mut c = w.try_claim(24).unwrap();
@@ -148,28 +150,32 @@ fn odd_lengths_round_trip_exactly() {
 }
 
 #[test]
-fn consumers_take_free_lines_reclaim_dead_ones_and_resume_where_the_last_stopped() {
+fn consumers_take_the_lines_their_transport_grants_and_resume_where_the_last_stopped() {
     let cfg = RingConfig { max_consumers: 2, ..RingConfig::for_payload(Mode::Reliable, 1, 64, 8) };
     let mem = HeapMemory::new(cfg.ring_bytes());
     let mut w = RingWriter::create(mem.clone(), &cfg, 100, 0).unwrap();
-    let a = RingReader::consumer(mem.clone(), 11, |_| true).unwrap();
-    let mut b = RingReader::consumer(mem.clone(), 12, |_| true).unwrap();
+    let a = RingReader::consumer_by_token(mem.clone(), 11).unwrap();
+    let mut b = RingReader::consumer_by_token(mem.clone(), 12).unwrap();
     assert_eq!((a.consumer_index(), b.consumer_index()), (Some(0), Some(1)));
-    assert_eq!(RingReader::consumer(mem.clone(), 13, |_| true).err(), Some(AttachError::NoFreeConsumer { max: 2 }));
+    assert_eq!(RingReader::consumer_by_token(mem.clone(), 13).err(), Some(AttachError::NoFreeConsumer { max: 2 }));
     // both consumers bound the publisher: b reads everything, a nothing
     for p in 0..8 {
         w.publish(&msg(p)).unwrap();
     }
     while b.try_recv().is_some() {}
     assert!(matches!(w.publish(&msg(8)), Err(ClaimError::Full { consumer: 0, .. })));
-    // a's owner dies: a newcomer takes its line over and resumes at a's position
+    // a's owner dies (its transport lock is gone): the transport grants line 0 to a newcomer,
+    // whatever the owner word still says, and it resumes at a's position.
     std::mem::forget(a);
-    let mut c = RingReader::consumer(mem.clone(), 13, |t| t != 11).unwrap();
+    let mut c = RingReader::consumer(mem.clone(), 13, |i| i == 0).unwrap();
     assert_eq!(c.consumer_index(), Some(0));
+    assert_eq!(c.status().consumers[0].owner, 13);
     expect_msg(&mut c, 0);
     drop(c);
-    let mut d = RingReader::consumer(mem, 14, |_| true).unwrap();
+    let mut d = RingReader::consumer_by_token(mem.clone(), 14).unwrap();
     expect_msg(&mut d, 1);
+    // a transport that grants nothing: no line
+    assert_eq!(RingReader::consumer(mem, 15, |_| false).err(), Some(AttachError::NoFreeConsumer { max: 2 }));
 }
 
 #[test]
@@ -177,9 +183,9 @@ fn a_second_publisher_continues_the_stream_and_bumps_the_epoch() {
     let (mem, mut w) = ring(Mode::Lossy, 8);
     let mut r = RingReader::observer(mem.clone(), StartAt::Latest).unwrap();
     w.publish(&msg(0)).unwrap();
-    w.close();
+    assert!(matches!(RingWriter::attach(mem.clone(), 300), Err(LayoutError::PublisherLive { token: 100 })));
+    drop(w); // hands the ring back
     assert_eq!(r.publisher(), (0, 1));
-    drop(w);
     let mut w2 = RingWriter::attach(mem, 200).unwrap();
     assert_eq!((w2.epoch(), w2.position()), (2, 1));
     assert_eq!(r.publisher(), (200, 2));
@@ -214,13 +220,14 @@ fn attach_refuses_uninitialised_small_and_foreign_memory() {
     assert!(matches!(RingWriter::create(small, &cfg, 1, 0).err(), Some(LayoutError::TooSmall { .. })));
     let w = Words::new(&mem);
     w.word(0).store(0xfeed, super::sync::Ordering::Relaxed);
+    assert!(RingWriter::create(HeapMemory::new(64), &cfg, 1, 0).is_err(), "smaller than a header");
     assert_eq!(RingWriter::attach(mem, 1).err(), Some(LayoutError::NotARing { found_magic: 0xfeed }));
 }
 
 #[test]
 fn status_reports_positions_tokens_and_consumer_lines() {
     let (mem, mut w) = ring(Mode::Reliable, 8);
-    let mut c = RingReader::consumer(mem.clone(), 42, |_| true).unwrap();
+    let mut c = RingReader::consumer_by_token(mem.clone(), 42).unwrap();
     for p in 0..3 {
         w.publish(&msg(p)).unwrap();
     }
@@ -234,7 +241,7 @@ fn status_reports_positions_tokens_and_consumer_lines() {
 #[test]
 fn consumer_on_a_lossy_ring_is_refused() {
     let (mem, _w) = ring(Mode::Lossy, 4);
-    assert!(matches!(RingReader::consumer(mem, 1, |_| true), Err(AttachError::Layout(LayoutError::BadConfig { .. }))));
+    assert!(matches!(RingReader::consumer_by_token(mem, 1), Err(AttachError::Layout(LayoutError::BadConfig { .. }))));
 }
 
 /// A hammering writer thread and a reader thread: every delivered payload must be intact (its
@@ -285,4 +292,67 @@ fn no_torn_message_under_a_hammering_writer() {
     writer.join().unwrap();
     assert!(delivered > 0, "reader delivered nothing");
     assert!(gaps > 0, "the writer never lapped the reader: the test did not exercise overwrites");
+}
+
+#[test]
+fn one_ring_has_one_writer_and_out_of_range_consumer_lines_are_refused() {
+    let (mem, w) = ring(Mode::Reliable, 8);
+    let cfg = *w.config();
+    assert!(matches!(RingWriter::attach(mem.clone(), 2), Err(LayoutError::PublisherLive { token: 100 })));
+    assert!(matches!(RingWriter::create(mem.clone(), &cfg, 2, 0), Err(LayoutError::PublisherLive { token: 100 })));
+    assert!(matches!(RingWriter::open_or_create(mem.clone(), &cfg, 2, 0), Err(LayoutError::PublisherLive { .. })));
+    let other = RingConfig { slot_count: 4, ..cfg };
+    assert!(matches!(RingWriter::open_or_create(mem.clone(), &other, 2, 0), Err(LayoutError::Mismatch { .. })));
+    assert_eq!(set_consumer_position(&mem, MAX_CONSUMERS, 0), Err(AttachError::NoSuchConsumer { index: 16, max: 16 }));
+    assert!(set_consumer_position(&HeapMemory::new(512), 0, 0).is_err(), "memory smaller than a header");
+    assert_eq!(set_consumer_position(&mem, 0, 3), Ok(()));
+    drop(w);
+    assert_eq!(RingWriter::attach(mem, 2).map(|w| w.epoch()).ok(), Some(2));
+}
+
+/// WRITE_WITH_IMM delivery is gated by which slots have landed: an aborted slot at 0 whose
+/// completion came, then a slot at 1 already in memory whose completion has not. Counting
+/// completions (one arrived, so read one) lets the reader skip the aborted slot and deliver 1;
+/// a limit by position does not.
+#[test]
+fn a_reader_limited_to_landed_positions_never_reads_past_them_even_after_an_aborted_slot() {
+    for mode in [Mode::Lossy, Mode::Reliable] {
+        let (mem, mut w) = ring(mode, 8);
+        let mut r = match mode {
+            Mode::Lossy => RingReader::observer(mem, StartAt::Position(0)).unwrap(),
+            Mode::Reliable => RingReader::consumer_by_token(mem, 1).unwrap(),
+        };
+        drop(w.try_claim(8).unwrap()); // position 0: aborted
+        w.publish(&msg(1)).unwrap();
+        let landed = 1; // only position 0's completion has arrived
+        assert_eq!(r.try_recv_before(landed), None, "{mode:?}: read a slot that has not landed");
+        let landed = 2;
+        expect_msg_before(&mut r, 1, landed);
+    }
+}
+
+fn expect_msg_before<M: RingMemory>(r: &mut RingReader<M>, pos: u64, limit: u64) {
+    match r.try_recv_before(limit) {
+        Some(Recv::Message(d)) => assert_eq!((d.position, d.payload), (pos, &msg(pos)[..])),
+        other => panic!("expected message {pos}, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_restarted_writer_continues_after_a_slot_published_without_its_position() {
+    let (mem, mut w) = ring(Mode::Reliable, 8);
+    for p in 0..3 {
+        w.publish(&msg(p)).unwrap();
+    }
+    // The writer dies after publishing slot 2's trail, before storing position 3.
+    let words = Words::new(&mem);
+    words.word(super::layout::W_PRODUCER_POSITION).store(2, super::sync::Ordering::Release);
+    std::mem::forget(w);
+    // SAFETY: the old writer is gone (forgotten, never used again).
+    let w2 = unsafe { RingWriter::reclaim(mem.clone(), 7) }.unwrap();
+    assert_eq!((w2.position(), w2.previous_publisher()), (3, Some(100)));
+    let mut r = RingReader::consumer_by_token(mem, 1).unwrap();
+    for p in 0..3 {
+        expect_msg(&mut r, p);
+    }
 }

@@ -2,6 +2,13 @@
 //!
 //! Owns: the producer position, the cached reliable-mode limit, the producer line of the header.
 //! Never: blocks, allocates, reads a clock or makes a syscall. `Full` is returned, not waited on.
+//!
+//! One publisher per ring is part of the protocol (readers read reliable slots in place, trusting
+//! that nobody rewrites them early). The safe constructors enforce it with the header's producer
+//! token: they take the ring only when no publisher holds it, and a writer hands it back when
+//! dropped. Taking over a ring whose publisher died without closing it is `unsafe`
+//! ([`RingWriter::reclaim`]): only the transport can know the old publisher is really gone (shm
+//! knows from a file lock the kernel dropped).
 use super::attach;
 use super::error::{ClaimError, LayoutError};
 use super::layout::{
@@ -9,7 +16,7 @@ use super::layout::{
 };
 use super::memory::{RingMemory, Words};
 use super::slot;
-use super::sync::Ordering;
+use super::sync::{AtomicU64, Ordering};
 
 /// The single publisher of a ring.
 pub struct RingWriter<M: RingMemory> {
@@ -21,47 +28,116 @@ pub struct RingWriter<M: RingMemory> {
     /// `u64::MAX` in lossy mode. Refreshed only when it looks full, like rtrb's cached head.
     limit: u64,
     epoch: u64,
+    token: u64,
     previous_token: u64,
     _mem: M,
 }
 
 impl<M: RingMemory> RingWriter<M> {
-    /// Lays out a new ring in zeroed memory `mem` and becomes its publisher. `token` identifies
-    /// this publisher (a pid for shm); `created_unix_ns` is recorded for operators.
+    /// Lays out a new ring in zeroed memory `mem` and becomes its publisher. `token` (non-zero)
+    /// identifies this publisher (a pid for shm); `created_unix_ns` is recorded for operators.
     pub fn create(mem: M, cfg: &RingConfig, token: u64, created_unix_ns: u64) -> Result<Self, LayoutError> {
         let words = Words::new(&mem);
-        attach::init(&words, cfg, created_unix_ns)?;
-        Self::attach(mem, token)
+        cfg.validate()?;
+        attach::check_header(&words)?;
+        take_token(&words, token)?;
+        attach::init(&words, cfg, created_unix_ns).inspect_err(|_| release_token(&words, token))?;
+        Ok(Self::attached(mem, words, *cfg, token, 0))
     }
 
-    /// Attaches to the ring in `mem` if it is initialised, else lays out a new one with `cfg`
-    /// (fresh memory, or a creator that died before publishing the magic). The caller checks
-    /// that an existing ring's config is the one it wanted.
+    /// Attaches to the ring in `mem` if it is initialised (it must have `cfg`'s layout), else
+    /// lays out a new one with `cfg` (fresh memory, or a creator that died before publishing the
+    /// magic). Refuses, without touching the header, a ring of another layout or one whose
+    /// publisher has not closed it.
     pub fn open_or_create(mem: M, cfg: &RingConfig, token: u64, created_unix_ns: u64) -> Result<Self, LayoutError> {
-        let words = Words::new(&mem);
-        match attach::read(&words) {
+        match attach::read(&Words::new(&mem)) {
             Err(LayoutError::NotReady) => Self::create(mem, cfg, token, created_unix_ns),
             Err(e) => Err(e),
+            Ok(existing) if !existing.same_layout(cfg) => Err(LayoutError::Mismatch { existing }),
             Ok(_) => Self::attach(mem, token),
         }
     }
 
-    /// Becomes the publisher of an existing ring, continuing at its producer position and
-    /// bumping its epoch. The caller guarantees no other publisher is live (shm: a file lock).
+    /// [`RingWriter::open_or_create`], but takes the ring over even if its last publisher never
+    /// closed it (it crashed), continuing its stream.
+    ///
+    /// # Safety
+    /// No other writer of this ring may be live, in this process or any other (shm proves it with
+    /// an exclusive lock on the ring file): readers read reliable slots in place and would see
+    /// them rewritten under them.
+    pub unsafe fn open_or_reclaim(
+        mem: M,
+        cfg: &RingConfig,
+        token: u64,
+        created_unix_ns: u64,
+    ) -> Result<Self, LayoutError> {
+        let words = Words::new(&mem);
+        match attach::read(&words) {
+            Err(LayoutError::NotReady) => {
+                // A creator that died before the magic may have left its token: the caller's
+                // guarantee says it is gone.
+                words.word(W_PRODUCER_TOKEN).store(0, Ordering::Release);
+                Self::create(mem, cfg, token, created_unix_ns)
+            }
+            Err(e) => Err(e),
+            Ok(existing) if !existing.same_layout(cfg) => Err(LayoutError::Mismatch { existing }),
+            // SAFETY: forwarded: no other writer is live.
+            Ok(_) => unsafe { Self::reclaim(mem, token) },
+        }
+    }
+
+    /// Becomes the publisher of an existing ring whose last publisher closed it, continuing at
+    /// its producer position and bumping its epoch. Refuses a ring that a live (or crashed)
+    /// publisher still holds: see [`RingWriter::reclaim`].
     pub fn attach(mem: M, token: u64) -> Result<Self, LayoutError> {
         let words = Words::new(&mem);
         let cfg = attach::read(&words)?;
+        take_token(&words, token)?;
+        Ok(Self::attached(mem, words, cfg, token, 0))
+    }
+
+    /// Takes over an existing ring whatever its producer token says (its publisher crashed),
+    /// continuing its stream after the last message that publisher published.
+    ///
+    /// # Safety
+    /// No other writer of this ring may be live, in this process or any other.
+    pub unsafe fn reclaim(mem: M, token: u64) -> Result<Self, LayoutError> {
+        let words = Words::new(&mem);
+        let cfg = attach::read(&words)?;
+        if token == 0 {
+            return Err(LayoutError::BadConfig { what: "a publisher token must not be 0 (0 means closed)" });
+        }
+        let previous = words.word(W_PRODUCER_TOKEN).swap(token, Ordering::AcqRel);
+        Ok(Self::attached(mem, words, cfg, token, previous))
+    }
+
+    /// Bumps the epoch and finds where the stream continues: at the producer position, or past
+    /// it if a publisher died after publishing a slot but before advancing the position (its
+    /// trail word says the slot is published, so rewriting it would change a message a reader
+    /// may already hold, and lose one).
+    fn attached(mem: M, words: Words, cfg: RingConfig, token: u64, previous_token: u64) -> Self {
         let geo = Geometry::new(&cfg);
-        let position = words.word(W_PRODUCER_POSITION).load(Ordering::Acquire);
-        let epoch = words.word(W_PRODUCER_EPOCH).fetch_add(1, Ordering::AcqRel) + 1;
-        let previous_token = words.word(W_PRODUCER_TOKEN).swap(token, Ordering::AcqRel);
+        let mut position = words.word(W_PRODUCER_POSITION).load(Ordering::Acquire);
+        for _ in 0..geo.count {
+            if slot::published(words.range(geo.slot(position), geo.slot_words)) != slot::stamp(position) {
+                break;
+            }
+            position = position.wrapping_add(1);
+        }
+        words.word(W_PRODUCER_POSITION).store(position, Ordering::Release);
+        let epoch = words.word(W_PRODUCER_EPOCH).fetch_add(1, Ordering::AcqRel).wrapping_add(1);
         let limit = if cfg.mode == Mode::Lossy { u64::MAX } else { 0 };
-        Ok(RingWriter { words, geo, cfg, position, limit, epoch, previous_token, _mem: mem })
+        RingWriter { words, geo, cfg, position, limit, epoch, token, previous_token, _mem: mem }
     }
 
     /// The ring's configuration.
     pub fn config(&self) -> &RingConfig {
         &self.cfg
+    }
+
+    /// The memory the ring lives in (a transport's mapping).
+    pub fn memory(&self) -> &M {
+        &self._mem
     }
 
     /// The position the next message will get (its per-stream sequence number).
@@ -91,8 +167,13 @@ impl<M: RingMemory> RingWriter<M> {
     #[inline]
     pub fn publish(&mut self, payload: &[u8]) -> Result<u64, ClaimError> {
         let slot = self.reserve(payload.len())?;
-        slot::write_payload(&self.words, slot, payload);
+        slot::write_payload(self.slot_words(slot), payload);
         Ok(self.finish(slot, payload.len(), 0))
+    }
+
+    #[inline(always)]
+    fn slot_words(&self, slot: usize) -> &[AtomicU64] {
+        self.words.range(slot, self.geo.slot_words)
     }
 
     /// Checks room for `len` bytes at the current position and opens its slot for writing.
@@ -105,7 +186,7 @@ impl<M: RingMemory> RingWriter<M> {
             self.refresh_limit()?;
         }
         let slot = self.geo.slot(self.position);
-        slot::begin(&self.words, slot, self.position);
+        slot::begin(self.slot_words(slot), self.position);
         crate::fault::hit(crate::fault::Point::WriterAfterLead);
         Ok(slot)
     }
@@ -113,18 +194,20 @@ impl<M: RingMemory> RingWriter<M> {
     #[inline(always)]
     fn finish(&mut self, slot: usize, len: usize, flags: u64) -> u64 {
         let pos = self.position;
-        slot::commit(&self.words, &self.geo, slot, pos, len, flags);
+        slot::commit(self.slot_words(slot), pos, len, flags);
         crate::fault::hit(crate::fault::Point::WriterAfterTrail);
-        self.position = pos + 1;
-        self.words.word(W_PRODUCER_POSITION).store(pos + 1, Ordering::Release);
+        self.position = pos.wrapping_add(1);
+        self.words.word(W_PRODUCER_POSITION).store(self.position, Ordering::Release);
         pos
     }
 
-    /// Reloads every consumer position; the slowest one bounds how far we may write.
+    /// Reloads every consumer position; the slowest one bounds how far we may write. A position
+    /// beyond ours (a corrupt or hostile consumer line) counts as ours: it cannot let us
+    /// overwrite what another consumer has not read, and the arithmetic cannot overflow.
     #[cold]
     fn refresh_limit(&mut self) -> Result<(), ClaimError> {
         let (consumer, consumer_position) = self.slowest_consumer();
-        self.limit = consumer_position + self.geo.count;
+        self.limit = consumer_position.saturating_add(self.geo.count);
         if self.position < self.limit {
             Ok(())
         } else {
@@ -132,27 +215,49 @@ impl<M: RingMemory> RingWriter<M> {
         }
     }
 
-    /// Index and position of the consumer furthest behind (reliable mode).
+    /// Index and position of the consumer furthest behind (reliable mode), positions clamped to
+    /// ours.
     pub fn slowest_consumer(&self) -> (usize, u64) {
-        self.consumer_lines().map(|(i, pos, _)| (i, pos)).min_by_key(|(_, p)| *p).unwrap_or((0, self.position))
+        self.consumer_lines()
+            .map(|(i, pos, _)| (i, pos.min(self.position)))
+            .min_by_key(|(_, p)| *p)
+            .unwrap_or((0, self.position))
     }
 
     /// Every declared consumer line as (index, position, owner token; 0 = none attached).
     pub fn consumer_lines(&self) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
         (0..self.cfg.max_consumers).map(|i| {
-            let line = Geometry::consumer(i);
-            let pos = self.words.word(line + C_POSITION).load(Ordering::Acquire);
-            (i, pos, self.words.word(line + super::layout::C_OWNER).load(Ordering::Acquire))
+            let line = self.words.range(Geometry::consumer(i), super::layout::LINE_WORDS);
+            (i, line[C_POSITION].load(Ordering::Acquire), line[super::layout::C_OWNER].load(Ordering::Acquire))
         })
-    }
-
-    /// Clears this publisher's token so readers can tell a clean close from a crash.
-    pub fn close(&mut self) {
-        self.words.word(W_PRODUCER_TOKEN).store(0, Ordering::Release);
     }
 }
 
-/// A reserved slot. Write the payload with [`Claim::bytes_mut`], then [`Claim::commit`].
+impl<M: RingMemory> Drop for RingWriter<M> {
+    /// Hands the ring back: readers see "closed", not "dead", and another publisher may attach.
+    fn drop(&mut self) {
+        let _ = self.words.word(W_PRODUCER_TOKEN).compare_exchange(self.token, 0, Ordering::AcqRel, Ordering::Acquire);
+    }
+}
+
+/// Takes the producer token of a ring no publisher holds.
+fn take_token(words: &Words, token: u64) -> Result<(), LayoutError> {
+    if token == 0 {
+        return Err(LayoutError::BadConfig { what: "a publisher token must not be 0 (0 means closed)" });
+    }
+    words
+        .word(W_PRODUCER_TOKEN)
+        .compare_exchange(0, token, Ordering::AcqRel, Ordering::Acquire)
+        .map(|_| ())
+        .map_err(|holder| LayoutError::PublisherLive { token: holder })
+}
+
+fn release_token(words: &Words, token: u64) {
+    let _ = words.word(W_PRODUCER_TOKEN).compare_exchange(token, 0, Ordering::AcqRel, Ordering::Acquire);
+}
+
+/// A reserved slot. Write the payload with [`Claim::write`] (or, unsafely, in place with
+/// [`Claim::bytes_mut`]), then [`Claim::commit`].
 pub struct Claim<'a, M: RingMemory> {
     writer: &'a mut RingWriter<M>,
     slot: usize,
@@ -162,22 +267,39 @@ pub struct Claim<'a, M: RingMemory> {
 
 impl<M: RingMemory> Claim<'_, M> {
     /// The slot's payload bytes, in place. They hold whatever the slot held last lap: write all
-    /// `len` of them. In lossy mode a lapped reader may be copying these bytes concurrently; the
-    /// seqlock discards what it copied, as in every seqlock.
+    /// `len` of them.
+    ///
+    /// # Safety
+    /// A lapped observer (any reader of a lossy ring, or a tap on a reliable one) may be copying
+    /// these words with atomic loads while you write them through the slice: the seqlock
+    /// discards what it copied, but the Rust memory model calls a plain write racing an atomic
+    /// read a data race. Call this only where no observer of the ring can be lapped onto this
+    /// slot (a reliable ring with consumers only), or where you accept that race as every
+    /// seqlock does; otherwise use [`Claim::write`], which stores whole words atomically.
     #[cfg(not(loom))]
     #[inline(always)]
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        let p = self.writer.words.byte_ptr(self.slot + super::layout::SLOT_PAYLOAD);
+    pub unsafe fn bytes_mut(&mut self) -> &mut [u8] {
+        let p = slot::payload_ptr(self.writer.slot_words(self.slot), self.len) as *mut u8;
         // SAFETY: the payload region of a reserved slot is `max_payload >= len` bytes inside the
-        // ring, 8-aligned, and no other reference to it exists: only this publisher writes slots,
-        // and in reliable mode no consumer reads a slot until its trail word is committed.
+        // ring (payload_ptr checks), 8-aligned; only this publisher writes slots (the producer
+        // token), reliable consumers read a slot only after its trail word is committed, and the
+        // caller accepts (or rules out) racing lapped observers.
         unsafe { core::slice::from_raw_parts_mut(p, self.len) }
     }
 
     /// Copies `payload` (exactly the claimed length) into the slot.
     pub fn write(&mut self, payload: &[u8]) {
         assert_eq!(payload.len(), self.len, "claimed {} bytes, wrote {}", self.len, payload.len());
-        slot::write_payload(&self.writer.words, self.slot, payload);
+        slot::write_payload(self.writer.slot_words(self.slot), payload);
+    }
+
+    /// Stores `value` as payload word `k` (bytes `8k..8k+8`), atomically: a safe in-place write
+    /// of one field. Panics if the word is beyond the claimed length.
+    #[inline(always)]
+    pub fn store_word(&mut self, k: usize, value: u64) {
+        assert!(8 * k + 8 <= self.len, "word {k} is beyond the {} claimed bytes", self.len);
+        let s = self.writer.slot_words(self.slot);
+        s[super::layout::SLOT_PAYLOAD + k].store(value, Ordering::Relaxed);
     }
 
     /// The position this slot will be published at.

@@ -21,6 +21,9 @@ pub enum ShmError {
     Attach { path: PathBuf, source: AttachError },
     #[error("{what} {path}: {source}")]
     Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    /// A ring folder or file another user could have planted or could read: refused untouched.
+    #[error("refusing {path}: {reason}. Ring folders must be real folders owned by this user with mode 0700, ring files regular files with mode 0600; remove it or pick other folders (TICKBUS_HUGEPAGE_DIR, TICKBUS_SHM_DIR)")]
+    Unsafe { path: PathBuf, reason: String },
 }
 
 impl ShmError {

@@ -110,7 +110,7 @@ fn a_refused_reopen_leaves_the_ring_header_untouched() {
 fn remove_refuses_a_ring_whose_publisher_is_alive() {
     let d = shm_only();
     let mut p = open_publisher("md", &cfg(Mode::Lossy), &d.0).unwrap();
-    let err = remove("md", &d.0).err().expect("removing a live ring must be refused");
+    let err = remove("md", &d.0).expect_err("removing a live ring must be refused");
     assert!(matches!(err, ShmError::PublisherActive { .. }), "{err}");
     assert!(ring_file(&d, "md").exists());
     p.publish(b"still here").unwrap();
@@ -127,6 +127,6 @@ fn a_lossy_ring_file_claiming_100000_consumers_is_refused_not_read_out_of_bounds
     bytes[48..56].copy_from_slice(&100_000u64.to_le_bytes()); // max_consumers
     std::fs::write(&path, &bytes).unwrap();
     let r = open_observer("md", StartAt::Latest, &d.0);
-    let err = r.map(|s| s.reader().status().consumers.len()).err().expect("a corrupt descriptor must be refused");
+    let err = r.map(|s| s.reader().status().consumers.len()).expect_err("a corrupt descriptor must be refused");
     assert!(err.to_string().contains("max_consumers"), "{err}");
 }

@@ -1,6 +1,5 @@
 //! Ring files and their mappings.
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use memmap2::{MmapOptions, MmapRaw};
@@ -19,10 +18,11 @@ pub enum Backing {
     Fallback { reason: String },
 }
 
-/// A mapped ring file. Keeps the file open: for a publisher, its descriptor holds the lock.
+/// A mapped ring file. Keeps the file open: its open file description holds the publisher's
+/// lock (publisher) or the consumer line's lock (reliable consumer).
 pub struct ShmMemory {
     map: MmapRaw,
-    _file: File,
+    file: File,
     path: PathBuf,
     backing: Backing,
 }
@@ -43,7 +43,12 @@ impl ShmMemory {
             path: path.clone(),
             source,
         })?;
-        Ok(ShmMemory { map, _file: file, path, backing })
+        Ok(ShmMemory { map, file, path, backing })
+    }
+
+    /// The open ring file (its locks live on it).
+    pub(crate) fn file(&self) -> &File {
+        &self.file
     }
 }
 
@@ -62,22 +67,4 @@ unsafe impl RingMemory for ShmMemory {
 /// on /dev/shm too and keeps both the same.
 pub(crate) fn file_bytes(ring_bytes: usize) -> u64 {
     ring_bytes.div_ceil(HUGEPAGE_BYTES) as u64 * HUGEPAGE_BYTES as u64
-}
-
-/// Opens (creating, mode 0600) the ring file at `path`.
-pub(crate) fn open_file(path: &Path, create: bool) -> Result<File, ShmError> {
-    if create {
-        if let Some(dir) = path.parent() {
-            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|source| ShmError::Io {
-                what: "creating the ring folder",
-                path: dir.to_owned(),
-                source,
-            })?;
-        }
-    }
-    OpenOptions::new().read(true).write(true).create(create).mode(0o600).open(path).map_err(|source| ShmError::Io {
-        what: "opening the ring file",
-        path: path.to_owned(),
-        source,
-    })
 }

@@ -11,12 +11,13 @@
 //! publisher holds an exclusive `flock` on the file for its lifetime, which the kernel drops when
 //! it dies: a new publisher can then reclaim the ring and continue the stream.
 mod error;
+mod files;
+#[cfg(test)]
+mod hostile_tests;
 mod mapping;
 mod options;
 mod publisher;
 mod subscriber;
-#[cfg(test)]
-mod hostile_tests;
 #[cfg(test)]
 pub(crate) mod tests;
 
@@ -26,17 +27,22 @@ pub use options::{HugepagePolicy, ShmOptions};
 pub use publisher::{open_publisher, ConsumerStatus, ShmPublisher};
 pub use subscriber::{open_consumer, open_observer, PublisherState, ShmSubscriber};
 
-/// Deletes the ring `name` wherever it lives. Mapped processes keep their mapping until they
+/// Deletes the ring `name` wherever it lives. Refuses a ring whose publisher is alive (it holds
+/// the ring's lock): stop the publisher first. Mapped subscribers keep their mapping until they
 /// close it. Returns whether a file was removed.
 pub fn remove(name: &str, opts: &ShmOptions) -> Result<bool, ShmError> {
     options::check_name(name)?;
     let mut removed = false;
     for dir in [&opts.hugepage_dir, &opts.fallback_dir] {
-        match std::fs::remove_file(dir.join(name)) {
-            Ok(()) => removed = true,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(ShmError::Io { what: "removing the ring file", path: dir.join(name), source: e }),
+        let Some(d) = files::RingDir::open(dir, false)? else { continue };
+        let files::Found::File(file) = d.open_ring(name)? else { continue };
+        if file.try_lock().is_err() {
+            let pid = publisher::peek_publisher_pid(&file);
+            return Err(ShmError::PublisherActive { path: dir.join(name), pid });
         }
+        // Unlinked while we hold the lock: no publisher can have opened it meanwhile.
+        d.unlink(name)?;
+        removed = true;
     }
     Ok(removed)
 }

@@ -4,10 +4,11 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::error::ShmError;
-use super::mapping::{file_bytes, open_file, Backing, ShmMemory};
+use super::files::{Found, RingDir};
+use super::mapping::{file_bytes, Backing, ShmMemory};
 use super::options::{check_name, HugepagePolicy, ShmOptions};
 use crate::pubsub::Publisher;
-use crate::ring::{RingConfig, RingWriter, HEADER_BYTES};
+use crate::ring::{LayoutError, RingConfig, RingWriter, HEADER_BYTES};
 use crate::sys;
 
 /// One consumer line of a reliable ring as the publisher sees it.
@@ -44,15 +45,11 @@ impl ShmPublisher {
     /// after `Full`, not per message. A line with no owner, or a dead one, is where the
     /// publisher is waiting for a consumer to (re)attach.
     pub fn consumer_status(&self) -> Vec<ConsumerStatus> {
+        let file = self.inner.writer().memory().file();
         self.inner
             .writer()
             .consumer_lines()
-            .map(|(index, position, pid)| ConsumerStatus {
-                index,
-                position,
-                pid,
-                alive: pid != 0 && sys::process::alive(pid),
-            })
+            .map(|(index, position, pid)| ConsumerStatus { index, position, pid, alive: consumer_alive(file, index) })
             .collect()
     }
 
@@ -75,11 +72,17 @@ impl DerefMut for ShmPublisher {
     }
 }
 
-impl Drop for ShmPublisher {
-    /// A clean close clears the publisher token: subscribers see "closed", not "dead".
-    fn drop(&mut self) {
-        self.inner.writer_mut().close();
-    }
+/// Byte of the ring file whose lock says consumer line `index` is held: its first byte. The
+/// lock is an open-file-description lock (`F_OFD_SETLK`), which the kernel drops when the
+/// consumer's process dies (zombies hold no files) and which works across pid namespaces, where
+/// a pid in the line would mean nothing.
+pub(crate) fn consumer_lock_offset(index: usize) -> u64 {
+    (crate::ring::layout::consumer_position_word(index) * 8) as u64
+}
+
+/// Whether a live consumer holds line `index` (its lock is held by another open file).
+pub(crate) fn consumer_alive(file: &std::fs::File, index: usize) -> bool {
+    sys::fs::range_locked(file, consumer_lock_offset(index), 1).unwrap_or(false)
 }
 
 /// Opens ring `name` as its publisher, creating it with `cfg` if it does not exist. An existing
@@ -87,31 +90,41 @@ impl Drop for ShmPublisher {
 pub fn open_publisher(name: &str, cfg: &RingConfig, opts: &ShmOptions) -> Result<ShmPublisher, ShmError> {
     check_name(name)?;
     let huge = opts.hugepage_dir.join(name);
-    let fallback = opts.fallback_dir.join(name);
     cfg.validate().map_err(|source| ShmError::Layout { path: huge.clone(), source })?;
 
-    if opts.hugepages != HugepagePolicy::Never && huge.exists() {
-        return open_at(&huge, Backing::Hugepages, cfg);
+    if opts.hugepages != HugepagePolicy::Never {
+        if let Some(dir) = RingDir::open(&opts.hugepage_dir, false)? {
+            if let Found::File(f) = dir.open_ring(name)? {
+                return open_at(f, &huge, Backing::Hugepages, cfg);
+            }
+        }
     }
-    if opts.hugepages != HugepagePolicy::Required && fallback.exists() {
-        let reason = "an existing ring on /dev/shm was reopened".to_owned();
-        return open_at(&fallback, Backing::Fallback { reason }, cfg);
+    if opts.hugepages != HugepagePolicy::Required {
+        if let Some(dir) = RingDir::open(&opts.fallback_dir, false)? {
+            if let Found::File(f) = dir.open_ring(name)? {
+                let reason = "an existing ring on /dev/shm was reopened".to_owned();
+                return open_at(f, &opts.fallback_dir.join(name), Backing::Fallback { reason }, cfg);
+            }
+        }
     }
     let reason = match opts.hugepages {
         HugepagePolicy::Never => "hugepages disabled by HugepagePolicy::Never".to_owned(),
         _ => match hugetlbfs_problem(&opts.hugepage_dir) {
-            None => match open_at(&huge, Backing::Hugepages, cfg) {
-                Ok(p) => return Ok(p),
-                Err(ShmError::Io { what: "mapping", source, .. }) => {
-                    let _ = std::fs::remove_file(&huge);
-                    format!(
-                        "mapping {} bytes of hugepages failed ({source}); HugePages_Free = {}",
-                        file_bytes(cfg.ring_bytes()),
-                        sys::fs::free_hugepages().map_or("unknown".into(), |n| n.to_string())
-                    )
+            None => {
+                let dir = RingDir::open(&opts.hugepage_dir, true)?.expect("created");
+                match open_at(dir.open_or_create_ring(name)?, &huge, Backing::Hugepages, cfg) {
+                    Ok(p) => return Ok(p),
+                    Err(ShmError::Io { what: "mapping", source, .. }) => {
+                        let _ = dir.unlink(name);
+                        format!(
+                            "mapping {} bytes of hugepages failed ({source}); HugePages_Free = {}",
+                            file_bytes(cfg.ring_bytes()),
+                            sys::fs::free_hugepages().map_or("unknown".into(), |n| n.to_string())
+                        )
+                    }
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
-            },
+            }
             Some(reason) => reason,
         },
     };
@@ -125,7 +138,8 @@ pub fn open_publisher(name: &str, cfg: &RingConfig, opts: &ShmOptions) -> Result
             opts.fallback_dir.display()
         );
     }
-    open_at(&fallback, Backing::Fallback { reason }, cfg)
+    let dir = RingDir::open(&opts.fallback_dir, true)?.expect("created");
+    open_at(dir.open_or_create_ring(name)?, &opts.fallback_dir.join(name), Backing::Fallback { reason }, cfg)
 }
 
 /// Why `dir` cannot hold hugepage rings, or None if it can.
@@ -138,11 +152,10 @@ fn hugetlbfs_problem(dir: &Path) -> Option<String> {
     }
 }
 
-/// Creates or reopens the ring file at `path` under the publisher lock.
-fn open_at(path: &Path, backing: Backing, cfg: &RingConfig) -> Result<ShmPublisher, ShmError> {
-    let file = open_file(path, true)?;
+/// Becomes the publisher of the (checked) ring file `file` at `path`, under its lock.
+fn open_at(file: std::fs::File, path: &Path, backing: Backing, cfg: &RingConfig) -> Result<ShmPublisher, ShmError> {
     if file.try_lock().is_err() {
-        let pid = peek_publisher_pid(path);
+        let pid = peek_publisher_pid(&file);
         return Err(ShmError::PublisherActive { path: path.to_owned(), pid });
     }
     let len =
@@ -164,11 +177,14 @@ fn open_at(path: &Path, backing: Backing, cfg: &RingConfig) -> Result<ShmPublish
         file.set_len(need).map_err(|source| ShmError::Io { what: "sizing", path: path.to_owned(), source })?;
     }
     let mem = ShmMemory::map(file, path.to_owned(), backing.clone())?;
-    let writer = RingWriter::open_or_create(mem, cfg, sys::process::pid(), unix_ns())
-        .map_err(|source| ShmError::Layout { path: path.to_owned(), source })?;
-    if !writer.config().same_layout(cfg) {
-        return Err(mismatch(*writer.config()));
-    }
+    // SAFETY: we hold the ring file's exclusive flock, which every shm publisher takes before it
+    // writes, so no other writer of this ring is live in any process.
+    let writer = unsafe { RingWriter::open_or_reclaim(mem, cfg, sys::process::pid(), unix_ns()) }.map_err(
+        |source| match source {
+            LayoutError::Mismatch { existing } => mismatch(existing),
+            source => ShmError::Layout { path: path.to_owned(), source },
+        },
+    )?;
     let reclaimed_from = writer.previous_publisher();
     if let Some(prev) = reclaimed_from {
         eprintln!(
@@ -189,11 +205,11 @@ fn read_existing_config(file: &std::fs::File) -> Option<RingConfig> {
 }
 
 /// The pid the ring header names as publisher (0 if unreadable), for the "already active" error.
-fn peek_publisher_pid(path: &Path) -> u64 {
+pub(crate) fn peek_publisher_pid(file: &std::fs::File) -> u64 {
     use std::os::unix::fs::FileExt;
     let mut b = [0u8; 8];
     let off = (crate::ring::layout::W_PRODUCER_TOKEN * 8) as u64;
-    match std::fs::File::open(path).and_then(|f| f.read_exact_at(&mut b, off)) {
+    match file.read_exact_at(&mut b, off) {
         Ok(()) => u64::from_le_bytes(b),
         Err(_) => 0,
     }

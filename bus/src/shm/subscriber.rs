@@ -3,7 +3,8 @@ use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
 
 use super::error::ShmError;
-use super::mapping::{open_file, Backing, ShmMemory};
+use super::files::{Found, RingDir};
+use super::mapping::{Backing, ShmMemory};
 use super::options::{check_name, HugepagePolicy, ShmOptions};
 use crate::pubsub::Subscriber;
 use crate::ring::{AttachError, LayoutError, RingReader, StartAt, HEADER_BYTES};
@@ -39,6 +40,12 @@ impl ShmSubscriber {
 
     pub fn backing(&self) -> &Backing {
         self.inner.reader().memory().backing()
+    }
+
+    /// Whether a live consumer holds consumer line `index` of this (reliable) ring: its lock is
+    /// held. A syscall: for status and tools, not per message.
+    pub fn consumer_alive(&self, index: usize) -> bool {
+        super::publisher::consumer_alive(self.inner.reader().memory().file(), index)
     }
 
     /// Checks whether the publisher is alive (a syscall: call it when idle, not per message).
@@ -78,27 +85,49 @@ pub fn open_observer(name: &str, start: StartAt, opts: &ShmOptions) -> Result<Sh
 pub fn open_consumer(name: &str, opts: &ShmOptions) -> Result<ShmSubscriber, ShmError> {
     let mem = map_existing(name, opts)?;
     let path = mem.path().to_owned();
-    let reader = RingReader::consumer(mem, sys::process::pid(), sys::process::alive)
-        .map_err(|source| ShmError::Attach { path, source })?;
+    // A line is ours once we hold its lock; the lock dies with us, so a dead consumer's line is
+    // free for the next one, and a live one's never is, whatever its pid looks like from here.
+    // The lock is taken through a duplicate descriptor of the mapping's open file (same open
+    // file description, so the lock lives as long as the mapping's file stays open).
+    let file = mem.file().try_clone().map_err(|source| ShmError::Io { what: "locking", path: path.clone(), source })?;
+    let mut lock_error = None;
+    let claim = |i: usize| match sys::fs::try_lock_range(&file, super::publisher::consumer_lock_offset(i), 1) {
+        Ok(held) => held,
+        Err(e) => {
+            lock_error.get_or_insert(e);
+            false
+        }
+    };
+    let reader = RingReader::consumer(mem, sys::process::pid(), claim);
+    let reader = reader.map_err(|source| match lock_error.take() {
+        Some(source) => ShmError::Io { what: "locking a consumer line of", path: path.clone(), source },
+        None => ShmError::Attach { path, source },
+    })?;
     Ok(ShmSubscriber { inner: Subscriber::new(reader) })
 }
 
-/// Finds and maps the ring file, hugetlbfs first.
+/// Finds (in checked folders, as a checked file) and maps the ring file, hugetlbfs first.
 fn map_existing(name: &str, opts: &ShmOptions) -> Result<ShmMemory, ShmError> {
     check_name(name)?;
     let mut searched: Vec<PathBuf> = Vec::new();
     let dirs = [
-        (opts.hugepages != HugepagePolicy::Never).then(|| (opts.hugepage_dir.join(name), Backing::Hugepages)),
-        (opts.hugepages != HugepagePolicy::Required).then(|| {
-            (opts.fallback_dir.join(name), Backing::Fallback { reason: "the publisher created it there".into() })
-        }),
+        (opts.hugepages != HugepagePolicy::Never).then_some((&opts.hugepage_dir, Backing::Hugepages)),
+        (opts.hugepages != HugepagePolicy::Required)
+            .then(|| (&opts.fallback_dir, Backing::Fallback { reason: "the publisher created it there".into() })),
     ];
-    for (path, backing) in dirs.into_iter().flatten() {
-        if !path.exists() {
+    for (dir, backing) in dirs.into_iter().flatten() {
+        let path = dir.join(name);
+        let file = match RingDir::open(dir, false)? {
+            None => None,
+            Some(d) => match d.open_ring(name)? {
+                Found::File(f) => Some(f),
+                Found::Absent => None,
+            },
+        };
+        let Some(file) = file else {
             searched.push(path);
             continue;
-        }
-        let file = open_file(&path, false)?;
+        };
         let len =
             file.metadata().map_err(|source| ShmError::Io { what: "inspecting", path: path.clone(), source })?.len();
         if len < HEADER_BYTES as u64 {

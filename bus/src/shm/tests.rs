@@ -1,5 +1,5 @@
 //! Single-process tests of the shm transport: placement, permissions, errors, reopen.
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
@@ -120,9 +120,10 @@ fn reopening_with_another_layout_is_a_clear_error() {
 #[test]
 fn foreign_files_and_other_versions_are_refused_by_name() {
     let d = Dirs::new(HugepagePolicy::Never);
-    std::fs::create_dir_all(&d.0.fallback_dir).unwrap();
+    std::fs::DirBuilder::new().mode(0o700).create(&d.0.fallback_dir).unwrap();
     let path = d.0.fallback_dir.join("junk");
     std::fs::write(&path, vec![0xAB; 8192]).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     let err = open_observer("junk", StartAt::Latest, &d.0).err().unwrap();
     assert!(err.to_string().contains("not a tickbus ring"), "{err}");
     assert!(!err.is_retryable());

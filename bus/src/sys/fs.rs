@@ -1,9 +1,105 @@
-//! Filesystem facts the shm transport needs: is a folder on hugetlbfs, how many hugepages are
-//! free.
+//! Filesystem calls the shm transport needs: folders opened without following links, files
+//! opened and removed relative to such a folder (so nobody can swap a path component between a
+//! check and its use), byte-range locks the kernel drops when their holder dies, and whether a
+//! folder is on hugetlbfs.
 use std::ffi::CString;
+use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+
+/// A folder opened by path without following a link at its last component (`O_NOFOLLOW`).
+pub struct Dir {
+    file: File,
+}
+
+fn cstr(s: &[u8]) -> io::Result<CString> {
+    CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path has a NUL byte"))
+}
+
+impl Dir {
+    /// Opens folder `path`. A symbolic link there fails with `ELOOP` (or `ENOTDIR`).
+    pub fn open_nofollow(path: &Path) -> io::Result<Dir> {
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)?;
+        Ok(Dir { file })
+    }
+
+    /// The folder's own metadata (fstat of the opened folder, not of whatever the path names now).
+    pub fn metadata(&self) -> io::Result<std::fs::Metadata> {
+        self.file.metadata()
+    }
+
+    /// Opens `name` in this folder for reading and writing, never following a link
+    /// (`openat(.., O_NOFOLLOW)`); with `create`, creates it exclusively (`O_CREAT | O_EXCL`,
+    /// mode 0600), failing with `AlreadyExists` if anything is there.
+    pub fn open_file(&self, name: &str, create: bool) -> io::Result<File> {
+        let c = cstr(name.as_bytes())?;
+        let mut flags = libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        if create {
+            flags |= libc::O_CREAT | libc::O_EXCL;
+        }
+        // SAFETY: the folder fd is open for as long as `self`; `c` is NUL-terminated.
+        let fd = unsafe { libc::openat(self.file.as_raw_fd(), c.as_ptr(), flags, 0o600 as libc::c_uint) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: openat returned a fresh descriptor that nothing else owns.
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+
+    /// Removes `name` from this folder (`unlinkat`).
+    pub fn unlink(&self, name: &str) -> io::Result<()> {
+        let c = cstr(name.as_bytes())?;
+        // SAFETY: the folder fd is open; `c` is NUL-terminated.
+        if unsafe { libc::unlinkat(self.file.as_raw_fd(), c.as_ptr(), 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+/// This process's effective uid: who must own a ring folder and file.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    unsafe { libc::geteuid() }
+}
+
+fn ofd_lock(file: &File, cmd: libc::c_int, ty: libc::c_int, offset: u64, len: u64) -> io::Result<libc::flock> {
+    // SAFETY: a zeroed flock is valid; we fill the range fields fcntl reads.
+    let mut fl: libc::flock = unsafe { core::mem::zeroed() };
+    fl.l_type = ty as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = offset as libc::off_t;
+    fl.l_len = len as libc::off_t;
+    // SAFETY: the fd is open (borrowed from `file`), and `fl` is a valid flock for F_OFD_*.
+    if unsafe { libc::fcntl(file.as_raw_fd(), cmd, &mut fl) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fl)
+}
+
+/// Takes an exclusive open-file-description lock on bytes `[offset, offset + len)` of `file`
+/// without waiting. Ok(false) if another open file description holds it. The kernel drops the
+/// lock when the last descriptor of this open file description closes, so also when its process
+/// dies (a zombie holds no files), whatever its pid or pid namespace.
+pub fn try_lock_range(file: &File, offset: u64, len: u64) -> io::Result<bool> {
+    match ofd_lock(file, libc::F_OFD_SETLK, libc::F_WRLCK, offset, len) {
+        Ok(_) => Ok(true),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether another open file description holds a lock on any byte of `[offset, offset + len)`.
+pub fn range_locked(file: &File, offset: u64, len: u64) -> io::Result<bool> {
+    let fl = ofd_lock(file, libc::F_OFD_GETLK, libc::F_WRLCK, offset, len)?;
+    Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
+}
 
 /// `f_type` of a hugetlbfs mount (linux/magic.h).
 const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
