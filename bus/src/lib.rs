@@ -17,10 +17,13 @@ pub mod pubsub;
 #[cfg(all(feature = "rdma", not(loom)))]
 pub mod rdma;
 pub mod ring;
+pub(crate) mod seqslot;
 #[cfg(not(loom))]
 pub mod shm;
 pub mod sys;
 pub mod time;
+#[cfg(not(loom))]
+pub mod wire;
 
 #[cfg(not(loom))]
 pub use pubsub::{MsgClaim, Publisher, Subscriber};

@@ -38,7 +38,8 @@ fn main() {
 }
 
 fn publisher(group: Ipv4Addr) -> Result<McastPublisher, Failed> {
-    let opts = McastPublisherOptions { device: Some(common::rdma_devices().0), ..Default::default() };
+    let mut opts = McastPublisherOptions::default();
+    opts.device = Some(common::rdma_devices().0);
     Ok(McastPublisher::new(group, STREAM, &opts)?)
 }
 
@@ -112,7 +113,8 @@ struct PauseResult {
 /// and handles the gap (and recovers) on a thread where any syscall but the verbs doorbell, or
 /// any allocation, is counted: both must be zero.
 fn pause(group: Ipv4Addr, total: u64, history: Option<u32>) -> Result<PauseResult, Failed> {
-    let mut opts = McastPublisherOptions { device: Some(common::rdma_devices().0), ..Default::default() };
+    let mut opts = McastPublisherOptions::default();
+    opts.device = Some(common::rdma_devices().0);
     opts.history = history.unwrap_or(opts.history);
     let mut p = McastPublisher::new(group, STREAM, &opts)?;
     let mut env = vec![("TICKBUS_MC_DEPTH", "64".to_owned()), ("TICKBUS_MC_COUNT", total.to_string())];
@@ -182,7 +184,9 @@ type RecoveryPair = (McastPublisher, McastSubscriber, Result<(), McastError>, Re
 fn recovery_pair(group: Ipv4Addr, token: &[u8]) -> Result<RecoveryPair, Failed> {
     let mut p = publisher(group)?;
     let at = p.listen_recovery("127.0.0.1:0".parse()?, TOKEN)?;
-    let so = McastSubscriberOptions { device: Some(common::rdma_devices().1), depth: 16, ..Default::default() };
+    let mut so = McastSubscriberOptions::default();
+    so.device = Some(common::rdma_devices().1);
+    so.depth = 16;
     let mut s = McastSubscriber::join(group, STREAM, &so)?;
     let (pe, se) = std::thread::scope(|sc| {
         let accepting = sc.spawn(|| p.accept_recovery(Duration::from_secs(30)));
@@ -247,7 +251,9 @@ fn foreign() -> Result<(), Failed> {
     let group = Ipv4Addr::new(239, 77, 1, 3);
     let (local, peer) = common::rdma_devices();
     let mut p = publisher(group)?;
-    let so = McastSubscriberOptions { device: Some(peer), depth: 64, ..Default::default() };
+    let mut so = McastSubscriberOptions::default();
+    so.device = Some(peer);
+    so.depth = 64;
     let mut s = McastSubscriber::join(group, STREAM, &so)?;
     let mut raw = RawSender::new(&local, group)?;
     let mut bad_magic = frame_bytes(STREAM, 0);
@@ -298,7 +304,8 @@ fn foreign() -> Result<(), Failed> {
 
 fn refusals() -> Result<(), Failed> {
     let group = Ipv4Addr::new(239, 77, 1, 4);
-    let opts = McastPublisherOptions { device: Some(common::rdma_devices().0), ..Default::default() };
+    let mut opts = McastPublisherOptions::default();
+    opts.device = Some(common::rdma_devices().0);
     let e = McastPublisher::new(Ipv4Addr::new(10, 1, 2, 3), STREAM, &opts).err().ok_or("a unicast group was taken")?;
     assert!(e.to_string().contains("not an IPv4 multicast group"), "{e}");
     let e = McastSubscriber::join(Ipv4Addr::new(10, 1, 2, 3), STREAM, &McastSubscriberOptions::default())
@@ -307,7 +314,9 @@ fn refusals() -> Result<(), Failed> {
     assert!(matches!(e, McastError::NotMulticast { .. }), "{e}");
 
     let mut p = publisher(group)?;
-    let so = McastSubscriberOptions { device: Some(common::rdma_devices().1), depth: 16, ..Default::default() };
+    let mut so = McastSubscriberOptions::default();
+    so.device = Some(common::rdma_devices().1);
+    so.depth = 16;
     let mut s = McastSubscriber::join(group, STREAM, &so)?;
     let big = vec![7u8; p.max_payload() + 1];
     let e = p.publish(&big).err().ok_or("an oversized message was sent")?;
@@ -419,7 +428,11 @@ impl RawSender {
 fn child(role: &str) -> Result<(), Failed> {
     let group: Ipv4Addr = std::env::var("TICKBUS_MC_GROUP")?.parse()?;
     let depth = std::env::var("TICKBUS_MC_DEPTH").ok().and_then(|d| d.parse().ok()).unwrap_or(1024);
-    let mut s = McastSubscriber::join(group, STREAM, &McastSubscriberOptions { depth, ..Default::default() })?;
+    let mut s = McastSubscriber::join(group, STREAM, &{
+        let mut o = McastSubscriberOptions::default();
+        o.depth = depth;
+        o
+    })?;
     println!("joined");
     if let Ok(at) = std::env::var("TICKBUS_MC_RECOVERY") {
         s.connect_recovery(at.parse()?, TOKEN.as_bytes(), 64, Duration::from_secs(30))?;

@@ -67,9 +67,11 @@ impl InProcess for UdMcast {
         let group = Ipv4Addr::new(239, 77, 2, self.channels);
         self.channels = self.channels.wrapping_add(1);
         let (from, to) = if reverse { (&self.devices.1, &self.devices.0) } else { (&self.devices.0, &self.devices.1) };
-        let so = McastSubscriberOptions { device: Some(to.clone()), ..Default::default() };
+        let mut so = McastSubscriberOptions::default();
+        so.device = Some(to.clone());
         let rx = McastSubscriber::join(group, 1, &so)?;
-        let po = McastPublisherOptions { device: Some(from.clone()), ..Default::default() };
+        let mut po = McastPublisherOptions::default();
+        po.device = Some(from.clone());
         let tx = McastPublisher::new(group, 1, &po)?;
         if !reverse {
             let inline = if tx.inline(size) { "inline" } else { "not inline" };

@@ -19,13 +19,14 @@
 //! Set-up (device, QP, registration, join) makes syscalls; `publish` and `try_recv` do not,
 //! except the provider's doorbell on send (Soft-RoCE rings it with a `write`).
 mod error;
-pub mod frame;
+/// The datagram format (lives in [`crate::wire`], where the fuzzers reach it).
+pub use crate::wire::frame;
 mod publisher;
 mod recovery;
 mod subscriber;
 
 pub use error::McastError;
-pub use publisher::{McastPublisher, McastPublisherOptions, DEFAULT_QKEY};
+pub use publisher::{stream_qkey, McastPublisher, McastPublisherOptions, DEFAULT_QKEY};
 pub use subscriber::{McastStats, McastSubscriber, McastSubscriberOptions};
 
 /// The destination QPN of every multicast send.

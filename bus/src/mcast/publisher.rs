@@ -1,21 +1,37 @@
 //! The ud-mcast publisher: one UD SEND per message to a multicast group, from registered slots,
 //! inline when the frame fits, selectively signalled, completions reaped without waiting.
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::error::McastError;
-use super::frame::{self, FrameHeader, HEADER_BYTES};
-use super::recovery::{self, History, SLOT_FRAME, SLOT_VALID};
+use super::frame::{FrameHeader, HEADER_BYTES};
+use super::recovery::{self, History, RecoveryServer};
 use super::MULTICAST_QPN;
-use crate::sys::verbs::{ffi, AddressHandle, Completion, ConnectedRc, Context, Gid, HugeBuf, MemoryRegion, UdQp};
+use crate::sys::verbs::{ffi, AddressHandle, Completion, Context, Gid, HugeBuf, MemoryRegion, UdQp};
 
-/// Default queue key of tickbus multicast streams (publisher and subscribers must agree).
+/// Queue key of tickbus multicast streams without a token (publisher and subscribers must
+/// agree). It is public: anyone on the fabric can send datagrams a subscriber's NIC accepts.
+/// Give the stream a token and the key is derived from it ([`stream_qkey`]).
 pub const DEFAULT_QKEY: u32 = 0x7B11_0001;
+
+/// The queue key of `stream` for holders of `token`: HMAC-SHA256(token, "tickbus-mcast-qkey" |
+/// stream), 31 bits (keys with the top bit set are privileged). Datagrams with another key are
+/// dropped by the receiving NIC. A QKEY travels in the clear in every packet, so it keeps out
+/// senders that never saw the stream, not an eavesdropper on the fabric.
+pub fn stream_qkey(token: &[u8], stream: u32) -> u32 {
+    use hmac::{Hmac, Mac};
+    let mut m = <Hmac<sha2::Sha256> as Mac>::new_from_slice(token).expect("HMAC takes any key length");
+    m.update(b"tickbus-mcast-qkey");
+    m.update(&stream.to_le_bytes());
+    let d = m.finalize().into_bytes();
+    u32::from_le_bytes([d[0], d[1], d[2], d[3]]) & 0x7FFF_FFFF
+}
 
 /// How a publisher sends.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct McastPublisherOptions {
     /// Device name; default `TICKBUS_RDMA_DEVICE`, else the first device.
     pub device: Option<String>,
@@ -26,8 +42,14 @@ pub struct McastPublisherOptions {
     pub history: u32,
     /// One send in this many asks for a completion (at most depth / 2).
     pub signal_every: u32,
+    /// The queue key when no token is set.
     pub qkey: u32,
+    /// The stream's shared secret: the queue key is derived from it ([`stream_qkey`]), and
+    /// recovery requires it.
+    pub token: Option<Vec<u8>>,
     pub require_hugepages: bool,
+    /// How long one recovery handshake may take.
+    pub handshake_timeout: Duration,
 }
 
 impl Default for McastPublisherOptions {
@@ -38,8 +60,17 @@ impl Default for McastPublisherOptions {
             history: 1024,
             signal_every: 32,
             qkey: DEFAULT_QKEY,
+            token: None,
             require_hugepages: false,
+            handshake_timeout: Duration::from_secs(10),
         }
+    }
+}
+
+impl McastPublisherOptions {
+    /// The queue key this stream uses.
+    pub fn qkey_for(&self, stream: u32) -> u32 {
+        self.token.as_deref().map_or(self.qkey, |t| stream_qkey(t, stream))
     }
 }
 
@@ -48,15 +79,16 @@ impl Default for McastPublisherOptions {
 pub struct McastPublisher {
     // Drop order: the QPs first (no send or READ can touch the slots or the AH after them).
     qp: UdQp,
-    recovery_qps: Vec<ConnectedRc>,
+    recovery: Option<RecoveryServer>,
     ah: AddressHandle,
     /// The history registered again for remote READs, once recovery is offered.
-    readable: Option<MemoryRegion>,
+    readable: Option<Arc<MemoryRegion>>,
     slots: Arc<MemoryRegion>,
     slot_bytes: usize,
     depth: u64,
     history: u64,
-    listener: Option<(TcpListener, Vec<u8>)>,
+    qkey: u32,
+    handshake_timeout: Duration,
     signal_every: u64,
     max_payload: usize,
     mtu: usize,
@@ -86,7 +118,8 @@ impl McastPublisher {
         let ctx = Context::open(opts.device.as_deref())?;
         let mtu = ctx.port().mtu_bytes();
         let depth = opts.depth.max(2);
-        let qp = UdQp::new(&ctx, depth, opts.qkey)?;
+        let qkey = opts.qkey_for(stream);
+        let qp = UdQp::new(&ctx, depth, qkey)?;
         let ah = AddressHandle::new(&ctx, Gid::from_ipv4(group))?;
         let history = opts.history.max(depth);
         let slot_bytes = recovery::slot_bytes(mtu);
@@ -97,14 +130,15 @@ impl McastPublisher {
         Ok(McastPublisher {
             inline_max: qp.max_inline() as usize,
             qp,
-            recovery_qps: Vec::new(),
+            recovery: None,
             ah,
             readable: None,
             slots,
             slot_bytes,
             depth: u64::from(depth),
             history: u64::from(history),
-            listener: None,
+            qkey,
+            handshake_timeout: opts.handshake_timeout,
             signal_every: u64::from(opts.signal_every.clamp(1, depth / 2)),
             max_payload: mtu - HEADER_BYTES,
             mtu,
@@ -179,33 +213,52 @@ impl McastPublisher {
 
     /// Offers gap recovery: subscribers may connect at `addr` (port 0: any) and, after proving
     /// `token`, RDMA-READ lost messages from the history. Registers the history slots again with
-    /// REMOTE_READ (nothing else). Returns the address to give subscribers.
+    /// REMOTE_READ (nothing else) and takes recovery connections on threads of its own from now
+    /// on (never on the publishing thread). Returns the address to give subscribers.
     pub fn listen_recovery(&mut self, addr: SocketAddr, token: impl Into<Vec<u8>>) -> Result<SocketAddr, McastError> {
         let listener = TcpListener::bind(addr).map_err(|e| McastError::io("binding the recovery listener", e))?;
         let at = listener.local_addr().map_err(|e| McastError::io("binding the recovery listener", e))?;
-        if self.readable.is_none() {
-            use ffi::ibv_access_flags as A;
-            let len = self.slot_bytes * self.history as usize;
-            let access = A::IBV_ACCESS_LOCAL_WRITE.0 | A::IBV_ACCESS_REMOTE_READ.0;
-            self.readable = Some(MemoryRegion::register_within(&self.ctx, &self.slots, 0, len, access)?);
-        }
-        self.listener = Some((listener, token.into()));
+        let readable = match &self.readable {
+            Some(r) => r.clone(),
+            None => {
+                use ffi::ibv_access_flags as A;
+                let len = self.slot_bytes * self.history as usize;
+                let access = A::IBV_ACCESS_LOCAL_WRITE.0 | A::IBV_ACCESS_REMOTE_READ.0;
+                let r = Arc::new(MemoryRegion::register_within(&self.ctx, &self.slots, 0, len, access)?);
+                self.readable = Some(r.clone());
+                r
+            }
+        };
+        let h = History { session: self.session, slot_bytes: self.slot_bytes, slots: self.history, qkey: self.qkey };
+        let server = RecoveryServer::start(
+            self.ctx.clone(),
+            listener,
+            token.into(),
+            self.stream,
+            h,
+            readable,
+            self.handshake_timeout,
+        )?;
+        self.recovery = Some(server);
         Ok(at)
     }
 
-    /// Accepts one subscriber's recovery connection (set-up: syscalls, may wait up to
-    /// `timeout`). Its QP then serves READs without this thread.
+    /// Waits up to `timeout` for the next subscriber's recovery connection (taken in on the
+    /// recovery server's threads) and returns how its handshake went. Optional: connections
+    /// are taken in whether or not anyone waits for them.
     pub fn accept_recovery(&mut self, timeout: Duration) -> Result<(), McastError> {
-        let (Some((listener, token)), Some(mr)) = (&self.listener, &self.readable) else {
-            return Err(McastError::io(
+        match &self.recovery {
+            Some(r) => r.next(timeout),
+            None => Err(McastError::io(
                 "accepting a recovery connection",
                 std::io::Error::other("call listen_recovery first"),
-            ));
-        };
-        let h = History { session: self.session, slot_bytes: self.slot_bytes, slots: self.history };
-        let qp = recovery::accept(&self.ctx, listener, token, self.stream, (h, mr), timeout)?;
-        self.recovery_qps.push(qp);
-        Ok(())
+            )),
+        }
+    }
+
+    /// The queue key this stream's datagrams carry.
+    pub fn qkey(&self) -> u32 {
+        self.qkey
     }
 
     /// Sequence number the next message will carry.
@@ -246,28 +299,25 @@ impl McastPublisher {
         Ok(())
     }
 
-    /// Writes the frame into `slot` in the order remote READs rely on (see `recovery`): the
-    /// lead word, the frame, then the valid word. Returns the frame's length.
+    /// Writes the frame into `slot` as a [`crate::seqslot`], in the order remote READs rely
+    /// on. Returns the frame's length.
     #[inline]
     fn write_slot(&mut self, slot: usize, seq: u64, header: &FrameHeader, payload: &[u8]) -> usize {
-        let sb = self.slot_bytes;
-        // SAFETY: slot <= history lies inside the registration (history + 1 slots of sb bytes);
-        // the NIC's sends no longer read it (make_room saw its last WR complete); &mut self makes
-        // this the only writer. Remote READs may copy it concurrently: they only ever see whole
-        // words of the lead/valid pair, stored atomically, and refuse what changed under them.
-        unsafe {
-            let base = self.slots.as_ptr().add(slot * sb);
-            AtomicU64::from_ptr(base.add(sb - 8) as *mut u64).store(seq + 1, Ordering::Release);
-            let frame = std::slice::from_raw_parts_mut(base.add(SLOT_FRAME), sb - SLOT_FRAME - 8);
-            let n = frame::write(frame, header, payload);
-            AtomicU64::from_ptr(base.add(SLOT_VALID) as *mut u64).store(seq + 1, Ordering::Release);
-            n
-        }
+        let words = self.slot_bytes / 8;
+        // SAFETY: slot <= history lies inside the registration (history + 1 slots of slot_bytes,
+        // a multiple of 64); the memory is page-aligned, so the words are aligned AtomicU64s.
+        // The NIC's sends no longer read it (make_room saw its last WR complete); &mut self makes
+        // this the only writer; remote READs only read, and all our stores are atomic.
+        let s = unsafe {
+            std::slice::from_raw_parts(self.slots.as_ptr().add(slot * self.slot_bytes) as *const AtomicU64, words)
+        };
+        crate::seqslot::write(s, seq, zerocopy::IntoBytes::as_bytes(header), payload);
+        HEADER_BYTES + payload.len()
     }
 
     #[inline]
     fn post(&mut self, slot: usize, n: usize, signaled: bool) -> Result<(), McastError> {
-        let sge = self.slots.sge(slot * self.slot_bytes + SLOT_FRAME, n);
+        let sge = self.slots.sge(slot * self.slot_bytes + 8, n);
         // SAFETY: the slot's frame stays untouched until this WR completes (slot_wr), or is
         // copied at post time (inline); the AH lives as long as the QP.
         unsafe { self.qp.post_send(self.posted, sge, &self.ah, MULTICAST_QPN, signaled, n <= self.inline_max)? };

@@ -1,27 +1,41 @@
 //! The ud-mcast subscriber: a UD QP joined to the group, receive slots in registered hugepage
 //! memory (each one MTU plus the GRH, so no datagram can overflow one), polled from the CQ,
-//! checked and sequenced.
+//! checked and sequenced by [`crate::wire::sequencer`] (which keeps forged and replayed frames
+//! out), with lost messages recovered from the publisher's history without ever blocking.
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::McastError;
 use super::frame;
-use super::publisher::DEFAULT_QKEY;
-use super::recovery::RecoveryClient;
+use super::publisher::{stream_qkey, DEFAULT_QKEY};
+use super::recovery::{ReadState, RecoveryClient, READ_PATIENCE};
 use crate::ring::{Delivery, Gap, Recv};
-use crate::sys::verbs::{ffi, Completion, Context, HugeBuf, McastMembership, MemoryRegion, UdQp, GRH_BYTES};
+use crate::sys::verbs::{ffi, Completion, Context, HugeBuf, MemoryRegion, UdQp, GRH_BYTES};
+use crate::time::Tsc;
+use crate::wire::sequencer::{Bounds, Sequencer, Verdict};
 
 /// How a subscriber receives.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct McastSubscriberOptions {
     /// Device name; default `TICKBUS_RDMA_DEVICE`, else the first device.
     pub device: Option<String>,
     /// Receive slots kept posted: how many datagrams may arrive between two polls before the
     /// NIC drops (and the subscriber reports a gap).
     pub depth: u32,
+    /// The queue key when no token is set.
     pub qkey: u32,
+    /// The stream's shared secret: the queue key is derived from it (as the publisher's).
+    pub token: Option<Vec<u8>>,
     pub require_hugepages: bool,
+    /// Largest gap believed from one frame without recovery (with recovery: the history's
+    /// size); a longer jump needs `confirm` consecutive frames (see `wire::sequencer`).
+    pub max_jump: u64,
+    pub confirm: u32,
+    /// How long the current publisher run must be silent before another run (a restarted
+    /// publisher, a new session) is followed.
+    pub session_quiet: Duration,
 }
 
 impl Default for McastSubscriberOptions {
@@ -30,7 +44,11 @@ impl Default for McastSubscriberOptions {
             device: std::env::var("TICKBUS_RDMA_DEVICE").ok(),
             depth: 1024,
             qkey: DEFAULT_QKEY,
+            token: None,
             require_hugepages: false,
+            max_jump: 1 << 16,
+            confirm: 3,
+            session_quiet: Duration::from_millis(500),
         }
     }
 }
@@ -49,7 +67,9 @@ pub struct McastStats {
     pub other_streams: u64,
     /// Frames older than the next expected one: duplicates or reordered (dropped).
     pub late: u64,
-    /// Publisher runs seen after the first (a restarted publisher restarts its sequence).
+    /// Frames not believed (a jump too far, another publisher run), dropped.
+    pub unconfirmed: u64,
+    /// Publisher runs followed after the first (a restarted publisher restarts its sequence).
     pub new_sessions: u64,
     /// Messages delivered from the publisher's history after the fabric lost them (included
     /// in `delivered`).
@@ -58,29 +78,37 @@ pub struct McastStats {
     pub recovery_failures: u64,
 }
 
+/// A gap being recovered: `[next, end)` from the publisher's history.
+#[derive(Debug, Clone, Copy)]
+struct Recovering {
+    next: u64,
+    end: u64,
+    /// TSC when the READ in flight was posted (None: none in flight).
+    reading_since: Option<u64>,
+}
+
 /// Subscribes to one stream on one multicast group. Delivers in sequence order, reports every
 /// lost message in a [`Gap`], and never delivers a frame twice.
 pub struct McastSubscriber {
-    // Drop order: leave the group, then destroy the QP, then deregister its receive slots.
-    _membership: McastMembership,
+    // Drop order: the QP (which leaves the group) before its receive slots.
     recovery: Option<RecoveryClient>,
     qp: UdQp,
     slots: MemoryRegion,
     slot_bytes: usize,
     group: Ipv4Addr,
-    stream: u32,
-    session: Option<u64>,
-    /// Sequence number of the next message to deliver (None until the first frame).
-    expected: Option<u64>,
+    qkey: u32,
+    seq_stream: u32,
+    seq: Sequencer,
     /// A slot whose message was delivered last call: posted again on the next call.
     repost: Option<usize>,
     /// A completion held back while the gap before it is reported or recovered.
     held: Option<Completion>,
-    /// Sequence numbers `[next, end)` being recovered from the publisher's history.
-    recovering: Option<(u64, u64)>,
+    recovering: Option<Recovering>,
     recovery_error: Option<McastError>,
     stats: McastStats,
     wc: [Completion; 1],
+    tsc: Tsc,
+    patience_ticks: u64,
     ctx: Arc<Context>,
 }
 
@@ -93,6 +121,8 @@ enum Step {
         len: usize,
     },
     Gap(Gap),
+    /// A READ is in flight: nothing to deliver yet.
+    Waiting,
     Done,
 }
 
@@ -105,7 +135,8 @@ impl McastSubscriber {
         }
         let ctx = Context::open(opts.device.as_deref())?;
         let depth = opts.depth.max(1);
-        let mut qp = UdQp::new(&ctx, depth, opts.qkey)?;
+        let qkey = opts.token.as_deref().map_or(opts.qkey, |t| stream_qkey(t, stream));
+        let mut qp = UdQp::new(&ctx, depth, qkey)?;
         let slot_bytes = (GRH_BYTES + ctx.port().mtu_bytes()).next_multiple_of(64);
         let buf = HugeBuf::hugepages_or_pages(slot_bytes * depth as usize, opts.require_hugepages)?;
         let slots = MemoryRegion::register(&ctx, buf, ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0)?;
@@ -113,23 +144,30 @@ impl McastSubscriber {
             // SAFETY: the slot lies in `slots`, which outlives the QP (field order).
             unsafe { qp.post_recv(i as u64, slots.sge(i * slot_bytes, slot_bytes))? };
         }
-        let membership = qp.join_multicast(group)?;
+        qp.join_multicast(group)?;
+        let ticks = crate::time::ticks_per_ns();
+        let bounds = Bounds {
+            max_jump: opts.max_jump,
+            confirm: opts.confirm,
+            quiet_ticks: (opts.session_quiet.as_nanos() as f64 * ticks) as u64,
+        };
         Ok(McastSubscriber {
-            _membership: membership,
             recovery: None,
             qp,
             slots,
             slot_bytes,
             group,
-            stream,
-            session: None,
-            expected: None,
+            qkey,
+            seq_stream: stream,
+            seq: Sequencer::new(stream, bounds),
             repost: None,
             held: None,
             recovering: None,
             recovery_error: None,
             stats: McastStats::default(),
             wc: [Completion::EMPTY; 1],
+            tsc: Tsc::new(),
+            patience_ticks: (READ_PATIENCE.as_nanos() as f64 * ticks) as u64,
             ctx,
         })
     }
@@ -137,7 +175,9 @@ impl McastSubscriber {
     /// Connects to the publisher's recovery listener ([`super::McastPublisher::listen_recovery`])
     /// with the shared `token`. From then on a gap is first recovered by RDMA-READing the lost
     /// messages from the publisher's history, `batch` slots per READ; only messages the history
-    /// no longer holds are reported as a gap. Set-up: syscalls, may wait up to `timeout`.
+    /// no longer holds are reported as a gap, and jumps up to the history's size are believed
+    /// from one frame. The publisher run it recovers from is the one the (authenticated)
+    /// handshake names. Set-up: syscalls, may wait up to `timeout`.
     pub fn connect_recovery(
         &mut self,
         addr: SocketAddr,
@@ -145,7 +185,19 @@ impl McastSubscriber {
         batch: u32,
         timeout: Duration,
     ) -> Result<(), McastError> {
-        self.recovery = Some(RecoveryClient::connect(&self.ctx, addr, token, self.stream, batch, timeout)?);
+        let stream = self.seq_stream;
+        let r = RecoveryClient::connect(&self.ctx, addr, token, stream, batch, timeout)?;
+        if r.history.qkey != self.qkey {
+            return Err(McastError::io(
+                "connecting recovery",
+                std::io::Error::other(format!(
+                    "the stream's queue key is {:#x}, this subscriber's {:#x}: join with the stream's token",
+                    r.history.qkey, self.qkey
+                )),
+            ));
+        }
+        self.seq.set_max_jump(r.history.slots);
+        self.recovery = Some(r);
         Ok(())
     }
 
@@ -159,23 +211,25 @@ impl McastSubscriber {
         self.recovery_error.take()
     }
 
-    /// The next message, a gap, or nothing yet. No syscall, no allocation. A message's bytes
-    /// are valid until the next call (its slot is posted again then). A datagram that is not
-    /// a frame of ours is dropped and returned once as [`McastError::Frame`] (retryable: poll
-    /// on); a failed completion is fatal for this subscriber.
+    /// The next message, a gap, or nothing yet. No syscall, no allocation, never waits: while a
+    /// recovery READ is in flight it returns `None`. A message's bytes are valid until the next
+    /// call (its slot is posted again then). A datagram that is not a frame of ours is dropped
+    /// and returned once as [`McastError::Frame`] (retryable: poll on); a failed completion is
+    /// fatal for this subscriber.
     #[inline]
     pub fn try_recv(&mut self) -> Result<Option<Recv<'_>>, McastError> {
         if let Some(slot) = self.repost.take() {
             self.post(slot)?;
         }
         loop {
-            if let Some((next, end)) = self.recovering {
-                match self.recover_step(next, end) {
+            if let Some(r) = self.recovering {
+                match self.recover_step(r) {
                     Step::Message { seq, off, len } => {
                         let r = self.recovery.as_ref().expect("recovering without a client");
                         return Ok(Some(Recv::Message(Delivery { position: seq, payload: r.landing_bytes(off, len) })));
                     }
                     Step::Gap(g) => return Ok(Some(Recv::Gap(g))),
+                    Step::Waiting => return Ok(None),
                     Step::Done => self.recovering = None,
                 }
             }
@@ -191,89 +245,106 @@ impl McastSubscriber {
             }
             let slot = c.wr_id as usize;
             let len = (c.byte_len as usize).saturating_sub(GRH_BYTES).min(self.slot_bytes - GRH_BYTES);
-            let (h, _) = match frame::parse(self.bytes(slot, len)) {
-                Ok(f) => f,
+            let h = match frame::parse(self.bytes(slot, len)) {
+                Ok((h, _)) => h,
                 Err(error) => {
                     self.stats.malformed += 1;
                     self.post(slot)?;
                     return Err(McastError::Frame { group: self.group, error });
                 }
             };
-            if h.stream != self.stream {
-                self.stats.other_streams += 1;
-                self.post(slot)?;
-                continue;
+            let before = self.seq.session_changes();
+            let tsc = &self.tsc;
+            let verdict = self.seq.classify(&h, || tsc.now());
+            if self.seq.session_changes() != before {
+                self.new_session();
             }
-            if self.session != Some(h.session) {
-                if self.session.is_some() {
-                    self.stats.new_sessions += 1;
-                    self.expected = None;
+            match verdict {
+                Verdict::Deliver => {
+                    self.stats.delivered += 1;
+                    self.repost = Some(slot);
+                    let start = usize::from(h.header_len);
+                    let payload = &self.bytes(slot, len)[start..start + h.len as usize];
+                    return Ok(Some(Recv::Message(Delivery { position: h.seq, payload })));
                 }
-                self.session = Some(h.session);
-            }
-            let expected = *self.expected.get_or_insert(h.seq);
-            if h.seq < expected {
-                self.stats.late += 1;
-                self.post(slot)?;
-                continue;
-            }
-            if h.seq > expected {
-                self.held = Some(c);
-                if self.recovery.is_some() {
-                    self.recovering = Some((expected, h.seq));
-                    continue;
+                Verdict::Gap { from, to } => {
+                    self.held = Some(c);
+                    if self.recovery.is_some() {
+                        self.recovering = Some(Recovering { next: from, end: to, reading_since: None });
+                        continue;
+                    }
+                    return Ok(Some(Recv::Gap(self.gap(from, to))));
                 }
-                return Ok(Some(Recv::Gap(self.gap(expected, h.seq))));
+                Verdict::Heartbeat => self.stats.heartbeats += 1,
+                Verdict::Late => self.stats.late += 1,
+                Verdict::OtherStream => self.stats.other_streams += 1,
+                Verdict::Unconfirmed => self.stats.unconfirmed += 1,
             }
-            if h.is_heartbeat() {
-                self.stats.heartbeats += 1;
-                self.post(slot)?;
-                continue;
-            }
-            self.expected = Some(h.seq + 1);
-            self.stats.delivered += 1;
-            self.repost = Some(slot);
-            let start = usize::from(h.header_len);
-            let payload = &self.bytes(slot, len)[start..start + h.len as usize];
-            return Ok(Some(Recv::Message(Delivery { position: h.seq, payload })));
+            self.post(slot)?;
+        }
+    }
+
+    /// A new publisher run is followed: its history is not the one recovery was set up for.
+    #[cold]
+    fn new_session(&mut self) {
+        self.stats.new_sessions += 1;
+        self.recovering = None;
+        if self.recovery.take().is_some() {
+            self.recovery_error = Some(McastError::io(
+                "recovery",
+                std::io::Error::other("the publisher restarted (a new session): connect recovery again"),
+            ));
         }
     }
 
     /// Reports `[from, to)` lost and moves on past it.
     fn gap(&mut self, from: u64, to: u64) -> Gap {
-        self.expected = Some(to);
+        self.seq.advance_to(to);
         self.stats.gaps += 1;
         self.stats.missed += to - from;
         Gap { expected: from, resumed_at: to }
     }
 
-    /// One step of recovering `[next, end)`: the next message from the history, or a gap for
-    /// what the history no longer holds (or for everything left, if a READ fails).
+    /// One step of recovering: the next message from the history, a gap for what the history
+    /// no longer holds (or for everything left, if a READ fails), or `Waiting` while a READ is
+    /// in flight.
     #[cold]
-    fn recover_step(&mut self, next: u64, end: u64) -> Step {
-        let Some(r) = self.recovery.as_mut() else { return Step::Done };
+    fn recover_step(&mut self, r: Recovering) -> Step {
+        let Some(client) = self.recovery.as_mut() else { return Step::Done };
+        let Recovering { next, end, reading_since } = r;
         if next >= end {
             return Step::Done;
         }
         // The publisher has sent `end`, so it has rewritten every slot of `end - slots` and before.
-        let oldest = (end + 1).saturating_sub(r.history.slots);
+        let oldest = end.saturating_add(1).saturating_sub(client.history.slots);
         if next < oldest {
-            self.recovering = Some((oldest, end));
+            self.recovering = Some(Recovering { next: oldest, end, reading_since: None });
             return Step::Gap(self.gap(next, oldest));
         }
-        if !r.holds(next) {
-            if let Err(e) = r.read(next, end - next) {
-                self.recovery = None;
-                self.recovery_error = Some(e);
-                self.stats.recovery_failures += 1;
-                self.recovering = Some((end, end));
-                return Step::Gap(self.gap(next, end));
+        if reading_since.is_some() || !client.holds(next) {
+            let outcome = match reading_since {
+                None => client.start(next, end - next).map(|()| ReadState::Pending),
+                Some(_) => client.poll(),
+            };
+            match outcome {
+                Ok(ReadState::Landed) => self.recovering = Some(Recovering { next, end, reading_since: None }),
+                Ok(ReadState::Pending) => {
+                    let now = self.tsc.now();
+                    let since = reading_since.unwrap_or(now);
+                    if now.wrapping_sub(since) <= self.patience_ticks {
+                        self.recovering = Some(Recovering { next, end, reading_since: Some(since) });
+                        return Step::Waiting;
+                    }
+                    return self.recovery_failed(McastError::RecoveryTimeout, next, end);
+                }
+                Err(e) => return self.recovery_failed(e, next, end),
             }
         }
-        match r.frame(next, self.stream) {
+        let client = self.recovery.as_ref().expect("checked above");
+        match client.frame(next, self.seq_stream) {
             Some((_, off, len)) => {
-                self.recovering = Some((next + 1, end));
-                self.expected = Some(next + 1);
+                self.recovering = Some(Recovering { next: next + 1, end, reading_since: None });
+                self.seq.advance_to(next + 1);
                 self.stats.recovered += 1;
                 self.stats.delivered += 1;
                 Step::Message { seq: next, off, len }
@@ -281,13 +352,23 @@ impl McastSubscriber {
             None => {
                 // Overwritten meanwhile: lost for good, up to the next copy that is intact.
                 let mut k = next + 1;
-                while k < end && r.holds(k) && r.frame(k, self.stream).is_none() {
+                while k < end && client.holds(k) && client.frame(k, self.seq_stream).is_none() {
                     k += 1;
                 }
-                self.recovering = Some((k, end));
+                self.recovering = Some(Recovering { next: k, end, reading_since: None });
                 Step::Gap(self.gap(next, k))
             }
         }
+    }
+
+    /// A READ failed: recovery is off, everything left of the gap is reported lost.
+    #[cold]
+    fn recovery_failed(&mut self, e: McastError, next: u64, end: u64) -> Step {
+        self.recovery = None;
+        self.recovery_error = Some(e);
+        self.stats.recovery_failures += 1;
+        self.recovering = Some(Recovering { next: end, end, reading_since: None });
+        Step::Gap(self.gap(next, end))
     }
 
     pub fn stats(&self) -> McastStats {
@@ -298,12 +379,17 @@ impl McastSubscriber {
         self.group
     }
 
+    /// The queue key this subscriber's QP accepts.
+    pub fn qkey(&self) -> u32 {
+        self.qkey
+    }
+
     /// The datagram in `slot` (after its GRH), `len` bytes.
     #[inline]
     fn bytes(&self, slot: usize, len: usize) -> &[u8] {
-        debug_assert!(GRH_BYTES + len <= self.slot_bytes);
-        // SAFETY: the slot lies inside the registration; its receive completed and it is not
-        // posted again while this borrow of self lives (posting needs &mut self).
+        assert!(slot < self.slots.len() / self.slot_bytes && GRH_BYTES + len <= self.slot_bytes);
+        // SAFETY: the slot lies inside the registration (checked); its receive completed and it
+        // is not posted again while this borrow of self lives (posting needs &mut self).
         unsafe { std::slice::from_raw_parts(self.slots.as_ptr().add(slot * self.slot_bytes + GRH_BYTES), len) }
     }
 

@@ -5,6 +5,8 @@ use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use super::handshake::*;
+use crate::wire::control::{parse_config, parse_hello_sub};
+use crate::wire::transcript::Role;
 
 /// A connected (server, client) pair of sockets on loopback.
 fn pair() -> (TcpStream, TcpStream) {
@@ -31,7 +33,7 @@ fn a_line_without_an_end_is_refused_at_the_length_limit_not_buffered_whole() {
         while t0.elapsed() < Duration::from_secs(4) && client.write_all(&chunk).is_ok() {}
     });
     let err = within(Duration::from_secs(3), move || {
-        let mut ctl = Control::new(server, Duration::from_secs(10)).unwrap();
+        let mut ctl = Control::new(server, Duration::from_secs(10), Role::Publisher).unwrap();
         ctl.recv().unwrap_err().to_string()
     });
     assert!(err.contains("longer than"), "{err}");
@@ -51,7 +53,7 @@ fn a_peer_that_trickles_one_byte_at_a_time_cannot_hold_the_handshake_past_its_de
     });
     let t0 = Instant::now();
     let err = within(Duration::from_secs(3), move || {
-        let mut ctl = Control::new(server, Duration::from_secs(1)).unwrap();
+        let mut ctl = Control::new(server, Duration::from_secs(1), Role::Publisher).unwrap();
         ctl.recv().unwrap_err().to_string()
     });
     assert!(err.contains("deadline") || err.contains("timed out"), "{err}");
@@ -62,7 +64,7 @@ fn a_peer_that_trickles_one_byte_at_a_time_cannot_hold_the_handshake_past_its_de
 fn a_peer_that_never_reads_cannot_block_our_writes_past_the_deadline() {
     let (server, client) = pair();
     let err = within(Duration::from_secs(4), move || {
-        let mut ctl = Control::new(server, Duration::from_secs(1)).unwrap();
+        let mut ctl = Control::new(server, Duration::from_secs(1), Role::Publisher).unwrap();
         let line = "x".repeat(1000);
         loop {
             if let Err(e) = ctl.send(&line) {
@@ -140,12 +142,13 @@ fn a_relay_that_swaps_a_line_after_the_hello_is_detected() {
     });
     let publisher = std::thread::spawn(move || {
         let (s, _) = server.accept().unwrap();
-        let mut ctl = Control::new(s, Duration::from_secs(5)).unwrap();
+        let mut ctl = Control::new(s, Duration::from_secs(5), Role::Publisher).unwrap();
         authenticate_subscriber(&mut ctl, b"token", 7).unwrap();
         ctl.send("EP 1 2 3").unwrap();
         let _ = ctl.recv();
     });
-    let mut ctl = Control::new(TcpStream::connect(relay_addr).unwrap(), Duration::from_secs(5)).unwrap();
+    let mut ctl =
+        Control::new(TcpStream::connect(relay_addr).unwrap(), Duration::from_secs(5), Role::Subscriber).unwrap();
     authenticate_to_publisher(&mut ctl, b"token", 7).unwrap();
     let got = ctl.recv();
     assert!(got.is_err(), "the swapped line was accepted: {got:?}");

@@ -17,8 +17,15 @@ pub enum RdmaError {
     Refused { peer: String, reason: String },
     #[error("subscriber {subscriber}: {status_name} (status {status}): {remedy}")]
     Completion { subscriber: usize, status: u32, status_name: &'static str, remedy: &'static str },
-    #[error("subscriber {subscriber} completed nothing past position {completed} (needed {need}) within four times its QP retry budget: it is dead or its path is broken, and the provider never reported it; dropped")]
+    #[error("subscriber {subscriber} completed {completed} of {need} WRITEs and held publishing back for four times its QP retry budget: it is dead or its path is broken, and the provider never reported it; dropped")]
     Unresponsive { subscriber: usize, completed: u64, need: u64 },
+    /// Lossy mode: a WRITE to this subscriber still read a mirror slot the writer had to reuse;
+    /// the publisher never waits for one subscriber, so it was dropped.
+    #[error("subscriber {subscriber} ({peer}) fell a whole ring behind on the fabric (its WRITEs did not complete): dropped so the others are not slowed; it may reconnect")]
+    TooSlow { subscriber: usize, peer: String },
+    /// The subscriber broke the protocol (e.g. a credit that went backwards): dropped.
+    #[error("subscriber {subscriber} broke the protocol: {reason}; dropped")]
+    Protocol { subscriber: usize, reason: String },
     #[error(transparent)]
     Claim(#[from] ClaimError),
     #[error("no subscriber connected; accept one first")]

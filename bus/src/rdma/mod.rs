@@ -20,6 +20,7 @@
 //!
 //! Syscalls: none on the poll path. Posting is a user-space doorbell on real NICs; Soft-RoCE's
 //! provider rings it with one `write` per post, which the hot-path test counts.
+pub(crate) mod acceptor;
 #[cfg(test)]
 mod control_tests;
 mod error;

@@ -1,24 +1,39 @@
 //! The RDMA publisher: a mirror ring, one RC QP per subscriber, slots shipped by RDMA WRITE.
+//!
+//! Publishing never waits on a subscriber. Per subscriber the publisher tracks the next
+//! position to ship and the WRs in flight; a subscriber that is behind (its send queue full, or
+//! it joined late and catches up) is shipped to as room frees, in order. In lossy mode a
+//! subscriber that falls more than a ring behind skips ahead to what the mirror still holds
+//! (its reader sees the lap and reports the gap), and one whose in-flight WRITE still reads a
+//! mirror slot the writer must reuse is dropped (it is dead or too slow), so one slow or dead
+//! subscriber never slows the publisher or the others. In reliable mode the same situations
+//! are back-pressure (`Full`, retryable), bounded by the QP's retry budget and a TSC deadline,
+//! after which the subscriber is dropped as unresponsive.
 use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use super::acceptor::{Acceptor, Back, Event, Joined, Shared};
 use super::error::RdmaError;
-use super::handshake::{self as hs, Control, StreamConfig, WriteMode};
-use crate::ring::{Mode, RingConfig, RingWriter, HEADER_BYTES};
+use super::handshake::WriteMode;
+use crate::ring::{ClaimError, Mode, RingConfig, RingWriter, HEADER_BYTES};
 use crate::sys::verbs::{
-    ffi, Completion, ConnectedRc, Context, Endpoint, HugeBuf, MemoryRegion, PreparedRc, RcOptions, WriteWr, MAX_CHAIN,
+    ffi, Completion, ConnectedRc, Context, HugeBuf, MemoryRegion, PreparedRc, RcOptions, WriteWr, MAX_CHAIN,
 };
+use crate::time::Tsc;
 
 /// How a publisher runs.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct PublisherOptions {
-    /// Shared secret both sides prove they know; the rkey is never handed to anyone else.
+    /// Shared secret both sides prove they know; no endpoint or key is sent before both proofs.
     pub token: Vec<u8>,
     pub write_mode: WriteMode,
     /// One signalled WRITE every this many per subscriber (selective signalling).
     pub signal_every: u32,
     pub rc: RcOptions,
+    /// How long one subscriber's handshake may take, all of it.
     pub handshake_timeout: Duration,
     /// Device name (None: TICKBUS_RDMA_DEVICE, else the first device).
     pub device: Option<String>,
@@ -42,18 +57,26 @@ impl PublisherOptions {
 
 /// One connected subscriber.
 struct Conn {
+    id: u64,
     qp: ConnectedRc,
     remote_addr: u64,
     rkey: u32,
     consumer: usize,
     peer: String,
-    /// WRs posted since the last signalled one.
-    unsignaled: u32,
-    /// Everything below this position has completed on this QP.
-    completed: u64,
-    /// Position of the last signalled WR + 1 (completion of it means all before it completed).
-    signalled_upto: u64,
-    _control: Control,
+    /// Its credit word's registration (reliable); deregistered when the connection goes.
+    _credit: Option<MemoryRegion>,
+    /// The next position to ship to it.
+    shipped: u64,
+    /// WRs posted to its QP (a WR's wr_id is its ordinal) and known complete.
+    posted: u64,
+    done: u64,
+    /// Non-inline WRITEs read the mirror slot until they complete: per slot, ordinal + 1 of
+    /// the WR that last shipped it (0: none).
+    slot_wr: Box<[u64]>,
+    /// Its credit (consumer position) as last read, to catch one that goes backwards.
+    last_credit: u64,
+    /// TSC since which it has held publishing back (reliable).
+    stuck_since: Option<u64>,
 }
 
 /// What the publisher knows about a connected subscriber.
@@ -61,91 +84,103 @@ struct Conn {
 pub struct SubscriberInfo {
     pub peer: String,
     pub consumer: usize,
-    pub completed: u64,
-}
-
-/// Publishes one stream to RDMA subscribers.
-pub struct RdmaPublisher {
-    ctx: Arc<Context>,
-    writer: RingWriter<Arc<MemoryRegion>>,
-    credits: MemoryRegion,
-    listener: TcpListener,
-    opts: PublisherOptions,
-    shipper: Shipper,
-    /// At most this many positions may be in flight (posted, not known complete) per subscriber.
-    window: u64,
-    /// TSC ticks a subscriber may take to complete a WRITE before it is declared dead: four
-    /// times the QP's own retry budget plus a second, so a provider that never reports a
-    /// failure still cannot hang the publisher.
-    patience_ticks: u64,
-    conns: Vec<Conn>,
-    dropped: Vec<(String, RdmaError)>,
-    tsc: crate::time::Tsc,
+    /// The next position to ship to it.
+    pub shipped: u64,
 }
 
 /// What posting a slot needs; apart from the connections so both can be borrowed at once.
 struct Shipper {
     mirror: Arc<MemoryRegion>,
     slot_size: usize,
-    mask: u64,
+    count: u64,
     inline: bool,
-    signal_every: u32,
+    signal_every: u64,
     imm: bool,
+    /// WRs a QP may have in flight.
+    sq_room: u64,
+    mode: Mode,
+}
+
+/// Publishes one stream to RDMA subscribers.
+pub struct RdmaPublisher {
+    // Drop order: QPs first, then the acceptor (closing the control connections), then memory.
+    conns: Vec<Conn>,
+    _acceptor: Acceptor,
+    events: rtrb::Consumer<Event>,
+    back: rtrb::Producer<Back>,
+    /// Back messages the queue had no room for yet.
+    back_pending: Vec<Back>,
+    writer: RingWriter<Arc<MemoryRegion>>,
+    shipper: Shipper,
+    /// TSC ticks a reliable subscriber may hold publishing back before it is dropped: four
+    /// times the QP's own retry budget plus a second, so a provider that never reports a failure
+    /// still cannot stall the stream for good.
+    patience_ticks: u64,
+    dropped: Vec<(String, RdmaError)>,
+    local_addr: SocketAddr,
+    tsc: Tsc,
+    ctx: Arc<Context>,
 }
 
 impl RdmaPublisher {
-    /// Creates the mirror ring for `cfg` and listens for subscribers on `addr`.
+    /// Creates the mirror ring for `cfg` and starts taking in subscribers on `addr` (on a thread
+    /// of its own: handshakes never run on the publishing thread).
     pub fn bind(addr: SocketAddr, cfg: &RingConfig, opts: PublisherOptions) -> Result<RdmaPublisher, RdmaError> {
         cfg.validate().map_err(|e| RdmaError::Handshake { peer: "-".into(), reason: e.to_string() })?;
         let ctx = Context::open(opts.device.as_deref())?;
         let buf = HugeBuf::hugepages_or_pages(cfg.ring_bytes(), opts.require_hugepages)?;
-        use ffi::ibv_access_flags as A;
-        let mirror = Arc::new(MemoryRegion::register(&ctx, buf, A::IBV_ACCESS_LOCAL_WRITE.0)?);
-        let credits = MemoryRegion::register_within(
-            &ctx,
-            &mirror,
-            0,
-            HEADER_BYTES,
-            A::IBV_ACCESS_LOCAL_WRITE.0 | A::IBV_ACCESS_REMOTE_WRITE.0,
-        )?;
-        let writer = RingWriter::create(mirror.clone(), cfg, crate::sys::process::pid(), 0)
+        let mirror = Arc::new(MemoryRegion::register(&ctx, buf, ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0)?);
+        let writer = RingWriter::create(mirror.clone(), cfg, crate::sys::process::pid().max(1), 0)
             .map_err(|e| RdmaError::Handshake { peer: "-".into(), reason: e.to_string() })?;
         let listener = TcpListener::bind(addr).map_err(|e| RdmaError::io("binding the control listener", e))?;
-        // The QP's real inline limit.
+        let local_addr = listener.local_addr().map_err(|e| RdmaError::io("binding the control listener", e))?;
         let max_inline = PreparedRc::new(&ctx, opts.rc)?.max_inline();
-        // A signalled WRITE at least every quarter of the reuse window, so waiting for a slot's
-        // WRITE to complete always has a signalled completion to wait for.
-        let room = (cfg.slot_count as u64).min(u64::from(opts.rc.max_send_wr));
-        let signal_every = u64::from(opts.signal_every).clamp(1, (room / 4).max(1));
+        // A signalled WRITE at least every quarter of the ring and of the send queue, so a WRITE
+        // that reads a slot about to be reused always has a signalled one after it.
+        let sq = u64::from(opts.rc.max_send_wr.max(4));
+        let signal_every = u64::from(opts.signal_every).clamp(1, ((cfg.slot_count as u64).min(sq) / 4).max(1));
         let shipper = Shipper {
             mirror: mirror.clone(),
             slot_size: cfg.slot_size,
-            mask: cfg.slot_count as u64 - 1,
+            count: cfg.slot_count as u64,
             inline: cfg.slot_size <= max_inline as usize,
-            signal_every: signal_every as u32,
+            signal_every,
             imm: opts.write_mode == WriteMode::WriteWithImm,
+            sq_room: sq - 1,
+            mode: cfg.mode,
         };
-        let tsc = crate::time::Tsc::new();
         let budget_ns = (4096u64 << opts.rc.timeout.min(31)) * (u64::from(opts.rc.retry_cnt.min(6)) + 1);
-        let patience_ticks = ((4 * budget_ns + 1_000_000_000) as f64 * cfg.ticks_per_ns.max(0.001)) as u64;
+        let patience_ticks = ((4 * budget_ns + 1_000_000_000) as f64 * crate::time::ticks_per_ns()) as u64;
+        let shared = Arc::new(Shared {
+            ctx: ctx.clone(),
+            mirror,
+            cfg: *cfg,
+            token: opts.token.clone(),
+            write_mode: opts.write_mode,
+            rc: opts.rc,
+            timeout: opts.handshake_timeout,
+            lines: AtomicU32::new(0),
+        });
+        let (acceptor, events, back) = Acceptor::start(listener, shared)?;
         Ok(RdmaPublisher {
-            ctx,
+            conns: Vec::with_capacity(64),
+            _acceptor: acceptor,
+            events,
+            back,
+            back_pending: Vec::with_capacity(64),
             writer,
-            credits,
-            listener,
-            window: room - signal_every,
-            patience_ticks,
             shipper,
-            opts,
-            conns: Vec::new(),
-            dropped: Vec::new(),
-            tsc,
+            patience_ticks,
+            dropped: Vec::with_capacity(64),
+            local_addr,
+            tsc: Tsc::new(),
+            ctx,
         })
     }
 
     /// The control address subscribers connect to.
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener.local_addr().expect("a bound listener has an address")
+        self.local_addr
     }
 
     pub fn config(&self) -> &RingConfig {
@@ -169,111 +204,146 @@ impl RdmaPublisher {
     pub fn subscribers(&self) -> Vec<SubscriberInfo> {
         self.conns
             .iter()
-            .map(|c| SubscriberInfo { peer: c.peer.clone(), consumer: c.consumer, completed: c.completed })
+            .map(|c| SubscriberInfo { peer: c.peer.clone(), consumer: c.consumer, shipped: c.shipped })
             .collect()
     }
 
-    /// Subscribers dropped since the last call, with why (dead peer, broken path, ...).
+    /// Subscribers dropped (and handshakes refused) since the last call, with why.
     pub fn take_dropped(&mut self) -> Vec<(String, RdmaError)> {
         std::mem::take(&mut self.dropped)
     }
 
-    /// Waits up to `timeout` for one subscriber and runs the handshake with it (set-up path:
-    /// syscalls allowed). A refused or failed handshake is returned as an error; the publisher
-    /// keeps running.
+    /// Waits up to `timeout` for the next subscriber to finish its handshake and takes it in
+    /// (set-up path). A refused or failed handshake is returned as an error; the publisher keeps
+    /// running, and keeps taking in subscribers in the background either way.
     pub fn accept(&mut self, timeout: Duration) -> Result<SubscriberInfo, RdmaError> {
-        let stream = hs::accept_within(&self.listener, timeout)?;
-        let ctl = Control::new(stream, self.opts.handshake_timeout)?;
-        let conn = self.handshake(ctl)?;
-        let info = SubscriberInfo { peer: conn.peer.clone(), consumer: conn.consumer, completed: conn.completed };
-        self.conns.push(conn);
-        Ok(info)
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(ev) = self.events.pop() {
+                return match ev {
+                    Event::Joined(j) => {
+                        let info = self.adopt_one(*j);
+                        self.poll();
+                        Ok(info)
+                    }
+                    Event::Refused { error, .. } => Err(error),
+                };
+            }
+            if Instant::now() >= deadline {
+                return Err(RdmaError::Handshake {
+                    peer: "-".into(),
+                    reason: format!("no subscriber within {timeout:?}"),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
-    fn handshake(&mut self, mut ctl: Control) -> Result<Conn, RdmaError> {
-        let cfg = *self.writer.config();
-        hs::authenticate_subscriber(&mut ctl, &self.opts.token, cfg.stream_id)?;
-        let consumer = match cfg.mode {
-            Mode::Lossy => 0,
-            Mode::Reliable => (0..cfg.max_consumers)
-                .find(|i| !self.conns.iter().any(|c| c.consumer == *i))
-                .ok_or_else(|| ctl.refuse(format!("all {} consumer lines are connected", cfg.max_consumers)))?,
-        };
-        ctl.send(&hs::config_line(&StreamConfig { ring: cfg, consumer, write_mode: self.opts.write_mode }))?;
-        // The QP admits remote writes (credits); the credits MR limits them to the header page.
-        use ffi::ibv_access_flags as A;
-        let access = A::IBV_ACCESS_LOCAL_WRITE.0 | A::IBV_ACCESS_REMOTE_WRITE.0;
-        let qp = PreparedRc::new(&self.ctx, RcOptions { access, ..self.opts.rc })?;
-        let ep = qp.endpoint(Some((self.credits.addr(), self.credits.rkey(), HEADER_BYTES as u64)));
-        ctl.send(&format!("EP {ep}"))?;
-        let line = ctl.recv()?;
-        let remote: Endpoint = line.strip_prefix("EP ").unwrap_or("").parse().map_err(|r| ctl.refuse(r))?;
-        if (remote.len as usize) < cfg.ring_bytes() {
-            return Err(ctl.refuse(format!(
-                "ring of {} bytes advertised, the stream needs {}",
-                remote.len,
-                cfg.ring_bytes()
-            )));
-        }
-        let qp = qp.connect(&remote)?;
-        // Lossy: start live. Reliable: start where the consumer line stands (retained messages).
-        let start = match cfg.mode {
-            Mode::Lossy => self.writer.position(),
-            Mode::Reliable => self.writer.consumer_lines().nth(consumer).map_or(0, |(_, p, _)| p),
-        };
-        ctl.send(&format!("READY {start}"))?;
-        if ctl.recv()? != "READY" {
-            return Err(ctl.refuse("expected READY".into()));
-        }
-        let mut conn = Conn {
-            qp,
-            remote_addr: remote.addr,
-            rkey: remote.rkey,
-            consumer,
-            peer: ctl.peer().to_owned(),
-            unsignaled: 0,
-            completed: start,
-            signalled_upto: start,
-            _control: ctl,
-        };
-        for pos in start..self.writer.position() {
-            // Catch up on retained messages, within the same in-flight window as publish.
-            if pos - conn.completed >= self.window {
-                reap(&mut conn, pos - self.window + 1, &self.tsc, self.patience_ticks)?;
+    /// Takes in subscribers whose handshake finished, reaps completions and ships to subscribers
+    /// that are behind. `publish` does the same; call this when not publishing for a while.
+    /// Returns how many subscribers were taken in.
+    pub fn poll(&mut self) -> usize {
+        let n = self.adopt();
+        let upto = self.writer.position();
+        let (shipper, dropped) = (&self.shipper, &mut self.dropped);
+        retain_live(&mut self.conns, dropped, &mut self.back, &mut self.back_pending, |c| {
+            reap(c)?;
+            shipper.ship(c, upto)
+        });
+        n
+    }
+
+    /// Takes in every subscriber the acceptor has ready (cheap when none: one atomic load).
+    #[inline]
+    fn adopt(&mut self) -> usize {
+        let mut n = 0;
+        while let Ok(ev) = self.events.pop() {
+            match ev {
+                Event::Joined(j) => {
+                    self.adopt_one(*j);
+                    n += 1;
+                }
+                Event::Refused { peer, error } => self.dropped.push((peer, error)),
             }
-            self.shipper.ship(&mut conn, pos)?;
         }
-        Ok(conn)
+        n
+    }
+
+    /// Where a new subscriber's stream starts, and its connection. Lossy: live, or where a
+    /// reconnecting subscriber left off if the mirror still holds it. Reliable: where its
+    /// consumer line stands (everything not yet consumed), or further if it says it already
+    /// has more (a reconnect), never past what was published.
+    #[cold]
+    fn adopt_one(&mut self, j: Joined) -> SubscriberInfo {
+        let now = self.writer.position();
+        let start = match self.shipper.mode {
+            Mode::Lossy => j.resume.map_or(now, |r| r.clamp(now.saturating_sub(self.shipper.count - 1), now)),
+            Mode::Reliable => {
+                let line = self.writer.consumer_lines().nth(j.consumer).map_or(0, |(_, p, _)| p).min(now);
+                let start = j.resume.map_or(line, |r| r.clamp(line, now));
+                let _ = crate::ring::set_consumer_position(self.writer.memory(), j.consumer, start);
+                start
+            }
+        };
+        let slots = if self.shipper.inline { 0 } else { self.shipper.count as usize };
+        let conn = Conn {
+            id: j.id,
+            qp: j.qp,
+            remote_addr: j.ring.addr,
+            rkey: j.ring.rkey,
+            consumer: j.consumer,
+            peer: j.peer,
+            _credit: j.credit,
+            shipped: start,
+            posted: 0,
+            done: 0,
+            slot_wr: vec![0; slots].into_boxed_slice(),
+            last_credit: start,
+            stuck_since: None,
+        };
+        let info = SubscriberInfo { peer: conn.peer.clone(), consumer: conn.consumer, shipped: start };
+        self.conns.push(conn);
+        send_back(&mut self.back, &mut self.back_pending, Back::Started { id: j.id, start });
+        info
     }
 
     /// Publishes `payload` to every subscriber; returns its position. `Full` (reliable mode)
-    /// hands control back without waiting. A subscriber whose QP fails is dropped and reported
-    /// by [`RdmaPublisher::take_dropped`]; the others are unaffected.
+    /// hands control back without waiting. A subscriber whose QP fails, that breaks the
+    /// protocol, or (lossy) that cannot keep up, is dropped and reported by
+    /// [`RdmaPublisher::take_dropped`]; the others are unaffected.
     #[inline]
     pub fn publish(&mut self, payload: &[u8]) -> Result<u64, RdmaError> {
-        self.make_room();
+        self.adopt();
+        let pos = self.writer.position();
+        self.make_room(pos, 1)?;
         let pos = self.writer.publish(payload)?;
-        self.ship(pos);
+        self.ship_all(pos + 1);
         Ok(pos)
     }
 
-    /// Most messages one [`RdmaPublisher::publish_batch`] takes: the chain limit, and no more than
-    /// may be in flight (a larger burst would overwrite its own mirror slots before shipping).
+    /// Most messages one [`RdmaPublisher::publish_batch`] takes: the chain limit, and no more
+    /// than the ring holds.
     pub fn max_batch(&self) -> usize {
-        MAX_CHAIN.min(self.window as usize)
+        MAX_CHAIN.min(self.shipper.count as usize / 2)
     }
 
     /// Publishes a burst of up to [`RdmaPublisher::max_batch`] messages with one doorbell per
     /// subscriber (one chained post instead of one per message). Returns the first position and
-    /// how many were published: fewer than asked only when a reliable ring filled.
+    /// how many were published: fewer than asked only when a reliable ring filled. A message
+    /// too large for a slot refuses the whole burst before anything is published.
     #[inline]
     pub fn publish_batch(&mut self, payloads: &[&[u8]]) -> Result<(u64, usize), RdmaError> {
         assert!(payloads.len() <= self.max_batch(), "at most {} messages per batch", self.max_batch());
-        if payloads.is_empty() {
-            return Ok((self.writer.position(), 0));
+        let max = self.writer.config().max_payload();
+        if let Some(p) = payloads.iter().find(|p| p.len() > max) {
+            return Err(ClaimError::TooLarge { len: p.len(), max }.into());
         }
-        self.make_room_for(payloads.len() as u64);
         let first = self.writer.position();
+        if payloads.is_empty() {
+            return Ok((first, 0));
+        }
+        self.adopt();
+        self.make_room(first, payloads.len() as u64)?;
         let mut n = 0;
         for p in payloads {
             match self.writer.publish(p) {
@@ -282,8 +352,7 @@ impl RdmaPublisher {
                 Err(_) => break, // Full mid-burst: ship what was published
             }
         }
-        let shipper = &self.shipper;
-        retain_live(&mut self.conns, &mut self.dropped, |c| shipper.ship_batch(c, first, n as u64));
+        self.ship_all(first + n as u64);
         Ok((first, n))
     }
 
@@ -294,41 +363,97 @@ impl RdmaPublisher {
         self.publish(zerocopy::IntoBytes::as_bytes(msg))
     }
 
-    /// Before the writer may reuse a mirror slot, the WRITE that last shipped it must have
-    /// completed (non-inline WRITEs read the slot at send time), and the send queue needs room.
-    /// Also polls each CQ once while a signalled WRITE is outstanding, so failures surface early.
+    /// Before positions `first .. first + n` are written, every subscriber's WRITEs must be done
+    /// with the mirror slots they reuse (non-inline WRITEs read the slot until they complete).
+    /// Also reaps completions and checks reliable subscribers' credits. Never waits.
     #[inline]
-    fn make_room(&mut self) {
-        self.make_room_for(1);
-    }
-
-    /// Room for `count` more positions (see [`RdmaPublisher::make_room`]).
-    #[inline]
-    fn make_room_for(&mut self, count: u64) {
-        let pos = self.writer.position() + count - 1;
-        let (window, tsc, patience) = (self.window, &self.tsc, self.patience_ticks);
-        retain_live(&mut self.conns, &mut self.dropped, |c| {
-            let need = if pos - c.completed >= window { pos - window + 1 } else { 0 };
-            if need > 0 || c.signalled_upto > c.completed {
-                reap(c, need, tsc, patience)?;
+    fn make_room(&mut self, first: u64, n: u64) -> Result<(), RdmaError> {
+        let (s, writer) = (&self.shipper, &self.writer);
+        let mut blocked = None;
+        retain_live(&mut self.conns, &mut self.dropped, &mut self.back, &mut self.back_pending, |c| {
+            reap(c)?;
+            if s.mode == Mode::Reliable {
+                check_credit(c, writer)?;
             }
+            if !s.inline && first + n > s.count {
+                let reused = first.saturating_sub(s.count)..first + n - s.count;
+                if reused.into_iter().any(|q| c.slot_wr[(q % s.count) as usize] > c.done) {
+                    if s.mode == Mode::Lossy {
+                        return Err(RdmaError::TooSlow { subscriber: c.consumer, peer: c.peer.clone() });
+                    }
+                    blocked.get_or_insert(c.id);
+                    return Ok(());
+                }
+            }
+            c.stuck_since = None;
             Ok(())
         });
+        match blocked {
+            None => Ok(()),
+            Some(id) => self.held_back(id, first),
+        }
+    }
+
+    /// A reliable subscriber holds publishing back: `Full`, until its patience runs out.
+    #[cold]
+    fn held_back(&mut self, id: u64, position: u64) -> Result<(), RdmaError> {
+        let now = self.tsc.now();
+        let patience = self.patience_ticks;
+        let mut full = None;
+        retain_live(&mut self.conns, &mut self.dropped, &mut self.back, &mut self.back_pending, |c| {
+            if c.id != id {
+                return Ok(());
+            }
+            let since = *c.stuck_since.get_or_insert(now);
+            if now.wrapping_sub(since) > patience {
+                return Err(RdmaError::Unresponsive { subscriber: c.consumer, completed: c.done, need: c.posted });
+            }
+            full = Some(ClaimError::Full { position, consumer: c.consumer, consumer_position: c.last_credit });
+            Ok(())
+        });
+        match full {
+            Some(f) => Err(f.into()),
+            None => Ok(()), // dropped: publishing goes on for the others
+        }
     }
 
     #[inline]
-    fn ship(&mut self, pos: u64) {
+    fn ship_all(&mut self, upto: u64) {
         let shipper = &self.shipper;
-        retain_live(&mut self.conns, &mut self.dropped, |c| shipper.ship(c, pos));
+        retain_live(&mut self.conns, &mut self.dropped, &mut self.back, &mut self.back_pending, |c| {
+            shipper.ship(c, upto)
+        });
     }
 }
 
+/// A reliable subscriber's credit (its consumer position, which it RDMA-WRITEs into its line of
+/// the mirror) may only move forward, and never past what was published: anything else is a
+/// broken or hostile subscriber, dropped.
+#[inline]
+fn check_credit(c: &mut Conn, writer: &RingWriter<Arc<MemoryRegion>>) -> Result<(), RdmaError> {
+    let cur = writer.consumer_lines().nth(c.consumer).map_or(0, |(_, p, _)| p);
+    if cur < c.last_credit || cur > writer.position() {
+        return Err(RdmaError::Protocol {
+            subscriber: c.consumer,
+            reason: format!(
+                "its credit moved from {} to {cur} (published: {}); credits only move forward and never past what was published",
+                c.last_credit,
+                writer.position()
+            ),
+        });
+    }
+    c.last_credit = cur;
+    Ok(())
+}
+
 /// Runs `f` on every connection; one that fails is removed and recorded in `dropped` with its
-/// error. The others are unaffected: one dead subscriber never stops the stream.
+/// error (and its control connection closed by the acceptor). The others are unaffected.
 #[inline]
 fn retain_live(
     conns: &mut Vec<Conn>,
     dropped: &mut Vec<(String, RdmaError)>,
+    back: &mut rtrb::Producer<Back>,
+    back_pending: &mut Vec<Back>,
     mut f: impl FnMut(&mut Conn) -> Result<(), RdmaError>,
 ) {
     let mut i = 0;
@@ -337,88 +462,90 @@ fn retain_live(
             Ok(()) => i += 1,
             Err(e) => {
                 let c = conns.swap_remove(i);
+                send_back(back, back_pending, Back::Dropped { id: c.id });
                 dropped.push((c.peer, e));
             }
         }
     }
 }
 
-/// Polls `c`'s send CQ; spins until everything below `need` has completed. A dead or
-/// unreachable peer turns into RETRY_EXC_ERR within the QP's retry budget; `patience` (TSC
-/// ticks, read without a syscall) bounds the wait even if the provider never reports.
-fn reap(c: &mut Conn, need: u64, tsc: &crate::time::Tsc, patience: u64) -> Result<(), RdmaError> {
-    let mut wc = [Completion::EMPTY; 16];
-    // The clock is read only once we have to wait: the usual single poll reads none (quanta
-    // falls back to clock_gettime where the TSC is unusable, e.g. under emulation).
-    let mut start = None;
-    loop {
-        let n = c.qp.send_cq().poll(&mut wc)?;
-        for w in &wc[..n] {
-            if !w.is_ok() {
-                return Err(RdmaError::completion(c.consumer, w.status));
-            }
-            c.completed = c.completed.max(w.wr_id + 1);
-        }
-        if c.completed >= need {
-            return Ok(());
-        }
-        let now = tsc.now();
-        if now.wrapping_sub(*start.get_or_insert(now)) > patience {
-            return Err(RdmaError::Unresponsive { subscriber: c.consumer, completed: c.completed, need });
-        }
-        std::hint::spin_loop();
+fn send_back(back: &mut rtrb::Producer<Back>, pending: &mut Vec<Back>, msg: Back) {
+    while !pending.is_empty() && !back.is_full() {
+        let _ = back.push(pending.remove(0));
+    }
+    if let Err(rtrb::PushError::Full(msg)) = back.push(msg) {
+        pending.push(msg);
     }
 }
 
-impl Shipper {
-    /// Positions `first..first + n` as one chained post (one doorbell).
-    #[inline]
-    fn ship_batch(&self, c: &mut Conn, first: u64, n: u64) -> Result<(), RdmaError> {
-        let mut wrs = [WriteWr {
-            wr_id: 0,
-            sge: self.mirror.sge(0, 0),
-            remote_addr: 0,
-            rkey: 0,
-            imm: None,
-            signaled: false,
-            inline: false,
-        }; MAX_CHAIN];
-        for (k, pos) in (first..first + n).enumerate() {
-            wrs[k] = self.wr(c, pos);
+/// Takes the completions `c`'s send CQ has (never waits); a failed one drops the subscriber.
+#[inline]
+fn reap(c: &mut Conn) -> Result<(), RdmaError> {
+    if c.done >= c.posted {
+        return Ok(());
+    }
+    let mut wc = [Completion::EMPTY; 16];
+    let n = c.qp.send_cq().poll(&mut wc)?;
+    for w in &wc[..n] {
+        if !w.is_ok() {
+            return Err(RdmaError::completion(c.consumer, w.status));
         }
-        // SAFETY: as in `ship`: make_room_for() keeps each mirror slot until its WRITE completed.
-        unsafe { c.qp.post_writes(&wrs[..n as usize])? };
+        c.done = c.done.max(w.wr_id + 1);
+    }
+    Ok(())
+}
+
+impl Shipper {
+    /// Ships `c` everything published below `upto` that it has not got, as far as its send
+    /// queue has room (the rest goes on a later call), chained behind one doorbell.
+    #[inline]
+    fn ship(&self, c: &mut Conn, upto: u64) -> Result<(), RdmaError> {
+        if self.mode == Mode::Lossy && c.shipped + self.count < upto {
+            // The mirror no longer holds those: the subscriber's reader will see the lap.
+            c.shipped = upto - self.count;
+        }
+        while c.shipped < upto {
+            let room = self.sq_room.saturating_sub(c.posted - c.done);
+            if room == 0 {
+                reap(c)?;
+                if self.sq_room <= c.posted - c.done {
+                    return Ok(()); // behind: shipped on a later call
+                }
+                continue;
+            }
+            let n = (upto - c.shipped).min(room).min(MAX_CHAIN as u64) as usize;
+            let mut wrs = [self.wr(c, c.shipped); MAX_CHAIN];
+            for (k, wr) in wrs.iter_mut().enumerate().take(n).skip(1) {
+                *wr = self.wr(c, c.shipped + k as u64);
+            }
+            // SAFETY: non-inline WRITEs read their mirror slot until they complete; make_room()
+            // never lets the writer reuse a slot whose WRITE to this subscriber is in flight
+            // (slot_wr), and the mirror outlives the QP.
+            unsafe { c.qp.post_writes(&wrs[..n])? };
+            for k in 0..n as u64 {
+                if !self.inline {
+                    c.slot_wr[((c.shipped + k) % self.count) as usize] = c.posted + k + 1;
+                }
+            }
+            c.posted += n as u64;
+            c.shipped += n as u64;
+        }
         Ok(())
     }
 
-    /// The WR that ships `pos` to `c`, with selective signalling.
+    /// The WR that ships `pos` to `c` as the `c.posted + k`-th WR, with selective signalling.
     #[inline]
-    fn wr(&self, c: &mut Conn, pos: u64) -> WriteWr {
-        let off = HEADER_BYTES + (pos & self.mask) as usize * self.slot_size;
-        c.unsignaled += 1;
-        let signaled = c.unsignaled >= self.signal_every;
-        if signaled {
-            c.unsignaled = 0;
-            c.signalled_upto = pos + 1;
-        }
+    fn wr(&self, c: &Conn, pos: u64) -> WriteWr {
+        let ordinal = c.posted + (pos - c.shipped);
+        let off = HEADER_BYTES + (pos % self.count) as usize * self.slot_size;
         WriteWr {
-            wr_id: pos,
+            wr_id: ordinal,
             sge: self.mirror.sge(off, self.slot_size),
             remote_addr: c.remote_addr + off as u64,
             rkey: c.rkey,
             imm: self.imm.then_some(pos as u32),
-            signaled,
+            signaled: (ordinal + 1).is_multiple_of(self.signal_every),
             inline: self.inline,
         }
-    }
-
-    /// One RDMA WRITE of the whole mirror slot of `pos` to the same offset of `c`'s ring.
-    #[inline]
-    fn ship(&self, c: &mut Conn, pos: u64) -> Result<(), RdmaError> {
-        let wr = self.wr(c, pos);
-        // SAFETY: non-inline WRITEs read the mirror slot until they complete; make_room() waits
-        // for that completion before the writer reuses the slot, and the mirror outlives the QP.
-        unsafe { c.qp.post_write(wr)? };
-        Ok(())
     }
 }

@@ -12,19 +12,23 @@ use crate::sys::verbs::{
     ffi, Completion, ConnectedRc, Context, Endpoint, HugeBuf, MemoryRegion, PreparedRc, RcOptions, WriteWr,
 };
 use crate::time::TscScale;
+use crate::wire::control as wire;
+use crate::wire::transcript::Role;
 
 /// How a subscriber connects.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct SubscriberOptions {
     pub token: Vec<u8>,
     pub rc: RcOptions,
+    /// How long connecting may take, all of it (including waiting for the publisher to take it in).
     pub timeout: Duration,
     pub device: Option<String>,
     pub require_hugepages: bool,
-    /// Receives kept posted in WRITE_WITH_IMM mode.
+    /// Receives kept posted in WRITE_WITH_IMM mode (at most `rc.max_recv_wr`).
     pub recv_depth: u32,
     /// Fault injection for tests: XORed into the rkey we advertise (0 = honest).
-    #[doc(hidden)]
+    #[cfg(feature = "fault-injection")]
     pub corrupt_rkey: u32,
 }
 
@@ -36,21 +40,29 @@ impl SubscriberOptions {
             timeout: Duration::from_secs(10),
             device: std::env::var("TICKBUS_RDMA_DEVICE").ok(),
             require_hugepages: false,
-            recv_depth: 256,
+            recv_depth: 512,
+            #[cfg(feature = "fault-injection")]
             corrupt_rkey: 0,
         }
     }
 }
 
-/// Credits a reliable subscriber owes the publisher.
+/// Credits a reliable subscriber owes the publisher: its consumer position, RDMA-written into
+/// its own word of the publisher's mirror (a registration covering that word and nothing else).
+/// Credits are cumulative, so when the send queue is busy the newest one simply waits for room:
+/// posts never outrun the queue.
 struct Credits {
-    /// Address of our consumer line's position word in the publisher's mirror.
     remote_addr: u64,
     rkey: u32,
-    /// Offset of the same word in our own ring: the WRITE's (inline) source.
+    /// Offset of our consumer line's position word in our own ring: the WRITE's (inline) source.
     local_offset: usize,
     sent: u64,
-    posted: u32,
+    /// WRs posted (wr_id = ordinal) and known complete.
+    posted: u64,
+    done: u64,
+    /// WRs the send queue may hold, and how often one asks for a completion.
+    depth: u64,
+    signal_every: u64,
 }
 
 /// Subscribes to one stream over RDMA.
@@ -60,8 +72,9 @@ pub struct RdmaSubscriber {
     qp: ConnectedRc,
     credits: Option<Credits>,
     stream: StreamConfig,
-    /// WRITE_WITH_IMM mode: completions seen whose slots were not delivered yet.
-    arrived: u64,
+    /// WRITE_WITH_IMM mode: every position below this has landed (its completion, which names
+    /// its position in the immediate, was polled); the reader never reads at or past it.
+    landed: u64,
     control: Control,
     _ctx: Arc<Context>,
 }
@@ -69,16 +82,45 @@ pub struct RdmaSubscriber {
 impl RdmaSubscriber {
     /// Connects to the publisher at `addr` for `stream_id`, authenticates both ways, allocates
     /// and registers a ring of the publisher's layout (LOCAL_WRITE | REMOTE_WRITE, nothing else)
-    /// and connects the QP.
+    /// and connects the QP. The stream starts where the publisher says (live, or for a reliable
+    /// stream the oldest message not yet consumed).
     pub fn connect(addr: SocketAddr, stream_id: u32, opts: &SubscriberOptions) -> Result<RdmaSubscriber, RdmaError> {
+        Self::connect_at(addr, stream_id, opts, None)
+    }
+
+    /// Connects again after losing the publisher (a broken link, a dropped subscriber), asking
+    /// to resume at `next`: the position of the next message this subscriber needs (the old
+    /// subscriber's [`RdmaSubscriber::position`]). A reliable stream then delivers nothing twice
+    /// and loses nothing; a lossy one resumes there if the publisher still holds it.
+    pub fn resume(
+        addr: SocketAddr,
+        stream_id: u32,
+        opts: &SubscriberOptions,
+        next: u64,
+    ) -> Result<RdmaSubscriber, RdmaError> {
+        Self::connect_at(addr, stream_id, opts, Some(next))
+    }
+
+    fn connect_at(
+        addr: SocketAddr,
+        stream_id: u32,
+        opts: &SubscriberOptions,
+        resume: Option<u64>,
+    ) -> Result<RdmaSubscriber, RdmaError> {
         let tcp = TcpStream::connect_timeout(&addr, opts.timeout)
             .map_err(|source| RdmaError::Connect { addr: addr.to_string(), source })?;
-        let mut ctl = Control::new(tcp, opts.timeout)?;
+        let mut ctl = Control::new(tcp, opts.timeout, Role::Subscriber)?;
         hs::authenticate_to_publisher(&mut ctl, &opts.token, stream_id)?;
-        let stream = hs::parse_config(&ctl.recv()?).map_err(|r| ctl.refuse(r))?;
+        let stream = wire::parse_config(&ctl.recv()?).map_err(|r| ctl.refuse(r))?;
         let cfg: RingConfig = stream.ring;
+        if cfg.stream_id != stream_id {
+            return Err(ctl.refuse(format!("asked for stream {stream_id}, the publisher configured {}", cfg.stream_id)));
+        }
         let line = ctl.recv()?;
         let publisher: Endpoint = line.strip_prefix("EP ").unwrap_or("").parse().map_err(|r| ctl.refuse(r))?;
+        if cfg.mode == Mode::Reliable && publisher.len != 8 {
+            return Err(ctl.refuse(format!("the credit word advertised is {} bytes, not 8", publisher.len)));
+        }
 
         let ctx = Context::open(opts.device.as_deref())?;
         let buf = HugeBuf::hugepages_or_pages(cfg.ring_bytes(), opts.require_hugepages)?;
@@ -87,8 +129,13 @@ impl RdmaSubscriber {
         let ring = Arc::new(MemoryRegion::register(&ctx, buf, access)?);
         ring::initialize(&ring, &cfg).map_err(|e| ctl.refuse(e.to_string()))?;
         let qp = PreparedRc::new(&ctx, RcOptions { access, ..opts.rc })?;
-        let ep = qp.endpoint(Some((ring.addr(), ring.rkey() ^ opts.corrupt_rkey, ring.len() as u64)));
+        #[cfg(feature = "fault-injection")]
+        let rkey = ring.rkey() ^ opts.corrupt_rkey;
+        #[cfg(not(feature = "fault-injection"))]
+        let rkey = ring.rkey();
+        let ep = qp.endpoint(Some((ring.addr(), rkey, ring.len() as u64)));
         ctl.send(&format!("EP {ep}"))?;
+        ctl.send(&wire::resume_line(resume))?;
         let mut qp = qp.connect(&publisher)?;
         if stream.write_mode == WriteMode::WriteWithImm {
             for i in 0..opts.recv_depth.min(opts.rc.max_recv_wr) {
@@ -97,27 +144,33 @@ impl RdmaSubscriber {
             }
         }
         let ready = ctl.recv()?;
-        let start: u64 = ready
-            .strip_prefix("READY ")
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| ctl.refuse(format!("expected READY <position>, got {ready:?}")))?;
+        if ready != "READY" {
+            return Err(ctl.refuse(format!("expected READY, got {}", wire::quote(&ready))));
+        }
+        ctl.send("READY")?;
+        // The publisher may already be WRITEing into the ring: slots land where they belong.
+        let start = wire::parse_start(&ctl.recv()?).map_err(|r| ctl.refuse(r))?;
+        ctl.finish();
         let (reader, credits) = match cfg.mode {
             Mode::Lossy => (RingReader::observer(ring.clone(), StartAt::Position(start)), None),
             Mode::Reliable => {
                 ring::set_consumer_position(&ring, 0, start).map_err(|e| ctl.refuse(e.to_string()))?;
+                let depth = u64::from(opts.rc.max_send_wr.max(2)) - 1;
                 let credits = Credits {
-                    remote_addr: publisher.addr + (consumer_position_word(stream.consumer) * 8) as u64,
+                    remote_addr: publisher.addr,
                     rkey: publisher.rkey,
                     local_offset: consumer_position_word(0) * 8,
                     sent: start,
                     posted: 0,
+                    done: 0,
+                    depth,
+                    signal_every: (depth / 2).clamp(1, 16),
                 };
-                (RingReader::consumer_by_token(ring.clone(), crate::sys::process::pid()), Some(credits))
+                (RingReader::consumer_by_token(ring.clone(), crate::sys::process::pid().max(1)), Some(credits))
             }
         };
         let reader = reader.map_err(|e| ctl.refuse(e.to_string()))?;
-        ctl.send("READY")?;
-        Ok(RdmaSubscriber { reader, ring, qp, credits, stream, arrived: 0, control: ctl, _ctx: ctx })
+        Ok(RdmaSubscriber { reader, ring, qp, credits, stream, landed: start, control: ctl, _ctx: ctx })
     }
 
     pub fn config(&self) -> &RingConfig {
@@ -133,6 +186,7 @@ impl RdmaSubscriber {
         TscScale { ticks_per_ns: self.stream.ring.ticks_per_ns }
     }
 
+    /// The position of the next message this subscriber will deliver.
     pub fn position(&self) -> u64 {
         self.reader.position()
     }
@@ -147,20 +201,18 @@ impl RdmaSubscriber {
     #[inline]
     pub fn try_recv(&mut self) -> Result<Option<Recv<'_>>, RdmaError> {
         self.send_credits()?;
-        if self.stream.write_mode == WriteMode::WriteWithImm && self.arrived == 0 {
+        if self.stream.write_mode == WriteMode::Write {
+            return Ok(self.reader.try_recv());
+        }
+        if self.reader.position() >= self.landed {
             self.poll_arrivals()?;
-            if self.arrived == 0 {
-                return Ok(None);
-            }
         }
-        let r = self.reader.try_recv();
-        if r.is_some() && self.stream.write_mode == WriteMode::WriteWithImm {
-            self.arrived -= 1;
-        }
-        Ok(r)
+        Ok(self.reader.try_recv_before(self.landed))
     }
 
-    /// WRITE_WITH_IMM: each receive completion means one slot has fully landed.
+    /// WRITE_WITH_IMM: each receive completion says one slot has fully landed, and its
+    /// immediate names the slot's position (low 32 bits; positions only grow, by less than
+    /// 2^32 between two completions).
     fn poll_arrivals(&mut self) -> Result<(), RdmaError> {
         let mut wc = [Completion::EMPTY; 16];
         let n = self.qp.recv_cq().poll(&mut wc)?;
@@ -168,14 +220,22 @@ impl RdmaSubscriber {
             if !w.is_ok() {
                 return Err(RdmaError::completion(0, w.status));
             }
+            let Some(imm) = w.imm else {
+                return Err(RdmaError::Protocol {
+                    subscriber: 0,
+                    reason: "a receive completed without an immediate".into(),
+                });
+            };
+            let pos = self.landed + u64::from(imm.wrapping_sub(self.landed as u32));
+            self.landed = self.landed.max(pos + 1);
             // SAFETY: no bytes are named; replaces the receive this completion consumed.
             unsafe { self.qp.post_recv(w.wr_id, None)? };
         }
-        self.arrived += n as u64;
         Ok(())
     }
 
-    /// Reliable mode: tell the publisher how far we consumed, when the reader has released more.
+    /// Reliable mode: tell the publisher how far we consumed, when the reader has released
+    /// more. Never more posts in flight than the send queue holds: the newest credit waits.
     #[inline]
     fn send_credits(&mut self) -> Result<(), RdmaError> {
         let Some(c) = self.credits.as_mut() else { return Ok(()) };
@@ -183,26 +243,27 @@ impl RdmaSubscriber {
         if released == c.sent {
             return Ok(());
         }
-        c.posted += 1;
-        let signaled = c.posted.is_multiple_of(16);
+        if c.posted - c.done >= c.depth {
+            reap_credits(&mut self.qp, c)?;
+            if c.posted - c.done >= c.depth {
+                return Ok(()); // coalesced: a later call sends the newest position
+            }
+        }
         let wr = WriteWr {
-            wr_id: released,
+            wr_id: c.posted,
             sge: self.ring.sge(c.local_offset, 8),
             remote_addr: c.remote_addr,
             rkey: c.rkey,
             imm: None,
-            signaled,
+            signaled: (c.posted + 1).is_multiple_of(c.signal_every),
             inline: true,
         };
         // SAFETY: inline: the 8 bytes are copied at post time.
         unsafe { self.qp.post_write(wr)? };
+        c.posted += 1;
         c.sent = released;
-        if signaled {
-            let mut wc = [Completion::EMPTY; 16];
-            let n = self.qp.send_cq().poll(&mut wc)?;
-            if let Some(w) = wc[..n].iter().find(|w| !w.is_ok()) {
-                return Err(RdmaError::completion(0, w.status));
-            }
+        if c.posted - c.done >= c.depth / 2 {
+            reap_credits(&mut self.qp, c)?;
         }
         Ok(())
     }
@@ -212,4 +273,55 @@ impl RdmaSubscriber {
     pub fn publisher_gone(&self) -> bool {
         self.control.peer_closed()
     }
+
+    /// Fault injection for tests: WRITEs `value` into consumer line `line`'s credit word of the
+    /// publisher's mirror, through this subscriber's credit key, as a hostile subscriber would.
+    #[cfg(feature = "fault-injection")]
+    pub fn fault_write_credit(&mut self, line: usize, value: u64) -> Result<(), RdmaError> {
+        let Some(c) = self.credits.as_mut() else { return Err(RdmaError::NoSubscriber) };
+        let own = consumer_position_word(self.stream.consumer) * 8;
+        let target = (c.remote_addr - own as u64) + (consumer_position_word(line) * 8) as u64;
+        let scratch = consumer_position_word(1) * 8; // a line our own ring never uses
+        let word = self.ring.as_ptr() as usize + scratch;
+        // SAFETY: an 8-aligned word inside our registered ring that nothing else uses.
+        unsafe { (*(word as *const std::sync::atomic::AtomicU64)).store(value, std::sync::atomic::Ordering::Release) };
+        let wr = WriteWr {
+            wr_id: c.posted,
+            sge: self.ring.sge(scratch, 8),
+            remote_addr: target,
+            rkey: c.rkey,
+            imm: None,
+            signaled: true,
+            inline: true,
+        };
+        // SAFETY: inline: copied at post time.
+        unsafe { self.qp.post_write(wr)? };
+        c.posted += 1;
+        Ok(())
+    }
+
+    /// Fault injection for tests: polls this subscriber's send queue until the last posted WR
+    /// completed or failed (up to `timeout`); the failure, if any.
+    #[cfg(feature = "fault-injection")]
+    pub fn fault_wait_sent(&mut self, timeout: Duration) -> Result<(), RdmaError> {
+        let deadline = std::time::Instant::now() + timeout;
+        let Some(c) = self.credits.as_mut() else { return Ok(()) };
+        while c.done < c.posted && std::time::Instant::now() < deadline {
+            reap_credits(&mut self.qp, c)?;
+        }
+        Ok(())
+    }
+}
+
+/// Takes the credit WRITEs' completions there are (never waits).
+fn reap_credits(qp: &mut ConnectedRc, c: &mut Credits) -> Result<(), RdmaError> {
+    let mut wc = [Completion::EMPTY; 16];
+    let n = qp.send_cq().poll(&mut wc)?;
+    for w in &wc[..n] {
+        if !w.is_ok() {
+            return Err(RdmaError::completion(0, w.status));
+        }
+        c.done = c.done.max(w.wr_id + 1);
+    }
+    Ok(())
 }

@@ -1,6 +1,5 @@
 //! Opening a device, its port, and choosing the GID RoCE v2 traffic uses.
 use std::ffi::CStr;
-use std::fmt;
 use std::sync::Arc;
 
 use rdma_sys as ffi;
@@ -25,38 +24,11 @@ pub fn device_names() -> Vec<String> {
     }
 }
 
-/// A 16-byte GID (for RoCE v2 over IPv4: `::ffff:a.b.c.d`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct Gid(pub [u8; 16]);
+pub use crate::wire::endpoint::Gid;
 
-impl Gid {
-    /// The IPv4-mapped GID of `ip`.
-    pub fn from_ipv4(ip: std::net::Ipv4Addr) -> Gid {
-        let mut g = [0u8; 16];
-        g[10] = 0xff;
-        g[11] = 0xff;
-        g[12..].copy_from_slice(&ip.octets());
-        Gid(g)
-    }
-
-    /// The IPv4 address of an IPv4-mapped GID.
-    pub fn ipv4(&self) -> Option<std::net::Ipv4Addr> {
-        (self.0[..10].iter().all(|b| *b == 0) && self.0[10] == 0xff && self.0[11] == 0xff)
-            .then(|| std::net::Ipv4Addr::new(self.0[12], self.0[13], self.0[14], self.0[15]))
-    }
-
-    pub(crate) fn to_ffi(self) -> ffi::ibv_gid {
-        ffi::ibv_gid { raw: self.0 }
-    }
-}
-
-impl fmt::Debug for Gid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.ipv4() {
-            Some(ip) => write!(f, "::ffff:{ip}"),
-            None => self.0.iter().try_for_each(|b| write!(f, "{b:02x}")),
-        }
-    }
+/// A GID as libibverbs takes it.
+pub(crate) fn gid_to_ffi(g: Gid) -> ffi::ibv_gid {
+    ffi::ibv_gid { raw: g.0 }
 }
 
 /// What the transport needs to know about the port it uses.

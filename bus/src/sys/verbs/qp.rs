@@ -1,58 +1,14 @@
 //! Reliable connected queue pairs as typed stages: a [`PreparedRc`] (INIT) can only be connected;
 //! only a [`ConnectedRc`] (RTS) can post. A QP owns its completion queues, so they outlive it.
-use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use rdma_sys as ffi;
 
 use super::cq::CompletionQueue;
-use super::device::{Context, Gid};
+use super::device::{gid_to_ffi, Context};
 use super::error::VerbsError;
 
-/// What one side tells the other to connect an RC QP and reach its memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Endpoint {
-    pub qpn: u32,
-    pub psn: u32,
-    pub gid: Gid,
-    /// Remote-writable region (0 if none): address, rkey, length.
-    pub addr: u64,
-    pub rkey: u32,
-    pub len: u64,
-}
-
-impl fmt::Display for Endpoint {
-    /// `qpn psn gid(hex) addr rkey len`, one line, for a text control channel.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} ", self.qpn, self.psn)?;
-        self.gid.0.iter().try_for_each(|b| write!(f, "{b:02x}"))?;
-        write!(f, " {} {} {}", self.addr, self.rkey, self.len)
-    }
-}
-
-impl FromStr for Endpoint {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Endpoint, String> {
-        let f: Vec<&str> = s.split_whitespace().collect();
-        if f.len() != 6 || f[2].len() != 32 {
-            return Err(format!("endpoint needs `qpn psn gid32hex addr rkey len`, got {s:?}"));
-        }
-        let num = |i: usize| f[i].parse::<u64>().map_err(|e| format!("field {i} of {s:?}: {e}"));
-        let mut gid = [0u8; 16];
-        for (k, b) in gid.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&f[2][2 * k..2 * k + 2], 16).map_err(|e| format!("gid in {s:?}: {e}"))?;
-        }
-        Ok(Endpoint {
-            qpn: num(0)? as u32,
-            psn: num(1)? as u32 & 0xFF_FFFF,
-            gid: Gid(gid),
-            addr: num(3)?,
-            rkey: num(4)? as u32,
-            len: num(5)?,
-        })
-    }
-}
+pub use crate::wire::endpoint::Endpoint;
 
 /// RC QP sizing and retry behaviour.
 #[derive(Debug, Clone, Copy)]
@@ -177,7 +133,7 @@ impl PreparedRc {
             a.max_dest_rd_atomic = 1;
             a.min_rnr_timer = 12;
             a.ah_attr.is_global = 1;
-            a.ah_attr.grh.dgid = remote.gid.to_ffi();
+            a.ah_attr.grh.dgid = gid_to_ffi(remote.gid);
             a.ah_attr.grh.sgid_index = port.gid_index;
             a.ah_attr.grh.hop_limit = 64;
             a.ah_attr.port_num = port.port;
@@ -406,25 +362,4 @@ pub(crate) unsafe fn post_recv(qp: *mut ffi::ibv_qp, wr_id: u64, sge: Option<ffi
         return Err(VerbsError::code("ibv_post_recv", rc));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn endpoints_round_trip_through_text_and_bad_lines_are_named() {
-        let e = Endpoint {
-            qpn: 17,
-            psn: 0xABCDE,
-            gid: Gid::from_ipv4("169.254.77.1".parse().unwrap()),
-            addr: 0x7f00_0000_1000,
-            rkey: 0x1234,
-            len: 4096,
-        };
-        let line = e.to_string();
-        assert_eq!(line.parse::<Endpoint>().unwrap(), e);
-        assert!("17 1 zz".parse::<Endpoint>().unwrap_err().contains("qpn psn"));
-        assert_eq!(format!("{:?}", e.gid), "::ffff:169.254.77.1");
-    }
 }

@@ -5,16 +5,19 @@ use std::sync::Arc;
 use rdma_sys as ffi;
 
 use super::cq::CompletionQueue;
-use super::device::{Context, Gid};
+use super::device::{gid_to_ffi, Context, Gid};
 use super::error::VerbsError;
 use super::qp::modify_qp;
 
 /// Bytes of Global Routing Header in front of every UD receive buffer (RoCE always has one).
 pub const GRH_BYTES: usize = 40;
 
-/// A UD QP in RTS with one CQ for sends and receives.
+/// A UD QP in RTS with one CQ for sends and receives. It owns its multicast memberships, so a
+/// group is always left before the QP is destroyed.
 pub struct UdQp {
     qp: *mut ffi::ibv_qp,
+    /// Groups joined: the IP-level membership (a socket) and the attached GID.
+    memberships: Vec<(UdpSocket, ffi::ibv_gid)>,
     cq: CompletionQueue,
     qkey: u32,
     max_inline: u32,
@@ -46,7 +49,7 @@ impl UdQp {
         if qp.is_null() {
             return Err(VerbsError::last("ibv_create_qp(UD)"));
         }
-        let me = UdQp { qp, cq, qkey, max_inline, ctx: ctx.clone() };
+        let me = UdQp { qp, memberships: Vec::new(), cq, qkey, max_inline, ctx: ctx.clone() };
         use ffi::ibv_qp_attr_mask as M;
         // SAFETY: zeroed attrs plus the fields each mask names; qp is live.
         unsafe {
@@ -131,7 +134,8 @@ impl UdQp {
 
     /// Joins IPv4 multicast `group` on this port: the IP-level join (so the netdev accepts the
     /// group's frames; rxe's attach alone only sets the link-layer filter) and the verbs attach.
-    pub fn join_multicast(&mut self, group: Ipv4Addr) -> Result<McastMembership, VerbsError> {
+    /// The QP leaves every group it joined when it is dropped, before it is destroyed.
+    pub fn join_multicast(&mut self, group: Ipv4Addr) -> Result<(), VerbsError> {
         let iface = self
             .ctx
             .port()
@@ -142,38 +146,26 @@ impl UdQp {
             UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(|source| VerbsError::Call { call: "bind", source })?;
         sock.join_multicast_v4(&group, &iface)
             .map_err(|source| VerbsError::Call { call: "IP_ADD_MEMBERSHIP", source })?;
-        let gid = Gid::from_ipv4(group).to_ffi();
+        let gid = gid_to_ffi(Gid::from_ipv4(group));
         // SAFETY: qp is a live UD QP; gid is a valid multicast GID.
         let rc = unsafe { ffi::ibv_attach_mcast(self.qp, &gid, 0) };
         if rc != 0 {
             return Err(VerbsError::code("ibv_attach_mcast", rc));
         }
-        Ok(McastMembership { _sock: sock, qp: self.qp, gid })
+        self.memberships.push((sock, gid));
+        Ok(())
     }
 }
 
 impl Drop for UdQp {
     fn drop(&mut self) {
-        // SAFETY: the QP is destroyed before its CQ (a field dropped after this body).
+        for (_sock, gid) in &self.memberships {
+            // SAFETY: the QP is still live (destroyed below), and `gid` was attached to it.
+            unsafe { ffi::ibv_detach_mcast(self.qp, gid, 0) };
+        }
+        // SAFETY: the QP is destroyed before its CQ (a field dropped after this body), after
+        // every multicast detach above.
         unsafe { ffi::ibv_destroy_qp(self.qp) };
-    }
-}
-
-/// Membership of a UD QP in a multicast group; leaving is dropping it (before the QP).
-pub struct McastMembership {
-    _sock: UdpSocket,
-    qp: *mut ffi::ibv_qp,
-    gid: ffi::ibv_gid,
-}
-
-// SAFETY: the QP pointer is only used by Drop (detach), and the membership moves together
-// with the QP it belongs to; libibverbs calls may come from any thread.
-unsafe impl Send for McastMembership {}
-
-impl Drop for McastMembership {
-    fn drop(&mut self) {
-        // SAFETY: the QP outlives the membership (callers drop memberships first).
-        unsafe { ffi::ibv_detach_mcast(self.qp, &self.gid, 0) };
     }
 }
 
@@ -193,7 +185,7 @@ impl AddressHandle {
         let ah = unsafe {
             let mut a: ffi::ibv_ah_attr = std::mem::zeroed();
             a.is_global = 1;
-            a.grh.dgid = dgid.to_ffi();
+            a.grh.dgid = gid_to_ffi(dgid);
             a.grh.sgid_index = port.gid_index;
             a.grh.hop_limit = 64;
             a.port_num = port.port;

@@ -70,7 +70,13 @@ pub enum FrameError {
     HeaderLen { found: u16 },
     #[error("the header says {claimed} message bytes but the datagram carries {got}: a truncated or corrupt frame")]
     Length { claimed: u32, got: usize },
+    #[error("sequence number {seq} is beyond any real stream (2^63 or more): a corrupt or forged frame")]
+    Sequence { seq: u64 },
 }
+
+/// Sequence numbers at or above this are refused: no stream gets there, and `seq + 1` can then
+/// never overflow.
+pub const MAX_SEQ: u64 = 1 << 63;
 
 /// Splits a datagram into its header and message, or says what is wrong with it.
 pub fn parse(datagram: &[u8]) -> Result<(FrameHeader, &[u8]), FrameError> {
@@ -87,6 +93,9 @@ pub fn parse(datagram: &[u8]) -> Result<(FrameHeader, &[u8]), FrameError> {
     }
     if h.is_heartbeat() && h.len != 0 {
         return Err(FrameError::HeartbeatLen { len: h.len });
+    }
+    if h.seq >= MAX_SEQ {
+        return Err(FrameError::Sequence { seq: h.seq });
     }
     let body = datagram.get(start..).unwrap_or(&[]);
     if body.len() != h.len as usize {

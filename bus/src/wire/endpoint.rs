@@ -1,0 +1,108 @@
+//! What one side tells the other to connect an RC QP and reach its memory, as one text line.
+use std::fmt;
+use std::str::FromStr;
+
+/// A 16-byte GID (for RoCE v2 over IPv4: `::ffff:a.b.c.d`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Gid(pub [u8; 16]);
+
+impl Gid {
+    /// The IPv4-mapped GID of `ip`.
+    pub fn from_ipv4(ip: std::net::Ipv4Addr) -> Gid {
+        let mut g = [0u8; 16];
+        g[10] = 0xff;
+        g[11] = 0xff;
+        g[12..].copy_from_slice(&ip.octets());
+        Gid(g)
+    }
+
+    /// The IPv4 address of an IPv4-mapped GID.
+    pub fn ipv4(&self) -> Option<std::net::Ipv4Addr> {
+        (self.0[..10].iter().all(|b| *b == 0) && self.0[10] == 0xff && self.0[11] == 0xff)
+            .then(|| std::net::Ipv4Addr::new(self.0[12], self.0[13], self.0[14], self.0[15]))
+    }
+}
+
+impl fmt::Debug for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.ipv4() {
+            Some(ip) => write!(f, "::ffff:{ip}"),
+            None => self.0.iter().try_for_each(|b| write!(f, "{b:02x}")),
+        }
+    }
+}
+
+/// A QP endpoint and, optionally, one region of memory the peer may access through it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    pub qpn: u32,
+    /// 24 bits.
+    pub psn: u32,
+    pub gid: Gid,
+    /// The region (0, 0, 0 if none): address, rkey, length. `addr + len` never wraps.
+    pub addr: u64,
+    pub rkey: u32,
+    pub len: u64,
+}
+
+impl Endpoint {
+    /// Whether `[addr, addr + len)` lies inside the advertised region.
+    pub fn covers(&self, addr: u64, len: u64) -> bool {
+        addr >= self.addr && addr.checked_add(len).is_some_and(|end| end <= self.addr + self.len)
+    }
+}
+
+impl fmt::Display for Endpoint {
+    /// `qpn psn gid(hex) addr rkey len`, one line, for a text control channel.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} ", self.qpn, self.psn)?;
+        self.gid.0.iter().try_for_each(|b| write!(f, "{b:02x}"))?;
+        write!(f, " {} {} {}", self.addr, self.rkey, self.len)
+    }
+}
+
+impl FromStr for Endpoint {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Endpoint, String> {
+        let f: Vec<&str> = s.split_whitespace().collect();
+        let bad = |what: &str| {
+            format!("endpoint needs `qpn psn gid32hex addr rkey len`: {what} in {}", super::control::quote(s))
+        };
+        if f.len() != 6 {
+            return Err(bad("wrong field count"));
+        }
+        let qpn = f[0].parse::<u32>().map_err(|_| bad("qpn is not a u32"))?;
+        let psn = f[1].parse::<u32>().ok().filter(|p| *p <= 0xFF_FFFF).ok_or_else(|| bad("psn is not 24 bits"))?;
+        let gid = Gid(super::control::unhex::<16>(f[2]).ok_or_else(|| bad("gid is not 32 hex digits"))?);
+        let addr = f[3].parse::<u64>().map_err(|_| bad("address is not a u64"))?;
+        let rkey = f[4].parse::<u32>().map_err(|_| bad("rkey is not a u32"))?;
+        let len = f[5].parse::<u64>().map_err(|_| bad("length is not a u64"))?;
+        if addr.checked_add(len).is_none() {
+            return Err(bad("address + length wraps"));
+        }
+        Ok(Endpoint { qpn, psn, gid, addr, rkey, len })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_round_trip_through_text_and_bad_lines_are_named() {
+        let e = Endpoint {
+            qpn: 17,
+            psn: 0xABCDE,
+            gid: Gid::from_ipv4("169.254.77.1".parse().unwrap()),
+            addr: 0x7f00_0000_1000,
+            rkey: 0x1234,
+            len: 4096,
+        };
+        let line = e.to_string();
+        assert_eq!(line.parse::<Endpoint>().unwrap(), e);
+        assert!("17 1 zz".parse::<Endpoint>().unwrap_err().contains("qpn psn"));
+        assert_eq!(format!("{:?}", e.gid), "::ffff:169.254.77.1");
+        assert!(e.covers(e.addr, 4096) && e.covers(e.addr + 8, 8));
+        assert!(!e.covers(e.addr, 4097) && !e.covers(e.addr - 1, 8) && !e.covers(u64::MAX, 2));
+    }
+}
