@@ -27,7 +27,7 @@ tools/rig/selftest.sh
 # Test binaries that need RDMA devices. On a host without them they report "ignored" with the
 # reason; here they run in the guest, where TICKBUS_REQUIRE_RDMA=1 turns a missing device into a
 # failure. Point TICKBUS_RDMA_DEVICE at a real NIC to run them on the host instead.
-RDMA_TESTS=(verbs_smoke rdma_transport mcast_transport)
+RDMA_TESTS=(verbs_smoke rdma_transport rdma_hostile mcast_transport mcast_hostile)
 for t in "${RDMA_TESTS[@]}"; do
   bin=$(cargo test -p tickbus --all-features --test "$t" --no-run --message-format=json 2>/dev/null \
     | python3 -c 'import json,sys

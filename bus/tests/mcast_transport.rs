@@ -9,7 +9,6 @@ use libtest_mimic::{Failed, Trial};
 use tickbus::mcast::{
     frame, McastError, McastPublisher, McastPublisherOptions, McastSubscriber, McastSubscriberOptions, DEFAULT_QKEY,
 };
-use tickbus::sys::verbs::{AddressHandle, Context, Gid, HugeBuf, MemoryRegion, UdQp};
 use tickbus::{Gap, Recv};
 
 mod common;
@@ -255,7 +254,7 @@ fn foreign() -> Result<(), Failed> {
     so.device = Some(peer);
     so.depth = 64;
     let mut s = McastSubscriber::join(group, STREAM, &so)?;
-    let mut raw = RawSender::new(&local, group)?;
+    let mut raw = common::RawSender::new(&local, group, DEFAULT_QKEY)?;
     let mut bad_magic = frame_bytes(STREAM, 0);
     bad_magic[0] = b'X';
     let mut bad_version = frame_bytes(STREAM, 0);
@@ -387,41 +386,6 @@ fn frame_bytes(stream: u32, seq: u64) -> Vec<u8> {
     let mut v = vec![0; frame::HEADER_BYTES + PAYLOAD];
     frame::write(&mut v, &frame::FrameHeader::new(stream, 1, seq, PAYLOAD), &[5; PAYLOAD]);
     v
-}
-
-/// A bare UD QP that sends arbitrary bytes to a group (what a misconfigured neighbour does).
-struct RawSender {
-    qp: UdQp,
-    ah: AddressHandle,
-    buf: MemoryRegion,
-}
-
-impl RawSender {
-    fn new(device: &str, group: Ipv4Addr) -> Result<RawSender, Failed> {
-        let ctx = Context::open(Some(device))?;
-        let qp = UdQp::new(&ctx, 8, DEFAULT_QKEY)?;
-        let ah = AddressHandle::new(&ctx, Gid::from_ipv4(group))?;
-        let access = tickbus::sys::verbs::ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0;
-        let buf = MemoryRegion::register(&ctx, HugeBuf::pages(4096)?, access)?;
-        Ok(RawSender { qp, ah, buf })
-    }
-    fn send(&mut self, bytes: &[u8]) -> Result<(), Failed> {
-        // SAFETY: the region is ours and 4096 bytes long; nothing else writes it.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.buf.as_ptr(), bytes.len()) };
-        // SAFETY: the bytes stay in place until the completion below is polled.
-        unsafe { self.qp.post_send(1, self.buf.sge(0, bytes.len()), &self.ah, 0xFF_FFFF, true, false)? };
-        let mut wc = [tickbus::sys::verbs::Completion::EMPTY; 1];
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.qp.cq().poll(&mut wc)? == 0 {
-            if Instant::now() > deadline {
-                return Err("raw send never completed".into());
-            }
-        }
-        if !wc[0].is_ok() {
-            return Err(format!("raw send failed: {}", wc[0].status_str()).into());
-        }
-        Ok(())
-    }
 }
 
 /// Subscriber roles (a process each).

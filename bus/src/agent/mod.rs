@@ -7,7 +7,7 @@ mod idle;
 mod runner;
 
 pub use idle::{IdleAction, IdleStrategy, Idler};
-pub use runner::{pin_current_thread, run_until, AgentRunner, Pinning};
+pub use runner::{pin_current_thread, run_until, AgentPanicked, AgentRunner, Pinning};
 
 /// A unit of work polled by a runner.
 pub trait Agent: Send {
@@ -91,7 +91,7 @@ mod tests {
         while b.load(Ordering::Relaxed) < 1000 {
             std::thread::yield_now();
         }
-        runner.stop();
+        runner.stop().unwrap();
         assert!(a.load(Ordering::Relaxed) >= 1000);
         assert_eq!(closed.load(Ordering::Relaxed), 2);
     }

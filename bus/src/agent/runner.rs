@@ -30,11 +30,20 @@ pub fn pin_current_thread(core: usize) -> io::Result<Pinning> {
     Ok(Pinning { core, isolated: isolated_cpus().contains(&core) })
 }
 
-/// A running agent thread.
+/// A running agent thread. Dropping it stops the agent and waits for its thread, so a runner
+/// never leaks a pinned, spinning thread.
 pub struct AgentRunner {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<()>,
+    handle: Option<JoinHandle<()>>,
     pinning: Option<Pinning>,
+}
+
+/// An agent's thread panicked; the runner stopped with it.
+#[derive(Debug, thiserror::Error)]
+#[error("agent {agent} panicked: {message}")]
+pub struct AgentPanicked {
+    pub agent: String,
+    pub message: String,
 }
 
 impl AgentRunner {
@@ -58,18 +67,43 @@ impl AgentRunner {
                 p.core
             );
         }
-        Ok(AgentRunner { stop, handle, pinning })
+        Ok(AgentRunner { stop, handle: Some(handle), pinning })
     }
 
     pub fn pinning(&self) -> Option<Pinning> {
         self.pinning
     }
 
-    /// Stops the agent after its current duty cycle and waits for its thread.
-    pub fn stop(self) {
+    /// Stops the agent after its current duty cycle and waits for its thread. If the agent
+    /// panicked, says so (with the panic's message) instead of swallowing it.
+    pub fn stop(mut self) -> Result<(), AgentPanicked> {
+        self.halt()
+    }
+
+    /// Whether the agent's thread is still running (false once it panicked).
+    pub fn is_running(&self) -> bool {
+        self.handle.as_ref().is_some_and(|h| !h.is_finished())
+    }
+
+    fn halt(&mut self) -> Result<(), AgentPanicked> {
+        let Some(handle) = self.handle.take() else { return Ok(()) };
         self.stop.store(true, Ordering::Release);
-        self.handle.thread().unpark();
-        let _ = self.handle.join();
+        handle.thread().unpark();
+        let agent = handle.thread().name().unwrap_or("agent").to_owned();
+        handle.join().map_err(|p| AgentPanicked {
+            agent,
+            message: p
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(not a string)".into()),
+        })
+    }
+}
+
+impl Drop for AgentRunner {
+    fn drop(&mut self) {
+        let _ = self.halt();
     }
 }
 
@@ -88,6 +122,44 @@ pub fn run_until(agent: &mut dyn Agent, idle: IdleStrategy, stop: &AtomicBool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Spin(Arc<AtomicBool>);
+    impl Agent for Spin {
+        fn name(&self) -> &str {
+            "spin"
+        }
+        fn do_work(&mut self, _now: u64) -> usize {
+            1
+        }
+        fn on_close(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+
+    struct Boom;
+    impl Agent for Boom {
+        fn name(&self) -> &str {
+            "boom"
+        }
+        fn do_work(&mut self, _now: u64) -> usize {
+            panic!("order book corrupt")
+        }
+    }
+
+    #[test]
+    fn a_dropped_runner_stops_its_thread_and_a_panic_is_reported_not_swallowed() {
+        let closed = Arc::new(AtomicBool::new(false));
+        let runner = AgentRunner::start(Spin(closed.clone()), IdleStrategy::BusySpin, None).unwrap();
+        assert!(runner.is_running());
+        drop(runner);
+        assert!(closed.load(Ordering::Acquire), "dropping the runner left its thread spinning");
+        let runner = AgentRunner::start(Boom, IdleStrategy::BusySpin, None).unwrap();
+        while runner.is_running() {
+            std::thread::yield_now();
+        }
+        let err = runner.stop().unwrap_err();
+        assert_eq!((err.agent.as_str(), err.message.as_str()), ("boom", "order book corrupt"));
+    }
 
     #[test]
     fn pinning_to_an_existing_core_works_and_a_missing_core_is_an_error() {

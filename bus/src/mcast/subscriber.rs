@@ -29,8 +29,9 @@ pub struct McastSubscriberOptions {
     /// The stream's shared secret: the queue key is derived from it (as the publisher's).
     pub token: Option<Vec<u8>>,
     pub require_hugepages: bool,
-    /// Largest gap believed from one frame without recovery (with recovery: the history's
-    /// size); a longer jump needs `confirm` consecutive frames (see `wire::sequencer`).
+    /// Largest gap believed from one frame (with recovery, at least the history's size); a
+    /// longer jump needs `confirm` consecutive frames, or as many heartbeats (see
+    /// `wire::sequencer`), so one forged far-ahead frame cannot make the real stream "late".
     pub max_jump: u64,
     pub confirm: u32,
     /// How long the current publisher run must be silent before another run (a restarted
@@ -175,8 +176,8 @@ impl McastSubscriber {
     /// Connects to the publisher's recovery listener ([`super::McastPublisher::listen_recovery`])
     /// with the shared `token`. From then on a gap is first recovered by RDMA-READing the lost
     /// messages from the publisher's history, `batch` slots per READ; only messages the history
-    /// no longer holds are reported as a gap, and jumps up to the history's size are believed
-    /// from one frame. The publisher run it recovers from is the one the (authenticated)
+    /// no longer holds are reported as a gap, and jumps up to (at least) the history's size are
+    /// believed from one frame. The publisher run it recovers from is the one the (authenticated)
     /// handshake names. Set-up: syscalls, may wait up to `timeout`.
     pub fn connect_recovery(
         &mut self,
@@ -196,7 +197,7 @@ impl McastSubscriber {
                 )),
             ));
         }
-        self.seq.set_max_jump(r.history.slots);
+        self.seq.set_max_jump(self.seq.max_jump().max(r.history.slots));
         self.recovery = Some(r);
         Ok(())
     }

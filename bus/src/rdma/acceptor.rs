@@ -48,8 +48,18 @@ pub(crate) struct Joined {
 /// Acceptor to publishing thread.
 pub(crate) enum Event {
     Joined(Box<Joined>),
-    Refused { peer: String, error: RdmaError },
+    Refused {
+        peer: String,
+        error: RdmaError,
+    },
+    /// A connected subscriber closed its control connection: it left (or its process died).
+    Left {
+        id: u64,
+    },
 }
+
+/// How often the acceptor looks for subscribers that closed their control connection.
+const LEFT_CHECK: Duration = Duration::from_millis(20);
 
 /// Publishing thread to acceptor.
 pub(crate) enum Back {
@@ -150,6 +160,14 @@ impl<T: Send + 'static> Handshakes<T> {
 
 type Outcome = Result<(Box<Joined>, Control), (String, RdmaError)>;
 
+/// A connected subscriber's control connection, its consumer line, and whether it was seen
+/// closed (reported once).
+struct Held {
+    ctl: Control,
+    line: usize,
+    left: bool,
+}
+
 fn run(
     listener: TcpListener,
     shared: Arc<Shared>,
@@ -160,13 +178,24 @@ fn run(
     let Ok(mut hellos) = Handshakes::<Outcome>::new(listener) else { return };
     let s = shared.clone();
     let run: Arc<dyn Fn(TcpStream, u64) -> Outcome + Send + Sync> = Arc::new(move |tcp, id| handshake(tcp, &s, id));
-    let mut controls: HashMap<u64, (Control, usize)> = HashMap::new();
+    let mut controls: HashMap<u64, Held> = HashMap::new();
     let mut outbox: Vec<Event> = Vec::new();
+    let mut checked = std::time::Instant::now();
     while !stop.load(Ordering::Acquire) {
+        if checked.elapsed() >= LEFT_CHECK {
+            checked = std::time::Instant::now();
+            for (id, held) in controls.iter_mut() {
+                if !held.left && held.ctl.peer_closed() {
+                    // The line stays taken until the publishing thread drops the connection.
+                    held.left = true;
+                    outbox.push(Event::Left { id: *id });
+                }
+            }
+        }
         let (mut busy, finished) = hellos.poll(&run);
         match finished {
             Some((id, Ok((joined, control)))) => {
-                controls.insert(id, (control, joined.consumer));
+                controls.insert(id, Held { ctl: control, line: joined.consumer, left: false });
                 outbox.push(Event::Joined(joined));
             }
             Some((_, Err((peer, error)))) => outbox.push(Event::Refused { peer, error }),
@@ -179,7 +208,7 @@ fn run(
             busy = true;
             match b {
                 Back::Started { id, start } => {
-                    if let Some((ctl, _)) = controls.get_mut(&id) {
+                    if let Some(Held { ctl, .. }) = controls.get_mut(&id) {
                         ctl.set_deadline(shared.timeout);
                         // If it fails the subscriber never hears where to start, and times out.
                         let _ = ctl.send(&format!("START {start}"));
@@ -187,9 +216,9 @@ fn run(
                     }
                 }
                 Back::Dropped { id } => {
-                    if let Some((_, line)) = controls.remove(&id) {
+                    if let Some(held) = controls.remove(&id) {
                         if shared.cfg.mode == Mode::Reliable {
-                            shared.lines.fetch_and(!(1u32 << line), Ordering::AcqRel);
+                            shared.lines.fetch_and(!(1u32 << held.line), Ordering::AcqRel);
                         }
                     }
                 }

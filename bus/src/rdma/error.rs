@@ -23,6 +23,9 @@ pub enum RdmaError {
     /// the publisher never waits for one subscriber, so it was dropped.
     #[error("subscriber {subscriber} ({peer}) fell a whole ring behind on the fabric (its WRITEs did not complete): dropped so the others are not slowed; it may reconnect")]
     TooSlow { subscriber: usize, peer: String },
+    /// The subscriber closed its control connection (it left, or its process ended).
+    #[error("subscriber {subscriber} closed its control connection (it left or its process ended); dropped")]
+    Left { subscriber: usize },
     /// The subscriber broke the protocol (e.g. a credit that went backwards): dropped.
     #[error("subscriber {subscriber} broke the protocol: {reason}; dropped")]
     Protocol { subscriber: usize, reason: String },

@@ -86,6 +86,8 @@ pub struct SubscriberInfo {
     pub consumer: usize,
     /// The next position to ship to it.
     pub shipped: u64,
+    /// Reliable mode: its credit, everything below which it has consumed.
+    pub consumed: u64,
 }
 
 /// What posting a slot needs; apart from the connections so both can be borrowed at once.
@@ -204,7 +206,12 @@ impl RdmaPublisher {
     pub fn subscribers(&self) -> Vec<SubscriberInfo> {
         self.conns
             .iter()
-            .map(|c| SubscriberInfo { peer: c.peer.clone(), consumer: c.consumer, shipped: c.shipped })
+            .map(|c| SubscriberInfo {
+                peer: c.peer.clone(),
+                consumer: c.consumer,
+                shipped: c.shipped,
+                consumed: c.last_credit,
+            })
             .collect()
     }
 
@@ -227,6 +234,15 @@ impl RdmaPublisher {
                         Ok(info)
                     }
                     Event::Refused { error, .. } => Err(error),
+                    Event::Left { id } => {
+                        let (conns, dropped, back, pending) =
+                            (&mut self.conns, &mut self.dropped, &mut self.back, &mut self.back_pending);
+                        retain_live(conns, dropped, back, pending, |c| match c.id == id {
+                            true => Err(RdmaError::Left { subscriber: c.consumer }),
+                            false => Ok(()),
+                        });
+                        continue;
+                    }
                 };
             }
             if Instant::now() >= deadline {
@@ -245,11 +261,9 @@ impl RdmaPublisher {
     pub fn poll(&mut self) -> usize {
         let n = self.adopt();
         let upto = self.writer.position();
-        let (shipper, dropped) = (&self.shipper, &mut self.dropped);
-        retain_live(&mut self.conns, dropped, &mut self.back, &mut self.back_pending, |c| {
-            reap(c)?;
-            shipper.ship(c, upto)
-        });
+        // Reaps, checks credits, drops what failed; reuses no slot, so it cannot be held back.
+        let _ = self.make_room(upto, 0);
+        self.ship_all(upto);
         n
     }
 
@@ -264,6 +278,14 @@ impl RdmaPublisher {
                     n += 1;
                 }
                 Event::Refused { peer, error } => self.dropped.push((peer, error)),
+                Event::Left { id } => {
+                    retain_live(&mut self.conns, &mut self.dropped, &mut self.back, &mut self.back_pending, |c| {
+                        if c.id == id {
+                            return Err(RdmaError::Left { subscriber: c.consumer });
+                        }
+                        Ok(())
+                    })
+                }
             }
         }
         n
@@ -301,7 +323,7 @@ impl RdmaPublisher {
             last_credit: start,
             stuck_since: None,
         };
-        let info = SubscriberInfo { peer: conn.peer.clone(), consumer: conn.consumer, shipped: start };
+        let info = SubscriberInfo { peer: conn.peer.clone(), consumer: conn.consumer, shipped: start, consumed: start };
         self.conns.push(conn);
         send_back(&mut self.back, &mut self.back_pending, Back::Started { id: j.id, start });
         info
@@ -370,10 +392,11 @@ impl RdmaPublisher {
     fn make_room(&mut self, first: u64, n: u64) -> Result<(), RdmaError> {
         let (s, writer) = (&self.shipper, &self.writer);
         let mut blocked = None;
+        let mut restore = None;
         retain_live(&mut self.conns, &mut self.dropped, &mut self.back, &mut self.back_pending, |c| {
             reap(c)?;
             if s.mode == Mode::Reliable {
-                check_credit(c, writer)?;
+                check_credit(c, writer).inspect_err(|_| restore = Some((c.consumer, c.last_credit)))?;
             }
             if !s.inline && first + n > s.count {
                 let reused = first.saturating_sub(s.count)..first + n - s.count;
@@ -388,6 +411,11 @@ impl RdmaPublisher {
             c.stuck_since = None;
             Ok(())
         });
+        if let Some((line, credit)) = restore {
+            // Its QP and credit registration are gone now: put back the last credit it gave
+            // honestly, so whoever takes the line over resumes there.
+            let _ = crate::ring::set_consumer_position(self.writer.memory(), line, credit);
+        }
         match blocked {
             None => Ok(()),
             Some(id) => self.held_back(id, first),

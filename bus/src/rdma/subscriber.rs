@@ -49,20 +49,55 @@ impl SubscriberOptions {
 
 /// Credits a reliable subscriber owes the publisher: its consumer position, RDMA-written into
 /// its own word of the publisher's mirror (a registration covering that word and nothing else).
-/// Credits are cumulative, so when the send queue is busy the newest one simply waits for room:
-/// posts never outrun the queue.
 struct Credits {
     remote_addr: u64,
     rkey: u32,
     /// Offset of our consumer line's position word in our own ring: the WRITE's (inline) source.
     local_offset: usize,
     sent: u64,
-    /// WRs posted (wr_id = ordinal) and known complete.
-    posted: u64,
-    done: u64,
-    /// WRs the send queue may hold, and how often one asks for a completion.
-    depth: u64,
-    signal_every: u64,
+    window: SendWindow,
+}
+
+/// How many WRs a send queue holds as far as we know: on NICs a slot frees only when the
+/// completion of its WR, or of a later signalled one, is polled. Credits are cumulative, so when
+/// the queue is full the newest credit simply waits for room: posts never outrun the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SendWindow {
+    /// WRs posted (a WR's wr_id is its ordinal) and known complete.
+    pub posted: u64,
+    pub done: u64,
+    /// WRs the queue may hold, and how often one asks for a completion.
+    pub depth: u64,
+    pub signal_every: u64,
+}
+
+impl SendWindow {
+    pub fn new(queue: u32) -> SendWindow {
+        let depth = u64::from(queue.max(2)) - 1;
+        SendWindow { posted: 0, done: 0, depth, signal_every: (depth / 2).clamp(1, 16) }
+    }
+
+    /// Whether one more WR fits.
+    pub fn has_room(&self) -> bool {
+        self.posted - self.done < self.depth
+    }
+
+    /// Takes a slot for the next WR: its wr_id and whether it asks for a completion.
+    pub fn post(&mut self) -> (u64, bool) {
+        let id = self.posted;
+        self.posted += 1;
+        (id, self.posted.is_multiple_of(self.signal_every))
+    }
+
+    /// A completion of WR `wr_id` (and of every WR before it).
+    pub fn completed(&mut self, wr_id: u64) {
+        self.done = self.done.max(wr_id + 1).min(self.posted);
+    }
+
+    /// Whether it is worth polling for completions now.
+    pub fn half_full(&self) -> bool {
+        self.posted - self.done >= self.depth / 2
+    }
 }
 
 /// Subscribes to one stream over RDMA.
@@ -155,16 +190,12 @@ impl RdmaSubscriber {
             Mode::Lossy => (RingReader::observer(ring.clone(), StartAt::Position(start)), None),
             Mode::Reliable => {
                 ring::set_consumer_position(&ring, 0, start).map_err(|e| ctl.refuse(e.to_string()))?;
-                let depth = u64::from(opts.rc.max_send_wr.max(2)) - 1;
                 let credits = Credits {
                     remote_addr: publisher.addr,
                     rkey: publisher.rkey,
                     local_offset: consumer_position_word(0) * 8,
                     sent: start,
-                    posted: 0,
-                    done: 0,
-                    depth,
-                    signal_every: (depth / 2).clamp(1, 16),
+                    window: SendWindow::new(opts.rc.max_send_wr),
                 };
                 (RingReader::consumer_by_token(ring.clone(), crate::sys::process::pid().max(1)), Some(credits))
             }
@@ -243,26 +274,26 @@ impl RdmaSubscriber {
         if released == c.sent {
             return Ok(());
         }
-        if c.posted - c.done >= c.depth {
+        if !c.window.has_room() {
             reap_credits(&mut self.qp, c)?;
-            if c.posted - c.done >= c.depth {
+            if !c.window.has_room() {
                 return Ok(()); // coalesced: a later call sends the newest position
             }
         }
+        let (wr_id, signaled) = c.window.post();
         let wr = WriteWr {
-            wr_id: c.posted,
+            wr_id,
             sge: self.ring.sge(c.local_offset, 8),
             remote_addr: c.remote_addr,
             rkey: c.rkey,
             imm: None,
-            signaled: (c.posted + 1).is_multiple_of(c.signal_every),
+            signaled,
             inline: true,
         };
         // SAFETY: inline: the 8 bytes are copied at post time.
         unsafe { self.qp.post_write(wr)? };
-        c.posted += 1;
         c.sent = released;
-        if c.posted - c.done >= c.depth / 2 {
+        if c.window.half_full() {
             reap_credits(&mut self.qp, c)?;
         }
         Ok(())
@@ -285,8 +316,9 @@ impl RdmaSubscriber {
         let word = self.ring.as_ptr() as usize + scratch;
         // SAFETY: an 8-aligned word inside our registered ring that nothing else uses.
         unsafe { (*(word as *const std::sync::atomic::AtomicU64)).store(value, std::sync::atomic::Ordering::Release) };
+        let (wr_id, _) = c.window.post();
         let wr = WriteWr {
-            wr_id: c.posted,
+            wr_id,
             sge: self.ring.sge(scratch, 8),
             remote_addr: target,
             rkey: c.rkey,
@@ -296,7 +328,6 @@ impl RdmaSubscriber {
         };
         // SAFETY: inline: copied at post time.
         unsafe { self.qp.post_write(wr)? };
-        c.posted += 1;
         Ok(())
     }
 
@@ -306,7 +337,7 @@ impl RdmaSubscriber {
     pub fn fault_wait_sent(&mut self, timeout: Duration) -> Result<(), RdmaError> {
         let deadline = std::time::Instant::now() + timeout;
         let Some(c) = self.credits.as_mut() else { return Ok(()) };
-        while c.done < c.posted && std::time::Instant::now() < deadline {
+        while c.window.done < c.window.posted && std::time::Instant::now() < deadline {
             reap_credits(&mut self.qp, c)?;
         }
         Ok(())
@@ -321,7 +352,40 @@ fn reap_credits(qp: &mut ConnectedRc, c: &mut Credits) -> Result<(), RdmaError> 
         if !w.is_ok() {
             return Err(RdmaError::completion(0, w.status));
         }
-        c.done = c.done.max(w.wr_id + 1);
+        c.window.completed(w.wr_id);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SendWindow;
+
+    /// A thousand credits released while no completion is ever polled (a NIC frees send-queue
+    /// slots only then): posting whenever the credit changes (the old way, signalling one WR in
+    /// 16 on a 64-entry queue) would have had 1000 WRs outstanding; the window never has more
+    /// than the queue holds, and the newest credit goes once a completion frees room.
+    #[test]
+    fn credits_never_outrun_the_send_queue() {
+        let mut w = SendWindow::new(64);
+        let (mut posted, mut coalesced, mut signalled) = (0, 0, Vec::new());
+        for _ in 0..1000 {
+            if w.has_room() {
+                let (id, s) = w.post();
+                posted += 1;
+                if s {
+                    signalled.push(id);
+                }
+            } else {
+                coalesced += 1;
+            }
+            assert!(w.posted - w.done <= w.depth);
+        }
+        assert_eq!((posted, coalesced), (63, 937));
+        assert!(!signalled.is_empty(), "a full window must hold a signalled WR, or it never drains");
+        w.completed(*signalled.last().unwrap());
+        assert!(w.has_room());
+        let w = SendWindow::new(8);
+        assert_eq!((w.depth, w.signal_every), (7, 3));
+    }
 }

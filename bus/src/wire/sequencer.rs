@@ -93,6 +93,11 @@ impl Sequencer {
         self.expected
     }
 
+    /// The largest gap believed from one frame.
+    pub fn max_jump(&self) -> u64 {
+        self.bounds.max_jump
+    }
+
     /// Changes the largest gap believed from one frame (e.g. to the history's size once
     /// recovery is connected).
     pub fn set_max_jump(&mut self, max_jump: u64) {

@@ -335,3 +335,41 @@ pub fn publish_with_doorbells_only<P: Send + 'static>(
     assert_eq!(c, Counts { syscalls: 0, allocs: 0 }, "publisher made a syscall other than its doorbell, or allocated");
     assert_eq!(writes, if rxe { total } else { 0 }, "doorbell writes");
 }
+
+#[cfg(feature = "rdma")]
+/// A bare UD QP that sends arbitrary bytes to a group (what a misconfigured neighbour does).
+pub struct RawSender {
+    qp: tickbus::sys::verbs::UdQp,
+    ah: tickbus::sys::verbs::AddressHandle,
+    buf: tickbus::sys::verbs::MemoryRegion,
+}
+
+#[cfg(feature = "rdma")]
+impl RawSender {
+    pub fn new(device: &str, group: std::net::Ipv4Addr, qkey: u32) -> Result<RawSender, Failed> {
+        let ctx = tickbus::sys::verbs::Context::open(Some(device))?;
+        let qp = tickbus::sys::verbs::UdQp::new(&ctx, 8, qkey)?;
+        let ah = tickbus::sys::verbs::AddressHandle::new(&ctx, tickbus::sys::verbs::Gid::from_ipv4(group))?;
+        let access = tickbus::sys::verbs::ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0;
+        let buf =
+            tickbus::sys::verbs::MemoryRegion::register(&ctx, tickbus::sys::verbs::HugeBuf::pages(4096)?, access)?;
+        Ok(RawSender { qp, ah, buf })
+    }
+    pub fn send(&mut self, bytes: &[u8]) -> Result<(), Failed> {
+        // SAFETY: the region is ours and 4096 bytes long; nothing else writes it.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.buf.as_ptr(), bytes.len()) };
+        // SAFETY: the bytes stay in place until the completion below is polled.
+        unsafe { self.qp.post_send(1, self.buf.sge(0, bytes.len()), &self.ah, 0xFF_FFFF, true, false)? };
+        let mut wc = [tickbus::sys::verbs::Completion::EMPTY; 1];
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.qp.cq().poll(&mut wc)? == 0 {
+            if Instant::now() > deadline {
+                return Err("raw send never completed".into());
+            }
+        }
+        if !wc[0].is_ok() {
+            return Err(format!("raw send failed: {}", wc[0].status_str()).into());
+        }
+        Ok(())
+    }
+}
