@@ -17,6 +17,7 @@ pub enum Point {
     WriterAfterTrail = 1,
 }
 
+#[cfg(any(feature = "fault-injection", test))]
 const POINTS: usize = 2;
 /// Exit code of a process killed at a fault point.
 pub const EXIT_CODE: i32 = 86;
@@ -25,6 +26,7 @@ pub const EXIT_CODE: i32 = 86;
 static ARMED: [AtomicU64; POINTS] = [const { AtomicU64::new(0) }; POINTS];
 
 impl Point {
+    #[cfg(any(feature = "fault-injection", test))]
     fn parse(s: &str) -> Option<Point> {
         match s {
             "writer-after-lead" => Some(Point::WriterAfterLead),

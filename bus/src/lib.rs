@@ -17,6 +17,7 @@ pub mod pubsub;
 #[cfg(all(feature = "rdma", not(loom)))]
 pub mod rdma;
 pub mod ring;
+#[cfg(any(feature = "rdma", loom, test))]
 pub(crate) mod seqslot;
 #[cfg(not(loom))]
 pub mod shm;

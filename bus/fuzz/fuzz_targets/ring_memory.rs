@@ -1,0 +1,58 @@
+//! A ring whose memory anyone may have written (a corrupt or hostile ring file, a hostile
+//! RDMA peer): a valid geometry is built from the first bytes, the rest of the input overwrites
+//! the header's words and the slots (and, if the first byte says so, the descriptor too). Then
+//! observers, a consumer and a writer attach and run. Nothing may panic or read out of bounds;
+//! a delivered payload is never longer than a slot holds.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use tickbus::ring::{HeapMemory, RingMemory, RingReader, RingWriter};
+use tickbus::{Mode, Recv, RingConfig, StartAt};
+
+fuzz_target!(|data: &[u8]| {
+    if data.len() < 4 {
+        return;
+    }
+    let mode = if data[0] & 1 == 0 { Mode::Lossy } else { Mode::Reliable };
+    let slots = 1usize << (1 + data[1] % 5);
+    let payload = 8 + usize::from(data[2] % 4) * 40;
+    let mut cfg = RingConfig::for_payload(mode, 9, payload, slots);
+    cfg.max_consumers = 1 + usize::from(data[3] % 3);
+    cfg.ticks_per_ns = 1.0;
+    let mem = HeapMemory::new(cfg.ring_bytes());
+    drop(RingWriter::create(mem.clone(), &cfg, 1, 0).expect("a valid config"));
+    let skip_descriptor = data[0] & 2 == 0;
+    let words = mem.len_words();
+    for (i, chunk) in data[4..].chunks(8).enumerate() {
+        let i = if skip_descriptor { i + 16 } else { i };
+        if i >= words {
+            break;
+        }
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        // SAFETY: i < len_words of a live HeapMemory; nothing else touches it in this test.
+        unsafe { &*mem.base().add(i) }.store(u64::from_le_bytes(w), std::sync::atomic::Ordering::Relaxed);
+    }
+    let max = cfg.max_payload();
+    for start in [StartAt::Oldest, StartAt::Latest, StartAt::Position(u64::from(data[1]))] {
+        if let Ok(mut r) = RingReader::observer(mem.clone(), start) {
+            let _ = r.status();
+            for _ in 0..2 * slots {
+                if let Some(Recv::Message(m)) = r.try_recv() {
+                    assert!(m.payload.len() <= max);
+                }
+            }
+        }
+    }
+    if let Ok(mut c) = RingReader::consumer_by_token(mem.clone(), 5) {
+        for _ in 0..2 * slots {
+            if let Some(Recv::Message(m)) = c.try_recv() {
+                assert!(m.payload.len() <= max);
+            }
+        }
+    }
+    if let Ok(mut w) = RingWriter::attach(mem.clone(), 2) {
+        for _ in 0..3 {
+            let _ = w.publish(&[1; 8]);
+        }
+    }
+});
