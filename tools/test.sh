@@ -27,7 +27,9 @@ tools/rig/selftest.sh
 # Test binaries that need RDMA devices. On a host without them they report "ignored" with the
 # reason; here they run in the guest, where TICKBUS_REQUIRE_RDMA=1 turns a missing device into a
 # failure. Point TICKBUS_RDMA_DEVICE at a real NIC to run them on the host instead.
-RDMA_TESTS=(verbs_smoke rdma_transport rdma_hostile mcast_transport mcast_hostile)
+# two_hosts boots the rig's two guests (two kernels joined by a link) and cuts the link or powers
+# the peer off from inside the test.
+RDMA_TESTS=(verbs_smoke rdma_transport rdma_hostile mcast_transport mcast_hostile two_hosts)
 for t in "${RDMA_TESTS[@]}"; do
   bin=$(cargo test -p tickbus --all-features --test "$t" --no-run --message-format=json 2>/dev/null \
     | python3 -c 'import json,sys
@@ -36,7 +38,9 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
         print(m["executable"])' "$t")
   [ -n "$bin" ] || { echo "test.sh: no test binary for $t" >&2; exit 1; }
-  echo "== Soft-RoCE guest: $t"
-  TICKBUS_REQUIRE_RDMA=1 tools/rig/rig run --hugepages 32 --timeout 900 -- "$bin"
+  guests=1
+  [ "$t" = two_hosts ] && guests=2
+  echo "== Soft-RoCE guest ($guests): $t"
+  TICKBUS_REQUIRE_RDMA=1 tools/rig/rig run --guests "$guests" --hugepages 32 --timeout 900 -- "$bin"
 done
 echo "== all suites passed"
