@@ -22,6 +22,11 @@ pub struct TickbusShm {
 pub struct ShmTx {
     p: ShmPublisher,
     buf: Vec<u8>,
+    /// Dropped after the publisher (field order): a ring is removed once nobody publishes it.
+    _file: RemoveOnDrop,
+}
+
+struct RemoveOnDrop {
     name: String,
     opts: ShmOptions,
 }
@@ -39,7 +44,7 @@ impl Tx for ShmTx {
     }
 }
 
-impl Drop for ShmTx {
+impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = shm::remove(&self.name, &self.opts);
     }
@@ -67,7 +72,7 @@ fn open_tx(name: &str, size: usize, ticks_per_ns: f64, opts: &ShmOptions) -> Res
     let c = cfg(size, ticks_per_ns);
     let p = shm::open_publisher(name, &c, opts)?;
     let note = format!("{:?}, reliable, {} slots of {} B", p.backing(), c.slot_count, c.slot_size);
-    Ok((ShmTx { p, buf: message(size), name: name.into(), opts: opts.clone() }, note))
+    Ok((ShmTx { p, buf: message(size), _file: RemoveOnDrop { name: name.into(), opts: opts.clone() } }, note))
 }
 
 /// Opens the consumer end, waiting up to 5 s for the publisher to create the ring.
