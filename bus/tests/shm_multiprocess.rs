@@ -27,6 +27,7 @@ fn main() {
         Trial::test("dead_publisher_is_detected_and_its_ring_reclaimed", dead_publisher_reclaimed),
         Trial::test("dead_consumer_is_reported_to_the_publisher_and_its_line_taken_over", dead_consumer_taken_over),
         Trial::test("a_zombie_consumer_does_not_hold_its_line", zombie_consumer_releases_its_line),
+        Trial::test("a_second_publisher_process_is_refused_and_the_first_goes_on", second_publisher_refused),
         Trial::test(
             "a_live_consumer_whose_pid_looks_dead_keeps_its_line",
             live_consumer_with_foreign_pid_keeps_its_line,
@@ -306,6 +307,27 @@ fn zombie_consumer_releases_its_line() -> Result<(), Failed> {
     Ok(())
 }
 
+/// While one process publishes a ring, another that tries to publish it is refused with the
+/// live publisher's pid, changes nothing, and the stream goes on.
+fn second_publisher_refused() -> Result<(), Failed> {
+    let dirs = Dirs::new();
+    let cfg = RingConfig::for_payload(Mode::Lossy, 2, PAYLOAD, 256);
+    let mut p = shm::open_publisher("md", &cfg, &dirs.0)?;
+    let mut s = shm::open_observer("md", StartAt::Latest, &dirs.0)?;
+    let mut buf = [0u8; PAYLOAD];
+    fill(0, &mut buf);
+    p.publish(&buf)?;
+    let mut peer = Peer::spawn("second-publisher", &dirs, 0);
+    let said = peer.expect_line("refused")?;
+    assert!(said.contains(&format!("pid {}", std::process::id())), "{said}");
+    peer.finish()?;
+    assert_eq!(s.publisher_state(), PublisherState::Live { pid: u64::from(std::process::id()), epoch: 1 });
+    fill(1, &mut buf);
+    assert_eq!(p.publish(&buf)?, 1);
+    read_in_order(&mut s, 0, 2, 8).map_err(|c| format!("observer failed ({c})"))?;
+    Ok(())
+}
+
 /// A consumer in another pid namespace writes a pid that means nothing (or another process)
 /// here. Played by overwriting the live consumer's owner word with the pid of a process that is
 /// gone: its line must not be handed to a second consumer while it still reads in place.
@@ -456,6 +478,19 @@ fn child(role: &str) -> i32 {
             }
             println!("published");
             std::process::exit(0) // no destructors run: the ring is left as a crash leaves it
+        }
+        "second-publisher" => {
+            let cfg = RingConfig::for_payload(Mode::Lossy, 2, PAYLOAD, 256);
+            match shm::open_publisher("md", &cfg, &opts) {
+                Ok(_) => {
+                    eprintln!("a second publisher got the ring");
+                    10
+                }
+                Err(e) => {
+                    println!("refused: {e}");
+                    0
+                }
+            }
         }
         "hold-consumer" => {
             let mut c = shm::open_consumer("orders", &opts).expect("consumer");

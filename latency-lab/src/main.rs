@@ -15,6 +15,7 @@ mod plot;
 #[cfg(feature = "rdma")]
 mod rdma_pingpong;
 mod report;
+mod soak;
 mod suite;
 mod tick_to_trade;
 mod transport;
@@ -110,6 +111,31 @@ enum Cmd {
         #[arg(long)]
         perftest: Option<PathBuf>,
     },
+    /// A reliable shm stream at a fixed rate for minutes, read by consumer processes: every
+    /// message checked (lost, reordered, torn), memory sampled, one-way percentiles per minute
+    /// (from each message's intended send time). Writes soak.json and soak.txt into --out/soak;
+    /// exits 1 on any loss, reorder or memory growth.
+    Soak {
+        #[arg(long, default_value_t = 10)]
+        minutes: u64,
+        #[arg(long, default_value_t = 1_000_000)]
+        rate: u64,
+        /// Consumer processes (reliable: the publisher waits for all of them).
+        #[arg(long, default_value_t = 2)]
+        consumers: usize,
+    },
+    /// A soak consumer (started by the soak itself).
+    #[command(hide = true, name = "__soak-consumer")]
+    SoakConsumer {
+        #[arg(long)]
+        ring: String,
+        #[arg(long)]
+        index: usize,
+        #[arg(long)]
+        total: u64,
+        #[arg(long)]
+        core: usize,
+    },
     /// The child side of a two-process ping-pong (started by the lab itself).
     #[command(hide = true, name = "__echo")]
     Echo {
@@ -144,6 +170,11 @@ fn main() -> ExitCode {
         Some(Cmd::Rdma { devices, sizes, iterations, perftest }) => {
             suite::rdma(&cli.suite, &devices, &sizes, iterations, perftest.as_deref())
         }
+        Some(Cmd::Soak { minutes, rate, consumers }) => {
+            let s = &cli.suite;
+            soak::run(minutes, rate, consumers, (s.core_a, s.core_b), &s.out.join("soak"))
+        }
+        Some(Cmd::SoakConsumer { ring, index, total, core }) => soak::consumer(&ring, index, total, core),
         Some(Cmd::Echo { peer, ping, pong, size, total, core, ticks_per_ns }) => {
             suite::echo(&peer, &ping, &pong, size, total, core, ticks_per_ns)
         }
