@@ -3,6 +3,9 @@
 //!
 //! Owns: argument parsing and printing. Never: changes a ring or a file it is only asked to inspect.
 mod itch;
+mod journal;
+mod record;
+mod replay;
 mod ring;
 
 use std::path::PathBuf;
@@ -26,6 +29,23 @@ enum Cmd {
     /// NASDAQ ITCH 5.0 files and MoldUDP64 captures.
     #[command(subcommand)]
     Itch(ItchCmd),
+    /// Record a stream into a journal (stops cleanly on Ctrl-C / SIGTERM).
+    Record(record::RecordArgs),
+    /// Replay a journal, an ITCH file or a MoldUDP64 capture onto a stream.
+    Replay(replay::ReplayArgs),
+    /// Journals.
+    #[command(subcommand)]
+    Journal(JournalCmd),
+}
+
+#[derive(Subcommand)]
+enum JournalCmd {
+    /// What a journal holds (segments, messages, gaps, sequences, times), every record checked.
+    Inspect {
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -80,6 +100,9 @@ fn main() -> ExitCode {
         Cmd::Itch(ItchCmd::Generate { itch, pcap, seed, stocks, messages }) => {
             itch::generate(itch.as_deref(), pcap.as_deref(), seed, stocks, messages)
         }
+        Cmd::Record(a) => record::run(a),
+        Cmd::Replay(a) => replay::run(a),
+        Cmd::Journal(JournalCmd::Inspect { dir, json }) => journal::inspect(&dir, json),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

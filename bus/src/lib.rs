@@ -10,12 +10,16 @@
 
 pub mod agent;
 pub mod fault;
+#[cfg(not(loom))]
+pub mod journal;
 #[cfg(all(feature = "rdma", not(loom)))]
 pub mod mcast;
 #[cfg(not(loom))]
 pub mod pubsub;
 #[cfg(all(feature = "rdma", not(loom)))]
 pub mod rdma;
+#[cfg(not(loom))]
+pub mod replay;
 pub mod ring;
 #[cfg(any(feature = "rdma", loom, test))]
 pub(crate) mod seqslot;

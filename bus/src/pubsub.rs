@@ -147,6 +147,11 @@ impl<M: RingMemory> Subscriber<M> {
         &self.reader
     }
 
+    /// The ring reader underneath (manual credit release, for a recorder).
+    pub fn reader_mut(&mut self) -> &mut RingReader<M> {
+        &mut self.reader
+    }
+
     #[inline]
     pub fn try_recv(&mut self) -> Option<Recv<'_>> {
         self.reader.try_recv()

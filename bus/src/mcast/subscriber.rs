@@ -372,6 +372,17 @@ impl McastSubscriber {
         Step::Gap(self.gap(next, end))
     }
 
+    /// The sequence number of the next message this subscriber will deliver (0 before the
+    /// first frame).
+    pub fn next_position(&self) -> u64 {
+        self.seq.expected().unwrap_or(0)
+    }
+
+    /// The largest message a datagram carries on this port.
+    pub fn max_payload(&self) -> usize {
+        self.slot_bytes - GRH_BYTES - super::frame::HEADER_BYTES
+    }
+
     pub fn stats(&self) -> McastStats {
         self.stats
     }

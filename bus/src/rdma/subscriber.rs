@@ -222,6 +222,18 @@ impl RdmaSubscriber {
         self.reader.position()
     }
 
+    /// Reliable streams: credits go back to the publisher only through
+    /// [`RdmaSubscriber::release_to`] (a recorder releases what its journal holds).
+    pub fn set_manual_release(&mut self, manual: bool) {
+        self.reader.set_manual_release(manual);
+    }
+
+    /// Reliable streams: everything below `position` may be released to the publisher (sent
+    /// with the next credit WRITE).
+    pub fn release_to(&mut self, position: u64) {
+        self.reader.release_to(position);
+    }
+
     /// Whether the ring is on hugepages.
     pub fn on_hugepages(&self) -> bool {
         self.ring.is_huge()

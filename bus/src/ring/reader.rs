@@ -93,6 +93,8 @@ pub struct RingReader<M: RingMemory> {
     consumer: Option<usize>,
     released: u64,
     credit_every: u64,
+    /// Reliable consumer: credits go back only through [`RingReader::release_to`].
+    manual_release: bool,
     buf: Box<[u64]>,
     _mem: M,
 }
@@ -178,7 +180,18 @@ impl<M: RingMemory> RingReader<M> {
         let geo = Geometry::new(&cfg);
         let buf = vec![0u64; geo.max_payload.div_ceil(8)].into_boxed_slice();
         let credit_every = (geo.count / 4).max(1);
-        Ok(RingReader { words, geo, cfg, position: 0, consumer: None, released: 0, credit_every, buf, _mem: mem })
+        Ok(RingReader {
+            words,
+            geo,
+            cfg,
+            position: 0,
+            consumer: None,
+            released: 0,
+            credit_every,
+            manual_release: false,
+            buf,
+            _mem: mem,
+        })
     }
 
     /// The ring's configuration (includes the publisher's TSC ticks-per-ns).
@@ -270,7 +283,7 @@ impl<M: RingMemory> RingReader<M> {
     #[inline]
     fn recv_consumer(&mut self, limit: u64) -> Option<Recv<'_>> {
         // Everything below `position` was delivered and its borrow has ended (we hold &mut self).
-        if self.position.wrapping_sub(self.released) >= self.credit_every {
+        if !self.manual_release && self.position.wrapping_sub(self.released) >= self.credit_every {
             self.release();
         }
         loop {
@@ -283,7 +296,7 @@ impl<M: RingMemory> RingReader<M> {
             };
             match state {
                 SlotState::Empty => {
-                    if self.released != self.position {
+                    if !self.manual_release && self.released != self.position {
                         self.release();
                     }
                     return None;
@@ -336,6 +349,26 @@ impl<M: RingMemory> RingReader<M> {
         n
     }
 
+    /// Reliable consumer: from now on, consumed slots go back to the publisher only when
+    /// [`RingReader::release_to`] says so (a recorder releases what its journal holds). A slot
+    /// that is not released can never be rewritten, so after a crash the next consumer resumes
+    /// at the last release.
+    pub fn set_manual_release(&mut self, manual: bool) {
+        self.manual_release = manual;
+    }
+
+    /// Reliable consumer: hands slots below `position` back to the publisher (never past what
+    /// was delivered, never backwards).
+    pub fn release_to(&mut self, position: u64) {
+        if let Some(i) = self.consumer {
+            let p = position.min(self.position);
+            if p > self.released {
+                self.words.word(consumer_position_word(i)).store(p, Ordering::Release);
+                self.released = p;
+            }
+        }
+    }
+
     /// Hands consumed slots back to the publisher (reliable mode).
     #[inline]
     fn release(&mut self) {
@@ -359,9 +392,12 @@ impl<M: RingMemory> RingReader<M> {
 
 impl<M: RingMemory> Drop for RingReader<M> {
     /// A consumer leaves its position behind (the next consumer resumes there) and frees its line.
+    /// With manual release, only what was released explicitly counts as consumed.
     fn drop(&mut self) {
         if let Some(i) = self.consumer {
-            self.release();
+            if !self.manual_release {
+                self.release();
+            }
             self.line(i)[C_OWNER].store(0, Ordering::Release);
         }
     }

@@ -19,6 +19,24 @@ pub enum ItchError {
     Empty { offset: u64 },
 }
 
+impl ItchError {
+    /// The same error with its offset moved by `base` (for a walk that began at file offset
+    /// `base`).
+    pub fn shifted(self, base: u64) -> ItchError {
+        match self {
+            ItchError::UnknownType { offset, code } => ItchError::UnknownType { offset: offset + base, code },
+            ItchError::WrongLength { offset, code, expected, got } => {
+                ItchError::WrongLength { offset: offset + base, code, expected, got }
+            }
+            ItchError::Truncated { offset, missing } => ItchError::Truncated { offset: offset + base, missing },
+            ItchError::PrefixMismatch { offset, code, prefix, expected } => {
+                ItchError::PrefixMismatch { offset: offset + base, code, prefix, expected }
+            }
+            ItchError::Empty { offset } => ItchError::Empty { offset: offset + base },
+        }
+    }
+}
+
 fn printable(b: u8) -> char {
     if b.is_ascii_graphic() {
         b as char

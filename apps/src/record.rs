@@ -1,0 +1,198 @@
+//! `tickbus record`: a stream into a journal. Thin: the recorder and the journal are library
+//! code (`tickbus::journal`); this picks the source, shows a live line on a TTY, and stops
+//! cleanly on SIGINT/SIGTERM with the journal closed and indexed.
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use tickbus::agent::{IdleStrategy, Idler};
+use tickbus::journal::{Durability, JournalMeta, JournalOptions, JournalWriter, Recorder, RecorderOptions, Tap};
+use tickbus::shm::{self, ShmOptions};
+use tickbus::StartAt;
+
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    /// The journal folder (created if missing; an existing journal is continued).
+    #[arg(long)]
+    pub journal: PathBuf,
+    /// Record shm ring NAME.
+    #[arg(long, value_name = "NAME")]
+    pub ring: Option<String>,
+    /// Take the ring as an observer (lossy: never slows the publisher; what it misses is
+    /// recorded as gaps). Default on reliable rings: a consumer (nothing is lost; the publisher
+    /// waits for the recorder).
+    #[arg(long)]
+    pub observe: bool,
+    /// Record an rdma-rc stream from the publisher at ADDR (build with `--features rdma`).
+    #[arg(long, value_name = "ADDR")]
+    pub rdma: Option<std::net::SocketAddr>,
+    /// Record a ud-mcast group (build with `--features rdma`).
+    #[arg(long, value_name = "GROUP")]
+    pub mcast: Option<std::net::Ipv4Addr>,
+    /// Stream id (rdma-rc and ud-mcast).
+    #[arg(long, default_value_t = 1)]
+    pub stream: u32,
+    /// Shared token (rdma-rc and ud-mcast).
+    #[arg(long, default_value = "")]
+    pub token: String,
+    /// Segment size in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub segment_mb: u64,
+    /// When to fsync: none (power loss loses what the kernel had not written), segment (at
+    /// most the segment being written), or a number of milliseconds (at most that long).
+    #[arg(long, default_value = "none")]
+    pub durability: String,
+    /// Pin the polling thread to this core.
+    #[arg(long)]
+    pub core: Option<usize>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn durability(s: &str) -> Result<Durability, String> {
+    match s {
+        "none" => Ok(Durability::None),
+        "segment" => Ok(Durability::PerSegment),
+        ms => ms
+            .parse::<u64>()
+            .map(|ms| Durability::Every(Duration::from_millis(ms)))
+            .map_err(|_| format!("--durability {ms:?}: use none, segment, or a number of milliseconds")),
+    }
+}
+
+pub fn run(a: RecordArgs) -> Result<(), String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    ctrlc::set_handler(move || flag.store(true, Ordering::Release)).map_err(|e| e.to_string())?;
+    if let Some(c) = a.core {
+        tickbus::agent::pin_current_thread(c).map_err(|e| e.to_string())?;
+    }
+    if let Some(name) = &a.ring {
+        let opts = ShmOptions::default();
+        let mut tap = if a.observe {
+            shm::open_observer(name, StartAt::Latest, &opts)
+        } else {
+            match shm::open_consumer(name, &opts) {
+                Err(tickbus::shm::ShmError::Attach { .. }) => shm::open_observer(name, StartAt::Latest, &opts),
+                other => other,
+            }
+        }
+        .map_err(|e| e.to_string())?;
+        let source =
+            format!("shm ring {name} ({}) on {}", if tap.reliable() { "consumer" } else { "observer" }, host());
+        let cfg = *tap.config();
+        return record(&a, &mut tap, cfg.stream_id, cfg.ticks_per_ns, source, &stop);
+    }
+    #[cfg(feature = "rdma")]
+    {
+        if let Some(addr) = a.rdma {
+            let mut o = tickbus::rdma::SubscriberOptions::new(a.token.clone());
+            o.timeout = Duration::from_secs(30);
+            let mut tap = tickbus::rdma::RdmaSubscriber::connect(addr, a.stream, &o).map_err(|e| e.to_string())?;
+            let t = tap.config().ticks_per_ns;
+            return record(&a, &mut tap, a.stream, t, format!("rdma-rc {addr} stream {}", a.stream), &stop);
+        }
+        if let Some(group) = a.mcast {
+            let mut o = tickbus::mcast::McastSubscriberOptions::default();
+            o.token = (!a.token.is_empty()).then(|| a.token.clone().into_bytes());
+            let mut tap = tickbus::mcast::McastSubscriber::join(group, a.stream, &o).map_err(|e| e.to_string())?;
+            let t = tickbus::time::ticks_per_ns();
+            return record(&a, &mut tap, a.stream, t, format!("ud-mcast {group} stream {}", a.stream), &stop);
+        }
+    }
+    if a.rdma.is_some() || a.mcast.is_some() {
+        return Err("this tickbus was built without RDMA: build it with `--features rdma`".into());
+    }
+    Err("say what to record: --ring NAME (or --rdma ADDR / --mcast GROUP with --features rdma)".into())
+}
+
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned()).unwrap_or_else(|_| "?".into())
+}
+
+fn record(
+    a: &RecordArgs,
+    tap: &mut impl Tap,
+    stream_id: u32,
+    ticks_per_ns: f64,
+    source: String,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    let mut jopts = JournalOptions::default();
+    jopts.segment_bytes = a.segment_mb.max(1) << 20;
+    jopts.durability = durability(&a.durability)?;
+    let journal =
+        JournalWriter::open(&a.journal, JournalMeta { stream_id, source: source.clone(), ticks_per_ns }, jopts)
+            .map_err(|e| e.to_string())?;
+    if let Some(r) = journal.recovery() {
+        eprintln!(
+            "tickbus record: cut {} bytes from the end of {} at offset {} ({}); every record before it is kept",
+            r.cut_bytes,
+            r.segment.display(),
+            r.offset,
+            r.reason
+        );
+    }
+    let mut rec = Recorder::start(journal, RecorderOptions::default()).map_err(|e| e.to_string())?;
+    if rec.resume_at() > 0 {
+        eprintln!("tickbus record: the journal holds the stream up to {}; continuing from there", rec.resume_at());
+    }
+    eprintln!("tickbus record: recording {source} into {}", a.journal.display());
+    let stats = rec.stats().clone();
+    let tty = std::io::stderr().is_terminal();
+    let t0 = Instant::now();
+    let mut idler = Idler::new(IdleStrategy::Backoff {
+        spins: 10_000,
+        yields: 100,
+        min_park: Duration::from_micros(50),
+        max_park: Duration::from_millis(1),
+    });
+    let (mut last_print, mut last_bytes) = (Instant::now(), 0u64);
+    while !stop.load(Ordering::Acquire) {
+        let n = rec.poll(tap, 256).map_err(|e| e.to_string())?;
+        idler.idle(n);
+        if tty && last_print.elapsed() >= Duration::from_secs(1) {
+            let bytes = stats.bytes.load(Ordering::Relaxed);
+            let mbs = (bytes - last_bytes) as f64 / last_print.elapsed().as_secs_f64() / 1e6;
+            let written = stats.written.load(Ordering::Relaxed);
+            eprint!(
+                "\r{} messages, {mbs:.1} MB/s, lag {} messages, {} gaps ({} missed)    ",
+                stats.messages.load(Ordering::Relaxed),
+                tap.position().saturating_sub(written),
+                stats.gaps.load(Ordering::Relaxed),
+                stats.missed.load(Ordering::Relaxed)
+            );
+            (last_print, last_bytes) = (Instant::now(), bytes);
+        }
+    }
+    rec.finish(tap).map_err(|e| e.to_string())?;
+    if tty {
+        eprintln!();
+    }
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let summary = serde_json::json!({
+        "journal": a.journal.display().to_string(),
+        "source": source,
+        "messages": load(&stats.messages),
+        "bytes": load(&stats.bytes),
+        "gaps": load(&stats.gaps),
+        "missed": load(&stats.missed),
+        "skipped_already_recorded": load(&stats.skipped),
+        "records_written": load(&stats.records),
+        "next_sequence": load(&stats.written),
+        "seconds": t0.elapsed().as_secs_f64(),
+    });
+    if a.json {
+        println!("{summary}");
+    } else {
+        println!(
+            "recorded {} messages ({} bytes), {} gaps ({} missed), {} already in the journal skipped; the journal holds the stream up to {} ({:.1} s)",
+            summary["messages"], summary["bytes"], summary["gaps"], summary["missed"], summary["skipped_already_recorded"], summary["next_sequence"], summary["seconds"].as_f64().unwrap_or(0.0)
+        );
+    }
+    Ok(())
+}

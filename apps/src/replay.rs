@@ -1,0 +1,201 @@
+//! `tickbus replay`: a recording (journal, ITCH file, pcap/pcapng of MoldUDP64) onto a stream.
+//! Thin: sources, window and pacing are library code (`tickbus::replay`); this opens the
+//! destination, waits for each message's intended time, publishes it, and reports the achieved
+//! rate and the pacing error (HdrHistogram, from each message's intended time).
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use hdrhistogram::Histogram;
+use tickbus::replay::{self, pace::InWindow, parse_time_of_day, Pace, Pacer, Window};
+use tickbus::shm::{self, ShmOptions, ShmPublisher};
+use tickbus::time::{Tsc, TscScale};
+use tickbus::{Mode, RingConfig};
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// A journal folder, an ITCH 5.0 file, or a pcap/pcapng capture of MoldUDP64 (detected).
+    pub input: PathBuf,
+    /// Publish onto shm ring NAME (created if missing).
+    #[arg(long, value_name = "NAME")]
+    pub ring: Option<String>,
+    /// Create the ring reliable (the replay waits for its consumers) instead of lossy.
+    #[arg(long)]
+    pub reliable: bool,
+    /// Consumers of a reliable ring.
+    #[arg(long, default_value_t = 1)]
+    pub consumers: usize,
+    /// Largest message the ring must hold (bytes).
+    #[arg(long, default_value_t = 256)]
+    pub max_payload: usize,
+    /// Ring slots.
+    #[arg(long, default_value_t = 4096)]
+    pub slots: usize,
+    /// Stream id of the ring (default: the journal's, else 1).
+    #[arg(long)]
+    pub stream: Option<u32>,
+    /// Replay at the recording's pace times N (default 1 when no other pacing is given).
+    #[arg(long, conflicts_with_all = ["rate", "max"])]
+    pub speed: Option<f64>,
+    /// Replay at a fixed rate (messages per second).
+    #[arg(long, conflicts_with = "max")]
+    pub rate: Option<f64>,
+    /// Replay as fast as the stream takes it.
+    #[arg(long)]
+    pub max: bool,
+    /// Start at this time of day (HH:MM[:SS[.fraction]]; exchange time for ITCH, UTC otherwise).
+    #[arg(long, value_parser = parse_time_of_day)]
+    pub from: Option<u64>,
+    /// Stop after this time of day (inclusive).
+    #[arg(long, value_parser = parse_time_of_day)]
+    pub to: Option<u64>,
+    /// Start at this sequence number (journal position, ITCH message index, MoldUDP64 sequence).
+    #[arg(long)]
+    pub from_seq: Option<u64>,
+    /// Stop after this sequence number (inclusive).
+    #[arg(long)]
+    pub to_seq: Option<u64>,
+    /// Replay again from the start when the input ends, until interrupted.
+    #[arg(long = "loop")]
+    pub looping: bool,
+    /// Only datagrams to this UDP port (captures).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: ReplayArgs) -> Result<(), String> {
+    let pace = match (a.speed, a.rate, a.max) {
+        (_, _, true) => Pace::Max,
+        (_, Some(r), _) if r > 0.0 => Pace::Rate(r),
+        (_, Some(r), _) => return Err(format!("--rate {r}: give a positive rate")),
+        (Some(s), _, _) if s > 0.0 => Pace::AsRecorded { speed: s },
+        (Some(s), _, _) => return Err(format!("--speed {s}: give a positive factor")),
+        _ => Pace::AsRecorded { speed: 1.0 },
+    };
+    let window = Window { from_time: a.from, to_time: a.to, from_sequence: a.from_seq, to_sequence: a.to_seq };
+    let mut source = replay::open(&a.input, a.from_seq, a.port).map_err(|e| e.to_string())?;
+    let name = a.ring.as_deref().ok_or("say where to replay to: --ring NAME")?;
+    let stream = a.stream.or(source.stream_id()).unwrap_or(1);
+    let mode = if a.reliable { Mode::Reliable } else { Mode::Lossy };
+    let mut cfg = RingConfig::for_payload(mode, stream, a.max_payload, a.slots);
+    cfg.max_consumers = a.consumers;
+    let mut p = shm::open_publisher(name, &cfg, &ShmOptions::default()).map_err(|e| e.to_string())?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::Release)).map_err(|e| e.to_string())?;
+    let tsc = Tsc::new();
+    let scale = TscScale { ticks_per_ns: cfg.ticks_per_ns };
+    let bar = progress(&source, a.json);
+    let mut err = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
+    let (mut published, mut gaps, mut skipped) = (0u64, 0u64, 0u64);
+    let first = tsc.now() + (cfg.ticks_per_ns * 1e6) as u64;
+    let mut last_publish = first;
+    'laps: loop {
+        let mut pacer = Pacer::new(pace, cfg.ticks_per_ns, tsc.now() + (cfg.ticks_per_ns * 1e6) as u64);
+        while let Some(item) = source.next().map_err(|e| e.to_string())? {
+            if stop.load(std::sync::atomic::Ordering::Acquire) {
+                break 'laps;
+            }
+            match window.place(item.sequence, item.time_ns) {
+                InWindow::Before => {
+                    skipped += 1;
+                    continue;
+                }
+                InWindow::After => break,
+                InWindow::In => {}
+            }
+            if item.gap.is_some() {
+                gaps += 1;
+                continue;
+            }
+            let due = pacer.intended(item.time_ns);
+            if let Some(due) = due {
+                while tsc.now() < due {
+                    std::hint::spin_loop();
+                }
+            }
+            publish(&mut p, item.payload, &stop)?;
+            let now = tsc.now();
+            last_publish = now;
+            if let Some(due) = due {
+                err.saturating_record(scale.delta_ns(due, now).max(1));
+            }
+            published += 1;
+            if published.is_multiple_of(4096) {
+                if let Some(b) = &bar {
+                    b.set_position(source.offset());
+                    let behind = due.map_or(0, |d| scale.delta_ns(d, now) / 1000);
+                    b.set_message(format!("{published} messages, {behind} us behind schedule"));
+                }
+            }
+        }
+        if !a.looping || stop.load(std::sync::atomic::Ordering::Acquire) {
+            break;
+        }
+        source.rewind().map_err(|e| e.to_string())?;
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let secs = scale.delta_ns(first, last_publish) as f64 / 1e9;
+    let rate = if secs > 0.0 { published as f64 / secs } else { 0.0 };
+    let pct = |q: f64| if err.is_empty() { 0 } else { err.value_at_quantile(q) };
+    let summary = serde_json::json!({
+        "input": a.input.display().to_string(),
+        "ring": name,
+        "published": published,
+        "gap_records": gaps,
+        "skipped_before_window": skipped,
+        "seconds": secs,
+        "rate_msgs_per_s": rate,
+        "pacing_error_ns": {"p50": pct(0.5), "p99": pct(0.99), "max": if err.is_empty() { 0 } else { err.max() }},
+    });
+    drop(p);
+    if a.json {
+        println!("{summary}");
+    } else {
+        println!(
+            "replayed {published} messages in {secs:.3} s ({rate:.0} msg/s); pacing error p50 {} ns, p99 {} ns, max {} ns; {gaps} gap records, {skipped} before the window",
+            pct(0.5),
+            pct(0.99),
+            summary["pacing_error_ns"]["max"]
+        );
+    }
+    Ok(())
+}
+
+/// Publishes, retrying while a reliable ring is full (until interrupted).
+fn publish(p: &mut ShmPublisher, payload: &[u8], stop: &std::sync::atomic::AtomicBool) -> Result<(), String> {
+    loop {
+        match p.publish(payload) {
+            Ok(_) => return Ok(()),
+            Err(tickbus::ring::ClaimError::Full { .. }) => {
+                if stop.load(std::sync::atomic::Ordering::Acquire) {
+                    return Ok(());
+                }
+                std::hint::spin_loop();
+            }
+            Err(e) => return Err(format!("{e} (replay with --max-payload {})", payload.len())),
+        }
+    }
+}
+
+fn progress(source: &replay::Source, json: bool) -> Option<indicatif::ProgressBar> {
+    if json || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let b = match source.size() {
+        Some(n) => indicatif::ProgressBar::new(n),
+        None => indicatif::ProgressBar::new_spinner(),
+    };
+    b.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {bar:30} {percent}% ETA {eta} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    b.enable_steady_tick(Duration::from_millis(200));
+    Some(b)
+}

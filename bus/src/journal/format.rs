@@ -1,0 +1,385 @@
+//! The journal's on-disk format: segment headers and records, as fixed layouts with checked
+//! parse and emit. Pure: no I/O.
+//!
+//! ```text
+//!  segment file <dir>/<index:010>.tbj, at most segment_bytes long
+//!  byte 0      segment header (SEGMENT_HEADER_BYTES, CRC-32C protected)
+//!  byte 4096   record, record, ... (each 8-byte aligned), then, if the journal went on in a
+//!              next segment, an end-of-segment record
+//!
+//!  record (RECORD_HEADER_BYTES + payload padded to 8 + 8):
+//!  +0   len         u32   payload bytes
+//!  +4   kind        u8    1 message, 2 gap (payload: u64 messages missed), 3 end of segment
+//!  +5   flags       u8    0
+//!  +6   reserved    u16   0
+//!  +8   sequence    u64   message: its stream position; gap: the first position missed
+//!  +16  publish_tsc u64   the publisher's TSC from the message header (0: unknown)
+//!  +24  receive_tsc u64   the recorder's TSC when it took the message
+//!  +32  payload, zero-padded to a multiple of 8
+//!  then crc32c u32 (of everything above), reserved u32 (0)
+//! ```
+//! A record is valid only if its CRC matches: a write torn by a crash (or a flipped bit) fails
+//! it. A zero `kind` where a record would start is the end of the data written so far.
+use core::mem::{offset_of, size_of};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// "TBJRNL01" as a little-endian u64.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"TBJRNL01");
+/// Bumped on any change to this file's layouts.
+pub const FORMAT_VERSION: u32 = 1;
+/// Where records start in a segment (a page: readers map segments).
+pub const DATA_START: usize = 4096;
+/// Bytes of description of what was recorded, kept in every segment header.
+pub const SOURCE_BYTES: usize = 256;
+pub const RECORD_HEADER_BYTES: usize = 32;
+/// Bytes after the payload: CRC and a reserved word.
+pub const RECORD_TRAILER_BYTES: usize = 8;
+/// Largest payload a record carries (a ring slot holds at most 1 MiB).
+pub const MAX_PAYLOAD: usize = 1 << 20;
+
+/// Record kinds.
+pub const KIND_MESSAGE: u8 = 1;
+pub const KIND_GAP: u8 = 2;
+pub const KIND_END: u8 = 3;
+
+/// The fixed part of every segment's first page.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct SegmentHeader {
+    pub magic: u64,
+    pub version: u32,
+    /// Where records start (DATA_START).
+    pub data_start: u32,
+    pub stream_id: u32,
+    pub source_len: u32,
+    /// This segment's number (its file name).
+    pub segment_index: u64,
+    /// The most bytes any segment of this journal holds.
+    pub segment_bytes: u64,
+    /// The recorder's TSC rate, and a wall-clock reading taken at `tsc_anchor`: receive TSCs
+    /// convert to wall time as `wall_anchor_ns + (tsc - tsc_anchor) / ticks_per_ns`.
+    pub ticks_per_ns_bits: u64,
+    pub tsc_anchor: u64,
+    pub wall_anchor_ns: u64,
+    pub created_unix_ns: u64,
+    /// What was recorded (UTF-8, `source_len` bytes used).
+    pub source: [u8; SOURCE_BYTES],
+    /// CRC-32C of every byte above.
+    pub crc: u32,
+    pub reserved: u32,
+}
+
+pub const SEGMENT_HEADER_BYTES: usize = size_of::<SegmentHeader>();
+
+const _: () = {
+    assert!(offset_of!(SegmentHeader, magic) == 0);
+    assert!(offset_of!(SegmentHeader, version) == 8);
+    assert!(offset_of!(SegmentHeader, data_start) == 12);
+    assert!(offset_of!(SegmentHeader, stream_id) == 16);
+    assert!(offset_of!(SegmentHeader, source_len) == 20);
+    assert!(offset_of!(SegmentHeader, segment_index) == 24);
+    assert!(offset_of!(SegmentHeader, segment_bytes) == 32);
+    assert!(offset_of!(SegmentHeader, ticks_per_ns_bits) == 40);
+    assert!(offset_of!(SegmentHeader, tsc_anchor) == 48);
+    assert!(offset_of!(SegmentHeader, wall_anchor_ns) == 56);
+    assert!(offset_of!(SegmentHeader, created_unix_ns) == 64);
+    assert!(offset_of!(SegmentHeader, source) == 72);
+    assert!(offset_of!(SegmentHeader, crc) == 72 + SOURCE_BYTES);
+    assert!(SEGMENT_HEADER_BYTES == 72 + SOURCE_BYTES + 8);
+    assert!(SEGMENT_HEADER_BYTES <= DATA_START);
+};
+
+/// The fixed front of a record.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct RecordHeader {
+    pub len: u32,
+    pub kind: u8,
+    pub flags: u8,
+    pub reserved: u16,
+    pub sequence: u64,
+    pub publish_tsc: u64,
+    pub receive_tsc: u64,
+}
+
+const _: () = {
+    assert!(size_of::<RecordHeader>() == RECORD_HEADER_BYTES);
+    assert!(offset_of!(RecordHeader, len) == 0);
+    assert!(offset_of!(RecordHeader, kind) == 4);
+    assert!(offset_of!(RecordHeader, flags) == 5);
+    assert!(offset_of!(RecordHeader, sequence) == 8);
+    assert!(offset_of!(RecordHeader, publish_tsc) == 16);
+    assert!(offset_of!(RecordHeader, receive_tsc) == 24);
+};
+
+/// Why bytes are not a valid record or header. Offsets are within the segment file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    #[error("not a tickbus journal segment (magic {found:#018x})")]
+    NotAJournal { found: u64 },
+    #[error("journal format version {found}, this build reads {FORMAT_VERSION}: read it with the tickbus version that wrote it")]
+    Version { found: u32 },
+    #[error("the segment header's checksum does not match: the header is corrupt")]
+    HeaderCrc,
+    #[error("the segment header is inconsistent: {what}")]
+    BadHeader { what: &'static str },
+    #[error("record at offset {offset} is cut short: {need} bytes needed, {have} left")]
+    Truncated { offset: u64, need: usize, have: usize },
+    #[error("record at offset {offset} has unknown kind {kind}")]
+    Kind { offset: u64, kind: u8 },
+    #[error("record at offset {offset} claims {len} payload bytes, more than the {MAX_PAYLOAD} a record holds")]
+    Length { offset: u64, len: u32 },
+    #[error("record at offset {offset} fails its CRC-32C check (stored {stored:#010x}, computed {computed:#010x})")]
+    Crc { offset: u64, stored: u32, computed: u32 },
+}
+
+/// The bytes a record with `len` payload bytes takes.
+pub const fn record_bytes(len: usize) -> usize {
+    RECORD_HEADER_BYTES + len.next_multiple_of(8) + RECORD_TRAILER_BYTES
+}
+
+/// What a record is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind<'a> {
+    Message(&'a [u8]),
+    /// `count` messages from the record's sequence on were missed.
+    Gap {
+        count: u64,
+    },
+    /// The journal goes on in the next segment.
+    End,
+}
+
+/// A record read from a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record<'a> {
+    pub sequence: u64,
+    pub publish_tsc: u64,
+    pub receive_tsc: u64,
+    pub kind: Kind<'a>,
+}
+
+/// Builds a segment header; `source` is cut to [`SOURCE_BYTES`] at a character boundary.
+#[allow(clippy::too_many_arguments)]
+pub fn segment_header(
+    stream_id: u32,
+    segment_index: u64,
+    segment_bytes: u64,
+    ticks_per_ns: f64,
+    tsc_anchor: u64,
+    wall_anchor_ns: u64,
+    created_unix_ns: u64,
+    source: &str,
+) -> SegmentHeader {
+    let mut cut = source.len().min(SOURCE_BYTES);
+    while !source.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut h = SegmentHeader {
+        magic: MAGIC,
+        version: FORMAT_VERSION,
+        data_start: DATA_START as u32,
+        stream_id,
+        source_len: cut as u32,
+        segment_index,
+        segment_bytes,
+        ticks_per_ns_bits: ticks_per_ns.to_bits(),
+        tsc_anchor,
+        wall_anchor_ns,
+        created_unix_ns,
+        source: [0; SOURCE_BYTES],
+        crc: 0,
+        reserved: 0,
+    };
+    h.source[..cut].copy_from_slice(&source.as_bytes()[..cut]);
+    h.crc = crc32c::crc32c(&h.as_bytes()[..offset_of!(SegmentHeader, crc)]);
+    h
+}
+
+impl SegmentHeader {
+    /// Reads and checks a segment header (magic, version, checksum, sizes).
+    pub fn parse(bytes: &[u8]) -> Result<SegmentHeader, FormatError> {
+        let (h, _) = SegmentHeader::read_from_prefix(bytes).map_err(|_| FormatError::NotAJournal { found: 0 })?;
+        if h.magic != MAGIC {
+            return Err(FormatError::NotAJournal { found: h.magic });
+        }
+        if h.version != FORMAT_VERSION {
+            return Err(FormatError::Version { found: h.version });
+        }
+        if crc32c::crc32c(&h.as_bytes()[..offset_of!(SegmentHeader, crc)]) != h.crc {
+            return Err(FormatError::HeaderCrc);
+        }
+        let bad = |what| Err(FormatError::BadHeader { what });
+        if h.data_start as usize != DATA_START {
+            return bad("records do not start at 4096");
+        }
+        if (h.segment_bytes as usize) < DATA_START + record_bytes(0) * 2 {
+            return bad("segment size too small");
+        }
+        if h.source_len as usize > SOURCE_BYTES {
+            return bad("source description longer than its field");
+        }
+        let t = f64::from_bits(h.ticks_per_ns_bits);
+        if !(t.is_finite() && t > 0.0) {
+            return bad("ticks_per_ns is not a positive number");
+        }
+        Ok(h)
+    }
+
+    /// The description of what was recorded.
+    pub fn source(&self) -> String {
+        String::from_utf8_lossy(&self.source[..(self.source_len as usize).min(SOURCE_BYTES)]).into_owned()
+    }
+
+    pub fn ticks_per_ns(&self) -> f64 {
+        f64::from_bits(self.ticks_per_ns_bits)
+    }
+
+    /// Wall-clock nanoseconds (since the Unix epoch) of a receive TSC.
+    pub fn wall_ns(&self, receive_tsc: u64) -> u64 {
+        let dt = receive_tsc as i128 - self.tsc_anchor as i128;
+        (self.wall_anchor_ns as i128 + (dt as f64 / self.ticks_per_ns()) as i128).max(0) as u64
+    }
+}
+
+/// Writes a record into `out` (at least [`record_bytes`]`(payload.len())` long); returns its length.
+pub fn emit(out: &mut [u8], h: &RecordHeader, payload: &[u8]) -> usize {
+    let n = record_bytes(payload.len());
+    let body = RECORD_HEADER_BYTES + payload.len().next_multiple_of(8);
+    out[..RECORD_HEADER_BYTES].copy_from_slice(h.as_bytes());
+    out[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + payload.len()].copy_from_slice(payload);
+    out[RECORD_HEADER_BYTES + payload.len()..body].fill(0);
+    let crc = crc32c::crc32c(&out[..body]);
+    out[body..body + 4].copy_from_slice(&crc.to_le_bytes());
+    out[body + 4..n].fill(0);
+    n
+}
+
+/// The header of a message record.
+pub fn message_header(sequence: u64, publish_tsc: u64, receive_tsc: u64, len: usize) -> RecordHeader {
+    RecordHeader { len: len as u32, kind: KIND_MESSAGE, flags: 0, reserved: 0, sequence, publish_tsc, receive_tsc }
+}
+
+/// A gap record's header and payload: `count` messages from `first` were missed.
+pub fn gap(first: u64, count: u64, receive_tsc: u64) -> (RecordHeader, [u8; 8]) {
+    let h =
+        RecordHeader { len: 8, kind: KIND_GAP, flags: 0, reserved: 0, sequence: first, publish_tsc: 0, receive_tsc };
+    (h, count.to_le_bytes())
+}
+
+/// An end-of-segment record's header.
+pub fn end(next_sequence: u64) -> RecordHeader {
+    RecordHeader {
+        len: 0,
+        kind: KIND_END,
+        flags: 0,
+        reserved: 0,
+        sequence: next_sequence,
+        publish_tsc: 0,
+        receive_tsc: 0,
+    }
+}
+
+/// What starts at the front of `rest` (at file offset `offset`): a valid record and its length,
+/// the end of the data (`Ok(None)`: a zero kind, or nothing left), or why it is not a record.
+pub fn parse(rest: &[u8], offset: u64) -> Result<Option<(Record<'_>, usize)>, FormatError> {
+    if rest.len() < 8 || rest[4] == 0 {
+        return Ok(None);
+    }
+    let (h, _) = RecordHeader::read_from_prefix(rest).map_err(|_| FormatError::Truncated {
+        offset,
+        need: RECORD_HEADER_BYTES,
+        have: rest.len(),
+    })?;
+    if !(KIND_MESSAGE..=KIND_END).contains(&h.kind) {
+        return Err(FormatError::Kind { offset, kind: h.kind });
+    }
+    let len = h.len as usize;
+    if len > MAX_PAYLOAD {
+        return Err(FormatError::Length { offset, len: h.len });
+    }
+    let n = record_bytes(len);
+    if rest.len() < n {
+        return Err(FormatError::Truncated { offset, need: n, have: rest.len() });
+    }
+    let body = RECORD_HEADER_BYTES + len.next_multiple_of(8);
+    let stored = u32::from_le_bytes(rest[body..body + 4].try_into().expect("4 bytes"));
+    let computed = crc32c::crc32c(&rest[..body]);
+    if stored != computed {
+        return Err(FormatError::Crc { offset, stored, computed });
+    }
+    let payload = &rest[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + len];
+    let kind = match h.kind {
+        KIND_MESSAGE => Kind::Message(payload),
+        KIND_GAP if len == 8 => Kind::Gap { count: u64::from_le_bytes(payload.try_into().expect("8 bytes")) },
+        KIND_GAP => return Err(FormatError::Length { offset, len: h.len }),
+        _ => Kind::End,
+    };
+    Ok(Some((Record { sequence: h.sequence, publish_tsc: h.publish_tsc, receive_tsc: h.receive_tsc, kind }, n)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(payload: &[u8]) -> Vec<u8> {
+        let mut v = vec![0xEE; record_bytes(payload.len())];
+        emit(&mut v, &message_header(42, 7, 9, payload.len()), payload);
+        v
+    }
+
+    #[test]
+    fn golden_record_bytes() {
+        let v = rec(b"hi");
+        assert_eq!(v.len(), 32 + 8 + 8);
+        assert_eq!(&v[..8], &[2, 0, 0, 0, KIND_MESSAGE, 0, 0, 0]);
+        assert_eq!(&v[8..16], &42u64.to_le_bytes());
+        assert_eq!(&v[16..24], &7u64.to_le_bytes());
+        assert_eq!(&v[24..32], &9u64.to_le_bytes());
+        assert_eq!(&v[32..40], b"hi\0\0\0\0\0\0");
+        assert_eq!(&v[40..44], &crc32c::crc32c(&v[..40]).to_le_bytes());
+        assert_eq!(&v[44..48], &[0; 4]);
+    }
+
+    #[test]
+    fn records_round_trip_and_every_damage_is_named() {
+        let v = rec(b"hello, journal");
+        let (r, n) = parse(&v, 4096).unwrap().unwrap();
+        assert_eq!((n, r.sequence, r.kind), (v.len(), 42, Kind::Message(b"hello, journal")));
+        for cut in 8..v.len() {
+            assert!(matches!(parse(&v[..cut], 4096), Err(FormatError::Truncated { offset: 4096, .. })), "cut {cut}");
+        }
+        for bit in 0..(v.len() - 8) * 8 {
+            let mut w = v.clone();
+            w[bit / 8] ^= 1 << (bit % 8);
+            let r = parse(&w, 0);
+            assert!(
+                !matches!(r, Ok(Some((x, _))) if x == parse(&v, 0).unwrap().unwrap().0),
+                "bit {bit} went unnoticed"
+            );
+        }
+        assert_eq!(parse(&[0u8; 64], 0), Ok(None), "zeros are the end of the data");
+        let (gh, gp) = gap(100, 5, 1);
+        let mut g = vec![0; record_bytes(8)];
+        emit(&mut g, &gh, &gp);
+        assert_eq!(parse(&g, 0).unwrap().unwrap().0.kind, Kind::Gap { count: 5 });
+    }
+
+    #[test]
+    fn headers_round_trip_and_refuse_foreign_newer_and_corrupt_ones() {
+        let h = segment_header(7, 3, 1 << 26, 2.5, 1000, 5_000_000_000, 6, "shm ring md on host x");
+        let b = h.as_bytes().to_vec();
+        let p = SegmentHeader::parse(&b).unwrap();
+        assert_eq!((p.source(), p.segment_index, p.stream_id), ("shm ring md on host x".to_owned(), 3, 7));
+        assert_eq!(p.wall_ns(1000 + 2500), 5_000_001_000);
+        let mut v = b.clone();
+        v[8] = 2;
+        assert_eq!(SegmentHeader::parse(&v), Err(FormatError::Version { found: 2 }));
+        let mut c = b.clone();
+        c[100] ^= 1;
+        assert_eq!(SegmentHeader::parse(&c), Err(FormatError::HeaderCrc));
+        assert!(matches!(SegmentHeader::parse(&[0xAB; 400]), Err(FormatError::NotAJournal { .. })));
+        let long = "é".repeat(300);
+        assert_eq!(segment_header(1, 0, 1 << 20, 1.0, 0, 0, 0, &long).source_len, 256);
+    }
+}

@@ -1,0 +1,39 @@
+//! The sparse index beside each segment: `<index:010>.idx`, fixed 24-byte entries (sequence,
+//! receive TSC, offset in the segment) for the first message record of the segment and then one
+//! every `index_every` message records. A replay from the middle of a day binary-searches it
+//! instead of scanning from the start. Append-only; after a cut, entries past the cut are dropped.
+use core::mem::size_of;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct IndexEntry {
+    pub sequence: u64,
+    pub receive_tsc: u64,
+    /// Byte offset of the record in its segment.
+    pub offset: u64,
+}
+
+pub const ENTRY_BYTES: usize = size_of::<IndexEntry>();
+const _: () = assert!(ENTRY_BYTES == 24);
+
+/// The entries in `bytes` (a whole index file); a torn last entry is ignored.
+pub fn entries(bytes: &[u8]) -> Vec<IndexEntry> {
+    bytes.chunks_exact(ENTRY_BYTES).filter_map(|c| IndexEntry::read_from_bytes(c).ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_and_a_torn_tail_is_ignored() {
+        let e = [
+            IndexEntry { sequence: 1, receive_tsc: 2, offset: 4096 },
+            IndexEntry { sequence: 9, receive_tsc: 3, offset: 8192 },
+        ];
+        let mut b = e.as_bytes().to_vec();
+        b.extend_from_slice(&[1, 2, 3]);
+        assert_eq!(entries(&b), e.to_vec());
+    }
+}

@@ -1,0 +1,264 @@
+//! Reading a journal: segments mapped one at a time, records checked by their CRC, a sparse
+//! index to start from a sequence or a time. A damaged record before the end of the data is an
+//! error naming the file and offset, after every record before it was delivered; a record cut
+//! short at the very end of the last segment is the end of the data (a writer that crashed
+//! there, or one still writing).
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use super::error::JournalError;
+use super::format::{self, FormatError, Kind, Record, SegmentHeader, DATA_START};
+use super::index::{self, IndexEntry};
+use super::writer::{index_path, segment_path, segments};
+
+/// One segment of an open journal.
+#[derive(Debug, Clone)]
+pub struct SegmentInfo {
+    pub index: u64,
+    pub path: PathBuf,
+    pub header: SegmentHeader,
+    /// Its index entries (loaded at open: small).
+    pub entries: Vec<IndexEntry>,
+}
+
+/// A journal opened for reading. Cheap to clone (cursors own one).
+#[derive(Debug, Clone)]
+pub struct JournalReader {
+    dir: PathBuf,
+    segments: std::sync::Arc<[SegmentInfo]>,
+}
+
+impl JournalReader {
+    /// Opens the journal in `dir`: every segment's header is checked (a foreign file, another
+    /// format version or a damaged header is an error naming the file), and no segment may be
+    /// missing between the first and the last.
+    pub fn open(dir: &Path) -> Result<JournalReader, JournalError> {
+        let present = segments(dir)?;
+        if present.is_empty() {
+            return Err(JournalError::Empty { dir: dir.to_owned() });
+        }
+        let mut segs = Vec::with_capacity(present.len());
+        for (k, &i) in present.iter().enumerate() {
+            if k > 0 && i != present[k - 1] + 1 {
+                return Err(JournalError::Missing { dir: dir.to_owned(), missing: present[k - 1] + 1 });
+            }
+            let path = segment_path(dir, i);
+            let mut head = vec![0u8; format::SEGMENT_HEADER_BYTES];
+            use std::io::Read;
+            File::open(&path).and_then(|mut f| f.read_exact(&mut head)).map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => JournalError::Segment {
+                    path: path.clone(),
+                    error: FormatError::Truncated { offset: 0, need: format::SEGMENT_HEADER_BYTES, have: 0 },
+                },
+                _ => JournalError::io("reading", &path, e),
+            })?;
+            let header =
+                SegmentHeader::parse(&head).map_err(|error| JournalError::Segment { path: path.clone(), error })?;
+            if let Some(first) = segs.first().map(|s: &SegmentInfo| s.header.stream_id) {
+                if header.stream_id != first {
+                    return Err(JournalError::Stream { dir: dir.to_owned(), found: header.stream_id, wanted: first });
+                }
+            }
+            let entries = std::fs::read(index_path(dir, i)).map(|b| index::entries(&b)).unwrap_or_default();
+            segs.push(SegmentInfo { index: i, path, header, entries });
+        }
+        Ok(JournalReader { dir: dir.to_owned(), segments: segs.into() })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn segments(&self) -> &[SegmentInfo] {
+        &self.segments
+    }
+
+    /// The stream recorded.
+    pub fn stream_id(&self) -> u32 {
+        self.segments[0].header.stream_id
+    }
+
+    /// What was recorded, as the first segment says.
+    pub fn source(&self) -> String {
+        self.segments[0].header.source()
+    }
+
+    /// A cursor at the first record.
+    pub fn cursor(&self) -> Cursor {
+        Cursor { journal: self.clone(), seg: 0, map: None, at: DATA_START }
+    }
+
+    /// A cursor at the first record whose sequence is `sequence` or later (or whose gap covers
+    /// it), found through the index.
+    pub fn seek_sequence(&self, sequence: u64) -> Result<Cursor, JournalError> {
+        let start = self.indexed(|e| e.sequence <= sequence);
+        let mut c = self.at(start);
+        c.skip_while(|r, _| end_of(r) <= sequence)?;
+        Ok(c)
+    }
+
+    /// A cursor at the first record received at wall time `unix_ns` or later, through the index.
+    pub fn seek_time(&self, unix_ns: u64) -> Result<Cursor, JournalError> {
+        let start = self.indexed_time(unix_ns);
+        let mut c = self.at(start);
+        c.skip_while(|_, wall| wall < unix_ns)?;
+        Ok(c)
+    }
+
+    /// The last (segment, offset) whose index entry satisfies `before`.
+    fn indexed(&self, before: impl Fn(&IndexEntry) -> bool) -> (usize, usize) {
+        let mut best = (0, DATA_START);
+        for (k, s) in self.segments.iter().enumerate() {
+            let n = s.entries.partition_point(|e| before(e));
+            if n > 0 {
+                best = (k, s.entries[n - 1].offset as usize);
+            }
+            if n < s.entries.len() {
+                break;
+            }
+        }
+        best
+    }
+
+    fn indexed_time(&self, unix_ns: u64) -> (usize, usize) {
+        let mut best = (0, DATA_START);
+        for (k, s) in self.segments.iter().enumerate() {
+            let n = s.entries.partition_point(|e| s.header.wall_ns(e.receive_tsc) <= unix_ns);
+            if n > 0 {
+                best = (k, s.entries[n - 1].offset as usize);
+            }
+            if n < s.entries.len() {
+                break;
+            }
+        }
+        best
+    }
+
+    fn at(&self, (seg, at): (usize, usize)) -> Cursor {
+        Cursor { journal: self.clone(), seg, map: None, at }
+    }
+
+    /// Wall time of a record's receive TSC, converted with its segment's anchors.
+    pub fn wall_ns(&self, segment: usize, receive_tsc: u64) -> u64 {
+        self.segments[segment].header.wall_ns(receive_tsc)
+    }
+}
+
+/// The sequence after what a record covers.
+fn end_of(r: &Record<'_>) -> u64 {
+    match r.kind {
+        Kind::Gap { count } => r.sequence + count,
+        _ => r.sequence + 1,
+    }
+}
+
+/// A position in a journal; `next` reads on.
+pub struct Cursor {
+    journal: JournalReader,
+    seg: usize,
+    map: Option<Mmap>,
+    at: usize,
+}
+
+impl Cursor {
+    /// Which segment the cursor is in (for [`JournalReader::wall_ns`]).
+    pub fn segment(&self) -> usize {
+        self.seg
+    }
+
+    /// Wall time of a receive TSC read in the current segment.
+    pub fn wall_ns(&self, receive_tsc: u64) -> u64 {
+        self.journal.wall_ns(self.seg, receive_tsc)
+    }
+
+    /// Where the cursor is: the current segment's file and the offset of the next record.
+    pub fn location(&self) -> (&Path, u64) {
+        (&self.journal.segments[self.seg].path, self.at as u64)
+    }
+
+    fn map(&mut self) -> Result<&Mmap, JournalError> {
+        if self.map.is_none() {
+            let path = &self.journal.segments[self.seg].path;
+            let f = File::open(path).map_err(|e| JournalError::io("opening", path, e))?;
+            // SAFETY: the segment is mapped read-only; a writer only appends past what was
+            // mapped (or cuts a torn tail nobody has read), and the map is checked record by
+            // record (CRC) before anything in it is trusted.
+            let m = unsafe { Mmap::map(&f) }.map_err(|e| JournalError::io("mapping", path, e))?;
+            self.map = Some(m);
+        }
+        Ok(self.map.as_ref().expect("mapped above"))
+    }
+
+    /// The next message or gap record, `Ok(None)` at the end of the data.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<Record<'_>>, JournalError> {
+        Ok(self.next_timed()?.map(|(r, _)| r))
+    }
+
+    /// [`Cursor::next`], with the record's receive time as wall-clock ns since the epoch.
+    pub fn next_timed(&mut self) -> Result<Option<(Record<'_>, u64)>, JournalError> {
+        let Some(start) = self.advance()? else { return Ok(None) };
+        let header = &self.journal.segments[self.seg].header;
+        let m = self.map.as_ref().expect("mapped by advance");
+        let (r, _) = format::parse(&m[start..], start as u64).ok().flatten().expect("checked by advance");
+        Ok(Some((r, header.wall_ns(r.receive_tsc))))
+    }
+
+    /// Moves past the next message or gap record; returns where it starts in the current
+    /// segment (None at the end of the data).
+    fn advance(&mut self) -> Result<Option<usize>, JournalError> {
+        loop {
+            let last = self.seg + 1 == self.journal.segments.len();
+            let at = self.at;
+            let parsed = {
+                let m = self.map()?;
+                format::parse(m.get(at..).unwrap_or(&[]), at as u64).map(|r| r.map(|(r, n)| (r.kind == Kind::End, n)))
+            };
+            let path = || self.journal.segments[self.seg].path.clone();
+            match parsed {
+                Ok(Some((true, _))) if last => return Ok(None), // the next segment is not begun yet
+                Ok(Some((true, _))) => {
+                    self.seg += 1;
+                    self.map = None;
+                    self.at = DATA_START;
+                }
+                Ok(Some((false, n))) => {
+                    self.at += n;
+                    return Ok(Some(at));
+                }
+                Ok(None) if last => return Ok(None),
+                Ok(None) => {
+                    let next = self.journal.segments[self.seg + 1].index;
+                    return Err(JournalError::CutShort { path: path(), offset: at as u64, next });
+                }
+                Err(FormatError::Truncated { .. }) if last => return Ok(None),
+                Err(error) => return Err(JournalError::Corrupt { path: path(), offset: at as u64, error }),
+            }
+        }
+    }
+
+    /// Calls `f` for every record from here to the end of the data; returns how many.
+    pub fn for_each(&mut self, mut f: impl FnMut(&Record<'_>)) -> Result<u64, JournalError> {
+        let mut n = 0;
+        while let Some(r) = self.next()? {
+            f(&r);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Moves past records for which `skip` holds, stopping before the first that does not.
+    fn skip_while(&mut self, skip: impl Fn(&Record<'_>, u64) -> bool) -> Result<(), JournalError> {
+        while let Some(start) = self.advance()? {
+            let m = self.map.as_ref().expect("mapped by advance");
+            let (r, _) = format::parse(&m[start..], start as u64).ok().flatten().expect("checked by advance");
+            if !skip(&r, self.journal.wall_ns(self.seg, r.receive_tsc)) {
+                self.at = start;
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,437 @@
+//! Appending to a journal: fixed-size segment files that roll over, a sparse index beside each,
+//! and a write policy the user picks. Opening an existing journal finds its end by the records'
+//! CRCs and cuts a torn or corrupt tail, saying how many bytes and why.
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use zerocopy::IntoBytes;
+
+use super::error::JournalError;
+use super::format::{self, FormatError, Kind, SegmentHeader, DATA_START, MAX_PAYLOAD, SEGMENT_HEADER_BYTES};
+use super::index::{self, IndexEntry, ENTRY_BYTES};
+use crate::time::Tsc;
+
+/// When the journal asks the kernel to put written records on disk (fsync). Any policy keeps
+/// every record written when the *process* crashes (the kernel has it); they differ in what a
+/// *power failure* can take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Never: the kernel writes back on its own (typically within 30 s). A power failure loses
+    /// what it had not written yet. Fastest.
+    None,
+    /// When a segment is complete (and on close): a power failure loses at most the segment
+    /// being written.
+    PerSegment,
+    /// At least this often while records arrive (and on close): a power failure loses at most
+    /// that much time of records.
+    Every(Duration),
+}
+
+/// How a journal is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JournalOptions {
+    /// Bytes per segment file (records never span two). Default 64 MiB.
+    pub segment_bytes: u64,
+    pub durability: Durability,
+    /// One index entry every this many message records. Default 1024.
+    pub index_every: u64,
+}
+
+impl Default for JournalOptions {
+    fn default() -> Self {
+        JournalOptions { segment_bytes: 64 << 20, durability: Durability::None, index_every: 1024 }
+    }
+}
+
+/// What a journal records and how its times convert.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JournalMeta {
+    pub stream_id: u32,
+    /// What was recorded (e.g. `shm:md.nasdaq on host1`), kept in every segment header.
+    pub source: String,
+    /// The recorder's TSC rate (receive TSCs convert to wall time with it).
+    pub ticks_per_ns: f64,
+}
+
+/// What opening an existing journal had to cut.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    pub segment: PathBuf,
+    /// Where the intact records end.
+    pub offset: u64,
+    pub cut_bytes: u64,
+    pub reason: String,
+}
+
+/// The path of segment `index` in `dir`.
+pub fn segment_path(dir: &Path, index: u64) -> PathBuf {
+    dir.join(format!("{index:010}.tbj"))
+}
+
+pub(crate) fn index_path(dir: &Path, index: u64) -> PathBuf {
+    dir.join(format!("{index:010}.idx"))
+}
+
+/// The segment numbers present in `dir`, in order.
+pub(crate) fn segments(dir: &Path) -> Result<Vec<u64>, JournalError> {
+    let mut v: Vec<u64> = std::fs::read_dir(dir)
+        .map_err(|e| JournalError::io("listing the journal folder", dir, e))?
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.strip_suffix(".tbj")?.parse().ok()
+        })
+        .collect();
+    v.sort_unstable();
+    Ok(v)
+}
+
+struct Segment {
+    index: u64,
+    path: PathBuf,
+    file: BufWriter<File>,
+    idx: BufWriter<File>,
+    /// Bytes in the segment, buffered ones included.
+    len: u64,
+    /// Message records since the last index entry.
+    since_index: u64,
+}
+
+/// Appends records to a journal in a folder.
+pub struct JournalWriter {
+    dir: PathBuf,
+    meta: JournalMeta,
+    opts: JournalOptions,
+    seg: Segment,
+    /// The next sequence the stream can continue with (None: nothing recorded yet).
+    next: Option<u64>,
+    recovery: Option<Recovery>,
+    scratch: Vec<u8>,
+    last_sync: Instant,
+    tsc: Tsc,
+    records: u64,
+    /// This writer's (TSC, wall ns) anchor: one for every segment it creates, so receive times
+    /// convert the same way across them.
+    anchor: (u64, u64),
+}
+
+impl JournalWriter {
+    /// Opens the journal in `dir` (creating the folder and its first segment if need be). An
+    /// existing journal must be of `meta.stream_id`; its last segment is scanned, and a torn or
+    /// corrupt tail is cut (see [`JournalWriter::recovery`]).
+    pub fn open(dir: &Path, meta: JournalMeta, opts: JournalOptions) -> Result<JournalWriter, JournalError> {
+        std::fs::create_dir_all(dir).map_err(|e| JournalError::io("creating the journal folder", dir, e))?;
+        let anchor = (Tsc::new().now(), unix_ns());
+        let present = segments(dir)?;
+        let mut recovery = None;
+        let mut next = None;
+        let seg = match present.last() {
+            None => create_segment(dir, &meta, &opts, 0, anchor)?,
+            Some(&last) => {
+                let (seg, end, cut) = resume_segment(dir, &meta, &opts, last)?;
+                recovery = cut;
+                next = end.next;
+                if end.closed {
+                    // The previous writer finished this segment and died before the next.
+                    create_segment(dir, &meta, &opts, last + 1, anchor)?
+                } else {
+                    seg
+                }
+            }
+        };
+        if next.is_none() && present.len() > 1 {
+            next = last_sequence_before(dir, &present)?;
+        }
+        Ok(JournalWriter {
+            dir: dir.to_owned(),
+            meta,
+            opts,
+            seg,
+            next,
+            recovery,
+            scratch: vec![0; format::record_bytes(MAX_PAYLOAD)],
+            last_sync: Instant::now(),
+            tsc: Tsc::new(),
+            records: 0,
+            anchor,
+        })
+    }
+
+    /// What opening had to cut from the journal's tail, if anything.
+    pub fn recovery(&self) -> Option<&Recovery> {
+        self.recovery.as_ref()
+    }
+
+    /// The sequence after the last one recorded (a recorder resumes there), None if empty.
+    pub fn next_sequence(&self) -> Option<u64> {
+        self.next
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Records appended by this writer.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Appends a message at stream position `sequence` (after every one recorded so far).
+    pub fn append(
+        &mut self,
+        sequence: u64,
+        publish_tsc: u64,
+        receive_tsc: u64,
+        payload: &[u8],
+    ) -> Result<(), JournalError> {
+        if payload.len() > MAX_PAYLOAD {
+            return Err(JournalError::TooLarge { len: payload.len(), max: MAX_PAYLOAD });
+        }
+        self.check_order(sequence)?;
+        let h = format::message_header(sequence, publish_tsc, receive_tsc, payload.len());
+        self.write(&h, payload, true)?;
+        self.next = Some(sequence + 1);
+        Ok(())
+    }
+
+    /// Records that `count` messages from `first` were missed (a lossy source lapped us).
+    pub fn append_gap(&mut self, first: u64, count: u64, receive_tsc: u64) -> Result<(), JournalError> {
+        self.check_order(first)?;
+        let (h, p) = format::gap(first, count, receive_tsc);
+        self.write(&h, &p, false)?;
+        self.next = Some(first + count);
+        Ok(())
+    }
+
+    fn check_order(&self, sequence: u64) -> Result<(), JournalError> {
+        match self.next {
+            Some(n) if sequence < n => Err(JournalError::Order { sequence, last: n - 1 }),
+            _ => Ok(()),
+        }
+    }
+
+    fn write(&mut self, h: &format::RecordHeader, payload: &[u8], indexed: bool) -> Result<(), JournalError> {
+        let n = format::record_bytes(payload.len()) as u64;
+        let end_room = format::record_bytes(0) as u64;
+        if self.seg.len + n + end_room > self.opts.segment_bytes && self.seg.len > DATA_START as u64 {
+            self.roll(h.sequence)?;
+        }
+        let len = format::emit(&mut self.scratch, h, payload);
+        let at = self.seg.len;
+        self.seg.file.write_all(&self.scratch[..len]).map_err(|e| JournalError::io("writing", &self.seg.path, e))?;
+        self.seg.len += len as u64;
+        if indexed {
+            if at == DATA_START as u64 || self.seg.since_index + 1 >= self.opts.index_every {
+                let e = IndexEntry { sequence: h.sequence, receive_tsc: h.receive_tsc, offset: at };
+                self.seg.idx.write_all(e.as_bytes()).map_err(|e| JournalError::io("indexing", &self.seg.path, e))?;
+                self.seg.since_index = 0;
+            } else {
+                self.seg.since_index += 1;
+            }
+        }
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Ends the current segment (an end record), syncs it if the policy says so, opens the next.
+    fn roll(&mut self, next_sequence: u64) -> Result<(), JournalError> {
+        let len = format::emit(&mut self.scratch, &format::end(next_sequence), &[]);
+        self.seg.file.write_all(&self.scratch[..len]).map_err(|e| JournalError::io("writing", &self.seg.path, e))?;
+        self.flush()?;
+        if self.opts.durability != Durability::None {
+            self.sync()?;
+        }
+        self.seg = create_segment(&self.dir, &self.meta, &self.opts, self.seg.index + 1, self.anchor)?;
+        Ok(())
+    }
+
+    /// Hands every buffered record to the kernel: after this they survive a crash of this
+    /// process. Syncs too when the policy's interval has passed.
+    pub fn flush(&mut self) -> Result<(), JournalError> {
+        self.seg.file.flush().map_err(|e| JournalError::io("writing", &self.seg.path, e))?;
+        self.seg.idx.flush().map_err(|e| JournalError::io("indexing", &self.seg.path, e))?;
+        if let Durability::Every(d) = self.opts.durability {
+            if self.last_sync.elapsed() >= d {
+                self.sync()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts everything written on disk (fsync of the segment and its index).
+    pub fn sync(&mut self) -> Result<(), JournalError> {
+        self.seg.file.get_ref().sync_data().map_err(|e| JournalError::io("syncing", &self.seg.path, e))?;
+        self.seg.idx.get_ref().sync_data().map_err(|e| JournalError::io("syncing", &self.seg.path, e))?;
+        self.last_sync = Instant::now();
+        Ok(())
+    }
+
+    /// Flushes (and, unless the policy is `None`, syncs) and closes the journal.
+    pub fn close(mut self) -> Result<(), JournalError> {
+        self.flush()?;
+        if self.opts.durability != Durability::None {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// The TSC this writer stamps receive times with (for callers without their own).
+    pub fn now(&self) -> u64 {
+        self.tsc.now()
+    }
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn create_segment(
+    dir: &Path,
+    meta: &JournalMeta,
+    opts: &JournalOptions,
+    index: u64,
+    (tsc, wall): (u64, u64),
+) -> Result<Segment, JournalError> {
+    let path = segment_path(dir, index);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| JournalError::io("creating the segment", &path, e))?;
+    let h = format::segment_header(
+        meta.stream_id,
+        index,
+        opts.segment_bytes,
+        meta.ticks_per_ns,
+        tsc,
+        wall,
+        unix_ns(),
+        &meta.source,
+    );
+    let mut page = vec![0u8; DATA_START];
+    page[..SEGMENT_HEADER_BYTES].copy_from_slice(h.as_bytes());
+    file.write_all(&page).map_err(|e| JournalError::io("writing the segment header", &path, e))?;
+    let idx_path = index_path(dir, index);
+    let idx = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&idx_path)
+        .map_err(|e| JournalError::io("creating the index", &idx_path, e))?;
+    Ok(Segment {
+        index,
+        path,
+        file: BufWriter::with_capacity(1 << 20, file),
+        idx: BufWriter::new(idx),
+        len: DATA_START as u64,
+        since_index: 0,
+    })
+}
+
+/// What scanning a segment found: its header, where its intact records end, and the damage
+/// that stopped the scan (offset and why), if any.
+type Scanned = (SegmentHeader, End, Option<(u64, FormatError)>);
+
+/// Where a segment's intact records end.
+struct End {
+    offset: u64,
+    /// The sequence after its last record (None: no record).
+    next: Option<u64>,
+    /// It ends with an end-of-segment record.
+    closed: bool,
+}
+
+/// Scans segment `path` from its first record to the end of its intact records.
+fn scan(path: &Path) -> Result<Scanned, JournalError> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(|e| JournalError::io("reading the segment", path, e))?;
+    let h = SegmentHeader::parse(&bytes).map_err(|error| JournalError::Segment { path: path.to_owned(), error })?;
+    let mut at = DATA_START;
+    let mut end = End { offset: at as u64, next: None, closed: false };
+    if bytes.len() < DATA_START {
+        return Ok((h, end, None));
+    }
+    loop {
+        match format::parse(&bytes[at..], at as u64) {
+            Ok(None) => return Ok((h, end, None)),
+            Ok(Some((r, n))) => {
+                at += n;
+                end.offset = at as u64;
+                match r.kind {
+                    Kind::Message(_) => end.next = Some(r.sequence + 1),
+                    Kind::Gap { count } => end.next = Some(r.sequence + count),
+                    Kind::End => {
+                        end.closed = true;
+                        return Ok((h, end, None));
+                    }
+                }
+            }
+            Err(e) => return Ok((h, end, Some((at as u64, e)))),
+        }
+    }
+}
+
+/// Reopens the last segment for appending: cuts what follows its intact records.
+fn resume_segment(
+    dir: &Path,
+    meta: &JournalMeta,
+    opts: &JournalOptions,
+    index: u64,
+) -> Result<(Segment, End, Option<Recovery>), JournalError> {
+    let path = segment_path(dir, index);
+    let (h, end, damage) = scan(&path)?;
+    if h.stream_id != meta.stream_id {
+        return Err(JournalError::Stream { dir: dir.to_owned(), found: h.stream_id, wanted: meta.stream_id });
+    }
+    let file =
+        OpenOptions::new().write(true).open(&path).map_err(|e| JournalError::io("opening the segment", &path, e))?;
+    let len = file.metadata().map_err(|e| JournalError::io("inspecting the segment", &path, e))?.len();
+    let mut recovery = None;
+    if len > end.offset {
+        let reason = match damage {
+            Some((_, e)) => e.to_string(),
+            None => "bytes after the last intact record".into(),
+        };
+        file.set_len(end.offset).map_err(|e| JournalError::io("cutting the torn tail of", &path, e))?;
+        file.sync_data().map_err(|e| JournalError::io("syncing", &path, e))?;
+        recovery = Some(Recovery { segment: path.clone(), offset: end.offset, cut_bytes: len - end.offset, reason });
+    }
+    let mut file = file;
+    file.seek(SeekFrom::Start(end.offset)).map_err(|e| JournalError::io("seeking", &path, e))?;
+    // The index: keep the entries before the cut.
+    let idx_path = index_path(dir, index);
+    let entries = std::fs::read(&idx_path).map(|b| index::entries(&b)).unwrap_or_default();
+    let keep = entries.iter().take_while(|e| e.offset < end.offset).count();
+    let mut idx = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&idx_path)
+        .map_err(|e| JournalError::io("opening the index", &idx_path, e))?;
+    idx.set_len((keep * ENTRY_BYTES) as u64).map_err(|e| JournalError::io("cutting the index", &idx_path, e))?;
+    idx.seek(SeekFrom::End(0)).map_err(|e| JournalError::io("seeking", &idx_path, e))?;
+    let seg = Segment {
+        index,
+        path,
+        file: BufWriter::with_capacity(1 << 20, file),
+        idx: BufWriter::new(idx),
+        len: end.offset,
+        since_index: opts.index_every, // index the next record
+    };
+    Ok((seg, end, recovery))
+}
+
+/// The sequence after the last record of the segments before the last (when the last is empty).
+fn last_sequence_before(dir: &Path, present: &[u64]) -> Result<Option<u64>, JournalError> {
+    for &i in present.iter().rev().skip(1) {
+        let (_, end, _) = scan(&segment_path(dir, i))?;
+        if end.next.is_some() {
+            return Ok(end.next);
+        }
+    }
+    Ok(None)
+}

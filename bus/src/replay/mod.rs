@@ -1,0 +1,13 @@
+//! Replay: publishes a recording (a journal, an ITCH 5.0 file, or a pcap/pcapng capture of
+//! MoldUDP64) onto a stream, paced as recorded, faster or slower, at a fixed rate, or flat out.
+//!
+//! Owns: the sources ([`source`]: each streams its input, through a memory map or buffered
+//! reads, so a multi-GB day never sits in memory), the window (from/to by time of day or by
+//! sequence), and the pacing ([`pace`]: each message's intended send time, from which the
+//! pacing error is measured). Never: publishes itself (the caller owns the transport) or reads
+//! a clock it is not given.
+pub mod pace;
+pub mod source;
+
+pub use pace::{parse_time_of_day, Pace, Pacer, Window};
+pub use source::{open, Item, ReplayError, Source, SourceKind};

@@ -1,0 +1,161 @@
+//! When each replayed message is due: the pacing modes and the window of messages to replay.
+//! Pure: the caller gives the TSC readings.
+
+/// How fast to replay.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pace {
+    /// At the recording's own pace (its timestamps), times `speed` (2.0: twice as fast).
+    AsRecorded { speed: f64 },
+    /// A fixed rate, messages per second.
+    Rate(f64),
+    /// As fast as the transport takes them.
+    Max,
+}
+
+/// Which messages to replay: by time of day (ns since midnight, in the recording's own clock:
+/// exchange time for ITCH, UTC for journals and captures) and/or by sequence, ends inclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Window {
+    pub from_time: Option<u64>,
+    pub to_time: Option<u64>,
+    pub from_sequence: Option<u64>,
+    pub to_sequence: Option<u64>,
+}
+
+/// What the window says of one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InWindow {
+    Before,
+    In,
+    /// Past the end: stop.
+    After,
+}
+
+const DAY_NS: u64 = 86_400_000_000_000;
+
+impl Window {
+    /// Where a message of `sequence` with source time `time_ns` (time of day, or wall ns that
+    /// are reduced to a time of day) falls.
+    pub fn place(&self, sequence: u64, time_ns: Option<u64>) -> InWindow {
+        if self.to_sequence.is_some_and(|t| sequence > t) {
+            return InWindow::After;
+        }
+        let tod = time_ns.map(|t| t % DAY_NS);
+        if let (Some(to), Some(t)) = (self.to_time, tod) {
+            if t > to {
+                return InWindow::After;
+            }
+        }
+        if self.from_sequence.is_some_and(|f| sequence < f) {
+            return InWindow::Before;
+        }
+        if let (Some(from), Some(t)) = (self.from_time, tod) {
+            if t < from {
+                return InWindow::Before;
+            }
+        }
+        InWindow::In
+    }
+}
+
+/// Parses `HH:MM[:SS[.fraction]]` as nanoseconds since midnight.
+pub fn parse_time_of_day(s: &str) -> Result<u64, String> {
+    let bad = || format!("{s:?} is not a time of day (HH:MM, HH:MM:SS or HH:MM:SS.fraction)");
+    let mut parts = s.split(':');
+    let h: u64 = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+    let m: u64 = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+    let sec = parts.next().unwrap_or("0");
+    if parts.next().is_some() || h > 23 || m > 59 {
+        return Err(bad());
+    }
+    let (whole, frac) = sec.split_once('.').unwrap_or((sec, ""));
+    let whole: u64 = whole.parse().map_err(|_| bad())?;
+    if whole > 59 || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let frac_ns: u64 = if frac.is_empty() { 0 } else { format!("{frac:0<9}").parse().map_err(|_| bad())? };
+    Ok(((h * 60 + m) * 60 + whole) * 1_000_000_000 + frac_ns)
+}
+
+/// Turns source times (or a rate) into intended send times in TSC ticks.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    pace: Pace,
+    ticks_per_ns: f64,
+    start_tsc: u64,
+    first_source_ns: Option<u64>,
+    last_intended: u64,
+    n: u64,
+}
+
+impl Pacer {
+    /// A pacer whose first message is due at `start_tsc`.
+    pub fn new(pace: Pace, ticks_per_ns: f64, start_tsc: u64) -> Pacer {
+        Pacer { pace, ticks_per_ns, start_tsc, first_source_ns: None, last_intended: start_tsc, n: 0 }
+    }
+
+    /// When the next message (with source time `source_ns`, if it has one) is due, in TSC ticks;
+    /// None when pacing is `Max`. Never earlier than the previous message (a source clock that
+    /// steps back does not make messages due in the past).
+    pub fn intended(&mut self, source_ns: Option<u64>) -> Option<u64> {
+        let i = self.n;
+        self.n += 1;
+        let offset_ns = match self.pace {
+            Pace::Max => return None,
+            Pace::Rate(r) => i as f64 * 1e9 / r,
+            Pace::AsRecorded { speed } => {
+                let t = source_ns.unwrap_or(0);
+                let first = *self.first_source_ns.get_or_insert(t);
+                t.saturating_sub(first) as f64 / speed
+            }
+        };
+        let due = (self.start_tsc + (offset_ns * self.ticks_per_ns) as u64).max(self.last_intended);
+        self.last_intended = due;
+        Some(due)
+    }
+
+    /// Messages paced so far.
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_of_day_parse_and_bad_ones_say_the_format() {
+        assert_eq!(parse_time_of_day("09:30"), Ok(34_200_000_000_000));
+        assert_eq!(parse_time_of_day("09:30:01.5"), Ok(34_201_500_000_000));
+        assert_eq!(parse_time_of_day("23:59:59.999999999"), Ok(86_399_999_999_999));
+        for bad in ["9", "24:00", "09:60", "09:30:61", "09:30:01.1234567890", "a:b", "09:30:01:00"] {
+            assert!(parse_time_of_day(bad).unwrap_err().contains("HH:MM"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn windows_place_by_sequence_and_time_of_day_inclusively() {
+        let w = Window { from_sequence: Some(10), to_sequence: Some(20), ..Window::default() };
+        assert_eq!(
+            (w.place(9, None), w.place(10, None), w.place(20, None), w.place(21, None)),
+            (InWindow::Before, InWindow::In, InWindow::In, InWindow::After)
+        );
+        let t = Window { from_time: Some(100), to_time: Some(200), ..Window::default() };
+        assert_eq!(t.place(0, Some(50)), InWindow::Before);
+        assert_eq!(t.place(0, Some(DAY_NS * 3 + 150)), InWindow::In, "wall time reduces to a time of day");
+        assert_eq!(t.place(0, Some(201)), InWindow::After);
+        assert_eq!(t.place(0, None), InWindow::In, "a message without a time is not filtered by time");
+    }
+
+    #[test]
+    fn pacing_follows_the_source_the_rate_or_nothing() {
+        let mut p = Pacer::new(Pace::AsRecorded { speed: 2.0 }, 2.0, 1000);
+        assert_eq!(p.intended(Some(5_000)), Some(1000));
+        assert_eq!(p.intended(Some(6_000)), Some(1000 + 1000)); // 1000 ns / 2 * 2 ticks
+        assert_eq!(p.intended(Some(4_000)), Some(2000), "a clock stepping back does not go back");
+        let mut r = Pacer::new(Pace::Rate(1e6), 1.0, 0);
+        assert_eq!((r.intended(None), r.intended(None), r.intended(None)), (Some(0), Some(1000), Some(2000)));
+        assert_eq!(Pacer::new(Pace::Max, 1.0, 0).intended(Some(1)), None);
+    }
+}

@@ -1,0 +1,249 @@
+//! What a replay reads: a journal, an ITCH 5.0 file, or a pcap/pcapng capture of MoldUDP64.
+//! Each is streamed: journals and ITCH files through memory maps (the page cache, not the heap),
+//! captures through buffered reads, one datagram at a time.
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+use tickbus_codecs::itch::{self, ItchError};
+use tickbus_codecs::moldudp64::{Packet, PacketKind};
+use tickbus_codecs::pcap::{CaptureError, CaptureFormat, CaptureReader};
+
+use crate::journal::{Cursor, JournalError, JournalReader, Kind};
+
+/// One thing to replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Item<'a> {
+    /// Its position in the recording (journal: the stream position; ITCH file: the message's
+    /// index from 0; capture: the MoldUDP64 sequence number).
+    pub sequence: u64,
+    /// Its time in the recording, for pacing and the time window: ITCH's timestamp (ns since
+    /// midnight, exchange time), a journal's receive wall time or a capture's (ns since the epoch).
+    pub time_ns: Option<u64>,
+    /// The message; empty for a gap.
+    pub payload: &'a [u8],
+    /// A journal gap record: this many messages from `sequence` were not recorded.
+    pub gap: Option<u64>,
+}
+
+/// Why a replay source failed; each names the file and where.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error("{path}: {source}")]
+    Itch { path: PathBuf, source: ItchError },
+    #[error("{path}: {source}")]
+    Capture { path: PathBuf, source: CaptureError },
+    #[error("{path}: datagram {packet} is not a MoldUDP64 packet: {reason}")]
+    Mold { path: PathBuf, packet: u64, reason: String },
+    #[error("{what} {path}: {source}")]
+    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("{path} is neither a journal folder, an ITCH file nor a pcap/pcapng capture")]
+    Unknown { path: PathBuf },
+}
+
+/// What kind of recording a path holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    Journal,
+    Itch,
+    Capture,
+}
+
+/// A recording being replayed.
+pub enum Source {
+    Journal {
+        reader: JournalReader,
+        cursor: Cursor,
+        from: Option<u64>,
+    },
+    Itch {
+        path: PathBuf,
+        map: Mmap,
+        at: usize,
+        index: u64,
+    },
+    Capture {
+        path: PathBuf,
+        reader: Box<CaptureReader<BufReader<File>>>,
+        packet: Vec<u8>,
+        packet_no: u64,
+        at: usize,
+        seq: u64,
+        time: u64,
+        left: u16,
+        port: Option<u16>,
+    },
+}
+
+/// Opens `path` (a journal folder, an ITCH file, or a capture, told apart by their first
+/// bytes), starting at `from_sequence` if given (journals seek there through their index).
+pub fn open(path: &Path, from_sequence: Option<u64>, port: Option<u16>) -> Result<Source, ReplayError> {
+    let io = |what, e| ReplayError::Io { what, path: path.to_owned(), source: e };
+    if path.is_dir() {
+        let reader = JournalReader::open(path)?;
+        let cursor = match from_sequence {
+            Some(s) => reader.seek_sequence(s)?,
+            None => reader.cursor(),
+        };
+        return Ok(Source::Journal { reader, cursor, from: from_sequence });
+    }
+    let file = File::open(path).map_err(|e| io("opening", e))?;
+    let mut head = [0u8; 8];
+    let n = std::io::Read::read(&mut &file, &mut head).map_err(|e| io("reading", e))?;
+    if CaptureFormat::detect(&head[..n]).is_some() {
+        let file = File::open(path).map_err(|e| io("opening", e))?;
+        let reader = CaptureReader::new(BufReader::with_capacity(1 << 20, file))
+            .map_err(|source| ReplayError::Capture { path: path.to_owned(), source })?;
+        let reader = Box::new(match port {
+            Some(p) => reader.with_port(p),
+            None => reader,
+        });
+        return Ok(Source::Capture {
+            path: path.to_owned(),
+            reader,
+            packet: Vec::new(),
+            packet_no: 0,
+            at: 0,
+            seq: 0,
+            time: 0,
+            left: 0,
+            port,
+        });
+    }
+    // SAFETY: the file is mapped read-only and only read through checked ITCH framing; a file
+    // truncated under us is a SIGBUS risk every mmap reader takes, like `itch inspect`.
+    let map = unsafe { Mmap::map(&file) }.map_err(|e| io("mapping", e))?;
+    if n >= 3 && itch::frames(&map[..]).next().is_some_and(|r| r.is_ok()) {
+        return Ok(Source::Itch { path: path.to_owned(), map, at: 0, index: 0 });
+    }
+    Err(ReplayError::Unknown { path: path.to_owned() })
+}
+
+impl Source {
+    pub fn kind(&self) -> SourceKind {
+        match self {
+            Source::Journal { .. } => SourceKind::Journal,
+            Source::Itch { .. } => SourceKind::Itch,
+            Source::Capture { .. } => SourceKind::Capture,
+        }
+    }
+
+    /// The stream a journal recorded (None for other recordings).
+    pub fn stream_id(&self) -> Option<u32> {
+        match self {
+            Source::Journal { reader, .. } => Some(reader.stream_id()),
+            _ => None,
+        }
+    }
+
+    /// Bytes to go through, for a progress bar (None when unknown).
+    pub fn size(&self) -> Option<u64> {
+        match self {
+            Source::Itch { map, .. } => Some(map.len() as u64),
+            _ => None,
+        }
+    }
+
+    /// Bytes gone through.
+    pub fn offset(&self) -> u64 {
+        match self {
+            Source::Itch { at, .. } => *at as u64,
+            Source::Journal { cursor, .. } => cursor.location().1,
+            Source::Capture { reader, .. } => reader.packets(),
+        }
+    }
+
+    /// Back to the start (for looping).
+    pub fn rewind(&mut self) -> Result<(), ReplayError> {
+        match self {
+            Source::Journal { reader, cursor, from } => {
+                *cursor = match from {
+                    Some(s) => reader.seek_sequence(*s)?,
+                    None => reader.cursor(),
+                }
+            }
+            Source::Itch { at, index, .. } => {
+                *at = 0;
+                *index = 0;
+            }
+            Source::Capture { path, port, .. } => {
+                let (p, port) = (path.clone(), *port);
+                *self = open(&p, None, port)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The next item, `Ok(None)` at the end.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<Item<'_>>, ReplayError> {
+        match self {
+            Source::Journal { cursor, .. } => {
+                let Some((rec, wall)) = cursor.next_timed()? else { return Ok(None) };
+                let time = Some(wall);
+                Ok(Some(match rec.kind {
+                    Kind::Message(p) => Item { sequence: rec.sequence, time_ns: time, payload: p, gap: None },
+                    Kind::Gap { count } => {
+                        Item { sequence: rec.sequence, time_ns: time, payload: &[], gap: Some(count) }
+                    }
+                    Kind::End => unreachable!("cursors do not deliver end records"),
+                }))
+            }
+            Source::Itch { path, map, at, index } => {
+                let mut frames = itch::frames(&map[*at..]);
+                match frames.next() {
+                    None => Ok(None),
+                    Some(Err(e)) => Err(ReplayError::Itch { path: path.clone(), source: e.shifted(*at as u64) }),
+                    Some(Ok(r)) => {
+                        *at += frames.offset() as usize;
+                        let i = *index;
+                        *index += 1;
+                        Ok(Some(Item {
+                            sequence: i,
+                            time_ns: Some(r.message.header().timestamp_ns()),
+                            payload: r.message.as_bytes(),
+                            gap: None,
+                        }))
+                    }
+                }
+            }
+            Source::Capture { .. } => self.next_captured(),
+        }
+    }
+
+    fn next_captured(&mut self) -> Result<Option<Item<'_>>, ReplayError> {
+        let Source::Capture { path, reader, packet, packet_no, at, seq, time, left, .. } = self else { unreachable!() };
+        while *left == 0 {
+            let Some(d) =
+                reader.next_datagram().map_err(|source| ReplayError::Capture { path: path.clone(), source })?
+            else {
+                return Ok(None);
+            };
+            *packet_no = d.packet;
+            *time = d.ts_ns;
+            packet.clear();
+            packet.extend_from_slice(d.payload);
+            let p = Packet::parse(packet).map_err(|e| ReplayError::Mold {
+                path: path.clone(),
+                packet: d.packet,
+                reason: e.to_string(),
+            })?;
+            if p.kind() != PacketKind::Messages {
+                continue;
+            }
+            *left = p.message_count();
+            *seq = p.header.sequence.get();
+            *at = tickbus_codecs::moldudp64::HEADER_LEN;
+        }
+        let len = usize::from(u16::from_be_bytes([packet[*at], packet[*at + 1]]));
+        let msg = &packet[*at + 2..*at + 2 + len];
+        *at += 2 + len;
+        *left -= 1;
+        let s = *seq;
+        *seq += 1;
+        Ok(Some(Item { sequence: s, time_ns: Some(*time), payload: msg, gap: None }))
+    }
+}
