@@ -45,6 +45,14 @@ pub struct RecordArgs {
     /// most the segment being written), or a number of milliseconds (at most that long).
     #[arg(long, default_value = "none")]
     pub durability: String,
+    /// MiB of queue between the polling thread and the journal writer thread: on a lossy
+    /// stream, a disk stall longer than this holds is recorded as a gap.
+    #[arg(long, default_value_t = 8)]
+    pub queue_mb: usize,
+    /// Pin the journal writer thread to this core (default: any core the process may use; it
+    /// starts before the polling thread is pinned, so it does not inherit that pin).
+    #[arg(long)]
+    pub writer_core: Option<usize>,
     /// Pin the polling thread to this core.
     #[arg(long)]
     pub core: Option<usize>,
@@ -68,9 +76,6 @@ pub fn run(a: RecordArgs) -> Result<(), String> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::Release)).map_err(|e| e.to_string())?;
-    if let Some(c) = a.core {
-        tickbus::agent::pin_current_thread(c).map_err(|e| e.to_string())?;
-    }
     if let Some(name) = &a.ring {
         let opts = ShmOptions::default();
         let mut tap = if a.observe {
@@ -137,7 +142,14 @@ fn record(
             r.reason
         );
     }
-    let mut rec = Recorder::start(journal, RecorderOptions::default()).map_err(|e| e.to_string())?;
+    let mut ropts = RecorderOptions::default();
+    ropts.writer_core = a.writer_core;
+    ropts.queue_bytes = a.queue_mb.max(1) << 20;
+    // The writer thread starts before the poll thread is pinned, so it never shares that core.
+    let mut rec = Recorder::start(journal, ropts).map_err(|e| e.to_string())?;
+    if let Some(c) = a.core {
+        tickbus::agent::pin_current_thread(c).map_err(|e| e.to_string())?;
+    }
     if rec.resume_at() > 0 {
         eprintln!("tickbus record: the journal holds the stream up to {}; continuing from there", rec.resume_at());
     }

@@ -20,12 +20,10 @@ pub struct Pinning {
 
 /// Pins the calling thread to `core`. Errors if the core does not exist or pinning failed.
 pub fn pin_current_thread(core: usize) -> io::Result<Pinning> {
-    let ids = core_affinity::get_core_ids().unwrap_or_default();
-    let id = ids.into_iter().find(|c| c.id == core).ok_or_else(|| {
-        io::Error::new(io::ErrorKind::NotFound, format!("core {core} is not available to this process"))
-    })?;
-    if !core_affinity::set_for_current(id) {
-        return Err(io::Error::other(format!("pinning to core {core} failed")));
+    // Tried directly rather than looked up in this thread's current mask: a thread spawned by
+    // a pinned thread inherits its one core but may still move to any core the process has.
+    if core >= 1024 || !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+        return Err(io::Error::new(io::ErrorKind::NotFound, format!("core {core} is not available to this process")));
     }
     Ok(Pinning { core, isolated: isolated_cpus().contains(&core) })
 }

@@ -23,6 +23,8 @@ pub enum JournalError {
     Stream { dir: PathBuf, found: u32, wanted: u32 },
     #[error("a {len}-byte message is larger than a journal record holds ({max} bytes)")]
     TooLarge { len: usize, max: usize },
+    #[error("records handed to append_records are malformed ({why}): pass records as format::emit lays them out")]
+    Queued { why: &'static str },
     #[error("sequence {sequence} is not after the last one recorded ({last}): a journal holds a stream in order")]
     Order { sequence: u64, last: u64 },
 }

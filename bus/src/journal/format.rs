@@ -318,6 +318,18 @@ pub fn parse(rest: &[u8], offset: u64) -> Result<Option<(Record<'_>, usize)>, Fo
     Ok(Some((Record { sequence: h.sequence, publish_tsc: h.publish_tsc, receive_tsc: h.receive_tsc, kind }, n)))
 }
 
+/// The record at the front of `rest`, which [`parse`] has already accepted (no second CRC).
+pub(crate) fn parsed_again(rest: &[u8]) -> Record<'_> {
+    let (h, _) = RecordHeader::read_from_prefix(rest).expect("parsed before");
+    let payload = &rest[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + h.len as usize];
+    let kind = match h.kind {
+        KIND_MESSAGE => Kind::Message(payload),
+        KIND_GAP => Kind::Gap { count: u64::from_le_bytes(payload.try_into().expect("8 bytes")) },
+        _ => Kind::End,
+    };
+    Record { sequence: h.sequence, publish_tsc: h.publish_tsc, receive_tsc: h.receive_tsc, kind }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -186,6 +186,8 @@ impl Cursor {
             // mapped (or cuts a torn tail nobody has read), and the map is checked record by
             // record (CRC) before anything in it is trusted.
             let m = unsafe { Mmap::map(&f) }.map_err(|e| JournalError::io("mapping", path, e))?;
+            // Read front to back: let the kernel read ahead (a hint; failing it changes nothing).
+            let _ = m.advise(memmap2::Advice::Sequential);
             self.map = Some(m);
         }
         Ok(self.map.as_ref().expect("mapped above"))
@@ -194,7 +196,9 @@ impl Cursor {
     /// The next message or gap record, `Ok(None)` at the end of the data.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Record<'_>>, JournalError> {
-        Ok(self.next_timed()?.map(|(r, _)| r))
+        let Some(start) = self.advance()? else { return Ok(None) };
+        let m = self.map.as_ref().expect("mapped by advance");
+        Ok(Some(format::parsed_again(&m[start..])))
     }
 
     /// [`Cursor::next`], with the record's receive time as wall-clock ns since the epoch.
@@ -202,7 +206,7 @@ impl Cursor {
         let Some(start) = self.advance()? else { return Ok(None) };
         let header = &self.journal.segments[self.seg].header;
         let m = self.map.as_ref().expect("mapped by advance");
-        let (r, _) = format::parse(&m[start..], start as u64).ok().flatten().expect("checked by advance");
+        let r = format::parsed_again(&m[start..]);
         Ok(Some((r, header.wall_ns(r.receive_tsc))))
     }
 
@@ -253,7 +257,7 @@ impl Cursor {
     fn skip_while(&mut self, skip: impl Fn(&Record<'_>, u64) -> bool) -> Result<(), JournalError> {
         while let Some(start) = self.advance()? {
             let m = self.map.as_ref().expect("mapped by advance");
-            let (r, _) = format::parse(&m[start..], start as u64).ok().flatten().expect("checked by advance");
+            let r = format::parsed_again(&m[start..]);
             if !skip(&r, self.journal.wall_ns(self.seg, r.receive_tsc)) {
                 self.at = start;
                 return Ok(());

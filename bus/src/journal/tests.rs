@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use super::*;
 
 /// A fresh folder for one test, removed on drop.
-struct Dir(PathBuf);
+pub(super) struct Dir(pub(super) PathBuf);
 
 impl Dir {
-    fn new(tag: &str) -> Dir {
+    pub(super) fn new(tag: &str) -> Dir {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let d = std::env::temp_dir().join(format!("tickbus-journal-{tag}-{}-{n}", std::process::id()));
@@ -23,15 +23,15 @@ impl Drop for Dir {
     }
 }
 
-fn meta() -> JournalMeta {
+pub(super) fn meta() -> JournalMeta {
     JournalMeta { stream_id: 7, source: "test".into(), ticks_per_ns: crate::time::ticks_per_ns() }
 }
 
-fn small() -> JournalOptions {
+pub(super) fn small() -> JournalOptions {
     JournalOptions { segment_bytes: 64 << 10, index_every: 16, ..JournalOptions::default() }
 }
 
-fn payload(seq: u64) -> Vec<u8> {
+pub(super) fn payload(seq: u64) -> Vec<u8> {
     (0..(seq % 97) as usize + 8).map(|k| (seq as usize * 31 + k) as u8).collect()
 }
 
@@ -55,9 +55,9 @@ fn write(dir: &std::path::Path, n: u64) -> u64 {
 }
 
 /// Every record as (sequence, payload; None for a gap).
-type Read = Vec<(u64, Option<Vec<u8>>)>;
+pub(super) type Read = Vec<(u64, Option<Vec<u8>>)>;
 
-fn read_all(r: &JournalReader) -> Result<Read, JournalError> {
+pub(super) fn read_all(r: &JournalReader) -> Result<Read, JournalError> {
     let mut c = r.cursor();
     let mut out = Vec::new();
     while let Some(rec) = c.next()? {

@@ -6,10 +6,12 @@ use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use zerocopy::IntoBytes;
+use zerocopy::{FromBytes, IntoBytes};
 
 use super::error::JournalError;
-use super::format::{self, FormatError, Kind, SegmentHeader, DATA_START, MAX_PAYLOAD, SEGMENT_HEADER_BYTES};
+use super::format::{
+    self, FormatError, Kind, SegmentHeader, DATA_START, MAX_PAYLOAD, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+};
 use super::index::{self, IndexEntry, ENTRY_BYTES};
 use crate::time::Tsc;
 
@@ -87,6 +89,10 @@ pub(crate) fn segments(dir: &Path) -> Result<Vec<u64>, JournalError> {
     v.sort_unstable();
     Ok(v)
 }
+
+/// Bytes a segment buffers before writing. Runs of records at least this long (a recorder's
+/// writer thread catching up) go to the kernel straight from the caller's memory, no copy.
+const WRITE_BUFFER: usize = 64 << 10;
 
 struct Segment {
     index: u64,
@@ -205,6 +211,88 @@ impl JournalWriter {
         Ok(())
     }
 
+    /// Appends records already laid out as [`format::emit`] writes them (message and gap
+    /// records, CRCs included), back to back: what a recorder's poll side queued. They are
+    /// written as they are (no re-encoding); each header is still checked for kind, length and
+    /// order, and segments roll over between records as with [`JournalWriter::append`].
+    pub fn append_records(&mut self, bytes: &[u8]) -> Result<(), JournalError> {
+        if self.append_whole(bytes)? != bytes.len() {
+            return Err(JournalError::Queued { why: "the last record is cut short" });
+        }
+        Ok(())
+    }
+
+    /// [`JournalWriter::append_records`] up to the first record cut short by the end of
+    /// `bytes`; returns the bytes appended. A bad record is an error after every good one
+    /// before it is written.
+    pub(crate) fn append_whole(&mut self, mut bytes: &[u8]) -> Result<usize, JournalError> {
+        let end_room = format::record_bytes(0) as u64;
+        let mut done = 0;
+        loop {
+            // The run of records that fits the current segment, checked and indexed as it goes.
+            let mut run = 0usize;
+            let mut failed = None;
+            let mut cut = false;
+            while run < bytes.len() {
+                let Ok((h, _)) = format::RecordHeader::read_from_prefix(&bytes[run..]) else {
+                    cut = true;
+                    break;
+                };
+                let len = h.len as usize;
+                let n = format::record_bytes(len);
+                let kind_ok = h.kind == format::KIND_MESSAGE || (h.kind == format::KIND_GAP && len == 8);
+                if !kind_ok || len > MAX_PAYLOAD {
+                    failed = Some(JournalError::Queued { why: "not a message or gap record" });
+                    break;
+                }
+                if run + n > bytes.len() {
+                    cut = true;
+                    break;
+                }
+                let at = self.seg.len + run as u64;
+                if at + n as u64 + end_room > self.opts.segment_bytes && at > DATA_START as u64 {
+                    break; // the rest goes into the next segment
+                }
+                if let Err(e) = self.check_order(h.sequence) {
+                    failed = Some(e);
+                    break;
+                }
+                if h.kind == format::KIND_MESSAGE {
+                    self.next = Some(h.sequence + 1);
+                    if at == DATA_START as u64 || self.seg.since_index + 1 >= self.opts.index_every {
+                        let e = IndexEntry { sequence: h.sequence, receive_tsc: h.receive_tsc, offset: at };
+                        self.seg
+                            .idx
+                            .write_all(e.as_bytes())
+                            .map_err(|e| JournalError::io("indexing", &self.seg.path, e))?;
+                        self.seg.since_index = 0;
+                    } else {
+                        self.seg.since_index += 1;
+                    }
+                } else {
+                    let count =
+                        u64::from_le_bytes(bytes[run + RECORD_HEADER_BYTES..][..8].try_into().expect("8 bytes"));
+                    self.next = Some(h.sequence + count);
+                }
+                self.records += 1;
+                run += n;
+            }
+            let (now, later) = bytes.split_at(run);
+            self.seg.file.write_all(now).map_err(|e| JournalError::io("writing", &self.seg.path, e))?;
+            self.seg.len += run as u64;
+            done += run;
+            bytes = later;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if cut || bytes.is_empty() {
+                return Ok(done);
+            }
+            let (h, _) = format::RecordHeader::read_from_prefix(bytes).expect("a whole header is there");
+            self.roll(h.sequence)?;
+        }
+    }
+
     fn check_order(&self, sequence: u64) -> Result<(), JournalError> {
         match self.next {
             Some(n) if sequence < n => Err(JournalError::Order { sequence, last: n - 1 }),
@@ -240,6 +328,7 @@ impl JournalWriter {
         let len = format::emit(&mut self.scratch, &format::end(next_sequence), &[]);
         self.seg.file.write_all(&self.scratch[..len]).map_err(|e| JournalError::io("writing", &self.seg.path, e))?;
         self.flush()?;
+        self.flush_index()?;
         if self.opts.durability != Durability::None {
             self.sync()?;
         }
@@ -248,10 +337,11 @@ impl JournalWriter {
     }
 
     /// Hands every buffered record to the kernel: after this they survive a crash of this
-    /// process. Syncs too when the policy's interval has passed.
+    /// process. Syncs too when the policy's interval has passed. The sparse index is written
+    /// when its buffer fills, at rollover and on close: it is a hint (a missing entry means a
+    /// longer scan), so it costs no syscall per flush.
     pub fn flush(&mut self) -> Result<(), JournalError> {
         self.seg.file.flush().map_err(|e| JournalError::io("writing", &self.seg.path, e))?;
-        self.seg.idx.flush().map_err(|e| JournalError::io("indexing", &self.seg.path, e))?;
         if let Durability::Every(d) = self.opts.durability {
             if self.last_sync.elapsed() >= d {
                 self.sync()?;
@@ -260,8 +350,13 @@ impl JournalWriter {
         Ok(())
     }
 
+    fn flush_index(&mut self) -> Result<(), JournalError> {
+        self.seg.idx.flush().map_err(|e| JournalError::io("indexing", &self.seg.path, e))
+    }
+
     /// Puts everything written on disk (fsync of the segment and its index).
     pub fn sync(&mut self) -> Result<(), JournalError> {
+        self.flush_index()?;
         self.seg.file.get_ref().sync_data().map_err(|e| JournalError::io("syncing", &self.seg.path, e))?;
         self.seg.idx.get_ref().sync_data().map_err(|e| JournalError::io("syncing", &self.seg.path, e))?;
         self.last_sync = Instant::now();
@@ -271,6 +366,7 @@ impl JournalWriter {
     /// Flushes (and, unless the policy is `None`, syncs) and closes the journal.
     pub fn close(mut self) -> Result<(), JournalError> {
         self.flush()?;
+        self.flush_index()?;
         if self.opts.durability != Durability::None {
             self.sync()?;
         }
@@ -323,7 +419,7 @@ fn create_segment(
     Ok(Segment {
         index,
         path,
-        file: BufWriter::with_capacity(1 << 20, file),
+        file: BufWriter::with_capacity(WRITE_BUFFER, file),
         idx: BufWriter::new(idx),
         len: DATA_START as u64,
         since_index: 0,
@@ -417,7 +513,7 @@ fn resume_segment(
     let seg = Segment {
         index,
         path,
-        file: BufWriter::with_capacity(1 << 20, file),
+        file: BufWriter::with_capacity(WRITE_BUFFER, file),
         idx: BufWriter::new(idx),
         len: end.offset,
         since_index: opts.index_every, // index the next record

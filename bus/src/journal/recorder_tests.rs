@@ -1,0 +1,175 @@
+//! The recorder against in-memory taps: a reliable source recorded whole through a queue small
+//! enough to wrap and fill, across segment rollovers; a lossy source whose losses become gap
+//! records; malformed records refused by the journal.
+use super::*;
+use crate::journal::tests::{meta, payload, read_all, small, Dir};
+use crate::journal::{JournalReader, JournalWriter, Kind};
+
+/// Messages `0..n` of varying sizes; every `gap_every`-th position (if set) is reported lost
+/// instead of delivered, as a lapped lossy subscriber would.
+struct FakeTap {
+    next: u64,
+    n: u64,
+    reliable: bool,
+    gap_every: Option<u64>,
+    released: u64,
+    buf: Vec<u8>,
+}
+
+impl FakeTap {
+    fn new(n: u64, reliable: bool, gap_every: Option<u64>) -> FakeTap {
+        FakeTap { next: 0, n, reliable, gap_every, released: 0, buf: Vec::new() }
+    }
+}
+
+impl Tap for FakeTap {
+    fn take(&mut self, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, String> {
+        if self.next == self.n {
+            return Ok(false);
+        }
+        if self.gap_every.is_some_and(|g| self.next % g == g - 1) {
+            let to = (self.next + 3).min(self.n);
+            f(Taken::Gap { from: self.next, to });
+            self.next = to;
+            return Ok(true);
+        }
+        self.buf = payload(self.next);
+        f(Taken::Message { position: self.next, payload: &self.buf });
+        self.next += 1;
+        Ok(true)
+    }
+    fn reliable(&self) -> bool {
+        self.reliable
+    }
+    fn release_to(&mut self, position: u64) {
+        assert!(position >= self.released, "released positions never go back");
+        assert!(position <= self.next, "released {position} before taking it ({})", self.next);
+        self.released = position;
+    }
+    fn position(&self) -> u64 {
+        self.next
+    }
+    fn max_payload(&self) -> usize {
+        128
+    }
+}
+
+fn record(tap: &mut FakeTap, dir: &Dir, opts: RecorderOptions) -> Arc<RecorderStats> {
+    let journal = JournalWriter::open(&dir.0, meta(), small()).unwrap();
+    let mut rec = Recorder::start(journal, opts).unwrap();
+    let stats = rec.stats().clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while tap.next < tap.n {
+        rec.poll(tap, 64).unwrap();
+        assert!(std::time::Instant::now() < deadline, "the recorder stalled at {}", tap.next);
+    }
+    rec.finish(tap).unwrap();
+    stats
+}
+
+#[test]
+fn a_reliable_tap_is_recorded_whole_through_a_wrapping_queue_across_segments() {
+    let dir = Dir::new("rec-reliable");
+    let mut tap = FakeTap::new(20_000, true, None);
+    // A queue of a few records: it wraps mid-record and fills, so the poll side stops taking.
+    let opts = RecorderOptions { queue_bytes: 1000, flush_bytes: 300, ..RecorderOptions::default() };
+    let stats = record(&mut tap, &dir, opts);
+    let r = JournalReader::open(&dir.0).unwrap();
+    assert!(r.segments().len() > 10, "rolled over: {} segments", r.segments().len());
+    let got = read_all(&r).unwrap();
+    assert_eq!(got.len(), 20_000);
+    for (i, (seq, p)) in got.iter().enumerate() {
+        assert_eq!((*seq, p.as_deref()), (i as u64, Some(payload(i as u64).as_slice())));
+    }
+    assert_eq!(tap.released, 20_000, "everything written was released, and only then");
+    assert_eq!(stats.written.load(Ordering::Relaxed), 20_000);
+    assert!(stats.queue_full.load(Ordering::Relaxed) > 0, "the small queue pushed back");
+    assert_eq!(stats.gaps.load(Ordering::Relaxed), 0, "a reliable tap is never recorded with gaps");
+}
+
+#[test]
+fn a_lossy_tap_records_every_loss_as_a_gap_and_every_position_once() {
+    let dir = Dir::new("rec-lossy");
+    let mut tap = FakeTap::new(30_000, false, Some(50));
+    // Small enough that the queue also fills now and then: those are gaps too.
+    let opts = RecorderOptions { queue_bytes: 2000, flush_bytes: 500, ..RecorderOptions::default() };
+    let stats = record(&mut tap, &dir, opts);
+    let r = JournalReader::open(&dir.0).unwrap();
+    let mut next = 0u64;
+    let (mut messages, mut missed) = (0u64, 0u64);
+    r.cursor()
+        .for_each(|rec| {
+            assert_eq!(rec.sequence, next, "every position once, in order");
+            match rec.kind {
+                Kind::Message(p) => {
+                    assert_eq!(p, payload(next).as_slice());
+                    messages += 1;
+                    next += 1;
+                }
+                Kind::Gap { count } => {
+                    missed += count;
+                    next += count;
+                }
+                Kind::End => unreachable!(),
+            }
+        })
+        .unwrap();
+    assert_eq!(next, 30_000);
+    assert_eq!(messages, stats.messages.load(Ordering::Relaxed));
+    assert_eq!(missed, stats.missed.load(Ordering::Relaxed));
+    assert!(missed >= 600 * 3 - 3, "the tap's own losses are there: {missed}");
+}
+
+#[test]
+fn malformed_or_out_of_order_records_are_refused_and_the_good_ones_before_them_kept() {
+    let dir = Dir::new("rec-bad");
+    let mut w = JournalWriter::open(&dir.0, meta(), small()).unwrap();
+    let err = w.append_records(&[0xAB; 100]).unwrap_err();
+    assert!(matches!(err, JournalError::Queued { .. }), "{err}");
+    let mut rec = vec![0u8; format::record_bytes(4)];
+    format::emit(&mut rec, &format::message_header(10, 0, 0, 4), b"abcd");
+    w.append_records(&rec).unwrap();
+    let err = w.append_records(&rec).unwrap_err();
+    assert!(matches!(err, JournalError::Order { sequence: 10, last: 10 }), "{err}");
+    let err = w.append_records(&rec[..rec.len() - 1]).unwrap_err();
+    assert!(matches!(err, JournalError::Queued { .. }), "{err}");
+    // A run whose third record goes back: the two before it are kept, the error says why.
+    let mut run = Vec::new();
+    for seq in [11, 12, 12] {
+        let mut r = vec![0u8; format::record_bytes(4)];
+        format::emit(&mut r, &format::message_header(seq, 0, 0, 4), b"wxyz");
+        run.extend_from_slice(&r);
+    }
+    let err = w.append_records(&run).unwrap_err();
+    assert!(matches!(err, JournalError::Order { sequence: 12, last: 12 }), "{err}");
+    assert_eq!(w.next_sequence(), Some(13));
+    w.close().unwrap();
+    let got = read_all(&JournalReader::open(&dir.0).unwrap()).unwrap();
+    let w4 = Some(b"wxyz".to_vec());
+    assert_eq!(got, vec![(10, Some(b"abcd".to_vec())), (11, w4.clone()), (12, w4)]);
+}
+
+#[test]
+fn a_source_larger_than_a_record_holds_is_refused_before_taking() {
+    struct Huge;
+    impl Tap for Huge {
+        fn take(&mut self, _: &mut dyn FnMut(Taken<'_>)) -> Result<bool, String> {
+            panic!("nothing is taken from a source whose messages cannot be recorded")
+        }
+        fn reliable(&self) -> bool {
+            true
+        }
+        fn release_to(&mut self, _: u64) {}
+        fn position(&self) -> u64 {
+            0
+        }
+        fn max_payload(&self) -> usize {
+            MAX_PAYLOAD + 1
+        }
+    }
+    let dir = Dir::new("rec-huge");
+    let journal = JournalWriter::open(&dir.0, meta(), small()).unwrap();
+    let mut rec = Recorder::start(journal, RecorderOptions::default()).unwrap();
+    let err = rec.poll(&mut Huge, 1).unwrap_err();
+    assert!(matches!(err, RecordError::TooLarge { .. }), "{err}");
+}
