@@ -2,8 +2,10 @@
 //! pcap captures of MoldUDP64).
 //!
 //! Owns: argument parsing and printing. Never: changes a ring or a file it is only asked to inspect.
+mod feed;
 mod itch;
 mod journal;
+mod mold_server;
 mod record;
 mod replay;
 mod ring;
@@ -36,6 +38,12 @@ enum Cmd {
     /// Journals.
     #[command(subcommand)]
     Journal(JournalCmd),
+    /// A MoldUDP64 feed handler: two lines arbitrated, gaps re-requested, ITCH normalised and
+    /// published on a ring.
+    Feed(feed::FeedArgs),
+    /// Serve a recording as MoldUDP64 on two multicast lines with a re-request server and loss
+    /// generators (tests and demos).
+    MoldServer(mold_server::MoldServerArgs),
 }
 
 #[derive(Subcommand)]
@@ -103,6 +111,8 @@ fn main() -> ExitCode {
         Cmd::Record(a) => record::run(a),
         Cmd::Replay(a) => replay::run(a),
         Cmd::Journal(JournalCmd::Inspect { dir, json }) => journal::inspect(&dir, json),
+        Cmd::Feed(a) => feed::run(a),
+        Cmd::MoldServer(a) => mold_server::run(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,6 +11,8 @@
 pub mod agent;
 pub mod fault;
 #[cfg(not(loom))]
+pub mod feed;
+#[cfg(not(loom))]
 pub mod journal;
 #[cfg(all(feature = "rdma", not(loom)))]
 pub mod mcast;

@@ -3,7 +3,7 @@ use zerocopy::FromBytes;
 
 use crate::exec::{ExecAck, ExecFill, ExecReject};
 use crate::header::Header;
-use crate::md::{BookSnapshot, OrderAdd, OrderDelete, OrderExecute, OrderModify, Quote, Trade};
+use crate::md::{BookSnapshot, FeedGap, OrderAdd, OrderDelete, OrderExecute, OrderModify, Quote, Trade};
 use crate::message::{DecodeError, Message, MsgType};
 use crate::orders::{CancelOrder, NewOrder, ReplaceOrder};
 
@@ -17,6 +17,7 @@ pub enum AnyMessage<'a> {
     OrderDelete(&'a OrderDelete),
     OrderExecute(&'a OrderExecute),
     BookSnapshot(&'a BookSnapshot),
+    FeedGap(&'a FeedGap),
     NewOrder(&'a NewOrder),
     CancelOrder(&'a CancelOrder),
     ReplaceOrder(&'a ReplaceOrder),
@@ -45,6 +46,7 @@ pub fn decode(bytes: &[u8]) -> Result<AnyMessage<'_>, DecodeError> {
         MsgType::OrderDelete => AnyMessage::OrderDelete(OrderDelete::parse(bytes)?),
         MsgType::OrderExecute => AnyMessage::OrderExecute(OrderExecute::parse(bytes)?),
         MsgType::BookSnapshot => AnyMessage::BookSnapshot(BookSnapshot::parse(bytes)?),
+        MsgType::FeedGap => AnyMessage::FeedGap(FeedGap::parse(bytes)?),
         MsgType::NewOrder => AnyMessage::NewOrder(NewOrder::parse(bytes)?),
         MsgType::CancelOrder => AnyMessage::CancelOrder(CancelOrder::parse(bytes)?),
         MsgType::ReplaceOrder => AnyMessage::ReplaceOrder(ReplaceOrder::parse(bytes)?),

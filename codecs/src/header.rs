@@ -18,6 +18,11 @@ use crate::message::MsgType;
 /// Bytes in [`Header`].
 pub const HEADER_LEN: usize = 32;
 
+/// Header flag: `publish_tsc` holds the TSC at which the exchange data this message came from
+/// entered the host (a feed handler's ingress), not the publish time. Tick-to-trade is measured
+/// from it.
+pub const FLAG_INGRESS_TSC: u32 = 1;
+
 /// Common header of every message; see the module docs for the layout.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
@@ -30,7 +35,7 @@ pub struct Header {
     pub length: u32,
     /// Stream the message was published on.
     pub stream_id: u32,
-    /// Reserved for flags; zero today, ignored by readers of version 1.
+    /// Flags: [`FLAG_INGRESS_TSC`]; other bits zero, ignored by readers of version 1.
     pub flags: u32,
     /// Per-stream sequence number (the ring position), set on publish.
     pub sequence: u64,

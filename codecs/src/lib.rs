@@ -24,13 +24,14 @@ pub mod itch;
 pub mod md;
 pub mod message;
 pub mod moldudp64;
+pub mod normalize;
 pub mod orders;
 pub mod pcap;
 pub mod synth;
 
 pub use any::{decode, AnyMessage};
 pub use enums::{OrdType, Side, TimeInForce};
-pub use header::{Header, HEADER_LEN};
+pub use header::{Header, FLAG_INGRESS_TSC, HEADER_LEN};
 pub use message::{DecodeError, Message, MsgType};
 
 /// Prices are signed fixed-point integers with eight decimal places (`1.0` = `100_000_000`).

@@ -15,6 +15,7 @@ pub enum MsgType {
     OrderDelete = 5,
     OrderExecute = 6,
     BookSnapshot = 7,
+    FeedGap = 8,
     NewOrder = 16,
     CancelOrder = 17,
     ReplaceOrder = 18,
@@ -25,7 +26,7 @@ pub enum MsgType {
 
 impl MsgType {
     /// Every type, in wire-value order.
-    pub const ALL: [MsgType; 13] = [
+    pub const ALL: [MsgType; 14] = [
         MsgType::Quote,
         MsgType::Trade,
         MsgType::OrderAdd,
@@ -33,6 +34,7 @@ impl MsgType {
         MsgType::OrderDelete,
         MsgType::OrderExecute,
         MsgType::BookSnapshot,
+        MsgType::FeedGap,
         MsgType::NewOrder,
         MsgType::CancelOrder,
         MsgType::ReplaceOrder,

@@ -1,5 +1,6 @@
 //! Normalised market data: top of book, trades, L3 order events and book snapshots.
 mod book_snapshot;
+mod feed_gap;
 mod order_add;
 mod order_delete;
 mod order_execute;
@@ -8,6 +9,7 @@ mod quote;
 mod trade;
 
 pub use book_snapshot::{BookSnapshot, Level, SNAPSHOT_DEPTH};
+pub use feed_gap::FeedGap;
 pub use order_add::OrderAdd;
 pub use order_delete::OrderDelete;
 pub use order_execute::OrderExecute;

@@ -1,0 +1,258 @@
+//! `tickbus feed`: a MoldUDP64 feed handler. Reads two multicast lines (A and B), arbitrates
+//! them (`tickbus::feed::Arbiter`: first copy wins, a gap is a gap only when both lines miss
+//! it), re-requests what both missed, normalises ITCH into tickbus market data
+//! (`codecs::normalize`; `--raw` publishes the ITCH bytes as they are), and publishes it on a
+//! ring, each message stamped with the TSC at which its packet arrived. What is not recovered
+//! in time is published as an explicit `FeedGap`. `--file` reads an ITCH file or a capture
+//! instead of the network (tests, back-testing).
+use std::io::IsTerminal;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use tickbus::feed::{Arbiter, ArbiterOptions, Line, Out};
+use tickbus::shm::{self, ShmOptions, ShmPublisher};
+use tickbus::time::Tsc;
+use tickbus::{Mode, RingConfig};
+use tickbus_codecs::md::FeedGap;
+use tickbus_codecs::moldudp64::{rerequest, Packet, PacketKind};
+use tickbus_codecs::normalize::Normalizer;
+use tickbus_codecs::{Header, Message, FLAG_INGRESS_TSC};
+use zerocopy::IntoBytes;
+
+#[derive(Args, Debug)]
+pub struct FeedArgs {
+    /// Publish onto shm ring NAME (created if missing).
+    #[arg(long)]
+    pub ring: String,
+    /// Line A: multicast GROUP:PORT.
+    #[arg(long, default_value = "239.77.10.1:30001")]
+    pub line_a: SocketAddrV4,
+    /// Line B: multicast GROUP:PORT.
+    #[arg(long, default_value = "239.77.10.2:30002")]
+    pub line_b: SocketAddrV4,
+    /// Interface to join the groups on (127.0.0.1: loopback).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub iface: Ipv4Addr,
+    /// The retransmission server re-requests go to.
+    #[arg(long, default_value = "127.0.0.1:30003")]
+    pub retransmit: SocketAddr,
+    /// Read this ITCH file or capture instead of the network.
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// Publish the ITCH messages as they are instead of normalised market data.
+    #[arg(long)]
+    pub raw: bool,
+    /// Create the ring reliable (the feed waits for its consumers).
+    #[arg(long)]
+    pub reliable: bool,
+    #[arg(long, default_value_t = 1)]
+    pub stream: u32,
+    #[arg(long, default_value_t = 1 << 16)]
+    pub slots: usize,
+    /// How long a gap waits for the other line before it is re-requested (ms).
+    #[arg(long, default_value_t = 2.0)]
+    pub wait_ms: f64,
+    /// How long a gap may stay open before it is given up and published as a gap (ms).
+    #[arg(long, default_value_t = 500.0)]
+    pub give_up_ms: f64,
+    /// Stop at the end of the session (the server's end-of-session packet), once no gap is open.
+    #[arg(long)]
+    pub exit_at_end: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+struct Sink {
+    p: ShmPublisher,
+    raw: bool,
+    norm: Normalizer,
+    published: u64,
+    gaps: u64,
+    buf: Vec<u8>,
+}
+
+impl Sink {
+    /// Publishes one message, retrying while a reliable ring is full.
+    fn put(p: &mut ShmPublisher, bytes: &[u8]) -> Result<(), String> {
+        loop {
+            match p.publish(bytes) {
+                Ok(_) => return Ok(()),
+                Err(tickbus::ring::ClaimError::Full { .. }) => std::hint::spin_loop(),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+
+    fn message(&mut self, itch: &[u8], position: u64, ingress: u64) -> Result<(), String> {
+        if self.raw {
+            self.published += 1;
+            return Sink::put(&mut self.p, itch);
+        }
+        let Ok(msg) = tickbus_codecs::itch::parse(itch, position) else { return Ok(()) };
+        let (stream, p, buf, published) = (self.p.config().stream_id, &mut self.p, &mut self.buf, &mut self.published);
+        let mut err = None;
+        self.norm.apply(&msg, &mut |mut m| {
+            let h: &mut Header = m.header_mut();
+            h.stamp(stream, p.position(), ingress);
+            h.flags |= FLAG_INGRESS_TSC;
+            buf.clear();
+            buf.extend_from_slice(m.as_bytes());
+            if let Err(e) = Sink::put(p, buf) {
+                err.get_or_insert(e);
+            }
+            *published += 1;
+        });
+        err.map_or(Ok(()), Err)
+    }
+
+    fn gap(&mut self, from: u64, to: u64, ingress: u64) -> Result<(), String> {
+        let mut g = FeedGap::new();
+        g.first_sequence = from;
+        g.count = to - from;
+        g.header.stamp(self.p.config().stream_id, self.p.position(), ingress);
+        g.header.flags |= FLAG_INGRESS_TSC;
+        self.gaps += 1;
+        Sink::put(&mut self.p, g.as_bytes())
+    }
+}
+
+pub fn run(a: FeedArgs) -> Result<(), String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    ctrlc::set_handler(move || flag.store(true, Ordering::Release)).map_err(|e| e.to_string())?;
+    let mode = if a.reliable { Mode::Reliable } else { Mode::Lossy };
+    let payload = if a.raw { 64 } else { 128 };
+    let cfg = RingConfig::for_payload(mode, a.stream, payload, a.slots);
+    let p = shm::open_publisher(&a.ring, &cfg, &ShmOptions::default()).map_err(|e| e.to_string())?;
+    let mut sink = Sink { p, raw: a.raw, norm: Normalizer::new(), published: 0, gaps: 0, buf: Vec::with_capacity(256) };
+    let tsc = Tsc::new();
+    if let Some(file) = &a.file {
+        return from_file(file, &mut sink, &tsc, a.json);
+    }
+    let join = |g: SocketAddrV4| -> Result<UdpSocket, String> {
+        let s = UdpSocket::bind(("0.0.0.0", g.port())).map_err(|e| format!("binding {g}: {e}"))?;
+        s.join_multicast_v4(g.ip(), &a.iface).map_err(|e| format!("joining {g} on {}: {e}", a.iface))?;
+        s.set_nonblocking(true).map_err(|e| e.to_string())?;
+        Ok(s)
+    };
+    let (la, lb) = (join(a.line_a)?, join(a.line_b)?);
+    let req = UdpSocket::bind((a.iface, 0)).map_err(|e| format!("binding the re-request socket: {e}"))?;
+    req.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let opts = ArbiterOptions {
+        wait_other_line_ns: (a.wait_ms * 1e6) as u64,
+        give_up_ns: (a.give_up_ms * 1e6) as u64,
+        ..ArbiterOptions::default()
+    };
+    let mut arb = Arbiter::new(opts);
+    let t0 = Instant::now();
+    let mut buf = vec![0u8; 65536];
+    let mut ended = false;
+    let mut err = None;
+    let tty = std::io::stderr().is_terminal() && !a.json;
+    let mut shown = Instant::now();
+    while !stop.load(Ordering::Acquire) && err.is_none() {
+        let mut work = 0;
+        for (sock, line) in [(&la, Line::A), (&lb, Line::B), (&req, Line::Retransmit)] {
+            let Ok(n) = sock.recv(&mut buf) else { continue };
+            work += 1;
+            let ingress = tsc.now();
+            let Ok(pk) = Packet::parse(&buf[..n]) else { continue };
+            ended |= pk.kind() == PacketKind::EndOfSession;
+            let now = t0.elapsed().as_nanos() as u64;
+            let session = pk.header.session;
+            arb.on_packet(line, &pk, now, &mut |o| {
+                handle(o, &mut sink, &req, a.retransmit, &session, ingress, &mut err)
+            });
+        }
+        let now = t0.elapsed().as_nanos() as u64;
+        let session = arb.session().unwrap_or(*b"          ");
+        arb.poll(now, &mut |o| handle(o, &mut sink, &req, a.retransmit, &session, tsc.now(), &mut err));
+        if a.exit_at_end && ended && !arb.has_open_gap() {
+            break;
+        }
+        if tty && shown.elapsed() >= Duration::from_secs(1) {
+            let s = arb.stats();
+            eprint!(
+                "\r{} delivered, {} recovered, {} lost in {} gaps, {} duplicates    ",
+                s.delivered, s.recovered, s.lost, s.gaps, s.duplicates
+            );
+            shown = Instant::now();
+        }
+        if work == 0 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let s = arb.stats();
+    let summary = serde_json::json!({
+        "delivered": s.delivered, "recovered": s.recovered,
+        "duplicates": s.duplicates, "rerequests": s.rerequests, "lost": s.lost, "gaps": s.gaps,
+        "packets_a": s.packets_a, "packets_b": s.packets_b, "published": sink.published, "gaps_published": sink.gaps,
+    });
+    if a.json {
+        println!("{summary}");
+    } else {
+        println!("{} delivered ({} recovered by re-request), {} lost in {} gaps (published), {} duplicates dropped; {} messages published", s.delivered, s.recovered, s.lost, s.gaps, s.duplicates, sink.published);
+    }
+    Ok(())
+}
+
+fn handle(
+    o: Out<'_>,
+    sink: &mut Sink,
+    req: &UdpSocket,
+    server: SocketAddr,
+    session: &[u8; 10],
+    ingress: u64,
+    err: &mut Option<String>,
+) {
+    let r = match o {
+        Out::Message { sequence, message } => sink.message(message, sequence, ingress),
+        Out::Lost { from, to } => sink.gap(from, to, ingress),
+        Out::Rerequest { sequence, count } => {
+            let _ = req.send_to(rerequest(session, sequence, count).as_bytes(), server);
+            Ok(())
+        }
+    };
+    if let Err(e) = r {
+        err.get_or_insert(e);
+    }
+}
+
+/// Reads an ITCH file (every message in order) or a capture (its MoldUDP64 packets through the
+/// arbiter as one line: its gaps are published as gaps).
+fn from_file(file: &std::path::Path, sink: &mut Sink, tsc: &Tsc, json: bool) -> Result<(), String> {
+    let mut source = tickbus::replay::open(file, None, None).map_err(|e| e.to_string())?;
+    let capture = source.kind() == tickbus::replay::SourceKind::Capture;
+    let mut expected = None;
+    let mut n = 0u64;
+    while let Some(item) = source.next().map_err(|e| e.to_string())? {
+        let ingress = tsc.now();
+        if capture {
+            if let Some(e) = expected {
+                if item.sequence > e {
+                    sink.gap(e, item.sequence, ingress)?;
+                }
+                if item.sequence < e {
+                    continue; // a duplicate in the capture
+                }
+            }
+            expected = Some(item.sequence + 1);
+        }
+        sink.message(item.payload, item.sequence, ingress)?;
+        n += 1;
+    }
+    let summary = serde_json::json!({"messages": n, "published": sink.published, "gaps_published": sink.gaps});
+    if json {
+        println!("{summary}");
+    } else {
+        println!("{n} messages read, {} published, {} gaps published", sink.published, sink.gaps);
+    }
+    Ok(())
+}

@@ -1,0 +1,231 @@
+//! `tickbus mold-server`: the exchange side for tests and demos. Serves a journal, an ITCH file
+//! or a capture as MoldUDP64 on two multicast lines (A and B) with a re-request server, and
+//! drops packets on purpose (`--drop-a N`, `--drop-b N`: every Nth packet), like Aeron's loss
+//! generators. After the last message it keeps answering re-requests, sending heartbeats, for
+//! `--linger-ms`, then an end-of-session packet.
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use tickbus::replay;
+use tickbus_codecs::moldudp64::{MoldHeader, PacketBuilder, HEADER_LEN};
+use zerocopy::{FromBytes, IntoBytes};
+
+#[derive(Args, Debug)]
+pub struct MoldServerArgs {
+    /// A journal folder, an ITCH 5.0 file, or a pcap/pcapng capture of MoldUDP64.
+    pub input: PathBuf,
+    /// Line A: multicast GROUP:PORT.
+    #[arg(long, default_value = "239.77.10.1:30001")]
+    pub line_a: SocketAddrV4,
+    /// Line B: multicast GROUP:PORT.
+    #[arg(long, default_value = "239.77.10.2:30002")]
+    pub line_b: SocketAddrV4,
+    /// Interface address to send multicast from (127.0.0.1: loopback).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub iface: Ipv4Addr,
+    /// Where re-requests are answered (UDP).
+    #[arg(long, default_value = "127.0.0.1:30003")]
+    pub retransmit: SocketAddr,
+    /// Ignore re-requests (a retransmission server that is gone).
+    #[arg(long)]
+    pub no_retransmit: bool,
+    /// Drop every Nth packet on line A (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub drop_a: u64,
+    /// Drop every Nth packet on line B (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub drop_b: u64,
+    /// Messages per second (0: as fast as the socket takes them).
+    #[arg(long, default_value_t = 100_000.0)]
+    pub rate: f64,
+    /// Largest UDP payload.
+    #[arg(long, default_value_t = 1400)]
+    pub packet_bytes: usize,
+    /// The 10-character MoldUDP64 session.
+    #[arg(long, default_value = "TICKBUS001")]
+    pub session: String,
+    /// How long to keep answering re-requests after the last message (ms).
+    #[arg(long, default_value_t = 2000)]
+    pub linger_ms: u64,
+    /// Wait this long before the first packet (ms), so feeds can join.
+    #[arg(long, default_value_t = 0)]
+    pub start_delay_ms: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Every message sent, for re-requests: `[u16 BE len][message]` frames and where each begins.
+struct History {
+    bytes: Vec<u8>,
+    at: Vec<usize>,
+}
+
+impl History {
+    fn get(&self, seq: u64) -> Option<&[u8]> {
+        let i = usize::try_from(seq.checked_sub(1)?).ok()?;
+        let start = *self.at.get(i)?;
+        let len = usize::from(u16::from_be_bytes([self.bytes[start], self.bytes[start + 1]]));
+        Some(&self.bytes[start + 2..start + 2 + len])
+    }
+}
+
+struct Server {
+    sock: UdpSocket,
+    rtx: UdpSocket,
+    a: SocketAddrV4,
+    b: SocketAddrV4,
+    session: [u8; 10],
+    packets: u64,
+    history: History,
+    dropped_a: u64,
+    dropped_b: u64,
+    dropped_both_messages: u64,
+    rerequests: u64,
+    retransmitted: u64,
+    answer: bool,
+    bytes: usize,
+}
+
+pub fn run(a: MoldServerArgs) -> Result<(), String> {
+    let session: [u8; 10] =
+        a.session.as_bytes().try_into().map_err(|_| "--session must be exactly 10 characters".to_owned())?;
+    let mut source = replay::open(&a.input, None, None).map_err(|e| e.to_string())?;
+    let sock = UdpSocket::bind((a.iface, 0)).map_err(|e| format!("binding the multicast sender: {e}"))?;
+    let sock: UdpSocket = {
+        let s2 = socket2::Socket::from(sock);
+        s2.set_multicast_if_v4(&a.iface).map_err(|e| format!("sending multicast from {}: {e}", a.iface))?;
+        s2.set_multicast_loop_v4(true).map_err(|e| e.to_string())?;
+        s2.into()
+    };
+    let rtx =
+        UdpSocket::bind(a.retransmit).map_err(|e| format!("binding the re-request server at {}: {e}", a.retransmit))?;
+    rtx.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let mut s = Server {
+        sock,
+        rtx,
+        a: a.line_a,
+        b: a.line_b,
+        session,
+        packets: 0,
+        history: History { bytes: Vec::new(), at: Vec::new() },
+        dropped_a: 0,
+        dropped_b: 0,
+        dropped_both_messages: 0,
+        rerequests: 0,
+        retransmitted: 0,
+        answer: !a.no_retransmit,
+        bytes: a.packet_bytes,
+    };
+    std::thread::sleep(Duration::from_millis(a.start_delay_ms));
+    let mut b = PacketBuilder::new(session, 1, a.packet_bytes);
+    let t0 = Instant::now();
+    let mut n = 0u64;
+    while let Some(item) = source.next().map_err(|e| e.to_string())? {
+        if item.gap.is_some() || item.payload.is_empty() {
+            continue;
+        }
+        if a.rate > 0.0 {
+            let due = Duration::from_secs_f64(n as f64 / a.rate);
+            while t0.elapsed() < due {
+                s.serve();
+                std::hint::spin_loop();
+            }
+        }
+        if !b.fits(item.payload) {
+            s.send_packet(&mut b, a.drop_a, a.drop_b)?;
+        }
+        if !b.push(item.payload) {
+            return Err(format!("a {}-byte message does not fit a {}-byte packet", item.payload.len(), a.packet_bytes));
+        }
+        s.history.at.push(s.history.bytes.len());
+        s.history.bytes.extend_from_slice(&(item.payload.len() as u16).to_be_bytes());
+        s.history.bytes.extend_from_slice(item.payload);
+        n += 1;
+    }
+    if b.count() > 0 {
+        s.send_packet(&mut b, a.drop_a, a.drop_b)?;
+    }
+    let end = Instant::now() + Duration::from_millis(a.linger_ms);
+    let mut beat = Instant::now();
+    while Instant::now() < end {
+        s.serve();
+        if beat.elapsed() >= Duration::from_millis(20) {
+            s.send_both(b.control(false).as_bytes())?;
+            beat = Instant::now();
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    s.send_both(b.control(true).as_bytes())?;
+    let summary = serde_json::json!({
+        "messages": n, "packets": s.packets, "dropped_a": s.dropped_a, "dropped_b": s.dropped_b,
+        "dropped_both_messages": s.dropped_both_messages, "rerequests": s.rerequests, "retransmitted": s.retransmitted,
+    });
+    if a.json {
+        println!("{summary}");
+    } else {
+        println!("served {n} messages in {} packets; dropped {} on A, {} on B ({} messages on both); answered {} re-requests with {} messages", s.packets, s.dropped_a, s.dropped_b, s.dropped_both_messages, s.rerequests, s.retransmitted);
+    }
+    Ok(())
+}
+
+impl Server {
+    fn send_both(&self, bytes: &[u8]) -> Result<(), String> {
+        for to in [self.a, self.b] {
+            self.sock.send_to(bytes, to).map_err(|e| format!("sending to {to}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Sends the open packet on both lines, except where the loss generator drops it.
+    fn send_packet(&mut self, b: &mut PacketBuilder, drop_a: u64, drop_b: u64) -> Result<(), String> {
+        self.packets += 1;
+        let k = self.packets;
+        let (da, db) = (drop_a > 0 && k.is_multiple_of(drop_a), drop_b > 0 && k.is_multiple_of(drop_b));
+        let count = u64::from(b.count());
+        let (sock, la, lb) = (&self.sock, self.a, self.b);
+        b.take(|p| -> Result<(), String> {
+            if !da {
+                sock.send_to(p, la).map_err(|e| format!("sending to {la}: {e}"))?;
+            }
+            if !db {
+                sock.send_to(p, lb).map_err(|e| format!("sending to {lb}: {e}"))?;
+            }
+            Ok(())
+        })?;
+        self.dropped_a += u64::from(da);
+        self.dropped_b += u64::from(db);
+        if da && db {
+            self.dropped_both_messages += count;
+        }
+        Ok(())
+    }
+
+    /// Answers waiting re-requests (never blocks).
+    fn serve(&mut self) {
+        let mut req = [0u8; 64];
+        while let Ok((n, from)) = self.rtx.recv_from(&mut req) {
+            let Ok((h, _)) = MoldHeader::read_from_prefix(&req[..n]) else { continue };
+            if n != HEADER_LEN || h.session != self.session {
+                continue;
+            }
+            self.rerequests += 1;
+            if !self.answer {
+                continue;
+            }
+            let mut b = PacketBuilder::new(self.session, h.sequence.get(), self.bytes);
+            for seq in h.sequence.get()..h.sequence.get() + u64::from(h.count.get()) {
+                let Some(m) = self.history.get(seq) else { break };
+                if !b.fits(m) {
+                    let _ = b.take(|p| self.rtx.send_to(p, from));
+                }
+                b.push(m);
+                self.retransmitted += 1;
+            }
+            if b.count() > 0 {
+                let _ = b.take(|p| self.rtx.send_to(p, from));
+            }
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! `tickbus feed` against `tickbus mold-server` on loopback multicast, as real processes: loss on
+//! one line is no gap; loss on both is recovered by re-request; with the server gone the loss is
+//! published as gaps of exactly the size lost. Counts are exact. Then the feed's ring is read:
+//! every delivered message, in order, with the gaps where they belong.
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+use tickbus::shm::{self, HugepagePolicy, ShmOptions};
+use tickbus::{Recv, StartAt};
+use tickbus_codecs::md::FeedGap;
+use tickbus_codecs::Message;
+
+static ONE: Mutex<()> = Mutex::new(());
+
+struct Env {
+    opts: ShmOptions,
+    tmp: PathBuf,
+    day: PathBuf,
+}
+
+impl Env {
+    fn new(tag: &str) -> Env {
+        let tag = format!("tickbus-feed-{tag}-{}", std::process::id());
+        let tmp = std::env::temp_dir().join(&tag);
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let env = Env {
+            opts: ShmOptions {
+                hugepage_dir: format!("/dev/hugepages/{tag}").into(),
+                fallback_dir: format!("/dev/shm/{tag}").into(),
+                hugepages: HugepagePolicy::Preferred,
+            },
+            day: tmp.join("day.itch"),
+            tmp,
+        };
+        let out = env
+            .cmd(&[
+                "itch",
+                "generate",
+                "--seed",
+                "9",
+                "--stocks",
+                "5",
+                "--messages",
+                "5000",
+                "--itch",
+                env.day.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        env
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tickbus"));
+        c.args(args)
+            .env("TICKBUS_HUGEPAGE_DIR", &self.opts.hugepage_dir)
+            .env("TICKBUS_SHM_DIR", &self.opts.fallback_dir);
+        c
+    }
+
+    /// Runs a feed and a server (`server_args` add loss) on lines of their own; both summaries.
+    fn run(&self, n: u16, server_args: &[&str]) -> (serde_json::Value, serde_json::Value) {
+        let (a, b, r) = (
+            format!("239.77.20.{n}:{}", 31000 + n),
+            format!("239.77.21.{n}:{}", 32000 + n),
+            format!("127.0.0.1:{}", 33000 + n),
+        );
+        let lines = ["--line-a", a.as_str(), "--line-b", b.as_str(), "--retransmit", r.as_str()];
+        let mut feed_args = vec!["feed", "--ring", "md", "--raw", "--exit-at-end", "--give-up-ms", "1500", "--json"];
+        feed_args.extend(lines);
+        let feed = self.cmd(&feed_args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut server_args_all = vec![
+            "mold-server",
+            self.day.to_str().unwrap(),
+            "--rate",
+            "50000",
+            "--linger-ms",
+            "2500",
+            "--start-delay-ms",
+            "300",
+            "--json",
+        ];
+        server_args_all.extend(lines);
+        server_args_all.extend(server_args);
+        let server = self.cmd(&server_args_all).output().unwrap();
+        assert!(server.status.success(), "{}", String::from_utf8_lossy(&server.stderr));
+        let feed = feed.wait_with_output().unwrap();
+        assert!(feed.status.success(), "{}", String::from_utf8_lossy(&feed.stderr));
+        (serde_json::from_slice(&server.stdout).unwrap(), serde_json::from_slice(&feed.stdout).unwrap())
+    }
+
+    /// The feed's ring: (ITCH messages in order, gaps as (first, count)).
+    fn ring(&self) -> (Vec<Vec<u8>>, Vec<(u64, u64)>) {
+        let mut s = shm::open_observer("md", StartAt::Oldest, &self.opts).unwrap();
+        let (mut msgs, mut gaps) = (Vec::new(), Vec::new());
+        while let Some(r) = s.try_recv() {
+            let Recv::Message(m) = r else { panic!("the test ring was lapped") };
+            match FeedGap::parse(m.payload) {
+                Ok(g) => gaps.push((g.first_sequence, g.count)),
+                Err(_) => msgs.push(m.payload.to_vec()),
+            }
+        }
+        (msgs, gaps)
+    }
+
+    /// The day's messages by MoldUDP64 sequence (from 1).
+    fn day(&self) -> Vec<Vec<u8>> {
+        let bytes = std::fs::read(&self.day).unwrap();
+        tickbus_codecs::itch::frames(&bytes).map(|r| r.unwrap().message.as_bytes().to_vec()).collect()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.tmp);
+        let _ = std::fs::remove_dir_all(&self.opts.hugepage_dir);
+        let _ = std::fs::remove_dir_all(&self.opts.fallback_dir);
+    }
+}
+
+fn n(v: &serde_json::Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("no {k} in {v}"))
+}
+
+#[test]
+fn loss_on_line_a_only_is_no_gap() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("a");
+    let (server, feed) = env.run(1, &["--drop-a", "5"]);
+    assert!(n(&server, "dropped_a") > 10, "{server}");
+    assert_eq!((n(&feed, "delivered"), n(&feed, "lost"), n(&feed, "gaps")), (n(&server, "messages"), 0, 0), "{feed}");
+    let (msgs, gaps) = env.ring();
+    assert_eq!((msgs, gaps), (env.day(), vec![]));
+}
+
+#[test]
+fn loss_on_both_lines_is_recovered_by_rerequest() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("both");
+    let (server, feed) = env.run(2, &["--drop-a", "7", "--drop-b", "7"]);
+    let lost_on_both = n(&server, "dropped_both_messages");
+    assert!(lost_on_both > 100, "{server}");
+    assert_eq!((n(&feed, "delivered"), n(&feed, "lost")), (n(&server, "messages"), 0), "{feed}");
+    assert_eq!(n(&feed, "recovered"), lost_on_both, "{feed}");
+    let (msgs, gaps) = env.ring();
+    assert_eq!((msgs, gaps), (env.day(), vec![]));
+}
+
+#[test]
+fn with_the_server_gone_the_loss_is_published_as_gaps_of_its_exact_size() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("gone");
+    let (server, feed) = env.run(3, &["--drop-a", "7", "--drop-b", "7", "--no-retransmit"]);
+    let lost_on_both = n(&server, "dropped_both_messages");
+    assert_eq!(n(&feed, "lost"), lost_on_both, "{feed}");
+    assert_eq!(n(&feed, "delivered") + lost_on_both, n(&server, "messages"), "{feed}");
+    assert_eq!((n(&feed, "recovered"), n(&feed, "gaps_published")), (0, n(&server, "dropped_a")), "{feed}");
+    let (msgs, gaps) = env.ring();
+    let day = env.day();
+    let mut want = Vec::new();
+    let mut lost = 0;
+    let mut gi = gaps.iter().peekable();
+    let mut seq = 1u64;
+    while seq as usize <= day.len() {
+        if let Some(&&(first, count)) = gi.peek() {
+            if first == seq {
+                seq += count;
+                lost += count;
+                gi.next();
+                continue;
+            }
+        }
+        want.push(day[seq as usize - 1].clone());
+        seq += 1;
+    }
+    assert_eq!(lost, lost_on_both);
+    assert_eq!(msgs, want, "the ring holds every message but the gaps, in order");
+}
+
+#[test]
+fn a_capture_read_from_a_file_publishes_its_gaps_too() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("file");
+    let pcap = env.tmp.join("day.pcap");
+    let out = env
+        .cmd(&[
+            "itch",
+            "generate",
+            "--seed",
+            "9",
+            "--stocks",
+            "5",
+            "--messages",
+            "5000",
+            "--pcap",
+            pcap.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = env.cmd(&["feed", "--ring", "md", "--raw", "--file", pcap.to_str().unwrap(), "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (msgs, gaps) = env.ring();
+    assert_eq!(n(&s, "gaps_published"), 0, "{s}");
+    assert_eq!(msgs, env.day(), "the capture and the ITCH file of one day agree");
+    assert!(gaps.is_empty());
+}

@@ -1,0 +1,337 @@
+//! A/B line arbitration for MoldUDP64 (as in NASDAQ's redundant multicast feeds): the first copy
+//! of each message wins, later copies are dropped, and a gap is a gap only when both lines miss
+//! it. What both missed is re-requested from the retransmission server; what is not recovered in
+//! time is given up, explicitly ([`Out::Lost`]), never skipped in silence.
+//!
+//! Pure state machine (like quinn-proto): packets and the time go in, messages, re-requests and
+//! losses come out. No I/O, no clock.
+use std::collections::BTreeMap;
+
+use tickbus_codecs::moldudp64::{Packet, PacketKind};
+
+/// Where a packet came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line {
+    A,
+    B,
+    /// The retransmission server's answer to a re-request.
+    Retransmit,
+}
+
+/// What the arbiter says to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Out<'a> {
+    /// The next message of the stream, in order, once.
+    Message { sequence: u64, message: &'a [u8] },
+    /// Ask the retransmission server for `count` messages from `sequence`.
+    Rerequest { sequence: u64, count: u16 },
+    /// Messages `[from, to)` were not recovered in time: the stream goes on after them.
+    Lost { from: u64, to: u64 },
+}
+
+/// Timing of the arbitration, in ns of the caller's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArbiterOptions {
+    /// How long a gap may stay open before re-requesting it: the other line's copy usually
+    /// arrives within this.
+    pub wait_other_line_ns: u64,
+    /// How long to wait for an answer before asking again.
+    pub retry_ns: u64,
+    /// How long a gap may stay open at all before its messages are given up.
+    pub give_up_ns: u64,
+    /// Most messages one re-request asks for.
+    pub max_request: u16,
+    /// Most messages held behind a gap (beyond it the oldest gap is given up early).
+    pub max_held: usize,
+}
+
+impl Default for ArbiterOptions {
+    fn default() -> Self {
+        ArbiterOptions {
+            wait_other_line_ns: 2_000_000,
+            retry_ns: 50_000_000,
+            give_up_ns: 500_000_000,
+            max_request: 1000,
+            max_held: 1 << 20,
+        }
+    }
+}
+
+/// What the arbiter has seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ArbiterStats {
+    pub packets_a: u64,
+    pub packets_b: u64,
+    pub packets_retransmit: u64,
+    /// Messages delivered in order.
+    pub delivered: u64,
+    /// Copies dropped because the other line (or a retransmission) was first.
+    pub duplicates: u64,
+    /// Messages recovered by re-request.
+    pub recovered: u64,
+    pub rerequests: u64,
+    /// Messages given up, and in how many gaps.
+    pub lost: u64,
+    pub gaps: u64,
+    /// Packets of another session (ignored).
+    pub other_session: u64,
+}
+
+/// An open gap: messages from `next` are missing since `since_ns`.
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    since_ns: u64,
+    asked_ns: Option<u64>,
+}
+
+/// Arbitrates one MoldUDP64 session.
+pub struct Arbiter {
+    opts: ArbiterOptions,
+    session: Option<[u8; 10]>,
+    /// The next sequence to deliver (MoldUDP64 sequences start at 1).
+    next: u64,
+    /// Messages that arrived ahead of a gap, waiting for it to close.
+    held: BTreeMap<u64, (Vec<u8>, Line)>,
+    /// The stream is known to reach this far (a heartbeat or a later packet said so).
+    known_end: u64,
+    open: Option<Open>,
+    stats: ArbiterStats,
+}
+
+impl Arbiter {
+    pub fn new(opts: ArbiterOptions) -> Arbiter {
+        Arbiter {
+            opts,
+            session: None,
+            next: 1,
+            held: BTreeMap::new(),
+            known_end: 1,
+            open: None,
+            stats: ArbiterStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> ArbiterStats {
+        self.stats
+    }
+
+    /// The next sequence the stream will deliver.
+    pub fn next_sequence(&self) -> u64 {
+        self.next
+    }
+
+    /// Whether messages are missing (held back behind a gap, or a lost tail being waited for).
+    pub fn has_open_gap(&self) -> bool {
+        self.missing_to() != self.next || !self.held.is_empty()
+    }
+
+    /// The session followed (the first one seen).
+    pub fn session(&self) -> Option<[u8; 10]> {
+        self.session
+    }
+
+    /// Takes one packet from `line` at time `now_ns`; `out` gets the messages it releases in
+    /// order (and re-requests or losses its timing decides, as [`Arbiter::poll`] would).
+    pub fn on_packet(&mut self, line: Line, p: &Packet<'_>, now_ns: u64, out: &mut impl FnMut(Out<'_>)) {
+        match line {
+            Line::A => self.stats.packets_a += 1,
+            Line::B => self.stats.packets_b += 1,
+            Line::Retransmit => self.stats.packets_retransmit += 1,
+        }
+        let session = *self.session.get_or_insert(p.header.session);
+        if p.header.session != session {
+            self.stats.other_session += 1;
+            return;
+        }
+        let first = p.header.sequence.get();
+        let end = first + u64::from(p.message_count());
+        if p.kind() != PacketKind::Messages {
+            // A heartbeat or end of session carries the next sequence: it reveals a lost tail.
+            self.known_end = self.known_end.max(first);
+        }
+        self.known_end = self.known_end.max(end);
+        for (seq, msg) in p.messages() {
+            if seq < self.next || self.held.contains_key(&seq) {
+                self.stats.duplicates += 1;
+            } else if seq == self.next {
+                self.deliver(seq, msg, line, out);
+            } else if self.held.len() < self.opts.max_held {
+                self.held.insert(seq, (msg.to_vec(), line));
+            }
+        }
+        self.drain(out);
+        self.poll(now_ns, out);
+    }
+
+    fn deliver(&mut self, seq: u64, msg: &[u8], line: Line, out: &mut impl FnMut(Out<'_>)) {
+        if line == Line::Retransmit {
+            self.stats.recovered += 1;
+        }
+        self.stats.delivered += 1;
+        self.next = seq + 1;
+        out(Out::Message { sequence: seq, message: msg });
+    }
+
+    /// Delivers held messages that are next, and opens or closes the gap accordingly.
+    fn drain(&mut self, out: &mut impl FnMut(Out<'_>)) {
+        while let Some(entry) = self.held.first_entry() {
+            if *entry.key() != self.next {
+                break;
+            }
+            let (seq, (msg, line)) = entry.remove_entry();
+            self.deliver(seq, &msg, line, out);
+        }
+        if self.missing_to() == self.next {
+            self.open = None;
+        }
+    }
+
+    /// The end (exclusive) of the messages missing from `next`.
+    fn missing_to(&self) -> u64 {
+        match self.held.keys().next() {
+            Some(&k) => k,
+            None => self.known_end.max(self.next),
+        }
+    }
+
+    /// Applies the timing at `now_ns`: re-requests a gap the other line did not fill, asks
+    /// again, or gives it up. Call it when idle too (a lost tail has no later packet).
+    pub fn poll(&mut self, now_ns: u64, out: &mut impl FnMut(Out<'_>)) {
+        let to = self.missing_to();
+        if to == self.next {
+            self.open = None;
+            return;
+        }
+        let open = *self.open.get_or_insert(Open { since_ns: now_ns, asked_ns: None });
+        let age = now_ns.saturating_sub(open.since_ns);
+        if age >= self.opts.give_up_ns || self.held.len() >= self.opts.max_held {
+            self.stats.lost += to - self.next;
+            self.stats.gaps += 1;
+            out(Out::Lost { from: self.next, to });
+            self.next = to;
+            self.open = None;
+            self.drain(out);
+            return;
+        }
+        let due = match open.asked_ns {
+            None => age >= self.opts.wait_other_line_ns,
+            Some(t) => now_ns.saturating_sub(t) >= self.opts.retry_ns,
+        };
+        if due {
+            let count = (to - self.next).min(u64::from(self.opts.max_request)) as u16;
+            self.stats.rerequests += 1;
+            out(Out::Rerequest { sequence: self.next, count });
+            self.open = Some(Open { asked_ns: Some(now_ns), ..open });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickbus_codecs::moldudp64::PacketBuilder;
+
+    const S: [u8; 10] = *b"SESSION001";
+
+    /// Packets of `per` messages each, message `i` being `[i as u8; 4]`.
+    fn packets(n: u64, per: u64) -> Vec<Vec<u8>> {
+        let mut b = PacketBuilder::new(S, 1, 1400);
+        let mut v = Vec::new();
+        for i in 1..=n {
+            b.push(&[i as u8; 4]);
+            if i % per == 0 {
+                v.push(b.take(|p| p.to_vec()));
+            }
+        }
+        v
+    }
+
+    fn run(
+        arb: &mut Arbiter,
+        line: Line,
+        p: &[u8],
+        now: u64,
+        got: &mut Vec<Result<u64, (u64, u64)>>,
+        asks: &mut Vec<(u64, u16)>,
+    ) {
+        let pk = Packet::parse(p).unwrap();
+        arb.on_packet(line, &pk, now, &mut |o| match o {
+            Out::Message { sequence, message } => {
+                assert_eq!(message, [sequence as u8; 4]);
+                got.push(Ok(sequence))
+            }
+            Out::Lost { from, to } => got.push(Err((from, to))),
+            Out::Rerequest { sequence, count } => asks.push((sequence, count)),
+        });
+    }
+
+    #[test]
+    fn the_first_copy_wins_and_a_loss_on_one_line_is_no_gap() {
+        let ps = packets(40, 4);
+        let mut a = Arbiter::new(ArbiterOptions::default());
+        let (mut got, mut asks) = (Vec::new(), Vec::new());
+        for (k, p) in ps.iter().enumerate() {
+            if k % 3 != 1 {
+                run(&mut a, Line::A, p, k as u64, &mut got, &mut asks); // A drops every third
+            }
+            run(&mut a, Line::B, p, k as u64, &mut got, &mut asks);
+        }
+        assert_eq!(got, (1..=40).map(Ok).collect::<Vec<_>>());
+        assert!(asks.is_empty());
+        let s = a.stats();
+        assert_eq!((s.delivered, s.lost, s.gaps, s.rerequests), (40, 0, 0, 0));
+        assert_eq!(s.duplicates, 28, "every message but the 12 A lost came twice");
+    }
+
+    #[test]
+    fn what_both_lines_miss_is_rerequested_after_the_wait_and_recovered() {
+        let ps = packets(20, 4);
+        let mut a = Arbiter::new(ArbiterOptions::default());
+        let (mut got, mut asks) = (Vec::new(), Vec::new());
+        for (k, p) in ps.iter().enumerate() {
+            if k == 1 {
+                continue; // 5..=8 lost on both lines
+            }
+            run(&mut a, Line::A, p, 1000 + k as u64, &mut got, &mut asks);
+        }
+        assert_eq!(got, (1..=4).map(Ok).collect::<Vec<_>>(), "held behind the gap");
+        assert!(asks.is_empty(), "not before the other line had its chance");
+        a.poll(3_000_000, &mut |o| {
+            if let Out::Rerequest { sequence, count } = o {
+                asks.push((sequence, count))
+            }
+        });
+        assert_eq!(asks, vec![(5, 4)]);
+        run(&mut a, Line::Retransmit, &ps[1], 3_000_100, &mut got, &mut asks);
+        assert_eq!(got, (1..=20).map(Ok).collect::<Vec<_>>());
+        assert_eq!((a.stats().recovered, a.stats().lost), (4, 0));
+    }
+
+    #[test]
+    fn what_is_not_recovered_in_time_is_given_up_with_its_size_and_a_lost_tail_too() {
+        let ps = packets(20, 4);
+        let opts = ArbiterOptions::default();
+        let mut a = Arbiter::new(opts);
+        let (mut got, mut asks) = (Vec::new(), Vec::new());
+        for (k, p) in ps.iter().enumerate().filter(|(k, _)| *k != 2 && *k != 4) {
+            run(&mut a, Line::B, p, k as u64, &mut got, &mut asks);
+        }
+        a.poll(opts.give_up_ns + 10, &mut |o| {
+            if let Out::Lost { from, to } = o {
+                got.push(Err((from, to)))
+            }
+        });
+        // 9..=12 lost; 13..=16 delivered; 17..=20 (the tail) unknown without a heartbeat
+        assert_eq!(got.iter().filter(|g| g.is_err()).copied().collect::<Vec<_>>(), vec![Err((9, 13))]);
+        // A heartbeat: no messages, the next sequence 21.
+        let hb = zerocopy::IntoBytes::as_bytes(&tickbus_codecs::moldudp64::rerequest(&S, 21, 0)).to_vec();
+        run(&mut a, Line::A, &hb, opts.give_up_ns + 20, &mut got, &mut asks);
+        a.poll(2 * opts.give_up_ns + 30, &mut |o| {
+            if let Out::Lost { from, to } = o {
+                got.push(Err((from, to)))
+            }
+        });
+        assert_eq!(got.last(), Some(&Err((17, 21))), "the heartbeat revealed the lost tail");
+        assert_eq!((a.stats().lost, a.stats().gaps), (8, 2));
+    }
+}
