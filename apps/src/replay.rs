@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use clap::Args;
 use hdrhistogram::Histogram;
-use tickbus::replay::{self, pace::InWindow, parse_time_of_day, Pace, Pacer, Window};
+use tickbus::replay::{self, parse_time_of_day, Pace, Player, Window};
 use tickbus::shm::{self, ShmOptions, ShmPublisher};
-use tickbus::time::{Tsc, TscScale};
+use tickbus::time::TscScale;
 use tickbus::{Mode, RingConfig};
 
 #[derive(Args, Debug)]
@@ -77,7 +77,7 @@ pub fn run(a: ReplayArgs) -> Result<(), String> {
         _ => Pace::AsRecorded { speed: 1.0 },
     };
     let window = Window { from_time: a.from, to_time: a.to, from_sequence: a.from_seq, to_sequence: a.to_seq };
-    let mut source = replay::open(&a.input, a.from_seq, a.port).map_err(|e| e.to_string())?;
+    let source = replay::open(&a.input, a.from_seq, a.port).map_err(|e| e.to_string())?;
     let name = a.ring.as_deref().ok_or("say where to replay to: --ring NAME")?;
     let stream = a.stream.or(source.stream_id()).unwrap_or(1);
     let mode = if a.reliable { Mode::Reliable } else { Mode::Lossy };
@@ -87,61 +87,34 @@ pub fn run(a: ReplayArgs) -> Result<(), String> {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::Release)).map_err(|e| e.to_string())?;
-    let tsc = Tsc::new();
     let scale = TscScale { ticks_per_ns: cfg.ticks_per_ns };
     let bar = progress(&source, a.json);
     let mut err = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
-    let (mut published, mut gaps, mut skipped) = (0u64, 0u64, 0u64);
-    let first = tsc.now() + (cfg.ticks_per_ns * 1e6) as u64;
-    let mut last_publish = first;
-    'laps: loop {
-        let mut pacer = Pacer::new(pace, cfg.ticks_per_ns, tsc.now() + (cfg.ticks_per_ns * 1e6) as u64);
-        while let Some(item) = source.next().map_err(|e| e.to_string())? {
-            if stop.load(std::sync::atomic::Ordering::Acquire) {
-                break 'laps;
-            }
-            match window.place(item.sequence, item.time_ns) {
-                InWindow::Before => {
-                    skipped += 1;
-                    continue;
+    let mut player = Player::new(source, window, pace, cfg.ticks_per_ns, a.looping);
+    let played = player
+        .run(
+            |m| publish(&mut p, m, &stop),
+            |due, now, source| {
+                if let Some(due) = due {
+                    err.saturating_record(scale.delta_ns(due, now).max(1));
                 }
-                InWindow::After => break,
-                InWindow::In => {}
-            }
-            if item.gap.is_some() {
-                gaps += 1;
-                continue;
-            }
-            let due = pacer.intended(item.time_ns);
-            if let Some(due) = due {
-                while tsc.now() < due {
-                    std::hint::spin_loop();
-                }
-            }
-            publish(&mut p, item.payload, &stop)?;
-            let now = tsc.now();
-            last_publish = now;
-            if let Some(due) = due {
-                err.saturating_record(scale.delta_ns(due, now).max(1));
-            }
-            published += 1;
-            if published.is_multiple_of(4096) {
                 if let Some(b) = &bar {
-                    b.set_position(source.offset());
-                    let behind = due.map_or(0, |d| scale.delta_ns(d, now) / 1000);
-                    b.set_message(format!("{published} messages, {behind} us behind schedule"));
+                    if b.position() + 4096 < source.offset() || source.size().is_none() {
+                        b.set_position(source.offset());
+                        let behind = due.map_or(0, |d| scale.delta_ns(d, now) / 1000);
+                        b.set_message(format!("{} us behind schedule", behind));
+                    }
                 }
-            }
-        }
-        if !a.looping || stop.load(std::sync::atomic::Ordering::Acquire) {
-            break;
-        }
-        source.rewind().map_err(|e| e.to_string())?;
-    }
+            },
+            &stop,
+        )
+        .map_err(|e| e.to_string())?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let secs = scale.delta_ns(first, last_publish) as f64 / 1e9;
+    let published = played.published;
+    let (gaps, skipped) = (played.gap_records, played.skipped);
+    let secs = scale.delta_ns(played.first_tsc, played.last_tsc) as f64 / 1e9;
     let rate = if secs > 0.0 { published as f64 / secs } else { 0.0 };
     let pct = |q: f64| if err.is_empty() { 0 } else { err.value_at_quantile(q) };
     let summary = serde_json::json!({

@@ -7,7 +7,9 @@
 //! pacing error is measured). Never: publishes itself (the caller owns the transport) or reads
 //! a clock it is not given.
 pub mod pace;
+pub mod player;
 pub mod source;
 
 pub use pace::{parse_time_of_day, Pace, Pacer, Window};
+pub use player::{PlayError, Played, Player};
 pub use source::{open, Item, ReplayError, Source, SourceKind};

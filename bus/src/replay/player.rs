@@ -1,0 +1,102 @@
+//! The replay loop: reads a source, keeps what the window holds, waits for each message's
+//! intended time and hands it to the caller's publish function; reports each message's intended
+//! and actual send time so the caller can measure the pacing error. Spins while waiting (a
+//! replay owns its core); loops if asked; stops when told.
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::pace::{InWindow, Pace, Pacer, Window};
+use super::source::{ReplayError, Source};
+use crate::time::Tsc;
+
+/// What a replay did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Played {
+    pub published: u64,
+    /// Journal gap records met (what the recording itself lacks).
+    pub gap_records: u64,
+    /// Messages before the window.
+    pub skipped: u64,
+    /// TSC of the first message's due time and of the last publish.
+    pub first_tsc: u64,
+    pub last_tsc: u64,
+}
+
+/// Why a replay stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum PlayError {
+    #[error(transparent)]
+    Source(#[from] ReplayError),
+    #[error("publishing: {0}")]
+    Publish(String),
+}
+
+/// Replays a source.
+pub struct Player {
+    source: Source,
+    window: Window,
+    pace: Pace,
+    ticks_per_ns: f64,
+    looping: bool,
+}
+
+impl Player {
+    pub fn new(source: Source, window: Window, pace: Pace, ticks_per_ns: f64, looping: bool) -> Player {
+        Player { source, window, pace, ticks_per_ns, looping }
+    }
+
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// Plays until the source (or the window) ends, or `stop` is set. `publish` sends one
+    /// message (returning Ok once it went out; it may retry inside); `sent` hears each message's
+    /// intended send time (None when pacing is `Max`) and the TSC right after it went out.
+    pub fn run(
+        &mut self,
+        mut publish: impl FnMut(&[u8]) -> Result<(), String>,
+        mut sent: impl FnMut(Option<u64>, u64, &Source),
+        stop: &AtomicBool,
+    ) -> Result<Played, PlayError> {
+        let tsc = Tsc::new();
+        let lead = (self.ticks_per_ns * 1e6) as u64; // 1 ms to get going
+        let mut p = Played { first_tsc: tsc.now() + lead, ..Played::default() };
+        p.last_tsc = p.first_tsc;
+        'laps: loop {
+            let mut pacer = Pacer::new(self.pace, self.ticks_per_ns, tsc.now() + lead);
+            loop {
+                if stop.load(Ordering::Acquire) {
+                    break 'laps;
+                }
+                let Some(item) = self.source.next()? else { break };
+                match self.window.place(item.sequence, item.time_ns) {
+                    InWindow::Before => {
+                        p.skipped += 1;
+                        continue;
+                    }
+                    InWindow::After => break,
+                    InWindow::In => {}
+                }
+                if item.gap.is_some() {
+                    p.gap_records += 1;
+                    continue;
+                }
+                let due = pacer.intended(item.time_ns);
+                if let Some(due) = due {
+                    while tsc.now() < due {
+                        std::hint::spin_loop();
+                    }
+                }
+                publish(item.payload).map_err(PlayError::Publish)?;
+                let now = tsc.now();
+                p.last_tsc = now;
+                p.published += 1;
+                sent(due, now, &self.source);
+            }
+            if !self.looping {
+                break;
+            }
+            self.source.rewind()?;
+        }
+        Ok(p)
+    }
+}
