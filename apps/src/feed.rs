@@ -49,8 +49,10 @@ pub struct FeedArgs {
     /// Create the ring reliable (the feed waits for its consumers).
     #[arg(long)]
     pub reliable: bool,
+    /// Stream id of the ring.
     #[arg(long, default_value_t = 1)]
     pub stream: u32,
+    /// Ring slots (a burst the consumers take late must fit).
     #[arg(long, default_value_t = 1 << 16)]
     pub slots: usize,
     /// How long a gap waits for the other line before it is re-requested (ms).
@@ -62,6 +64,7 @@ pub struct FeedArgs {
     /// Stop at the end of the session (the server's end-of-session packet), once no gap is open.
     #[arg(long)]
     pub exit_at_end: bool,
+    /// Print the summary (messages, duplicates, re-requests, recovered, gaps) as JSON.
     #[arg(long)]
     pub json: bool,
 }

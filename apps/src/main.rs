@@ -50,7 +50,9 @@ enum Cmd {
 enum JournalCmd {
     /// What a journal holds (segments, messages, gaps, sequences, times), every record checked.
     Inspect {
+        /// The journal folder (its *.tbj segments and *.idx indexes).
         dir: PathBuf,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },

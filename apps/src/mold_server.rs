@@ -52,6 +52,7 @@ pub struct MoldServerArgs {
     /// Wait this long before the first packet (ms), so feeds can join.
     #[arg(long, default_value_t = 0)]
     pub start_delay_ms: u64,
+    /// Print the summary (packets sent and dropped per line, re-requests answered) as JSON.
     #[arg(long)]
     pub json: bool,
 }

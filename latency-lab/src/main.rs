@@ -6,6 +6,7 @@
 mod compare;
 mod harness;
 mod itch_bench;
+mod journal_bench;
 #[cfg(feature = "rdma")]
 mod mcast_pingpong;
 mod peers;
@@ -77,7 +78,13 @@ pub struct SuiteArgs {
     /// Replay this ITCH file in the tick-to-trade demo instead of a generated day.
     #[arg(long)]
     pub itch: Option<PathBuf>,
-    /// Skip parts of the suite: any of pingpong, openloop, throughput, itch, ttt.
+    /// Messages the recorder and journal-read benchmarks write and read.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub journal_messages: u64,
+    /// Seconds of the sustained recording (a publisher at 1M msg/s recorded with nothing lost).
+    #[arg(long, default_value_t = 60.0)]
+    pub record_seconds: f64,
+    /// Skip parts of the suite: any of pingpong, openloop, throughput, itch, ttt, journal.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
     /// Include figures from the Soft-RoCE guest run (tools/lab-rdma.sh writes them here).

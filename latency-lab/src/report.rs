@@ -167,6 +167,8 @@ pub struct Report {
     pub itch: Option<ItchReport>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tick_to_trade: Option<Section>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<crate::journal_bench::JournalReport>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
@@ -214,6 +216,9 @@ impl Report {
         }
         if let Some(i) = &self.itch {
             let _ = writeln!(s, "{}", i.table());
+        }
+        if let Some(j) = &self.journal {
+            let _ = writeln!(s, "{}", j.table());
         }
         for n in &self.notes {
             let _ = writeln!(s, "note: {n}");

@@ -127,12 +127,14 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
         rep.notes.push("built without the `peers` feature: Aeron IPC and iceoryx2 are not in this report".into());
     }
     let mut streams = Streams::new();
-    let steps = [!skip("ttt"), !skip("pingpong"), !skip("openloop"), !skip("throughput"), !skip("itch")];
+    let steps =
+        [!skip("ttt"), !skip("pingpong"), !skip("openloop"), !skip("throughput"), !skip("itch"), !skip("journal")];
     let n_steps = (steps[0] as u64)
         + if steps[1] { a.sizes.len() as u64 } else { 0 }
         + if steps[2] { a.rates.len() as u64 } else { 0 }
         + steps[3] as u64
-        + steps[4] as u64;
+        + steps[4] as u64
+        + steps[5] as u64;
     let bar = ProgressBar::new(n_steps);
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed} elapsed]").expect("valid template"),
@@ -241,6 +243,11 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
         rep.itch = Some(crate::itch_bench::run(day, 5, ticks_per_ns)?);
         bar.inc(1);
     }
+    if !skip("journal") {
+        step("journal: recorder, read, replay pacing, sustained recording".into());
+        journal(a, &mut rep, &day_bytes, cores, ticks_per_ns)?;
+        bar.inc(1);
+    }
     bar.finish_and_clear();
     merge_rdma(&mut rep, &a.rdma_report);
     print!("{}", rep.text());
@@ -249,6 +256,33 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
         "latency-lab: report written to {} (table.txt, report.json, *.hgrm, latency.hlog, *.svg plots)",
         at.display()
     );
+    Ok(())
+}
+
+/// The journal's benchmarks beside their floors (recorder vs a bare write, read vs the ITCH
+/// decoder, replay pacing vs a bare wait loop at each rate, a sustained recording at 1M msg/s).
+fn journal(
+    a: &SuiteArgs,
+    rep: &mut Report,
+    day: &[u8],
+    cores: (usize, usize),
+    ticks_per_ns: f64,
+) -> Result<(), Box<dyn Error>> {
+    let itch_rate =
+        rep.itch.as_ref().and_then(|i| i.decode.iter().find(|d| d.name.contains("walk")).map(|d| d.msgs_per_s));
+    let mut j = crate::journal_bench::throughput(a.journal_messages, cores, ticks_per_ns, itch_rate)?;
+    let file = std::env::temp_dir().join(format!("lab-day-{}.itch", std::process::id()));
+    std::fs::write(&file, day)?;
+    let messages = tickbus_codecs::itch::frames(day).count() as u64;
+    for &rate in &a.rates {
+        let n = ((rate as f64 * a.open_loop_seconds) as u64).min(messages) / ROUNDS;
+        rep.sections.push(crate::journal_bench::pacing(&file, rate, n.max(1), ROUNDS as u32, cores.0, ticks_per_ns)?);
+    }
+    let _ = std::fs::remove_file(&file);
+    if a.record_seconds > 0.0 {
+        j.sustained = Some(crate::journal_bench::sustained(1_000_000, a.record_seconds, cores, ticks_per_ns)?);
+    }
+    rep.journal = Some(j);
     Ok(())
 }
 

@@ -30,6 +30,10 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         "5000",
         "--ttt-rate",
         "100000",
+        "--journal-messages",
+        "50000",
+        "--record-seconds",
+        "0.5",
         "--rdma-report",
         "/nonexistent/report.json",
         "--out",
@@ -67,6 +71,14 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     assert!(rep["throughput"].as_array().unwrap().iter().all(|t| t["msgs_per_s"].as_f64().unwrap() > 0.0));
     assert!(rep["itch"]["decode"].as_array().unwrap().len() == 4);
     assert!(rep["tick_to_trade"]["rows"][0]["count"].as_u64().unwrap() > 5000, "every tick reached the strategy");
+    let j = &rep["journal"];
+    assert_eq!(j["messages"], 50_000);
+    assert!(j["recorder_msgs_per_s"].as_f64().unwrap() > 0.0 && j["recorder_x_floor"].as_f64().unwrap() > 0.0);
+    assert_eq!(j["sustained"]["published"], 500_000);
+    assert_eq!(j["sustained"]["recorded"], 500_000, "a sustained recording lost nothing");
+    let pacing = rep["sections"].as_array().unwrap().iter().find(|s| s["mode"] == "replay-pacing-error").unwrap();
+    assert_eq!(pacing["rows"].as_array().unwrap().len(), 2, "replay pacing beside its floor");
+    assert!(text.contains("journal: 50000 messages"), "{text}");
     for f in ["table.txt", "latency.hlog", "rtt-64B.svg", "one-way-64B-50k.svg", "rtt-64B-tickbus_shm.hgrm"] {
         assert!(Path::new(&out).join(f).exists(), "{f} written");
     }
