@@ -81,8 +81,17 @@ pub fn run(a: RecordArgs) -> Result<(), String> {
         let mut tap = if a.observe {
             shm::open_observer(name, StartAt::Latest, &opts)
         } else {
+            use tickbus::ring::{AttachError, LayoutError};
             match shm::open_consumer(name, &opts) {
-                Err(tickbus::shm::ShmError::Attach { .. }) => shm::open_observer(name, StartAt::Latest, &opts),
+                // A lossy ring has no consumer lines: record it as an observer, with its gaps.
+                Err(tickbus::shm::ShmError::Attach { source: AttachError::Layout(LayoutError::BadConfig { .. }), .. }) => {
+                    shm::open_observer(name, StartAt::Latest, &opts)
+                }
+                Err(tickbus::shm::ShmError::Attach { source: AttachError::NoFreeConsumer { max }, .. }) => {
+                    return Err(format!(
+                        "all {max} consumer lines of reliable ring {name:?} are held: a lossless recording needs a line of its own (create the ring with one more consumer), or record with --observe (lossy: what it misses is recorded as gaps)"
+                    ));
+                }
                 other => other,
             }
         }
@@ -135,7 +144,7 @@ fn record(
             .map_err(|e| e.to_string())?;
     if let Some(r) = journal.recovery() {
         eprintln!(
-            "tickbus record: cut {} bytes from the end of {} at offset {} ({}); every record before it is kept",
+            "tickbus record: {} torn bytes at the end of {} from offset {} ({}): sealed behind an end-of-segment record; every record before it is kept, recording goes on in a new segment",
             r.cut_bytes,
             r.segment.display(),
             r.offset,
@@ -165,7 +174,7 @@ fn record(
     });
     let (mut last_print, mut last_bytes) = (Instant::now(), 0u64);
     while !stop.load(Ordering::Acquire) {
-        let n = rec.poll(tap, 256).map_err(|e| e.to_string())?;
+        let n = rec.poll(tap, 256).map_err(|e| explain(&e, tap.reliable()))?;
         idler.idle(n);
         if tty && last_print.elapsed() >= Duration::from_secs(1) {
             let bytes = stats.bytes.load(Ordering::Relaxed);
@@ -181,7 +190,7 @@ fn record(
             (last_print, last_bytes) = (Instant::now(), bytes);
         }
     }
-    rec.finish(tap).map_err(|e| e.to_string())?;
+    rec.finish(tap).map_err(|e| explain(&e, tap.reliable()))?;
     if tty {
         eprintln!();
     }
@@ -207,4 +216,13 @@ fn record(
         );
     }
     Ok(())
+}
+
+/// A recording error, with what it means for the data and what to do.
+fn explain(e: &tickbus::journal::RecordError, reliable: bool) -> String {
+    if reliable {
+        format!("{e}. Nothing the journal does not hold was released from the ring: fix the cause (e.g. free disk space) and run tickbus record again to continue where the journal ends")
+    } else {
+        format!("{e}. Messages from here on are not in the journal; a recorder started again records the positions it missed as a gap")
+    }
 }

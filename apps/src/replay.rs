@@ -77,7 +77,7 @@ pub fn run(a: ReplayArgs) -> Result<(), String> {
         _ => Pace::AsRecorded { speed: 1.0 },
     };
     let window = Window { from_time: a.from, to_time: a.to, from_sequence: a.from_seq, to_sequence: a.to_seq };
-    let source = replay::open(&a.input, a.from_seq, a.port).map_err(|e| e.to_string())?;
+    let source = replay::open_window(&a.input, &window, a.port).map_err(|e| e.to_string())?;
     let name = a.ring.as_deref().ok_or("say where to replay to: --ring NAME")?;
     let stream = a.stream.or(source.stream_id()).unwrap_or(1);
     let mode = if a.reliable { Mode::Reliable } else { Mode::Lossy };
@@ -152,7 +152,9 @@ fn publish(p: &mut ShmPublisher, payload: &[u8], stop: &std::sync::atomic::Atomi
                 }
                 std::hint::spin_loop();
             }
-            Err(e) => return Err(format!("{e} (replay with --max-payload {})", payload.len())),
+            Err(e @ tickbus::ring::ClaimError::TooLarge { .. }) => {
+                return Err(format!("{e} (replay with --max-payload {})", payload.len()))
+            }
         }
     }
 }

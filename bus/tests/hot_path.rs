@@ -126,7 +126,8 @@ fn lossy_publish_and_poll_make_no_syscall_and_no_allocation() {
     let (p, s, delivered) = steady_state(Mode::Lossy, "lossy");
     assert_eq!(p, Counts { syscalls: 0, allocs: 0 }, "publisher");
     assert_eq!(s, Counts { syscalls: 0, allocs: 0 }, "subscriber");
-    assert_eq!(delivered, 100_000, "the subscriber measured its full count");
+    // (it polls up to 16 at a time, so it may go up to 15 past its count)
+    assert!((100_000..100_016).contains(&delivered), "the subscriber measured its full count: {delivered}");
 }
 
 #[test]

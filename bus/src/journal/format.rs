@@ -119,9 +119,9 @@ pub enum FormatError {
     NotAJournal { found: u64 },
     #[error("journal format version {found}, this build reads {FORMAT_VERSION}: read it with the tickbus version that wrote it")]
     Version { found: u32 },
-    #[error("the segment header's checksum does not match: the header is corrupt")]
+    #[error("the segment header's checksum does not match: the header is corrupt (restore the segment from a copy; later segments read on their own)")]
     HeaderCrc,
-    #[error("the segment header is inconsistent: {what}")]
+    #[error("the segment header is inconsistent: {what} (restore the segment from a copy)")]
     BadHeader { what: &'static str },
     #[error("record at offset {offset} is cut short: {need} bytes needed, {have} left")]
     Truncated { offset: u64, need: usize, have: usize },
@@ -131,7 +131,15 @@ pub enum FormatError {
     Length { offset: u64, len: u32 },
     #[error("record at offset {offset} fails its CRC-32C check (stored {stored:#010x}, computed {computed:#010x})")]
     Crc { offset: u64, stored: u32, computed: u32 },
+    #[error("record at offset {offset} says sequence {sequence} (+{count}), past any real stream (2^62)")]
+    Sequence { offset: u64, sequence: u64, count: u64 },
+    #[error("zeros at offset {offset} where a record should be, with intact records after them (a hole, e.g. pages lost to a power failure)")]
+    Hole { offset: u64 },
 }
+
+/// Sequences (and sequence + gap count) above this are refused: stream positions never get
+/// near it, and arithmetic on what passes cannot overflow.
+pub const MAX_SEQUENCE: u64 = 1 << 62;
 
 /// The bytes a record with `len` payload bytes takes.
 pub const fn record_bytes(len: usize) -> usize {
@@ -220,8 +228,8 @@ impl SegmentHeader {
             return bad("source description longer than its field");
         }
         let t = f64::from_bits(h.ticks_per_ns_bits);
-        if !(t.is_finite() && t > 0.0) {
-            return bad("ticks_per_ns is not a positive number");
+        if !(1e-3..=1e3).contains(&t) {
+            return bad("ticks_per_ns is not a TSC rate (0.001 to 1000 ticks per ns)");
         }
         Ok(h)
     }
@@ -315,19 +323,53 @@ pub fn parse(rest: &[u8], offset: u64) -> Result<Option<(Record<'_>, usize)>, Fo
         KIND_GAP => return Err(FormatError::Length { offset, len: h.len }),
         _ => Kind::End,
     };
+    let count = match kind {
+        Kind::Gap { count } => count,
+        _ => 1,
+    };
+    if count == 0 || h.sequence > MAX_SEQUENCE || count > MAX_SEQUENCE {
+        return Err(FormatError::Sequence { offset, sequence: h.sequence, count });
+    }
     Ok(Some((Record { sequence: h.sequence, publish_tsc: h.publish_tsc, receive_tsc: h.receive_tsc, kind }, n)))
 }
 
 /// The record at the front of `rest`, which [`parse`] has already accepted (no second CRC).
-pub(crate) fn parsed_again(rest: &[u8]) -> Record<'_> {
-    let (h, _) = RecordHeader::read_from_prefix(rest).expect("parsed before");
-    let payload = &rest[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + h.len as usize];
+/// Every access is still bounds-checked: a mapped file can change under its reader. None if
+/// the bytes are no longer a record.
+pub(crate) fn parsed_again(rest: &[u8]) -> Option<Record<'_>> {
+    let (h, _) = RecordHeader::read_from_prefix(rest).ok()?;
+    let payload = rest.get(RECORD_HEADER_BYTES..RECORD_HEADER_BYTES.checked_add(h.len as usize)?)?;
     let kind = match h.kind {
         KIND_MESSAGE => Kind::Message(payload),
-        KIND_GAP => Kind::Gap { count: u64::from_le_bytes(payload.try_into().expect("8 bytes")) },
-        _ => Kind::End,
+        KIND_GAP => Kind::Gap { count: u64::from_le_bytes(payload.try_into().ok()?) },
+        KIND_END => Kind::End,
+        _ => return None,
     };
-    Record { sequence: h.sequence, publish_tsc: h.publish_tsc, receive_tsc: h.receive_tsc, kind }
+    Some(Record { sequence: h.sequence, publish_tsc: h.publish_tsc, receive_tsc: h.receive_tsc, kind })
+}
+
+/// The offset of the first intact record after the damage at `offset` in a segment's bytes
+/// (8-aligned offsets, each checked by its CRC), if any. The work is bounded: a crafted file
+/// whose every offset looks like a long record is answered after 256 MiB of CRC with the
+/// offset reached, as if a record were there (refusing to cut is the safe answer).
+pub fn intact_after(bytes: &[u8], offset: u64) -> Option<u64> {
+    let mut at = usize::try_from(offset).ok()?.checked_add(8)?;
+    let mut budget: usize = 256 << 20;
+    while at + record_bytes(0) <= bytes.len() {
+        let rest = &bytes[at..];
+        if rest[4] != 0 {
+            let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
+            budget = budget.saturating_sub(len.min(MAX_PAYLOAD) + RECORD_HEADER_BYTES);
+            if let Ok(Some(_)) = parse(rest, at as u64) {
+                return Some(at as u64);
+            }
+            if budget == 0 {
+                return Some(at as u64);
+            }
+        }
+        at += 8;
+    }
+    None
 }
 
 #[cfg(test)]

@@ -45,6 +45,9 @@ impl JournalReader {
                 return Err(JournalError::Missing { dir: dir.to_owned(), missing: present[k - 1] + 1 });
             }
             let path = segment_path(dir, i);
+            if k + 1 == present.len() && std::fs::metadata(&path).is_ok_and(|m| m.len() < DATA_START as u64) {
+                break; // a last segment whose first page was never written: not begun
+            }
             let mut head = vec![0u8; format::SEGMENT_HEADER_BYTES];
             use std::io::Read;
             File::open(&path).and_then(|mut f| f.read_exact(&mut head)).map_err(|e| match e.kind() {
@@ -62,7 +65,11 @@ impl JournalReader {
                 }
             }
             let entries = std::fs::read(index_path(dir, i)).map(|b| index::entries(&b)).unwrap_or_default();
+            let entries = ordered_prefix(entries);
             segs.push(SegmentInfo { index: i, path, header, entries });
+        }
+        if segs.is_empty() {
+            return Err(JournalError::Empty { dir: dir.to_owned() });
         }
         Ok(JournalReader { dir: dir.to_owned(), segments: segs.into() })
     }
@@ -94,7 +101,7 @@ impl JournalReader {
     /// it), found through the index.
     pub fn seek_sequence(&self, sequence: u64) -> Result<Cursor, JournalError> {
         let start = self.indexed(|e| e.sequence <= sequence);
-        let mut c = self.at(start);
+        let mut c = self.at_checked(start)?;
         c.skip_while(|r, _| end_of(r) <= sequence)?;
         Ok(c)
     }
@@ -102,18 +109,18 @@ impl JournalReader {
     /// A cursor at the first record received at wall time `unix_ns` or later, through the index.
     pub fn seek_time(&self, unix_ns: u64) -> Result<Cursor, JournalError> {
         let start = self.indexed_time(unix_ns);
-        let mut c = self.at(start);
+        let mut c = self.at_checked(start)?;
         c.skip_while(|_, wall| wall < unix_ns)?;
         Ok(c)
     }
 
-    /// The last (segment, offset) whose index entry satisfies `before`.
-    fn indexed(&self, before: impl Fn(&IndexEntry) -> bool) -> (usize, usize) {
-        let mut best = (0, DATA_START);
+    /// The last (segment, entry) whose index entry satisfies `before`.
+    fn indexed(&self, before: impl Fn(&IndexEntry) -> bool) -> (usize, Option<IndexEntry>) {
+        let mut best = (0, None);
         for (k, s) in self.segments.iter().enumerate() {
             let n = s.entries.partition_point(|e| before(e));
             if n > 0 {
-                best = (k, s.entries[n - 1].offset as usize);
+                best = (k, Some(s.entries[n - 1]));
             }
             if n < s.entries.len() {
                 break;
@@ -122,12 +129,12 @@ impl JournalReader {
         best
     }
 
-    fn indexed_time(&self, unix_ns: u64) -> (usize, usize) {
-        let mut best = (0, DATA_START);
+    fn indexed_time(&self, unix_ns: u64) -> (usize, Option<IndexEntry>) {
+        let mut best = (0, None);
         for (k, s) in self.segments.iter().enumerate() {
             let n = s.entries.partition_point(|e| s.header.wall_ns(e.receive_tsc) <= unix_ns);
             if n > 0 {
-                best = (k, s.entries[n - 1].offset as usize);
+                best = (k, Some(s.entries[n - 1]));
             }
             if n < s.entries.len() {
                 break;
@@ -140,10 +147,44 @@ impl JournalReader {
         Cursor { journal: self.clone(), seg, map: None, at }
     }
 
+    /// A cursor at an index entry's record if it is the record the entry names, else at the
+    /// start of that segment (a stale or damaged index costs a scan, never a wrong place).
+    fn at_checked(&self, (seg, entry): (usize, Option<IndexEntry>)) -> Result<Cursor, JournalError> {
+        let Some(e) = entry else { return Ok(self.at((seg, DATA_START))) };
+        let mut c = self.at((seg, DATA_START));
+        let named = {
+            let m = c.map()?;
+            let at = e.offset as usize;
+            matches!(format::parse(m.get(at..).unwrap_or(&[]), e.offset), Ok(Some((r, _))) if r.sequence == e.sequence)
+        };
+        if named {
+            c.at = e.offset as usize;
+        }
+        Ok(c)
+    }
+
     /// Wall time of a record's receive TSC, converted with its segment's anchors.
     pub fn wall_ns(&self, segment: usize, receive_tsc: u64) -> u64 {
         self.segments[segment].header.wall_ns(receive_tsc)
     }
+}
+
+/// The index entries up to the first that is out of order or misplaced (an index is a hint;
+/// each entry is checked again against the record it points at before it is used).
+fn ordered_prefix(mut entries: Vec<IndexEntry>) -> Vec<IndexEntry> {
+    let mut keep = 0;
+    while keep < entries.len() {
+        let e = &entries[keep];
+        let ok = e.offset >= DATA_START as u64
+            && e.offset.is_multiple_of(8)
+            && (keep == 0 || (e.offset > entries[keep - 1].offset && e.sequence >= entries[keep - 1].sequence));
+        if !ok {
+            break;
+        }
+        keep += 1;
+    }
+    entries.truncate(keep);
+    entries
 }
 
 /// The sequence after what a record covers.
@@ -182,9 +223,13 @@ impl Cursor {
         if self.map.is_none() {
             let path = &self.journal.segments[self.seg].path;
             let f = File::open(path).map_err(|e| JournalError::io("opening", path, e))?;
-            // SAFETY: the segment is mapped read-only; a writer only appends past what was
-            // mapped (or cuts a torn tail nobody has read), and the map is checked record by
-            // record (CRC) before anything in it is trusted.
+            // SAFETY: mapped read-only. Journal writers never truncate or rewrite a segment's
+            // records: they append, and a reopening writer writes an end record over a torn
+            // tail (bytes that never formed a record). Bytes that change under the map anyway
+            // are caught, not trusted: every record is bounds-checked and CRC-checked when
+            // reached and bounds-checked again when read. A program truncating a segment being
+            // read would fault this process (SIGBUS), as with any mapped file: journals are not
+            // to be shared with such programs.
             let m = unsafe { Mmap::map(&f) }.map_err(|e| JournalError::io("mapping", path, e))?;
             // Read front to back: let the kernel read ahead (a hint; failing it changes nothing).
             let _ = m.advise(memmap2::Advice::Sequential);
@@ -198,7 +243,16 @@ impl Cursor {
     pub fn next(&mut self) -> Result<Option<Record<'_>>, JournalError> {
         let Some(start) = self.advance()? else { return Ok(None) };
         let m = self.map.as_ref().expect("mapped by advance");
-        Ok(Some(format::parsed_again(&m[start..])))
+        Ok(Some(format::parsed_again(&m[start..]).ok_or_else(|| self.changed(start))?))
+    }
+
+    /// A record that passed its check no longer parses: the file changed under the map.
+    fn changed(&self, at: usize) -> JournalError {
+        JournalError::Corrupt {
+            path: self.journal.segments[self.seg].path.clone(),
+            offset: at as u64,
+            error: FormatError::Truncated { offset: at as u64, need: format::RECORD_HEADER_BYTES, have: 0 },
+        }
     }
 
     /// [`Cursor::next`], with the record's receive time as wall-clock ns since the epoch.
@@ -206,7 +260,7 @@ impl Cursor {
         let Some(start) = self.advance()? else { return Ok(None) };
         let header = &self.journal.segments[self.seg].header;
         let m = self.map.as_ref().expect("mapped by advance");
-        let r = format::parsed_again(&m[start..]);
+        let r = format::parsed_again(&m[start..]).ok_or_else(|| self.changed(start))?;
         Ok(Some((r, header.wall_ns(r.receive_tsc))))
     }
 
@@ -232,12 +286,22 @@ impl Cursor {
                     self.at += n;
                     return Ok(Some(at));
                 }
-                Ok(None) if last => return Ok(None),
+                Ok(None) | Err(FormatError::Truncated { .. }) if last => {
+                    // The end of the data (or a record a live or crashed writer cut short),
+                    // unless intact records follow: then it is a hole or damage.
+                    if self.map.as_deref().and_then(|m| format::intact_after(m, at as u64)).is_some() {
+                        let error = match parsed {
+                            Err(e) => e,
+                            _ => FormatError::Hole { offset: at as u64 },
+                        };
+                        return Err(JournalError::Corrupt { path: path(), offset: at as u64, error });
+                    }
+                    return Ok(None);
+                }
                 Ok(None) => {
                     let next = self.journal.segments[self.seg + 1].index;
                     return Err(JournalError::CutShort { path: path(), offset: at as u64, next });
                 }
-                Err(FormatError::Truncated { .. }) if last => return Ok(None),
                 Err(error) => return Err(JournalError::Corrupt { path: path(), offset: at as u64, error }),
             }
         }
@@ -257,7 +321,7 @@ impl Cursor {
     fn skip_while(&mut self, skip: impl Fn(&Record<'_>, u64) -> bool) -> Result<(), JournalError> {
         while let Some(start) = self.advance()? {
             let m = self.map.as_ref().expect("mapped by advance");
-            let r = format::parsed_again(&m[start..]);
+            let r = format::parsed_again(&m[start..]).ok_or_else(|| self.changed(start))?;
             if !skip(&r, self.journal.wall_ns(self.seg, r.receive_tsc)) {
                 self.at = start;
                 return Ok(());

@@ -121,6 +121,10 @@ pub enum RecordError {
     TooLarge { len: usize, queue: usize },
     #[error("the journal writer thread stopped: {0}")]
     Writer(String),
+    /// A reliable source delivered positions past what the journal holds: they were released
+    /// to someone else (e.g. the consumer line of another process was taken over).
+    #[error("the reliable source is at position {position} but the journal holds the stream only up to {expected}: messages {expected}..{position} were consumed elsewhere (was another consumer's line taken?) and cannot be recorded; nothing was released for them by this recorder. Record into a new folder, or give the recorder a consumer line of its own")]
+    Skipped { expected: u64, position: u64 },
 }
 
 /// Records one stream into one journal.
@@ -131,6 +135,10 @@ pub struct Recorder {
     writer: Option<JoinHandle<Result<(), JournalError>>>,
     /// Messages below this are already in the journal (a restarted recorder skips them).
     resume_at: u64,
+    /// The position the journal continues with (None: nothing recorded yet).
+    expected: Option<u64>,
+    /// The tap is reliable (set by each poll).
+    reliable: bool,
     /// A lossy gap not queued yet (the queue was full): `[from, to)`.
     pending_gap: Option<(u64, u64)>,
     /// The event that needs the most room: a full queue below this stops a reliable tap.
@@ -148,7 +156,8 @@ impl Recorder {
         let (queue, consumer) = rtrb::RingBuffer::new(opts.queue_bytes);
         let stats = Arc::new(RecorderStats::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let resume_at = journal.next_sequence().unwrap_or(0);
+        let expected = journal.next_sequence();
+        let resume_at = expected.unwrap_or(0);
         stats.written.store(resume_at, Ordering::Release);
         let (s, st) = (stats.clone(), stop.clone());
         let (pinned_tx, pinned) = std::sync::mpsc::sync_channel(1);
@@ -175,6 +184,8 @@ impl Recorder {
             stop,
             writer: Some(writer),
             resume_at,
+            expected,
+            reliable: false,
             pending_gap: None,
             room: 0,
             tsc: Tsc::new(),
@@ -199,7 +210,8 @@ impl Recorder {
         if self.writer.as_ref().is_some_and(|w| w.is_finished()) {
             return Err(self.writer_failed());
         }
-        if tap.reliable() {
+        self.reliable = tap.reliable();
+        if self.reliable {
             tap.release_to(self.stats.written.load(Ordering::Acquire));
         }
         self.room = format::record_bytes(tap.max_payload());
@@ -234,14 +246,24 @@ impl Recorder {
     fn queue_taken(&mut self, t: Taken<'_>) -> Result<(), RecordError> {
         let now = self.tsc.now();
         match t {
-            Taken::Message { position, .. } if position < self.resume_at => {
-                bump(&self.stats.skipped, 1);
+            Taken::Message { position, .. } if self.expected.is_some_and(|e| position < e) => {
+                bump(&self.stats.skipped, 1); // already in the journal (a restart, a redelivery)
             }
             Taken::Message { position, payload } => {
                 let publish_tsc = tickbus_codecs::Header::peek(payload).map_or(0, |h| h.publish_tsc);
                 if payload.len() > MAX_PAYLOAD {
                     return Err(RecordError::Journal(JournalError::TooLarge { len: payload.len(), max: MAX_PAYLOAD }));
                 }
+                // Positions skipped without a gap event (a restarted lossy recorder resuming at
+                // the newest message) are missing from the journal: say so. A reliable source
+                // never skips: if it did, those messages went elsewhere.
+                if let Some(e) = self.expected.filter(|&e| position > e) {
+                    if self.reliable {
+                        return Err(RecordError::Skipped { expected: e, position });
+                    }
+                    self.add_gap(e, position);
+                }
+                self.expected = Some(position + 1);
                 // A gap still waiting for queue room goes first: the journal is in order.
                 self.flush_gap();
                 if self.pending_gap.is_some()
@@ -255,10 +277,14 @@ impl Recorder {
                 bump(&self.stats.messages, 1);
                 bump(&self.stats.bytes, payload.len() as u64);
             }
+            Taken::Gap { from, to } if self.reliable => {
+                return Err(RecordError::Skipped { expected: self.expected.unwrap_or(from), position: to });
+            }
             Taken::Gap { from, to } => {
-                let from = from.max(self.resume_at);
+                let from = self.expected.unwrap_or(from);
                 if to > from {
                     self.add_gap(from, to);
+                    self.expected = Some(to);
                     self.flush_gap();
                 }
             }
@@ -315,8 +341,15 @@ impl Recorder {
     fn writer_failed(&mut self) -> RecordError {
         match self.writer.take().map(|w| w.join()) {
             Some(Ok(Err(e))) => RecordError::Journal(e),
-            Some(Err(_)) => RecordError::Writer("it panicked".into()),
-            _ => RecordError::Writer("it stopped".into()),
+            Some(Err(panic)) => {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".into());
+                RecordError::Writer(format!("it panicked: {why}"))
+            }
+            _ => RecordError::Writer("it stopped without an error".into()),
         }
     }
 
@@ -387,6 +420,7 @@ fn write_loop(
         } else if avail == 0 && stopping {
             return journal.close();
         } else if avail == 0 {
+            journal.sync_if_due()?; // a quiet stream still gets its interval's fsync
             std::thread::sleep(Duration::from_micros(200));
         }
     }

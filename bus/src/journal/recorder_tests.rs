@@ -173,3 +173,47 @@ fn a_source_larger_than_a_record_holds_is_refused_before_taking() {
     let err = rec.poll(&mut Huge, 1).unwrap_err();
     assert!(matches!(err, RecordError::TooLarge { .. }), "{err}");
 }
+
+#[test]
+fn a_restarted_lossy_recorder_records_the_positions_it_never_saw_as_a_gap() {
+    let dir = Dir::new("rec-restart");
+    let opts = RecorderOptions { queue_bytes: 1 << 16, ..RecorderOptions::default() };
+    record(&mut FakeTap::new(100, false, None), &dir, opts);
+    // Restarted as an observer at the newest message, 400 positions later; it also gets a
+    // message it already holds (a redelivery), which is skipped.
+    let mut tap = FakeTap::new(600, false, None);
+    tap.next = 99;
+    let stats = record(&mut tap, &dir, opts);
+    assert_eq!(stats.skipped.load(Ordering::Relaxed), 1);
+    let mut tap = FakeTap::new(900, false, None);
+    tap.next = 800;
+    record(&mut tap, &dir, opts);
+    let got = read_all(&JournalReader::open(&dir.0).unwrap()).unwrap();
+    let gaps: Vec<u64> = got.iter().filter(|(_, p)| p.is_none()).map(|(s, _)| *s).collect();
+    assert_eq!(gaps, vec![600], "the unseen positions 600..800 are one gap record");
+    assert_eq!(got.len(), 100 + 500 + 1 + 100);
+    let mut c = JournalReader::open(&dir.0).unwrap().cursor();
+    let mut next = 0;
+    while let Some(r) = c.next().unwrap() {
+        assert_eq!(r.sequence, next);
+        next = match r.kind {
+            Kind::Gap { count } => r.sequence + count,
+            _ => r.sequence + 1,
+        };
+    }
+    assert_eq!(next, 900);
+}
+
+#[test]
+fn a_reliable_source_ahead_of_the_journal_is_refused_not_recorded_as_a_gap() {
+    let dir = Dir::new("rec-ahead");
+    let opts = RecorderOptions { queue_bytes: 1 << 16, ..RecorderOptions::default() };
+    record(&mut FakeTap::new(100, true, None), &dir, opts);
+    let journal = JournalWriter::open(&dir.0, meta(), small()).unwrap();
+    let mut rec = Recorder::start(journal, opts).unwrap();
+    let mut tap = FakeTap::new(300, true, None);
+    tap.next = 150; // e.g. another consumer's line, taken over
+    let err = rec.poll(&mut tap, 10).unwrap_err();
+    assert!(matches!(err, RecordError::Skipped { expected: 100, position: 150 }), "{err}");
+    assert!(err.to_string().contains("consumed elsewhere"), "{err}");
+}

@@ -137,6 +137,25 @@ fn a_torn_tail_is_cut_on_reopen_saying_how_much_and_why_and_writing_resumes() {
 }
 
 #[test]
+fn reopening_for_recording_refuses_to_cut_intact_records_after_damage_in_the_middle() {
+    let d = Dir::new("mid-damage");
+    write(&d.0, 500);
+    let last = super::writer::segments(&d.0).unwrap().pop().unwrap();
+    let path = segment_path(&d.0, last);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let len = bytes.len();
+    bytes[format::DATA_START + 40] ^= 0x10; // inside the segment's first record
+    std::fs::write(&path, &bytes).unwrap();
+    let err = JournalWriter::open(&d.0, meta(), small()).err().expect("refused");
+    assert!(
+        matches!(err, JournalError::DamagedNotTorn { offset, next_intact, .. } if offset == format::DATA_START as u64 && next_intact > offset),
+        "{err}"
+    );
+    assert!(err.to_string().contains("record into a new folder"), "{err}");
+    assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, len, "nothing was cut");
+}
+
+#[test]
 fn a_flipped_bit_in_the_middle_is_an_error_naming_file_and_offset_after_everything_before_it() {
     let d = Dir::new("flip");
     write(&d.0, 3000);
@@ -192,4 +211,85 @@ fn foreign_newer_cut_and_missing_segments_are_named() {
         JournalWriter::open(&d2.0, other, small()),
         Err(JournalError::Stream { found: 7, wanted: 8, .. })
     ));
+}
+
+#[test]
+fn a_reader_mapping_the_torn_segment_reads_on_after_a_writer_seals_it() {
+    let d = Dir::new("sealed");
+    write(&d.0, 300);
+    let last = super::writer::segments(&d.0).unwrap().pop().unwrap();
+    let path = segment_path(&d.0, last);
+    let len = std::fs::metadata(&path).unwrap().len();
+    use std::io::Write;
+    std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(&[0x55; 21]).unwrap();
+    // A reader that is already through the segment's records when the writer reopens.
+    let r = JournalReader::open(&d.0).unwrap();
+    let mut c = r.cursor();
+    let mut before = 0;
+    while c.next().unwrap().is_some() {
+        before += 1;
+    }
+    let mut w = JournalWriter::open(&d.0, meta(), small()).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), len + 40, "sealed (an end record), never truncated");
+    assert_eq!(w.recovery().map(|r| r.cut_bytes), Some(21));
+    w.append(300, 0, 0, b"new").unwrap();
+    w.close().unwrap();
+    assert!(c.next().unwrap().is_none(), "the open reader sees the end of its snapshot, no fault");
+    let all = read_all(&JournalReader::open(&d.0).unwrap()).unwrap();
+    assert_eq!(all.len(), before + 1);
+    assert_eq!(all.last().unwrap(), &(300, Some(b"new".to_vec())));
+}
+
+#[test]
+fn a_second_writer_is_refused_while_the_first_lives() {
+    let d = Dir::new("two-writers");
+    let w = JournalWriter::open(&d.0, meta(), small()).unwrap();
+    let err = JournalWriter::open(&d.0, meta(), small()).err().expect("refused");
+    assert!(matches!(err, JournalError::Busy { .. }) && err.to_string().contains("writer.lock"), "{err}");
+    drop(w);
+    JournalWriter::open(&d.0, meta(), small()).expect("free once the first is gone");
+}
+
+#[test]
+fn a_segment_whose_first_page_never_reached_the_disk_is_not_begun() {
+    let d = Dir::new("not-begun");
+    write(&d.0, 200);
+    let last = super::writer::segments(&d.0).unwrap().pop().unwrap();
+    // A crash (or a full disk) while the next segment was created: 100 bytes of its page.
+    std::fs::write(segment_path(&d.0, last + 1), [0u8; 100]).unwrap();
+    assert_eq!(read_all(&JournalReader::open(&d.0).unwrap()).unwrap().len(), 200 - 5 + 1);
+    let mut w = JournalWriter::open(&d.0, meta(), small()).unwrap();
+    assert_eq!(w.next_sequence(), Some(200));
+    w.append(200, 0, 0, b"on").unwrap();
+    w.close().unwrap();
+    assert_eq!(read_all(&JournalReader::open(&d.0).unwrap()).unwrap().len(), 200 - 5 + 2);
+}
+
+#[test]
+fn zeros_with_intact_records_after_them_are_a_hole_not_the_end() {
+    let d = Dir::new("hole");
+    write(&d.0, 300);
+    let last = super::writer::segments(&d.0).unwrap().pop().unwrap();
+    let path = segment_path(&d.0, last);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[format::DATA_START..format::DATA_START + 4096].fill(0); // a lost page
+    std::fs::write(&path, &bytes).unwrap();
+    let err = read_all(&JournalReader::open(&d.0).unwrap()).unwrap_err();
+    assert!(matches!(err, JournalError::Corrupt { error: format::FormatError::Hole { .. }, .. }), "{err}");
+    let err = JournalWriter::open(&d.0, meta(), small()).err().expect("refused");
+    assert!(matches!(err, JournalError::DamagedNotTorn { .. }), "{err}");
+}
+
+#[test]
+fn gap_and_sequence_ranges_are_checked_on_write_and_read() {
+    let d = Dir::new("ranges");
+    let mut w = JournalWriter::open(&d.0, meta(), small()).unwrap();
+    assert!(matches!(w.append_gap(5, 0, 0), Err(JournalError::Range { .. })));
+    assert!(matches!(w.append_gap(5, u64::MAX, 0), Err(JournalError::Range { .. })));
+    assert!(matches!(w.append(u64::MAX, 0, 0, b"x"), Err(JournalError::Range { .. })));
+    let mut rec = vec![0u8; format::record_bytes(8)];
+    let (h, _) = format::gap(7, 1, 0);
+    format::emit(&mut rec, &h, &0u64.to_le_bytes());
+    assert!(matches!(format::parse(&rec, 0), Err(format::FormatError::Sequence { count: 0, .. })));
+    assert!(matches!(w.append_records(&rec), Err(JournalError::Range { count: 0, .. })));
 }

@@ -2,7 +2,7 @@
 //! and a write policy the user picks. Opening an existing journal finds its end by the records'
 //! CRCs and cuts a torn or corrupt tail, saying how many bytes and why.
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -58,12 +58,13 @@ pub struct JournalMeta {
     pub ticks_per_ns: f64,
 }
 
-/// What opening an existing journal had to cut.
+/// What opening an existing journal found after its last intact record (a tail a crash tore).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recovery {
     pub segment: PathBuf,
-    /// Where the intact records end.
+    /// Where the intact records end (an end-of-segment record is there now).
     pub offset: u64,
+    /// Bytes of torn tail left behind that end record (never read; nothing is truncated).
     pub cut_bytes: u64,
     pub reason: String,
 }
@@ -116,40 +117,61 @@ pub struct JournalWriter {
     recovery: Option<Recovery>,
     scratch: Vec<u8>,
     last_sync: Instant,
+    /// Records were flushed since the last sync.
+    unsynced: bool,
     tsc: Tsc,
     records: u64,
     /// This writer's (TSC, wall ns) anchor: one for every segment it creates, so receive times
     /// convert the same way across them.
     anchor: (u64, u64),
+    /// The journal's writer lock, held while this writer lives.
+    _lock: File,
 }
 
 impl JournalWriter {
-    /// Opens the journal in `dir` (creating the folder and its first segment if need be). An
-    /// existing journal must be of `meta.stream_id`; its last segment is scanned, and a torn or
-    /// corrupt tail is cut (see [`JournalWriter::recovery`]).
+    /// Opens the journal in `dir` (creating the folder if need be) for this process alone (a
+    /// second writer is refused while this one lives). An existing journal must be of
+    /// `meta.stream_id`. Its last segment is scanned: a torn tail (a record a crash cut short)
+    /// is sealed behind an end-of-segment record, never truncated, so a reader that has the
+    /// segment mapped cannot fault (see [`JournalWriter::recovery`]); damage followed by intact
+    /// records is refused ([`JournalError::DamagedNotTorn`]). Records go on in a new segment
+    /// that carries this writer's TSC anchor.
     pub fn open(dir: &Path, meta: JournalMeta, opts: JournalOptions) -> Result<JournalWriter, JournalError> {
         std::fs::create_dir_all(dir).map_err(|e| JournalError::io("creating the journal folder", dir, e))?;
+        let lock = lock_journal(dir)?;
         let anchor = (Tsc::new().now(), unix_ns());
-        let present = segments(dir)?;
+        let mut present = segments(dir)?;
+        if let Some(&last) = present.last() {
+            let path = segment_path(dir, last);
+            let len = std::fs::metadata(&path).map_err(|e| JournalError::io("inspecting", &path, e))?.len();
+            if len < DATA_START as u64 {
+                // Its first page never reached the disk (a crash or a full disk while it was
+                // created): it was never begun. Readers skip it too.
+                remove_segment(dir, last)?;
+                present.pop();
+            }
+        }
         let mut recovery = None;
         let mut next = None;
-        let seg = match present.last() {
-            None => create_segment(dir, &meta, &opts, 0, anchor)?,
+        let index = match present.last() {
+            None => 0,
             Some(&last) => {
-                let (seg, end, cut) = resume_segment(dir, &meta, &opts, last)?;
+                let (end, cut) = seal_last_segment(dir, &meta, &opts, last)?;
                 recovery = cut;
                 next = end.next;
-                if end.closed {
-                    // The previous writer finished this segment and died before the next.
-                    create_segment(dir, &meta, &opts, last + 1, anchor)?
+                if end.offset == DATA_START as u64 && !end.closed {
+                    remove_segment(dir, last)?; // no record at all: replaced by ours
+                    present.pop();
+                    last
                 } else {
-                    seg
+                    last + 1
                 }
             }
         };
-        if next.is_none() && present.len() > 1 {
-            next = last_sequence_before(dir, &present)?;
+        if next.is_none() && !present.is_empty() {
+            next = last_sequence_in(dir, &present)?;
         }
+        let seg = create_segment(dir, &meta, &opts, index, anchor)?;
         Ok(JournalWriter {
             dir: dir.to_owned(),
             meta,
@@ -159,9 +181,11 @@ impl JournalWriter {
             recovery,
             scratch: vec![0; format::record_bytes(MAX_PAYLOAD)],
             last_sync: Instant::now(),
+            unsynced: false,
             tsc: Tsc::new(),
             records: 0,
             anchor,
+            _lock: lock,
         })
     }
 
@@ -204,6 +228,9 @@ impl JournalWriter {
 
     /// Records that `count` messages from `first` were missed (a lossy source lapped us).
     pub fn append_gap(&mut self, first: u64, count: u64, receive_tsc: u64) -> Result<(), JournalError> {
+        if count == 0 || count > format::MAX_SEQUENCE {
+            return Err(JournalError::Range { sequence: first, count });
+        }
         self.check_order(first)?;
         let (h, p) = format::gap(first, count, receive_tsc);
         self.write(&h, &p, false)?;
@@ -253,13 +280,23 @@ impl JournalWriter {
                 if at + n as u64 + end_room > self.opts.segment_bytes && at > DATA_START as u64 {
                     break; // the rest goes into the next segment
                 }
+                let count = match h.kind {
+                    format::KIND_GAP => {
+                        u64::from_le_bytes(bytes[run + RECORD_HEADER_BYTES..][..8].try_into().expect("8 bytes"))
+                    }
+                    _ => 1,
+                };
+                if count == 0 || count > format::MAX_SEQUENCE {
+                    failed = Some(JournalError::Range { sequence: h.sequence, count });
+                    break;
+                }
                 if let Err(e) = self.check_order(h.sequence) {
                     failed = Some(e);
                     break;
                 }
                 if h.kind == format::KIND_MESSAGE {
                     self.next = Some(h.sequence + 1);
-                    if at == DATA_START as u64 || self.seg.since_index + 1 >= self.opts.index_every {
+                    if self.seg.since_index + 1 >= self.opts.index_every {
                         let e = IndexEntry { sequence: h.sequence, receive_tsc: h.receive_tsc, offset: at };
                         self.seg
                             .idx
@@ -270,8 +307,6 @@ impl JournalWriter {
                         self.seg.since_index += 1;
                     }
                 } else {
-                    let count =
-                        u64::from_le_bytes(bytes[run + RECORD_HEADER_BYTES..][..8].try_into().expect("8 bytes"));
                     self.next = Some(h.sequence + count);
                 }
                 self.records += 1;
@@ -294,6 +329,9 @@ impl JournalWriter {
     }
 
     fn check_order(&self, sequence: u64) -> Result<(), JournalError> {
+        if sequence > format::MAX_SEQUENCE {
+            return Err(JournalError::Range { sequence, count: 1 });
+        }
         match self.next {
             Some(n) if sequence < n => Err(JournalError::Order { sequence, last: n - 1 }),
             _ => Ok(()),
@@ -311,7 +349,7 @@ impl JournalWriter {
         self.seg.file.write_all(&self.scratch[..len]).map_err(|e| JournalError::io("writing", &self.seg.path, e))?;
         self.seg.len += len as u64;
         if indexed {
-            if at == DATA_START as u64 || self.seg.since_index + 1 >= self.opts.index_every {
+            if self.seg.since_index + 1 >= self.opts.index_every {
                 let e = IndexEntry { sequence: h.sequence, receive_tsc: h.receive_tsc, offset: at };
                 self.seg.idx.write_all(e.as_bytes()).map_err(|e| JournalError::io("indexing", &self.seg.path, e))?;
                 self.seg.since_index = 0;
@@ -342,8 +380,20 @@ impl JournalWriter {
     /// longer scan), so it costs no syscall per flush.
     pub fn flush(&mut self) -> Result<(), JournalError> {
         self.seg.file.flush().map_err(|e| JournalError::io("writing", &self.seg.path, e))?;
+        self.unsynced = true;
         if let Durability::Every(d) = self.opts.durability {
             if self.last_sync.elapsed() >= d {
+                self.sync()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Under [`Durability::Every`], syncs records flushed since the last sync once the interval
+    /// has passed, even if nothing more arrives (a writer that goes idle calls this).
+    pub fn sync_if_due(&mut self) -> Result<(), JournalError> {
+        if let Durability::Every(d) = self.opts.durability {
+            if self.unsynced && self.last_sync.elapsed() >= d {
                 self.sync()?;
             }
         }
@@ -360,6 +410,7 @@ impl JournalWriter {
         self.seg.file.get_ref().sync_data().map_err(|e| JournalError::io("syncing", &self.seg.path, e))?;
         self.seg.idx.get_ref().sync_data().map_err(|e| JournalError::io("syncing", &self.seg.path, e))?;
         self.last_sync = Instant::now();
+        self.unsynced = false;
         Ok(())
     }
 
@@ -422,7 +473,7 @@ fn create_segment(
         file: BufWriter::with_capacity(WRITE_BUFFER, file),
         idx: BufWriter::new(idx),
         len: DATA_START as u64,
-        since_index: 0,
+        since_index: opts.index_every, // index the first message record, wherever it starts
     })
 }
 
@@ -441,11 +492,12 @@ struct End {
 
 /// Scans segment `path` from its first record to the end of its intact records.
 fn scan(path: &Path) -> Result<Scanned, JournalError> {
-    let mut bytes = Vec::new();
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
-        .map_err(|e| JournalError::io("reading the segment", path, e))?;
-    let h = SegmentHeader::parse(&bytes).map_err(|error| JournalError::Segment { path: path.to_owned(), error })?;
+    let bytes = std::fs::read(path).map_err(|e| JournalError::io("reading the segment", path, e))?;
+    scan_bytes(path, &bytes)
+}
+
+fn scan_bytes(path: &Path, bytes: &[u8]) -> Result<Scanned, JournalError> {
+    let h = SegmentHeader::parse(bytes).map_err(|error| JournalError::Segment { path: path.to_owned(), error })?;
     let mut at = DATA_START;
     let mut end = End { offset: at as u64, next: None, closed: false };
     if bytes.len() < DATA_START {
@@ -471,59 +523,98 @@ fn scan(path: &Path) -> Result<Scanned, JournalError> {
     }
 }
 
-/// Reopens the last segment for appending: cuts what follows its intact records.
-fn resume_segment(
+/// Takes the journal's writer lock (`writer.lock` in its folder): one writer per journal.
+fn lock_journal(dir: &Path) -> Result<File, JournalError> {
+    let path = dir.join("writer.lock");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| JournalError::io("opening the writer lock", &path, e))?;
+    match crate::sys::fs::try_lock_range(&file, 0, 1) {
+        Ok(true) => Ok(file),
+        Ok(false) => Err(JournalError::Busy { dir: dir.to_owned() }),
+        Err(e) => Err(JournalError::io("locking", &path, e)),
+    }
+}
+
+fn remove_segment(dir: &Path, index: u64) -> Result<(), JournalError> {
+    for path in [segment_path(dir, index), index_path(dir, index)] {
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(JournalError::io("removing", &path, e)),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Ends the last segment where its intact records end: an end-of-segment record written there
+/// (over a torn tail, which stays behind it; nothing is truncated), and index entries past it
+/// dropped. Refuses damage that intact records follow.
+fn seal_last_segment(
     dir: &Path,
     meta: &JournalMeta,
     opts: &JournalOptions,
     index: u64,
-) -> Result<(Segment, End, Option<Recovery>), JournalError> {
+) -> Result<(End, Option<Recovery>), JournalError> {
     let path = segment_path(dir, index);
-    let (h, end, damage) = scan(&path)?;
+    let bytes = std::fs::read(&path).map_err(|e| JournalError::io("reading the segment", &path, e))?;
+    let (h, end, damage) = scan_bytes(&path, &bytes)?;
     if h.stream_id != meta.stream_id {
         return Err(JournalError::Stream { dir: dir.to_owned(), found: h.stream_id, wanted: meta.stream_id });
     }
-    let file =
-        OpenOptions::new().write(true).open(&path).map_err(|e| JournalError::io("opening the segment", &path, e))?;
-    let len = file.metadata().map_err(|e| JournalError::io("inspecting the segment", &path, e))?.len();
+    if end.closed {
+        return Ok((end, None));
+    }
     let mut recovery = None;
-    if len > end.offset {
+    if bytes.len() as u64 > end.offset {
+        let error = damage.map_or(FormatError::Hole { offset: end.offset }, |(_, e)| e);
+        if let Some(next_intact) = format::intact_after(&bytes, end.offset) {
+            return Err(JournalError::DamagedNotTorn { path, offset: end.offset, error, next_intact });
+        }
         let reason = match damage {
             Some((_, e)) => e.to_string(),
             None => "bytes after the last intact record".into(),
         };
-        file.set_len(end.offset).map_err(|e| JournalError::io("cutting the torn tail of", &path, e))?;
-        file.sync_data().map_err(|e| JournalError::io("syncing", &path, e))?;
-        recovery = Some(Recovery { segment: path.clone(), offset: end.offset, cut_bytes: len - end.offset, reason });
+        recovery = Some(Recovery {
+            segment: path.clone(),
+            offset: end.offset,
+            cut_bytes: bytes.len() as u64 - end.offset,
+            reason,
+        });
     }
-    let mut file = file;
-    file.seek(SeekFrom::Start(end.offset)).map_err(|e| JournalError::io("seeking", &path, e))?;
-    // The index: keep the entries before the cut.
+    if let Some(next) = end.next {
+        let mut rec = vec![0u8; format::record_bytes(0)];
+        format::emit(&mut rec, &format::end(next), &[]);
+        let file = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|e| JournalError::io("opening the segment", &path, e))?;
+        std::os::unix::fs::FileExt::write_all_at(&file, &rec, end.offset)
+            .map_err(|e| JournalError::io("ending the segment", &path, e))?;
+        if opts.durability != Durability::None {
+            file.sync_data().map_err(|e| JournalError::io("syncing", &path, e))?;
+        }
+    }
+    // The index: keep the entries before the end (it is read whole by readers, not mapped).
     let idx_path = index_path(dir, index);
     let entries = std::fs::read(&idx_path).map(|b| index::entries(&b)).unwrap_or_default();
     let keep = entries.iter().take_while(|e| e.offset < end.offset).count();
-    let mut idx = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&idx_path)
-        .map_err(|e| JournalError::io("opening the index", &idx_path, e))?;
-    idx.set_len((keep * ENTRY_BYTES) as u64).map_err(|e| JournalError::io("cutting the index", &idx_path, e))?;
-    idx.seek(SeekFrom::End(0)).map_err(|e| JournalError::io("seeking", &idx_path, e))?;
-    let seg = Segment {
-        index,
-        path,
-        file: BufWriter::with_capacity(WRITE_BUFFER, file),
-        idx: BufWriter::new(idx),
-        len: end.offset,
-        since_index: opts.index_every, // index the next record
-    };
-    Ok((seg, end, recovery))
+    if keep < entries.len() {
+        let idx = OpenOptions::new()
+            .write(true)
+            .open(&idx_path)
+            .map_err(|e| JournalError::io("opening the index", &idx_path, e))?;
+        idx.set_len((keep * ENTRY_BYTES) as u64).map_err(|e| JournalError::io("cutting the index", &idx_path, e))?;
+    }
+    Ok((end, recovery))
 }
 
-/// The sequence after the last record of the segments before the last (when the last is empty).
-fn last_sequence_before(dir: &Path, present: &[u64]) -> Result<Option<u64>, JournalError> {
-    for &i in present.iter().rev().skip(1) {
+/// The sequence after the last record of the latest segment that has one.
+fn last_sequence_in(dir: &Path, present: &[u64]) -> Result<Option<u64>, JournalError> {
+    for &i in present.iter().rev() {
         let (_, end, _) = scan(&segment_path(dir, i))?;
         if end.next.is_some() {
             return Ok(end.next);

@@ -12,4 +12,4 @@ pub mod source;
 
 pub use pace::{parse_time_of_day, Pace, Pacer, Window};
 pub use player::{PlayError, Played, Player};
-pub use source::{open, Item, ReplayError, Source, SourceKind};
+pub use source::{open, open_window, Item, JournalStart, ReplayError, Source, SourceKind};

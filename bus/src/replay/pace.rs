@@ -31,7 +31,7 @@ pub enum InWindow {
     After,
 }
 
-const DAY_NS: u64 = 86_400_000_000_000;
+pub(crate) const DAY_NS: u64 = 86_400_000_000_000;
 
 impl Window {
     /// Where a message of `sequence` with source time `time_ns` (time of day, or wall ns that
@@ -109,7 +109,8 @@ impl Pacer {
                 t.saturating_sub(first) as f64 / speed
             }
         };
-        let due = (self.start_tsc + (offset_ns * self.ticks_per_ns) as u64).max(self.last_intended);
+        // (a float-to-integer cast saturates; a source time absurdly far ahead is due "never")
+        let due = self.start_tsc.saturating_add((offset_ns * self.ticks_per_ns) as u64).max(self.last_intended);
         self.last_intended = due;
         Some(due)
     }

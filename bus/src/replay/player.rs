@@ -83,6 +83,9 @@ impl Player {
                 let due = pacer.intended(item.time_ns);
                 if let Some(due) = due {
                     while tsc.now() < due {
+                        if stop.load(Ordering::Relaxed) {
+                            break 'laps; // a long quiet spell in the recording still stops at once
+                        }
                         std::hint::spin_loop();
                     }
                 }

@@ -10,6 +10,7 @@ use tickbus_codecs::itch::{self, ItchError};
 use tickbus_codecs::moldudp64::{Packet, PacketKind};
 use tickbus_codecs::pcap::{CaptureError, CaptureFormat, CaptureReader};
 
+use super::pace::{Window, DAY_NS};
 use crate::journal::{Cursor, JournalError, JournalReader, Kind};
 
 /// One thing to replay.
@@ -36,7 +37,7 @@ pub enum ReplayError {
     Itch { path: PathBuf, source: ItchError },
     #[error("{path}: {source}")]
     Capture { path: PathBuf, source: CaptureError },
-    #[error("{path}: datagram {packet} is not a MoldUDP64 packet: {reason}")]
+    #[error("{path}: datagram {packet} is not a MoldUDP64 packet: {reason} (if the capture holds other traffic too, pick the feed's datagrams with --port)")]
     Mold { path: PathBuf, packet: u64, reason: String },
     #[error("{what} {path}: {source}")]
     Io { what: &'static str, path: PathBuf, source: std::io::Error },
@@ -57,7 +58,7 @@ pub enum Source {
     Journal {
         reader: JournalReader,
         cursor: Cursor,
-        from: Option<u64>,
+        from: JournalStart,
     },
     Itch {
         path: PathBuf,
@@ -78,17 +79,48 @@ pub enum Source {
     },
 }
 
+/// Where a journal replay starts (found through the index, and again on every loop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalStart {
+    Beginning,
+    Sequence(u64),
+    /// Wall time, ns since the Unix epoch.
+    Time(u64),
+}
+
+impl JournalStart {
+    fn cursor(self, reader: &JournalReader) -> Result<Cursor, ReplayError> {
+        Ok(match self {
+            JournalStart::Beginning => reader.cursor(),
+            JournalStart::Sequence(s) => reader.seek_sequence(s)?,
+            JournalStart::Time(t) => reader.seek_time(t)?,
+        })
+    }
+}
+
 /// Opens `path` (a journal folder, an ITCH file, or a capture, told apart by their first
 /// bytes), starting at `from_sequence` if given (journals seek there through their index).
 pub fn open(path: &Path, from_sequence: Option<u64>, port: Option<u16>) -> Result<Source, ReplayError> {
+    let window = Window { from_sequence, ..Window::default() };
+    open_window(path, &window, port)
+}
+
+/// [`open`] for a window: a journal starts at the window's first sequence, or else at its start
+/// time of day on the day its recording begins, through its index (nothing before is read).
+pub fn open_window(path: &Path, window: &Window, port: Option<u16>) -> Result<Source, ReplayError> {
     let io = |what, e| ReplayError::Io { what, path: path.to_owned(), source: e };
     if path.is_dir() {
         let reader = JournalReader::open(path)?;
-        let cursor = match from_sequence {
-            Some(s) => reader.seek_sequence(s)?,
-            None => reader.cursor(),
+        let from = match (window.from_sequence, window.from_time) {
+            (Some(s), _) => JournalStart::Sequence(s),
+            (None, Some(tod)) => match reader.cursor().next_timed()? {
+                Some((_, first_ns)) => JournalStart::Time(first_ns - first_ns % DAY_NS + tod),
+                None => JournalStart::Beginning,
+            },
+            (None, None) => JournalStart::Beginning,
         };
-        return Ok(Source::Journal { reader, cursor, from: from_sequence });
+        let cursor = from.cursor(&reader)?;
+        return Ok(Source::Journal { reader, cursor, from });
     }
     let file = File::open(path).map_err(|e| io("opening", e))?;
     let mut head = [0u8; 8];
@@ -113,8 +145,10 @@ pub fn open(path: &Path, from_sequence: Option<u64>, port: Option<u16>) -> Resul
             port,
         });
     }
-    // SAFETY: the file is mapped read-only and only read through checked ITCH framing; a file
-    // truncated under us is a SIGBUS risk every mmap reader takes, like `itch inspect`.
+    // SAFETY: mapped read-only, and every byte is read through ITCH framing that checks each
+    // length against what is left, so changed bytes are an error, never an out-of-bounds read.
+    // The invariant a caller keeps: the file is a finished recording that nothing truncates
+    // while it is replayed (a truncation would fault with SIGBUS, as for any mapped file).
     let map = unsafe { Mmap::map(&file) }.map_err(|e| io("mapping", e))?;
     if n >= 3 && itch::frames(&map[..]).next().is_some_and(|r| r.is_ok()) {
         return Ok(Source::Itch { path: path.to_owned(), map, at: 0, index: 0 });
@@ -159,12 +193,7 @@ impl Source {
     /// Back to the start (for looping).
     pub fn rewind(&mut self) -> Result<(), ReplayError> {
         match self {
-            Source::Journal { reader, cursor, from } => {
-                *cursor = match from {
-                    Some(s) => reader.seek_sequence(*s)?,
-                    None => reader.cursor(),
-                }
-            }
+            Source::Journal { reader, cursor, from } => *cursor = from.cursor(reader)?,
             Source::Itch { at, index, .. } => {
                 *at = 0;
                 *index = 0;
