@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use tickbus::agent::{IdleStrategy, Idler};
 use tickbus::feed::{Arbiter, ArbiterOptions, Line, Out};
 use tickbus::shm::{self, ShmOptions, ShmPublisher};
 use tickbus::time::Tsc;
@@ -61,6 +62,10 @@ pub struct FeedArgs {
     /// How long a gap may stay open before it is given up and published as a gap (ms).
     #[arg(long, default_value_t = 500.0)]
     pub give_up_ms: f64,
+    /// Follow only this 10-character MoldUDP64 session (default: the first seen, then the next
+    /// one after its end-of-session).
+    #[arg(long)]
+    pub session: Option<String>,
     /// Stop at the end of the session (the server's end-of-session packet), once no gap is open.
     #[arg(long)]
     pub exit_at_end: bool,
@@ -71,6 +76,7 @@ pub struct FeedArgs {
 
 struct Sink {
     p: ShmPublisher,
+    stop: Arc<AtomicBool>,
     raw: bool,
     norm: Normalizer,
     published: u64,
@@ -79,13 +85,13 @@ struct Sink {
 }
 
 impl Sink {
-    /// Publishes one message, retrying while a reliable ring is full.
-    fn put(p: &mut ShmPublisher, bytes: &[u8]) -> Result<(), String> {
+    /// Publishes one message, retrying while a reliable ring is full (until stopped).
+    fn put(p: &mut ShmPublisher, stop: &AtomicBool, bytes: &[u8]) -> Result<(), String> {
         loop {
             match p.publish(bytes) {
                 Ok(_) => return Ok(()),
-                Err(tickbus::ring::ClaimError::Full { .. }) => std::hint::spin_loop(),
-                Err(e) => return Err(e.to_string()),
+                Err(tickbus::ring::ClaimError::Full { .. }) if !stop.load(Ordering::Relaxed) => std::hint::spin_loop(),
+                Err(e) => return Err(format!("publishing at position {}: {e}", p.position())),
             }
         }
     }
@@ -93,10 +99,11 @@ impl Sink {
     fn message(&mut self, itch: &[u8], position: u64, ingress: u64) -> Result<(), String> {
         if self.raw {
             self.published += 1;
-            return Sink::put(&mut self.p, itch);
+            return Sink::put(&mut self.p, &self.stop, itch);
         }
         let Ok(msg) = tickbus_codecs::itch::parse(itch, position) else { return Ok(()) };
         let (stream, p, buf, published) = (self.p.config().stream_id, &mut self.p, &mut self.buf, &mut self.published);
+        let stop = &self.stop;
         let mut err = None;
         self.norm.apply(&msg, &mut |mut m| {
             let h: &mut Header = m.header_mut();
@@ -104,7 +111,7 @@ impl Sink {
             h.flags |= FLAG_INGRESS_TSC;
             buf.clear();
             buf.extend_from_slice(m.as_bytes());
-            if let Err(e) = Sink::put(p, buf) {
+            if let Err(e) = Sink::put(p, stop, buf) {
                 err.get_or_insert(e);
             }
             *published += 1;
@@ -119,7 +126,7 @@ impl Sink {
         g.header.stamp(self.p.config().stream_id, self.p.position(), ingress);
         g.header.flags |= FLAG_INGRESS_TSC;
         self.gaps += 1;
-        Sink::put(&mut self.p, g.as_bytes())
+        Sink::put(&mut self.p, &self.stop, g.as_bytes())
     }
 }
 
@@ -131,23 +138,41 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     let payload = if a.raw { 64 } else { 128 };
     let cfg = RingConfig::for_payload(mode, a.stream, payload, a.slots);
     let p = shm::open_publisher(&a.ring, &cfg, &ShmOptions::default()).map_err(|e| e.to_string())?;
-    let mut sink = Sink { p, raw: a.raw, norm: Normalizer::new(), published: 0, gaps: 0, buf: Vec::with_capacity(256) };
+    let mut sink = Sink {
+        p,
+        stop: stop.clone(),
+        raw: a.raw,
+        norm: Normalizer::new(),
+        published: 0,
+        gaps: 0,
+        buf: Vec::with_capacity(256),
+    };
     let tsc = Tsc::new();
     if let Some(file) = &a.file {
         return from_file(file, &mut sink, &tsc, a.json);
     }
+    // Bound to the group's address: datagrams sent to this port at any other address (unicast
+    // from anyone) are not delivered to the line.
     let join = |g: SocketAddrV4| -> Result<UdpSocket, String> {
-        let s = UdpSocket::bind(("0.0.0.0", g.port())).map_err(|e| format!("binding {g}: {e}"))?;
+        let s = UdpSocket::bind(g).map_err(|e| format!("binding {g}: {e}"))?;
         s.join_multicast_v4(g.ip(), &a.iface).map_err(|e| format!("joining {g} on {}: {e}", a.iface))?;
         s.set_nonblocking(true).map_err(|e| e.to_string())?;
         Ok(s)
     };
     let (la, lb) = (join(a.line_a)?, join(a.line_b)?);
     let req = UdpSocket::bind((a.iface, 0)).map_err(|e| format!("binding the re-request socket: {e}"))?;
+    // Connected: only the retransmission server's answers are received on it.
+    req.connect(a.retransmit).map_err(|e| format!("connecting the re-request socket to {}: {e}", a.retransmit))?;
     req.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let session = match &a.session {
+        Some(s) if s.len() == 10 => Some(<[u8; 10]>::try_from(s.as_bytes()).expect("10 bytes")),
+        Some(s) => return Err(format!("--session {s:?}: a MoldUDP64 session is exactly 10 characters")),
+        None => None,
+    };
     let opts = ArbiterOptions {
         wait_other_line_ns: (a.wait_ms * 1e6) as u64,
         give_up_ns: (a.give_up_ms * 1e6) as u64,
+        session,
         ..ArbiterOptions::default()
     };
     let mut arb = Arbiter::new(opts);
@@ -157,23 +182,41 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     let mut err = None;
     let tty = std::io::stderr().is_terminal() && !a.json;
     let mut shown = Instant::now();
+    let mut io = IoCounts::default();
+    // Busy-polls (a packet after a quiet spell is taken at once), backing off only after a
+    // long idle spell.
+    let mut idler = Idler::new(IdleStrategy::Backoff {
+        spins: 1_000_000,
+        yields: 1000,
+        min_park: Duration::from_micros(20),
+        max_park: Duration::from_micros(200),
+    });
     while !stop.load(Ordering::Acquire) && err.is_none() {
         let mut work = 0;
         for (sock, line) in [(&la, Line::A), (&lb, Line::B), (&req, Line::Retransmit)] {
-            let Ok(n) = sock.recv(&mut buf) else { continue };
+            let n = match sock.recv(&mut buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => {
+                    io.recv_errors += 1;
+                    io.last_error = Some(e.to_string());
+                    continue;
+                }
+            };
             work += 1;
             let ingress = tsc.now();
-            let Ok(pk) = Packet::parse(&buf[..n]) else { continue };
+            let Ok(pk) = Packet::parse(&buf[..n]) else {
+                io.malformed += 1;
+                continue;
+            };
             ended |= pk.kind() == PacketKind::EndOfSession;
             let now = t0.elapsed().as_nanos() as u64;
             let session = pk.header.session;
-            arb.on_packet(line, &pk, now, &mut |o| {
-                handle(o, &mut sink, &req, a.retransmit, &session, ingress, &mut err)
-            });
+            arb.on_packet(line, &pk, now, &mut |o| handle(o, &mut sink, &req, &session, ingress, &mut io, &mut err));
         }
         let now = t0.elapsed().as_nanos() as u64;
         let session = arb.session().unwrap_or(*b"          ");
-        arb.poll(now, &mut |o| handle(o, &mut sink, &req, a.retransmit, &session, tsc.now(), &mut err));
+        arb.poll(now, &mut |o| handle(o, &mut sink, &req, &session, tsc.now(), &mut io, &mut err));
         if a.exit_at_end && ended && !arb.has_open_gap() {
             break;
         }
@@ -185,9 +228,7 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
             );
             shown = Instant::now();
         }
-        if work == 0 {
-            std::thread::sleep(Duration::from_micros(50));
-        }
+        idler.idle(work);
     }
     if let Some(e) = err {
         return Err(e);
@@ -197,6 +238,8 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
         "delivered": s.delivered, "recovered": s.recovered,
         "duplicates": s.duplicates, "rerequests": s.rerequests, "lost": s.lost, "gaps": s.gaps,
         "packets_a": s.packets_a, "packets_b": s.packets_b, "published": sink.published, "gaps_published": sink.gaps,
+        "other_session": s.other_session, "implausible": s.implausible, "malformed": io.malformed,
+        "recv_errors": io.recv_errors, "rerequest_send_errors": io.send_errors, "last_socket_error": io.last_error,
     });
     if a.json {
         println!("{summary}");
@@ -206,20 +249,32 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Socket trouble, counted and reported rather than ignored.
+#[derive(Default)]
+struct IoCounts {
+    malformed: u64,
+    recv_errors: u64,
+    send_errors: u64,
+    last_error: Option<String>,
+}
+
 fn handle(
     o: Out<'_>,
     sink: &mut Sink,
     req: &UdpSocket,
-    server: SocketAddr,
     session: &[u8; 10],
     ingress: u64,
+    io: &mut IoCounts,
     err: &mut Option<String>,
 ) {
     let r = match o {
         Out::Message { sequence, message } => sink.message(message, sequence, ingress),
         Out::Lost { from, to } => sink.gap(from, to, ingress),
         Out::Rerequest { sequence, count } => {
-            let _ = req.send_to(rerequest(session, sequence, count).as_bytes(), server);
+            if let Err(e) = req.send(rerequest(session, sequence, count).as_bytes()) {
+                io.send_errors += 1; // the gap is given up in time if no answer comes
+                io.last_error = Some(format!("re-request: {e}"));
+            }
             Ok(())
         }
     };

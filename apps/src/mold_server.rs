@@ -57,6 +57,11 @@ pub struct MoldServerArgs {
     pub json: bool,
 }
 
+/// Most messages one re-request is answered with (a client asks again for the rest).
+const MAX_ANSWER: u64 = 1000;
+/// Most re-requests answered per pass of the send loop.
+const REQUESTS_PER_SERVE: usize = 16;
+
 /// Every message sent, for re-requests: `[u16 BE len][message]` frames and where each begins.
 struct History {
     bytes: Vec<u8>,
@@ -203,10 +208,13 @@ impl Server {
         Ok(())
     }
 
-    /// Answers waiting re-requests (never blocks).
+    /// Answers waiting re-requests (never blocks). At most [`REQUESTS_PER_SERVE`] per call and
+    /// [`MAX_ANSWER`] messages per request: a flood of re-requests (or forged ones, UDP has no
+    /// sender check) cannot stall lines A and B or make the server an amplifier of any size.
     fn serve(&mut self) {
         let mut req = [0u8; 64];
-        while let Ok((n, from)) = self.rtx.recv_from(&mut req) {
+        for _ in 0..REQUESTS_PER_SERVE {
+            let Ok((n, from)) = self.rtx.recv_from(&mut req) else { break };
             let Ok((h, _)) = MoldHeader::read_from_prefix(&req[..n]) else { continue };
             if n != HEADER_LEN || h.session != self.session {
                 continue;
@@ -215,8 +223,10 @@ impl Server {
             if !self.answer {
                 continue;
             }
-            let mut b = PacketBuilder::new(self.session, h.sequence.get(), self.bytes);
-            for seq in h.sequence.get()..h.sequence.get() + u64::from(h.count.get()) {
+            let first = h.sequence.get();
+            let count = u64::from(h.count.get()).min(MAX_ANSWER);
+            let mut b = PacketBuilder::new(self.session, first, self.bytes);
+            for seq in first..first.saturating_add(count) {
                 let Some(m) = self.history.get(seq) else { break };
                 if !b.fits(m) {
                     let _ = b.take(|p| self.rtx.send_to(p, from));

@@ -34,7 +34,13 @@ pub enum MoldError {
     Overrun { index: u16, offset: usize, need: usize, have: usize },
     #[error("packet declares {declared} messages but has {trailing} bytes after message {parsed}")]
     Trailing { declared: u16, parsed: u16, trailing: usize },
+    #[error("sequence {sequence} is past any real session (above 2^62): a damaged or forged packet")]
+    Sequence { sequence: u64 },
 }
+
+/// Sequences above this are refused: no session comes near it, and sequence arithmetic on what
+/// passes can never overflow.
+pub const MAX_SEQUENCE: u64 = 1 << 62;
 
 /// What kind of packet it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +62,9 @@ impl<'a> Packet<'a> {
     pub fn parse(bytes: &'a [u8]) -> Result<Packet<'a>, MoldError> {
         let (header, body) =
             MoldHeader::ref_from_prefix(bytes).map_err(|_| MoldError::TooShort { got: bytes.len() })?;
+        if header.sequence.get() > MAX_SEQUENCE {
+            return Err(MoldError::Sequence { sequence: header.sequence.get() });
+        }
         let count = header.count.get();
         let n = if count == END_OF_SESSION { 0 } else { count };
         let mut at = 0usize;

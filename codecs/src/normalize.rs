@@ -87,8 +87,15 @@ impl Default for Normalizer {
 }
 
 impl Normalizer {
+    /// Room for a full NASDAQ TotalView day's resting orders (about 1M at the peak), so the
+    /// order map does not grow mid-session.
     pub fn new() -> Normalizer {
-        Normalizer { book: OrderBook::with_capacity(1 << 16, 1024) }
+        Normalizer::with_capacity(1 << 20, 8192)
+    }
+
+    /// Room reserved up front for `orders` resting orders and `stocks` stocks.
+    pub fn with_capacity(orders: usize, stocks: usize) -> Normalizer {
+        Normalizer { book: OrderBook::with_capacity(orders, stocks) }
     }
 
     /// The book as the messages so far built it.

@@ -1,31 +1,58 @@
 //! Any datagrams on lines A, B and the retransmitter into the feed handler's arbitration, with
-//! time passing: never a panic; messages come out in sequence order, each once; a loss always
-//! moves forward; nothing is delivered that no packet carried.
+//! time passing: never a panic; within a session messages come out in sequence order, each
+//! once, each carried by some packet; a loss always moves forward.
 #![no_main]
+use std::collections::HashMap;
+
 use libfuzzer_sys::fuzz_target;
 use tickbus::feed::{Arbiter, ArbiterOptions, Line, Out};
 use tickbus_codecs::moldudp64::Packet;
 
+type Carried = HashMap<([u8; 10], u64), Vec<Vec<u8>>>;
+
+struct Check {
+    session: Option<[u8; 10]>,
+    next: u64,
+}
+
+impl Check {
+    fn out(&mut self, carried: &Carried, session: [u8; 10], o: Out<'_>) {
+        if self.session != Some(session) {
+            self.session = Some(session); // a new session starts again at 1
+            self.next = 1;
+        }
+        match o {
+            Out::Message { sequence, message } => {
+                assert_eq!(sequence, self.next, "out of order or twice");
+                let copies = carried.get(&(session, sequence)).expect("delivered a message no packet carried");
+                assert!(copies.iter().any(|c| c.as_slice() == message), "delivered bytes no packet carried");
+                self.next += 1;
+            }
+            Out::Lost { from, to } => {
+                assert!(from == self.next && to > from, "a loss that does not move forward");
+                self.next = to;
+            }
+            Out::Rerequest { sequence, count } => assert!(sequence == self.next && count > 0),
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
-    let opts = ArbiterOptions { wait_other_line_ns: 10, retry_ns: 20, give_up_ns: 100, max_request: 50, max_held: 1000 };
+    let opts = ArbiterOptions {
+        wait_other_line_ns: 10,
+        retry_ns: 20,
+        give_up_ns: 100,
+        max_request: 50,
+        max_held: 1000,
+        max_held_bytes: 4096,
+        max_jump: 64,
+        ..ArbiterOptions::default()
+    };
     let mut a = Arbiter::new(opts);
-    let mut next = 1u64;
+    let mut check = Check { session: None, next: 1 };
+    let mut carried = Carried::new();
     let mut now = 0u64;
     let mut rest = data;
-    let mut carried = std::collections::HashMap::<u64, Vec<Vec<u8>>>::new();
-    let mut check = |carried: &std::collections::HashMap<u64, Vec<Vec<u8>>>, o: Out<'_>| match o {
-        Out::Message { sequence, message } => {
-            assert_eq!(sequence, next, "out of order or twice");
-            let copies = carried.get(&sequence).expect("delivered a message no packet carried");
-            assert!(copies.iter().any(|c| c.as_slice() == message), "delivered bytes no packet carried");
-            next += 1;
-        }
-        Out::Lost { from, to } => {
-            assert!(from == next && to > from, "a loss that does not move forward");
-            next = to;
-        }
-        Out::Rerequest { sequence, count } => assert!(sequence == next && count > 0),
-    };
     // Each datagram: line byte, length byte, then that many bytes.
     while let [line, len, tail @ ..] = rest {
         let n = usize::from(*len).min(tail.len());
@@ -38,13 +65,14 @@ fuzz_target!(|data: &[u8]| {
             _ => Line::Retransmit,
         };
         if let Ok(p) = Packet::parse(dgram) {
-            if p.header.sequence.get() < u64::MAX / 4 {
-                for (seq, bytes) in p.messages() {
-                    carried.entry(seq).or_default().push(bytes.to_vec());
-                }
-                a.on_packet(line, &p, now, &mut |o| check(&carried, o));
+            let session = p.header.session;
+            for (seq, bytes) in p.messages() {
+                carried.entry((session, seq)).or_default().push(bytes.to_vec());
             }
+            a.on_packet(line, &p, now, &mut |o| check.out(&carried, session, o));
         }
-        a.poll(now, &mut |o| check(&carried, o));
+        if let Some(session) = a.session() {
+            a.poll(now, &mut |o| check.out(&carried, session, o));
+        }
     }
 });

@@ -41,8 +41,16 @@ pub struct ArbiterOptions {
     pub give_up_ns: u64,
     /// Most messages one re-request asks for.
     pub max_request: u16,
-    /// Most messages held behind a gap (beyond it the oldest gap is given up early).
+    /// Most messages held behind a gap, and most bytes of them (beyond either the open gap is
+    /// given up early and what did not fit is re-requested later).
     pub max_held: usize,
+    pub max_held_bytes: usize,
+    /// A packet reaching further than this beyond what the stream is known to have reached is
+    /// believed only when a second packet agrees (the other line's copy, or the packet after
+    /// it): one damaged or stray datagram cannot open a gap of 2^40 messages and end the feed.
+    pub max_jump: u64,
+    /// Follow only this session (None: the first seen, and the next one after its end).
+    pub session: Option<[u8; 10]>,
 }
 
 impl Default for ArbiterOptions {
@@ -53,6 +61,9 @@ impl Default for ArbiterOptions {
             give_up_ns: 500_000_000,
             max_request: 1000,
             max_held: 1 << 20,
+            max_held_bytes: 64 << 20,
+            max_jump: 1 << 20,
+            session: None,
         }
     }
 }
@@ -75,6 +86,10 @@ pub struct ArbiterStats {
     pub gaps: u64,
     /// Packets of another session (ignored).
     pub other_session: u64,
+    /// Packets reaching implausibly far ahead, not (yet) confirmed by a second one (ignored).
+    pub implausible: u64,
+    /// Messages that arrived ahead of a gap with the hold full (re-requested later).
+    pub not_held: u64,
 }
 
 /// An open gap: messages from `next` are missing since `since_ns`.
@@ -90,8 +105,13 @@ pub struct Arbiter {
     session: Option<[u8; 10]>,
     /// The next sequence to deliver (MoldUDP64 sequences start at 1).
     next: u64,
-    /// Messages that arrived ahead of a gap, waiting for it to close.
+    /// Messages that arrived ahead of a gap, waiting for it to close, and their bytes.
     held: BTreeMap<u64, (Vec<u8>, Line)>,
+    held_bytes: usize,
+    /// A far packet's range `[first, end]`, believed once a second packet lands in it.
+    candidate: Option<(u64, u64)>,
+    /// The followed session sent its end: the next session may start.
+    session_ended: bool,
     /// The stream is known to reach this far (a heartbeat or a later packet said so).
     known_end: u64,
     open: Option<Open>,
@@ -105,6 +125,9 @@ impl Arbiter {
             session: None,
             next: 1,
             held: BTreeMap::new(),
+            held_bytes: 0,
+            candidate: None,
+            session_ended: false,
             known_end: 1,
             open: None,
             stats: ArbiterStats::default(),
@@ -138,29 +161,62 @@ impl Arbiter {
             Line::B => self.stats.packets_b += 1,
             Line::Retransmit => self.stats.packets_retransmit += 1,
         }
-        let session = *self.session.get_or_insert(p.header.session);
-        if p.header.session != session {
+        if !self.follows(p.header.session) {
             self.stats.other_session += 1;
             return;
         }
+        // Packet::parse refuses sequences above 2^62: no overflow below.
         let first = p.header.sequence.get();
         let end = first + u64::from(p.message_count());
-        if p.kind() != PacketKind::Messages {
-            // A heartbeat or end of session carries the next sequence: it reveals a lost tail.
-            self.known_end = self.known_end.max(first);
+        // A heartbeat or end of session carries the next sequence: it reveals a lost tail.
+        let reach = if p.kind() == PacketKind::Messages { end } else { first };
+        if first == 0 || reach > self.known_end.max(self.next).saturating_add(self.opts.max_jump) {
+            match self.candidate {
+                Some((f, e)) if first != 0 && (f..=e).contains(&first) => self.candidate = None, // confirmed
+                _ => {
+                    self.candidate = (first != 0).then_some((first, end));
+                    self.stats.implausible += 1;
+                    return;
+                }
+            }
         }
-        self.known_end = self.known_end.max(end);
+        self.session_ended |= p.kind() == PacketKind::EndOfSession;
+        self.known_end = self.known_end.max(reach);
         for (seq, msg) in p.messages() {
             if seq < self.next || self.held.contains_key(&seq) {
                 self.stats.duplicates += 1;
             } else if seq == self.next {
                 self.deliver(seq, msg, line, out);
-            } else if self.held.len() < self.opts.max_held {
+            } else if self.held.len() < self.opts.max_held && self.held_bytes + msg.len() <= self.opts.max_held_bytes {
+                self.held_bytes += msg.len();
                 self.held.insert(seq, (msg.to_vec(), line));
+            } else {
+                self.stats.not_held += 1;
             }
         }
         self.drain(out);
         self.poll(now_ns, out);
+    }
+
+    /// Whether packets of `session` are followed, switching to it when the followed one ended
+    /// (a new session starts again at sequence 1).
+    fn follows(&mut self, session: [u8; 10]) -> bool {
+        if self.opts.session.is_some_and(|s| s != session) {
+            return false;
+        }
+        match self.session {
+            Some(s) if s == session => true,
+            Some(_) if !self.session_ended => false,
+            _ => {
+                if self.session.is_some() {
+                    let (opts, stats) = (self.opts, self.stats);
+                    *self = Arbiter::new(opts);
+                    self.stats = stats;
+                }
+                self.session = Some(session);
+                true
+            }
+        }
     }
 
     fn deliver(&mut self, seq: u64, msg: &[u8], line: Line, out: &mut impl FnMut(Out<'_>)) {
@@ -179,6 +235,7 @@ impl Arbiter {
                 break;
             }
             let (seq, (msg, line)) = entry.remove_entry();
+            self.held_bytes -= msg.len();
             self.deliver(seq, &msg, line, out);
         }
         if self.missing_to() == self.next {
@@ -204,7 +261,8 @@ impl Arbiter {
         }
         let open = *self.open.get_or_insert(Open { since_ns: now_ns, asked_ns: None });
         let age = now_ns.saturating_sub(open.since_ns);
-        if age >= self.opts.give_up_ns || self.held.len() >= self.opts.max_held {
+        let full = self.held.len() >= self.opts.max_held || self.held_bytes >= self.opts.max_held_bytes;
+        if age >= self.opts.give_up_ns || full {
             self.stats.lost += to - self.next;
             self.stats.gaps += 1;
             out(Out::Lost { from: self.next, to });
@@ -333,5 +391,87 @@ mod tests {
         });
         assert_eq!(got.last(), Some(&Err((17, 21))), "the heartbeat revealed the lost tail");
         assert_eq!((a.stats().lost, a.stats().gaps), (8, 2));
+    }
+
+    fn packet_at(session: [u8; 10], first: u64, msgs: &[&[u8]]) -> Vec<u8> {
+        let mut b = PacketBuilder::new(session, first, 1400);
+        for m in msgs {
+            b.push(m);
+        }
+        b.take(|p| p.to_vec())
+    }
+
+    fn collect(got: &mut Vec<Result<u64, (u64, u64)>>) -> impl FnMut(Out<'_>) + '_ {
+        |o| match o {
+            Out::Message { sequence, .. } => got.push(Ok(sequence)),
+            Out::Lost { from, to } => got.push(Err((from, to))),
+            Out::Rerequest { .. } => {}
+        }
+    }
+
+    #[test]
+    fn one_stray_packet_far_ahead_opens_no_gap_and_the_stream_goes_on() {
+        let mut a = Arbiter::new(ArbiterOptions::default());
+        let mut got = Vec::new();
+        let stray = packet_at(S, 1 << 40, &[b"evil"]);
+        a.on_packet(Line::A, &Packet::parse(&stray).unwrap(), 0, &mut collect(&mut got));
+        for seq in 1..=5u64 {
+            let p = packet_at(S, seq, &[&[seq as u8; 4]]);
+            a.on_packet(Line::A, &Packet::parse(&p).unwrap(), seq, &mut collect(&mut got));
+        }
+        a.poll(10 * ArbiterOptions::default().give_up_ns, &mut collect(&mut got));
+        assert_eq!(got, (1..=5).map(Ok).collect::<Vec<_>>(), "no gap, nothing lost");
+        assert_eq!((a.stats().implausible, a.stats().lost), (1, 0));
+        assert!(!a.has_open_gap());
+    }
+
+    #[test]
+    fn a_far_jump_both_lines_agree_on_is_believed_and_what_precedes_it_given_up() {
+        let opts = ArbiterOptions::default();
+        let mut a = Arbiter::new(opts);
+        let mut got = Vec::new();
+        let far = 5_000_001u64;
+        let p = packet_at(S, far, &[b"late"]);
+        a.on_packet(Line::A, &Packet::parse(&p).unwrap(), 0, &mut collect(&mut got));
+        assert!(!a.has_open_gap(), "one packet is not believed");
+        a.on_packet(Line::B, &Packet::parse(&p).unwrap(), 1, &mut collect(&mut got));
+        assert!(a.has_open_gap(), "the other line's copy confirms it");
+        let next = packet_at(S, far + 1, &[b"next"]);
+        a.on_packet(Line::A, &Packet::parse(&next).unwrap(), 2, &mut collect(&mut got));
+        a.poll(opts.give_up_ns + 10, &mut collect(&mut got));
+        assert_eq!(got, vec![Err((1, far)), Ok(far), Ok(far + 1)]);
+    }
+
+    #[test]
+    fn another_session_is_ignored_until_the_followed_one_ends() {
+        let mut a = Arbiter::new(ArbiterOptions::default());
+        let mut got = Vec::new();
+        let other = *b"SESSION002";
+        for (s, seq) in [(S, 1u64), (other, 1), (S, 2)] {
+            let p = packet_at(s, seq, &[b"m"]);
+            a.on_packet(Line::A, &Packet::parse(&p).unwrap(), 0, &mut collect(&mut got));
+        }
+        assert_eq!((got.len(), a.stats().other_session), (2, 1));
+        let mut end = tickbus_codecs::moldudp64::rerequest(&S, 3, 0);
+        end.count = tickbus_codecs::moldudp64::END_OF_SESSION.into();
+        a.on_packet(Line::A, &Packet::parse(zerocopy::IntoBytes::as_bytes(&end)).unwrap(), 0, &mut collect(&mut got));
+        let p = packet_at(other, 1, &[b"n"]);
+        a.on_packet(Line::A, &Packet::parse(&p).unwrap(), 0, &mut collect(&mut got));
+        assert_eq!(a.session(), Some(other), "the next session starts after the end of the first");
+        assert_eq!(got, vec![Ok(1), Ok(2), Ok(1)]);
+    }
+
+    #[test]
+    fn what_is_held_behind_a_gap_is_bounded_in_bytes() {
+        let opts = ArbiterOptions { max_held_bytes: 1000, ..ArbiterOptions::default() };
+        let mut a = Arbiter::new(opts);
+        let mut got = Vec::new();
+        let big = [7u8; 300];
+        for seq in 2..=10u64 {
+            let p = packet_at(S, seq, &[&big]);
+            a.on_packet(Line::A, &Packet::parse(&p).unwrap(), 0, &mut collect(&mut got));
+        }
+        assert!(a.held_bytes <= 1000);
+        assert!(a.stats().not_held > 0);
     }
 }
