@@ -394,6 +394,11 @@ fn sustained_here(rate: u64, seconds: f64, cores: (usize, usize), ticks_per_ns: 
     }
     let secs = t0.elapsed().as_secs_f64();
     let recorded = recorder.join().map_err(|_| "the recorder panicked")??;
+    if recorded != total {
+        return Err(
+            format!("the sustained recording lost messages: {total} published, {recorded} in the journal").into()
+        );
+    }
     drop(p);
     let _ = shm::remove(&name, &opts);
     Ok(Sustained { rate, seconds, published: total, recorded, full, achieved_msgs_per_s: total as f64 / secs })

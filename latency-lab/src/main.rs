@@ -33,7 +33,8 @@ pub static CORES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Measures tickbus beside the floor (bare cache-line ping-pong) and the peers, in one run.
 /// With no subcommand: the default suite (tick-to-trade demo, ping-pong at 32/64/288/1344 B,
-/// open loop at 100k and 1M msg/s, throughput, ITCH decode), written to --out.
+/// open loop at 100k and 1M msg/s, throughput, ITCH decode, journal: recorder, read, replay
+/// pacing, a sustained recording), written to --out.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Cli {
