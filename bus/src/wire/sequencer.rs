@@ -15,7 +15,9 @@
 //!   adopted. Another one replaces it only when it sends `confirm` consecutive frames while the
 //!   current session has sent nothing for `quiet` TSC ticks (a publisher that restarted went
 //!   quiet first; a forger racing a live publisher does not get in). The switch is reported as
-//!   a gap from 0 of the new session, since its first messages were not delivered.
+//!   a gap from 0 of the new session, since its first messages were not delivered. A session
+//!   followed before is never adopted again (its frames could only be a replay of an old run,
+//!   and adopting it would deliver its sequence numbers twice).
 //! - Sequence numbers of 2^63 and above never get here (`frame::parse` refuses them).
 use super::frame::FrameHeader;
 
@@ -70,12 +72,26 @@ pub struct Sequencer {
     current_frames: u64,
     run: Option<Run>,
     sessions: u64,
+    /// The last sessions followed before the current one (never adopted again).
+    retired: [Option<u64>; RETIRED],
 }
+
+/// How many earlier sessions a sequencer remembers.
+const RETIRED: usize = 8;
 
 impl Sequencer {
     pub fn new(stream: u32, bounds: Bounds) -> Sequencer {
         let bounds = Bounds { confirm: bounds.confirm.max(1), ..bounds };
-        Sequencer { stream, bounds, session: None, expected: None, current_frames: 0, run: None, sessions: 0 }
+        Sequencer {
+            stream,
+            bounds,
+            session: None,
+            expected: None,
+            current_frames: 0,
+            run: None,
+            sessions: 0,
+            retired: [None; RETIRED],
+        }
     }
 
     /// The session being followed.
@@ -165,6 +181,9 @@ impl Sequencer {
 
     #[cold]
     fn foreign_session(&mut self, h: &FrameHeader, now: impl FnOnce() -> u64) -> Verdict {
+        if self.retired.contains(&Some(h.session)) {
+            return Verdict::Unconfirmed; // an earlier run's frames, replayed
+        }
         let t = now();
         let same_run = self.run.is_some_and(|r| r.session == h.session && r.next == h.seq);
         let since = match self.run {
@@ -181,6 +200,8 @@ impl Sequencer {
             return Verdict::Unconfirmed;
         }
         self.run = None;
+        self.retired.rotate_right(1);
+        self.retired[0] = self.session;
         self.session = Some(h.session);
         self.sessions += 1;
         self.current_frames = 1;
@@ -277,5 +298,11 @@ mod tests {
         assert_eq!(s.classify(&f(3, 3), || 0), Verdict::Deliver);
         assert_eq!((s.session(), s.session_changes()), (Some(3), 1));
         assert_eq!(s.classify(&f(1, 11), || 200_000), Verdict::Unconfirmed, "the old session is foreign now");
+        // Its frames replayed later, however many and however quiet the current session: an
+        // earlier run is never adopted again (it would deliver its sequence numbers twice).
+        for (k, seq) in (0..10).enumerate() {
+            assert_eq!(s.classify(&f(1, seq), || 10_000_000 * (k as u64 + 1)), Verdict::Unconfirmed);
+        }
+        assert_eq!(s.session(), Some(3));
     }
 }
