@@ -45,8 +45,8 @@ impl JournalReader {
                 return Err(JournalError::Missing { dir: dir.to_owned(), missing: present[k - 1] + 1 });
             }
             let path = segment_path(dir, i);
-            if k + 1 == present.len() && std::fs::metadata(&path).is_ok_and(|m| m.len() < DATA_START as u64) {
-                break; // a last segment whose first page was never written: not begun
+            if k + 1 == present.len() && super::writer::never_begun(&path) {
+                break; // a last segment whose first page never reached the disk: not begun
             }
             let mut head = vec![0u8; format::SEGMENT_HEADER_BYTES];
             use std::io::Read;

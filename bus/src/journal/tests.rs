@@ -252,17 +252,20 @@ fn a_second_writer_is_refused_while_the_first_lives() {
 
 #[test]
 fn a_segment_whose_first_page_never_reached_the_disk_is_not_begun() {
-    let d = Dir::new("not-begun");
-    write(&d.0, 200);
-    let last = super::writer::segments(&d.0).unwrap().pop().unwrap();
-    // A crash (or a full disk) while the next segment was created: 100 bytes of its page.
-    std::fs::write(segment_path(&d.0, last + 1), [0u8; 100]).unwrap();
-    assert_eq!(read_all(&JournalReader::open(&d.0).unwrap()).unwrap().len(), 200 - 5 + 1);
-    let mut w = JournalWriter::open(&d.0, meta(), small()).unwrap();
-    assert_eq!(w.next_sequence(), Some(200));
-    w.append(200, 0, 0, b"on").unwrap();
-    w.close().unwrap();
-    assert_eq!(read_all(&JournalReader::open(&d.0).unwrap()).unwrap().len(), 200 - 5 + 2);
+    // A crash (or a full disk) while the next segment was created: 100 bytes of its page; or a
+    // power failure: its page allocated but all zeros.
+    for page in [vec![0u8; 100], vec![0u8; format::DATA_START]] {
+        let d = Dir::new("not-begun");
+        write(&d.0, 200);
+        let last = super::writer::segments(&d.0).unwrap().pop().unwrap();
+        std::fs::write(segment_path(&d.0, last + 1), page).unwrap();
+        assert_eq!(read_all(&JournalReader::open(&d.0).unwrap()).unwrap().len(), 200 - 5 + 1);
+        let mut w = JournalWriter::open(&d.0, meta(), small()).unwrap();
+        assert_eq!(w.next_sequence(), Some(200));
+        w.append(200, 0, 0, b"on").unwrap();
+        w.close().unwrap();
+        assert_eq!(read_all(&JournalReader::open(&d.0).unwrap()).unwrap().len(), 200 - 5 + 2);
+    }
 }
 
 #[test]

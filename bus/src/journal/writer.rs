@@ -142,11 +142,9 @@ impl JournalWriter {
         let anchor = (Tsc::new().now(), unix_ns());
         let mut present = segments(dir)?;
         if let Some(&last) = present.last() {
-            let path = segment_path(dir, last);
-            let len = std::fs::metadata(&path).map_err(|e| JournalError::io("inspecting", &path, e))?.len();
-            if len < DATA_START as u64 {
-                // Its first page never reached the disk (a crash or a full disk while it was
-                // created): it was never begun. Readers skip it too.
+            if never_begun(&segment_path(dir, last)) {
+                // Its first page never reached the disk (a crash, a power failure or a full
+                // disk while it was created): it was never begun. Readers skip it too.
                 remove_segment(dir, last)?;
                 present.pop();
             }
@@ -521,6 +519,18 @@ fn scan_bytes(path: &Path, bytes: &[u8]) -> Result<Scanned, JournalError> {
             Err(e) => return Ok((h, end, Some((at as u64, e)))),
         }
     }
+}
+
+/// A segment whose first page is short or all zeros: created, but its header never reached
+/// the disk, so it holds nothing.
+pub(crate) fn never_begun(path: &Path) -> bool {
+    let Ok(bytes) = std::fs::File::open(path).and_then(|f| {
+        let mut page = Vec::with_capacity(DATA_START);
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, DATA_START as u64), &mut page).map(|_| page)
+    }) else {
+        return false;
+    };
+    bytes.len() < DATA_START || bytes.iter().all(|&b| b == 0)
 }
 
 /// Takes the journal's writer lock (`writer.lock` in its folder): one writer per journal.
