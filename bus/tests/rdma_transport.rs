@@ -210,7 +210,8 @@ fn wrong_rkey() -> Result<(), Failed> {
 }
 
 /// With a short retry budget (timeout 12: 16.8 ms per try, retry_cnt 3: about 70 ms) and with
-/// the defaults (timeout 14, retry_cnt 6: about 0.5 s), a killed subscriber is reported.
+/// the defaults (timeout 14, retry_cnt 6: about 0.5 s), a killed subscriber is reported, and
+/// publishing never blocks on it meanwhile.
 fn killed_subscriber() -> Result<(), Failed> {
     killed_subscriber_with(|o| {
         o.rc.timeout = 12;
@@ -242,8 +243,16 @@ fn killed_subscriber_with(tune: impl FnOnce(&mut PublisherOptions)) -> Result<()
         }
         assert!(t0.elapsed() < Duration::from_secs(20), "a dead subscriber was not reported within 20 s");
     };
+    // Whichever notices first reports it: the WRITE that exhausts its retries, or the acceptor
+    // thread seeing the dead process's control socket close (usually first on one host; a
+    // powered-off host, which closes nothing, is the two-host suite's case).
     let text = dropped.1.to_string();
-    assert!(text.contains("RETRY_EXC_ERR") || text.contains("WR_FLUSH_ERR"), "{text}");
+    assert!(
+        text.contains("RETRY_EXC_ERR")
+            || text.contains("WR_FLUSH_ERR")
+            || text.contains("closed its control connection"),
+        "{text}"
+    );
     eprintln!("dead subscriber reported after {:?}: {text}", t0.elapsed());
     Ok(())
 }
