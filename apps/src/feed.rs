@@ -81,6 +81,9 @@ struct Sink {
     norm: Normalizer,
     published: u64,
     gaps: u64,
+    /// Delivered ITCH messages that could not be parsed (malformed, or a type this build does
+    /// not know): counted and reported, since they cannot be normalised.
+    unparsed: u64,
     buf: Vec<u8>,
 }
 
@@ -101,7 +104,10 @@ impl Sink {
             self.published += 1;
             return Sink::put(&mut self.p, &self.stop, itch);
         }
-        let Ok(msg) = tickbus_codecs::itch::parse(itch, position) else { return Ok(()) };
+        let Ok(msg) = tickbus_codecs::itch::parse(itch, position) else {
+            self.unparsed += 1;
+            return Ok(());
+        };
         let (stream, p, buf, published) = (self.p.config().stream_id, &mut self.p, &mut self.buf, &mut self.published);
         let stop = &self.stop;
         let mut err = None;
@@ -145,6 +151,7 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
         norm: Normalizer::new(),
         published: 0,
         gaps: 0,
+        unparsed: 0,
         buf: Vec::with_capacity(256),
     };
     let tsc = Tsc::new();
@@ -209,10 +216,12 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
                 io.malformed += 1;
                 continue;
             };
-            ended |= pk.kind() == PacketKind::EndOfSession;
             let now = t0.elapsed().as_nanos() as u64;
             let session = pk.header.session;
             arb.on_packet(line, &pk, now, &mut |o| handle(o, &mut sink, &req, &session, ingress, &mut io, &mut err));
+            // Only the followed session's end counts (another session's, or an implausible
+            // one, is not believed).
+            ended |= pk.kind() == PacketKind::EndOfSession && arb.session_ended();
         }
         let now = t0.elapsed().as_nanos() as u64;
         let session = arb.session().unwrap_or(*b"          ");
@@ -237,14 +246,14 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     let summary = serde_json::json!({
         "delivered": s.delivered, "recovered": s.recovered,
         "duplicates": s.duplicates, "rerequests": s.rerequests, "lost": s.lost, "gaps": s.gaps,
-        "packets_a": s.packets_a, "packets_b": s.packets_b, "published": sink.published, "gaps_published": sink.gaps,
+        "packets_a": s.packets_a, "packets_b": s.packets_b, "published": sink.published, "gaps_published": sink.gaps, "unparsed": sink.unparsed,
         "other_session": s.other_session, "implausible": s.implausible, "malformed": io.malformed,
         "recv_errors": io.recv_errors, "rerequest_send_errors": io.send_errors, "last_socket_error": io.last_error,
     });
     if a.json {
         println!("{summary}");
     } else {
-        println!("{} delivered ({} recovered by re-request), {} lost in {} gaps (published), {} duplicates dropped; {} messages published", s.delivered, s.recovered, s.lost, s.gaps, s.duplicates, sink.published);
+        println!("{} delivered ({} recovered by re-request), {} lost in {} gaps (published), {} duplicates dropped; {} messages published, {} not parseable as ITCH", s.delivered, s.recovered, s.lost, s.gaps, s.duplicates, sink.published, sink.unparsed);
     }
     Ok(())
 }
@@ -283,13 +292,15 @@ fn handle(
     }
 }
 
-/// Reads an ITCH file (every message in order) or a capture (its MoldUDP64 packets through the
-/// arbiter as one line: its gaps are published as gaps).
+/// Reads an ITCH file (every message in order) or a capture (its MoldUDP64 messages checked by
+/// sequence: a hole is published as a gap; a message at or below one already published is
+/// counted as a duplicate and not published again, which is also what a second session in the
+/// same capture looks like, so the count is in the summary).
 fn from_file(file: &std::path::Path, sink: &mut Sink, tsc: &Tsc, json: bool) -> Result<(), String> {
     let mut source = tickbus::replay::open(file, None, None).map_err(|e| e.to_string())?;
     let capture = source.kind() == tickbus::replay::SourceKind::Capture;
     let mut expected = None;
-    let mut n = 0u64;
+    let (mut n, mut duplicates) = (0u64, 0u64);
     while let Some(item) = source.next().map_err(|e| e.to_string())? {
         let ingress = tsc.now();
         if capture {
@@ -298,7 +309,8 @@ fn from_file(file: &std::path::Path, sink: &mut Sink, tsc: &Tsc, json: bool) -> 
                     sink.gap(e, item.sequence, ingress)?;
                 }
                 if item.sequence < e {
-                    continue; // a duplicate in the capture
+                    duplicates += 1;
+                    continue;
                 }
             }
             expected = Some(item.sequence + 1);
@@ -306,11 +318,11 @@ fn from_file(file: &std::path::Path, sink: &mut Sink, tsc: &Tsc, json: bool) -> 
         sink.message(item.payload, item.sequence, ingress)?;
         n += 1;
     }
-    let summary = serde_json::json!({"messages": n, "published": sink.published, "gaps_published": sink.gaps});
+    let summary = serde_json::json!({"messages": n, "published": sink.published, "gaps_published": sink.gaps, "unparsed": sink.unparsed, "duplicates": duplicates});
     if json {
         println!("{summary}");
     } else {
-        println!("{n} messages read, {} published, {} gaps published", sink.published, sink.gaps);
+        println!("{n} messages read, {} published, {} gaps published, {} not parseable as ITCH, {duplicates} duplicates (or a later session) not published", sink.published, sink.gaps, sink.unparsed);
     }
     Ok(())
 }

@@ -161,7 +161,7 @@ impl Arbiter {
             Line::B => self.stats.packets_b += 1,
             Line::Retransmit => self.stats.packets_retransmit += 1,
         }
-        if !self.follows(p.header.session) {
+        if !self.follows(p.header.session, out) {
             self.stats.other_session += 1;
             return;
         }
@@ -172,7 +172,11 @@ impl Arbiter {
         let reach = if p.kind() == PacketKind::Messages { end } else { first };
         if first == 0 || reach > self.known_end.max(self.next).saturating_add(self.opts.max_jump) {
             match self.candidate {
-                Some((f, e)) if first != 0 && (f..=e).contains(&first) => self.candidate = None, // confirmed
+                // Confirmed only by a later packet that continues it (within a jump of its
+                // end): a copy of the same packet (twice, or once per line) proves nothing.
+                Some((f, e)) if first > f && first >= e && first <= e.saturating_add(self.opts.max_jump) => {
+                    self.candidate = None
+                }
                 _ => {
                     self.candidate = (first != 0).then_some((first, end));
                     self.stats.implausible += 1;
@@ -200,7 +204,7 @@ impl Arbiter {
 
     /// Whether packets of `session` are followed, switching to it when the followed one ended
     /// (a new session starts again at sequence 1).
-    fn follows(&mut self, session: [u8; 10]) -> bool {
+    fn follows(&mut self, session: [u8; 10], out: &mut impl FnMut(Out<'_>)) -> bool {
         if self.opts.session.is_some_and(|s| s != session) {
             return false;
         }
@@ -209,6 +213,7 @@ impl Arbiter {
             Some(_) if !self.session_ended => false,
             _ => {
                 if self.session.is_some() {
+                    self.close_session(out);
                     let (opts, stats) = (self.opts, self.stats);
                     *self = Arbiter::new(opts);
                     self.stats = stats;
@@ -217,6 +222,32 @@ impl Arbiter {
                 true
             }
         }
+    }
+
+    /// Leaving a session: what it still holds is delivered, and every hole before or after
+    /// it is given up explicitly, never dropped with the session's state.
+    fn close_session(&mut self, out: &mut impl FnMut(Out<'_>)) {
+        while let Some((seq, (msg, line))) = self.held.pop_first() {
+            self.held_bytes -= msg.len();
+            self.lose_to(seq, out);
+            self.deliver(seq, &msg, line, out);
+        }
+        self.lose_to(self.known_end, out);
+        self.open = None;
+    }
+
+    fn lose_to(&mut self, to: u64, out: &mut impl FnMut(Out<'_>)) {
+        if to > self.next {
+            self.stats.lost += to - self.next;
+            self.stats.gaps += 1;
+            out(Out::Lost { from: self.next, to });
+            self.next = to;
+        }
+    }
+
+    /// Whether the followed session has sent its end of session.
+    pub fn session_ended(&self) -> bool {
+        self.session_ended
     }
 
     fn deliver(&mut self, seq: u64, msg: &[u8], line: Line, out: &mut impl FnMut(Out<'_>)) {
@@ -426,7 +457,7 @@ mod tests {
     }
 
     #[test]
-    fn a_far_jump_both_lines_agree_on_is_believed_and_what_precedes_it_given_up() {
+    fn a_far_jump_is_believed_only_when_a_later_packet_continues_it() {
         let opts = ArbiterOptions::default();
         let mut a = Arbiter::new(opts);
         let mut got = Vec::new();
@@ -435,11 +466,35 @@ mod tests {
         a.on_packet(Line::A, &Packet::parse(&p).unwrap(), 0, &mut collect(&mut got));
         assert!(!a.has_open_gap(), "one packet is not believed");
         a.on_packet(Line::B, &Packet::parse(&p).unwrap(), 1, &mut collect(&mut got));
-        assert!(a.has_open_gap(), "the other line's copy confirms it");
+        a.on_packet(Line::A, &Packet::parse(&p).unwrap(), 1, &mut collect(&mut got));
+        assert!(!a.has_open_gap(), "copies of the same packet (a forger's too) confirm nothing");
         let next = packet_at(S, far + 1, &[b"next"]);
         a.on_packet(Line::A, &Packet::parse(&next).unwrap(), 2, &mut collect(&mut got));
+        assert!(a.has_open_gap(), "the packet after it confirms it");
+        a.on_packet(Line::B, &Packet::parse(&p).unwrap(), 3, &mut collect(&mut got));
         a.poll(opts.give_up_ns + 10, &mut collect(&mut got));
         assert_eq!(got, vec![Err((1, far)), Ok(far), Ok(far + 1)]);
+    }
+
+    /// When the followed session ends with a hole open, switching to the next session gives the
+    /// hole up explicitly and delivers what was held, before anything of the new session.
+    #[test]
+    fn switching_sessions_gives_up_the_old_sessions_holes_explicitly() {
+        let mut a = Arbiter::new(ArbiterOptions::default());
+        let mut got = Vec::new();
+        for seq in [1u64, 2, 5] {
+            let p = packet_at(S, seq, &[b"m"]);
+            a.on_packet(Line::A, &Packet::parse(&p).unwrap(), 0, &mut collect(&mut got));
+        }
+        let mut end = tickbus_codecs::moldudp64::rerequest(&S, 7, 0);
+        end.count = tickbus_codecs::moldudp64::END_OF_SESSION.into();
+        a.on_packet(Line::A, &Packet::parse(zerocopy::IntoBytes::as_bytes(&end)).unwrap(), 0, &mut collect(&mut got));
+        assert!(a.session_ended());
+        let other = *b"SESSION002";
+        let p = packet_at(other, 1, &[b"n"]);
+        a.on_packet(Line::B, &Packet::parse(&p).unwrap(), 0, &mut collect(&mut got));
+        assert_eq!(got, vec![Ok(1), Ok(2), Err((3, 5)), Ok(5), Err((6, 7)), Ok(1)]);
+        assert_eq!((a.stats().lost, a.stats().gaps), (3, 2));
     }
 
     #[test]

@@ -359,7 +359,11 @@ pub fn intact_after(bytes: &[u8], offset: u64) -> Option<u64> {
         let rest = &bytes[at..];
         if rest[4] != 0 {
             let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
-            budget = budget.saturating_sub(len.min(MAX_PAYLOAD) + RECORD_HEADER_BYTES);
+            // Only a length that fits costs a CRC; other garbage is refused at once and costs
+            // nothing (a torn tail of random bytes must not use the budget up).
+            if len <= MAX_PAYLOAD && record_bytes(len) <= rest.len() {
+                budget = budget.saturating_sub(len + RECORD_HEADER_BYTES);
+            }
             if let Ok(Some(_)) = parse(rest, at as u64) {
                 return Some(at as u64);
             }

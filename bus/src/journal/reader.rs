@@ -286,9 +286,11 @@ impl Cursor {
                     self.at += n;
                     return Ok(Some(at));
                 }
-                Ok(None) | Err(FormatError::Truncated { .. }) if last => {
-                    // The end of the data (or a record a live or crashed writer cut short),
-                    // unless intact records follow: then it is a hole or damage.
+                Ok(None) | Err(_) if last => {
+                    // The end of the data, or a record a live or crashed writer left torn (cut
+                    // short, or its CRC not matching yet), as the writer judges it on reopen;
+                    // unless intact records (a clean close's end record among them) follow:
+                    // then it is a hole or damage.
                     if self.map.as_deref().and_then(|m| format::intact_after(m, at as u64)).is_some() {
                         let error = match parsed {
                             Err(e) => e,

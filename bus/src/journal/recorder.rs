@@ -53,6 +53,11 @@ pub trait Tap {
     fn position(&self) -> u64;
     /// The largest message it can deliver.
     fn max_payload(&self) -> usize;
+    /// How far below the stream's newest position a fresh attachment may start delivering (a
+    /// ring's slot count; 0 for a live feed that starts at what it sees). A restarted recorder
+    /// skips messages the journal already holds only within this window: a source that starts
+    /// further back has restarted, and its positions mean something else.
+    fn window(&self) -> u64;
 }
 
 /// Counters the recorder keeps (read from any thread, e.g. a status line). The poll side's
@@ -125,6 +130,10 @@ pub enum RecordError {
     /// to someone else (e.g. the consumer line of another process was taken over).
     #[error("the reliable source is at position {position} but the journal holds the stream only up to {expected}: messages {expected}..{position} were consumed elsewhere (was another consumer's line taken?) and cannot be recorded; nothing was released for them by this recorder. Record into a new folder, or give the recorder a consumer line of its own")]
     Skipped { expected: u64, position: u64 },
+    /// The source delivered a position the journal already holds where no redelivery can be:
+    /// it restarted (a new ring, a restarted publisher) and numbers a new run from the start.
+    #[error("the source went back to position {position}, below {expected} which the journal already holds: it restarted (a new ring or a restarted publisher) and its positions now name other messages, so nothing of the new run was recorded here. Record it into a new journal folder")]
+    Restarted { expected: u64, position: u64 },
 }
 
 /// Records one stream into one journal.
@@ -139,6 +148,12 @@ pub struct Recorder {
     expected: Option<u64>,
     /// The tap is reliable (set by each poll).
     reliable: bool,
+    /// The tap's redelivery window (set by each poll; see [`Tap::window`]).
+    window: u64,
+    /// The last position skipped as already recorded, while catching up after a restart.
+    redelivered: Option<u64>,
+    /// A message at or past the journal's end has been taken: nothing may come from below it.
+    caught_up: bool,
     /// A lossy gap not queued yet (the queue was full): `[from, to)`.
     pending_gap: Option<(u64, u64)>,
     /// The event that needs the most room: a full queue below this stops a reliable tap.
@@ -186,6 +201,9 @@ impl Recorder {
             resume_at,
             expected,
             reliable: false,
+            window: 0,
+            redelivered: None,
+            caught_up: false,
             pending_gap: None,
             room: 0,
             tsc: Tsc::new(),
@@ -211,6 +229,7 @@ impl Recorder {
             return Err(self.writer_failed());
         }
         self.reliable = tap.reliable();
+        self.window = tap.window();
         if self.reliable {
             tap.release_to(self.stats.written.load(Ordering::Acquire));
         }
@@ -247,9 +266,21 @@ impl Recorder {
         let now = self.tsc.now();
         match t {
             Taken::Message { position, .. } if self.expected.is_some_and(|e| position < e) => {
-                bump(&self.stats.skipped, 1); // already in the journal (a restart, a redelivery)
+                // Already in the journal: a restarted recorder's source redelivers what it had
+                // not released, in order, from within its window. Anything else is a source
+                // that restarted, whose positions now name other messages.
+                let expected = self.expected.unwrap_or(0);
+                let restarted = self.caught_up
+                    || self.redelivered.is_some_and(|last| position <= last)
+                    || (self.redelivered.is_none() && self.resume_at.saturating_sub(position) > self.window);
+                if restarted {
+                    return Err(RecordError::Restarted { expected, position });
+                }
+                self.redelivered = Some(position);
+                bump(&self.stats.skipped, 1);
             }
             Taken::Message { position, payload } => {
+                self.caught_up = true;
                 let publish_tsc = tickbus_codecs::Header::peek(payload).map_or(0, |h| h.publish_tsc);
                 if payload.len() > MAX_PAYLOAD {
                     return Err(RecordError::Journal(JournalError::TooLarge { len: payload.len(), max: MAX_PAYLOAD }));
@@ -283,6 +314,7 @@ impl Recorder {
             Taken::Gap { from, to } => {
                 let from = self.expected.unwrap_or(from);
                 if to > from {
+                    self.caught_up = true;
                     self.add_gap(from, to);
                     self.expected = Some(to);
                     self.flush_gap();

@@ -28,6 +28,9 @@ impl<M: RingMemory> Tap for Subscriber<M> {
     fn max_payload(&self) -> usize {
         self.config().max_payload()
     }
+    fn window(&self) -> u64 {
+        self.config().slot_count as u64
+    }
 }
 
 #[cfg(not(loom))]
@@ -46,6 +49,9 @@ impl Tap for crate::shm::ShmSubscriber {
     }
     fn max_payload(&self) -> usize {
         Tap::max_payload(&**self)
+    }
+    fn window(&self) -> u64 {
+        Tap::window(&**self)
     }
 }
 
@@ -74,6 +80,9 @@ impl Tap for crate::rdma::RdmaSubscriber {
     fn max_payload(&self) -> usize {
         self.config().max_payload()
     }
+    fn window(&self) -> u64 {
+        self.config().slot_count as u64
+    }
 }
 
 #[cfg(feature = "rdma")]
@@ -98,5 +107,9 @@ impl Tap for crate::mcast::McastSubscriber {
     }
     fn max_payload(&self) -> usize {
         self.max_payload()
+    }
+    /// A group member starts at the first datagram it sees and recovers only after it.
+    fn window(&self) -> u64 {
+        0
     }
 }

@@ -213,6 +213,50 @@ fn foreign_newer_cut_and_missing_segments_are_named() {
     ));
 }
 
+/// A whole last record whose CRC does not match (a power failure wrote its length but not all
+/// its bytes) is a torn tail to the reader as to the writer: every record before it is read, and
+/// the writer seals it on reopen.
+#[test]
+fn a_last_record_with_a_bad_crc_is_the_torn_tail_for_reader_and_writer_alike() {
+    let d = Dir::new("bad-crc-tail");
+    write(&d.0, 300);
+    let last = super::writer::segments(&d.0).unwrap().pop().unwrap();
+    let path = segment_path(&d.0, last);
+    let mut rec = vec![0u8; format::record_bytes(40)];
+    format::emit(&mut rec, &format::message_header(300, 0, 0, 40), &[9; 40]);
+    rec[60] ^= 0xff; // a payload byte that never reached the disk
+    use std::io::Write;
+    std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(&rec).unwrap();
+    assert_eq!(read_all(&JournalReader::open(&d.0).unwrap()).unwrap().len(), 300 - 5 + 1);
+    let w = JournalWriter::open(&d.0, meta(), small()).unwrap();
+    assert_eq!(w.recovery().map(|r| r.cut_bytes), Some(rec.len() as u64));
+    assert_eq!(w.next_sequence(), Some(300));
+}
+
+/// Kilobytes of random bytes at the tail (a torn write of binary payloads) are a torn tail, not
+/// damage: the bounded scan for intact records after it charges only what it checks by CRC.
+#[test]
+fn a_long_random_torn_tail_is_cut_not_taken_for_damage() {
+    let d = Dir::new("random-tail");
+    write(&d.0, 300);
+    let last = super::writer::segments(&d.0).unwrap().pop().unwrap();
+    let path = segment_path(&d.0, last);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let junk: Vec<u8> = (0..16 << 10)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8 | 1 // never a zero kind byte: every offset looks like a record start
+        })
+        .collect();
+    use std::io::Write;
+    std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(&junk).unwrap();
+    let w = JournalWriter::open(&d.0, meta(), small()).unwrap();
+    assert_eq!(w.recovery().map(|r| r.cut_bytes), Some(junk.len() as u64));
+    assert_eq!(w.next_sequence(), Some(300));
+}
+
 #[test]
 fn a_reader_mapping_the_torn_segment_reads_on_after_a_writer_seals_it() {
     let d = Dir::new("sealed");
@@ -266,6 +310,23 @@ fn a_segment_whose_first_page_never_reached_the_disk_is_not_begun() {
         w.close().unwrap();
         assert_eq!(read_all(&JournalReader::open(&d.0).unwrap()).unwrap().len(), 200 - 5 + 2);
     }
+}
+
+/// A last segment whose first page was lost but whose records reached the disk is damaged, not
+/// "never begun": neither the reader nor the writer may skip or remove its records.
+#[test]
+fn a_last_segment_with_a_zeroed_header_but_records_is_refused_not_removed() {
+    let d = Dir::new("zero-head");
+    write(&d.0, 300);
+    let last = super::writer::segments(&d.0).unwrap().pop().unwrap();
+    let path = segment_path(&d.0, last);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[..format::DATA_START].fill(0);
+    std::fs::write(&path, &bytes).unwrap();
+    let err = JournalReader::open(&d.0).and_then(|r| read_all(&r)).expect_err("refused by the reader");
+    assert!(err.to_string().contains(path.file_name().unwrap().to_str().unwrap()), "{err}");
+    assert!(JournalWriter::open(&d.0, meta(), small()).is_err(), "refused by the writer");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "the segment is left as it was");
 }
 
 #[test]

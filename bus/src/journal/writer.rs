@@ -521,16 +521,26 @@ fn scan_bytes(path: &Path, bytes: &[u8]) -> Result<Scanned, JournalError> {
     }
 }
 
-/// A segment whose first page is short or all zeros: created, but its header never reached
-/// the disk, so it holds nothing.
+/// A segment that is shorter than its first page (no record can be in it), or all zeros:
+/// created, but nothing of it reached the disk, so it holds nothing. A zero first page followed
+/// by anything else is not this: records may be there, so the segment is refused as damaged
+/// (its header is bad) instead of being skipped or removed. Reads the whole file: a recovery
+/// path, once per open.
 pub(crate) fn never_begun(path: &Path) -> bool {
-    let Ok(bytes) = std::fs::File::open(path).and_then(|f| {
-        let mut page = Vec::with_capacity(DATA_START);
-        std::io::Read::read_to_end(&mut std::io::Read::take(f, DATA_START as u64), &mut page).map(|_| page)
-    }) else {
-        return false;
-    };
-    bytes.len() < DATA_START || bytes.iter().all(|&b| b == 0)
+    let Ok(mut f) = std::fs::File::open(path) else { return false };
+    match f.metadata() {
+        Ok(m) if m.len() < DATA_START as u64 => return true,
+        Ok(_) => {}
+        Err(_) => return false,
+    }
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        match std::io::Read::read(&mut f, &mut chunk) {
+            Ok(0) => return true,
+            Ok(n) if chunk[..n].iter().all(|&b| b == 0) => {}
+            Ok(_) | Err(_) => return false,
+        }
+    }
 }
 
 /// Takes the journal's writer lock (`writer.lock` in its folder): one writer per journal.
