@@ -9,6 +9,7 @@
 //! elements), queue links inside the orders. Capacity is reserved up front; the steady state
 //! allocates only when a stock's level count or the order count outgrows it.
 mod levels;
+mod md;
 #[cfg(test)]
 mod tests;
 
@@ -80,6 +81,10 @@ pub enum BookError {
     BadSide { reference: u64, side: u8 },
     #[error("'{}' gives an order reference number 0, which ITCH never assigns to a displayed order", *.code as char)]
     ZeroReference { code: u8 },
+    /// A normalised event for order `reference` whose `what` does not fit the book's ITCH-sized
+    /// fields.
+    #[error("order {reference}: {what} {value} does not fit an ITCH book")]
+    OutOfRange { reference: u64, what: &'static str, value: i64 },
 }
 
 /// Share counts since the book was created; `added == executed + cancelled + deleted + replaced

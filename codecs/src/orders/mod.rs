@@ -6,3 +6,5 @@ mod replace;
 pub use cancel::CancelOrder;
 pub use new_order::NewOrder;
 pub use replace::ReplaceOrder;
+mod trace;
+pub use trace::{OrderTrace, TracedOrder, TRACED_ORDER_LEN, TRACE_LEN};
