@@ -3,12 +3,15 @@
 //!
 //! Owns: argument parsing and printing. Never: changes a ring or a file it is only asked to inspect.
 mod feed;
+mod gateway;
 mod itch;
 mod journal;
 mod mold_server;
+mod pipeline;
 mod record;
 mod replay;
 mod ring;
+mod trader;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,6 +47,12 @@ enum Cmd {
     /// Serve a recording as MoldUDP64 on two multicast lines with a re-request server and loss
     /// generators (tests and demos).
     MoldServer(mold_server::MoldServerArgs),
+    /// A trading app: keeps the L3 book from normalised market data, sends IOC orders on
+    /// top-of-book changes, reads the execution reports back (the model for your own).
+    Trader(trader::TraderArgs),
+    /// An order gateway / exchange simulator: matches IOC orders against the last quote, sends
+    /// one execution report per order, and reports each order's tick-to-trade hop by hop.
+    Gateway(gateway::GatewayArgs),
 }
 
 #[derive(Subcommand)]
@@ -115,6 +124,8 @@ fn main() -> ExitCode {
         Cmd::Journal(JournalCmd::Inspect { dir, json }) => journal::inspect(&dir, json),
         Cmd::Feed(a) => feed::run(a),
         Cmd::MoldServer(a) => mold_server::run(a),
+        Cmd::Trader(a) => trader::run(a),
+        Cmd::Gateway(a) => gateway::run(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

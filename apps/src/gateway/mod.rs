@@ -1,0 +1,206 @@
+//! `tickbus gateway`: an order gateway and exchange simulator. It reads orders from the reliable
+//! order stream (`tickbus trader` publishes it), matches each with the venue's rule
+//! (`matching.rs`: IOC limit orders against the last quote), publishes exactly one execution
+//! report per order on the reliable report stream, and records where every order's
+//! tick-to-trade went, hop by hop (`hops.rs`), from the trace the order carries.
+//!
+//! The market data it matches against is the same normalised stream the trader reads (its
+//! quotes). A trader that dies is reported and the gateway carries on: its orders already on the
+//! ring are answered, and a restarted trader takes the order stream over where it stopped.
+mod hops;
+mod matching;
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use tickbus::shm::{self, ShmOptions, ShmPublisher};
+use tickbus::time::{Tsc, TscScale};
+use tickbus::{Mode, Recv, RingConfig};
+use tickbus_codecs::exec::ExecFill;
+use tickbus_codecs::orders::TracedOrder;
+use tickbus_codecs::{decode, AnyMessage, Message};
+
+use crate::pipeline::{self, Attach, Peer};
+use hops::Hops;
+use matching::{Report, Venue};
+
+#[derive(Args, Debug)]
+pub struct GatewayArgs {
+    /// The market-data ring whose quotes orders are matched against.
+    #[arg(long, default_value = "md")]
+    pub md: String,
+    /// The order ring to read (the trader publishes it).
+    #[arg(long, default_value = "orders")]
+    pub orders: String,
+    /// The execution-report ring to publish (created if missing; reliable, one consumer).
+    #[arg(long, default_value = "execs")]
+    pub execs: String,
+    /// Stream id of the report ring.
+    #[arg(long, default_value_t = 3)]
+    pub stream: u32,
+    /// Pin the gateway loop to this core.
+    #[arg(long)]
+    pub core: Option<usize>,
+    /// How long to wait for the market-data and order rings to appear (s).
+    #[arg(long, default_value_t = 30.0)]
+    pub wait_secs: f64,
+    /// Stop once the trader has closed its order stream and every order is answered (otherwise
+    /// run until Ctrl-C / SIGTERM, waiting for the next trader).
+    #[arg(long)]
+    pub exit_with_trader: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+struct Counts {
+    orders: u64,
+    fills: u64,
+    expired: u64,
+    rejects: u64,
+    /// Order-stream payloads that were not a traced order: nothing can be answered.
+    malformed: u64,
+    reports: u64,
+    quotes: u64,
+    /// Market data the gateway lost to a lap (it matched against an older quote meanwhile).
+    md_missed: u64,
+    /// Times the report ring was full (the trader did not take its reports).
+    report_ring_full: u64,
+    /// Traders that died (their process ended without closing the order stream).
+    trader_deaths: u64,
+}
+
+pub fn run(a: GatewayArgs) -> Result<(), String> {
+    let stop = pipeline::stop_flag()?;
+    let wait = Duration::from_secs_f64(a.wait_secs.max(0.0));
+    let mut cfg = RingConfig::for_payload(Mode::Reliable, a.stream, ExecFill::LEN.max(128), 4096);
+    cfg.max_consumers = 1;
+    let mut execs = shm::open_publisher(&a.execs, &cfg, &ShmOptions::default()).map_err(|e| e.to_string())?;
+    let mut md = pipeline::attach(&a.md, Attach::Observer, wait, &stop)?;
+    let mut orders = pipeline::attach(&a.orders, Attach::Consumer, wait, &stop)?;
+    if let Some(core) = a.core {
+        tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
+    }
+    eprintln!("gateway: ready (md {:?}, orders {:?}, execs {:?})", a.md, a.orders, a.execs);
+    let tsc = Tsc::new();
+    let scale = TscScale { ticks_per_ns: orders.config().ticks_per_ns };
+    let t0 = tsc.now();
+    let mut venue = Venue::new();
+    let mut hops = Hops::new(scale.ticks_per_ns);
+    let mut c = Counts::default();
+    let mut pending: Option<Report> = None;
+    let mut idler = pipeline::idler();
+    let (mut idle_since, mut trader) = (Instant::now(), Peer::Live);
+    while !stop.load(Ordering::Acquire) {
+        let mut work = 0;
+        for _ in 0..64 {
+            match md.try_recv() {
+                Some(Recv::Message(m)) => {
+                    if let Ok(AnyMessage::Quote(q)) = decode(m.payload) {
+                        venue.on_quote(q);
+                        c.quotes += 1;
+                    }
+                }
+                Some(Recv::Gap(g)) => c.md_missed += g.missed(),
+                None => break,
+            }
+            work += 1;
+        }
+        // A report waiting for room goes first: no order is taken before its predecessor is
+        // answered (the order stream backs up instead).
+        if let Some(r) = pending {
+            if publish(&mut execs, r) {
+                c.reports += 1;
+                pending = None;
+            } else {
+                c.report_ring_full += 1;
+            }
+        }
+        if pending.is_none() {
+            if let Some(Recv::Message(m)) = orders.try_recv() {
+                let arrival = tsc.now();
+                work += 1;
+                match TracedOrder::parse(m.payload) {
+                    Ok(t) => {
+                        c.orders += 1;
+                        hops.record(t, arrival);
+                        let r = venue.match_order(&t.order, scale.delta_ns(t0, arrival));
+                        match r {
+                            Report::Fill(_) => c.fills += 1,
+                            Report::Expired(_) => c.expired += 1,
+                            Report::Reject(_) => c.rejects += 1,
+                        }
+                        if publish(&mut execs, r) {
+                            c.reports += 1;
+                        } else {
+                            pending = Some(r);
+                        }
+                    }
+                    Err(_) => c.malformed += 1,
+                }
+            }
+        }
+        if work > 0 {
+            idle_since = Instant::now();
+            idler.idle(work);
+            continue;
+        }
+        idler.idle(0);
+        if idle_since.elapsed() < Duration::from_millis(20) {
+            continue;
+        }
+        idle_since = Instant::now();
+        // Idle: how is the trader? (syscalls, so only now)
+        let now = pipeline::peer(&orders);
+        if now != trader {
+            match now {
+                Peer::Died { pid } => {
+                    c.trader_deaths += 1;
+                    eprintln!(
+                        "gateway: the trader (pid {pid}) died after {} orders; every order it sent is answered; waiting for a trader to take the order stream over",
+                        c.orders
+                    );
+                }
+                Peer::Closed => eprintln!("gateway: the trader closed its order stream after {} orders", c.orders),
+                Peer::Live => eprintln!("gateway: a trader is publishing orders"),
+            }
+            trader = now;
+        }
+        if a.exit_with_trader && trader == Peer::Closed && pending.is_none() {
+            break; // the ring was empty just now and the trader is gone
+        }
+    }
+    let summary = serde_json::json!({ "counts": c, "hops_ns": hops.summary(), "unordered_traces": hops.unordered });
+    if a.json {
+        println!("{summary}");
+    } else {
+        println!(
+            "gateway: {} orders: {} filled, {} expired unfilled, {} rejected; {} reports; {} malformed; {} trader deaths",
+            c.orders, c.fills, c.expired, c.rejects, c.reports, c.malformed, c.trader_deaths
+        );
+        for h in summary["hops_ns"].as_array().into_iter().flatten() {
+            println!(
+                "  {:<50} p50 {:>9} ns  p99 {:>9} ns  p99.9 {:>9} ns  max {:>9} ns  ({} orders)",
+                h["hop"].as_str().unwrap_or(""),
+                h["p50"],
+                h["p99"],
+                h["p99_9"],
+                h["max"],
+                h["count"]
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Publishes a report; false if the report ring is full (it stays pending).
+#[inline]
+fn publish(execs: &mut ShmPublisher, r: Report) -> bool {
+    match r {
+        Report::Fill(mut m) => execs.send(&mut m).is_ok(),
+        Report::Expired(mut m) => execs.send(&mut m).is_ok(),
+        Report::Reject(mut m) => execs.send(&mut m).is_ok(),
+    }
+}

@@ -1,0 +1,82 @@
+//! Plumbing the trading apps (`trader`, `gateway`) share: waiting for a peer's ring to appear,
+//! stopping on Ctrl-C / SIGTERM, the idle strategy, and checking on a peer when idle.
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tickbus::agent::{IdleStrategy, Idler};
+use tickbus::shm::{self, PublisherState, ShmOptions, ShmSubscriber};
+use tickbus::StartAt;
+
+/// A flag set by Ctrl-C or SIGTERM.
+pub fn stop_flag() -> Result<Arc<AtomicBool>, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    ctrlc::set_handler(move || flag.store(true, Ordering::Release)).map_err(|e| e.to_string())?;
+    Ok(stop)
+}
+
+/// Busy-polls (a message after a quiet spell is taken at once), backing off only after a long
+/// idle spell so an idle app does not burn a core for ever.
+pub fn idler() -> Idler {
+    Idler::new(IdleStrategy::Backoff {
+        spins: 1_000_000,
+        yields: 1000,
+        min_park: Duration::from_micros(20),
+        max_park: Duration::from_micros(200),
+    })
+}
+
+/// Which way to attach to a peer's ring.
+pub enum Attach {
+    /// A reliable consumer line (the publisher waits for us).
+    Consumer,
+    /// A lossy observer from the oldest message the ring holds.
+    Observer,
+}
+
+/// Attaches to ring `name`, waiting up to `wait` for its publisher to create it (the apps may
+/// start in any order). Other errors are returned at once.
+pub fn attach(name: &str, how: Attach, wait: Duration, stop: &AtomicBool) -> Result<ShmSubscriber, String> {
+    let opts = ShmOptions::default();
+    let deadline = Instant::now() + wait;
+    loop {
+        let r = match how {
+            Attach::Consumer => shm::open_consumer(name, &opts),
+            Attach::Observer => shm::open_observer(name, StartAt::Oldest, &opts),
+        };
+        match r {
+            Ok(s) => return Ok(s),
+            Err(e) if e.is_retryable() => {
+                if Instant::now() >= deadline || stop.load(Ordering::Acquire) {
+                    return Err(format!(
+                        "{e} (after waiting {wait:?}: start the app that publishes ring {name:?}, or free its consumer line)"
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(format!("attaching to ring {name:?}: {e}")),
+        }
+    }
+}
+
+/// What became of a peer's publisher since the last look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    Live,
+    /// It closed its ring cleanly (it finished).
+    Closed,
+    /// Its process ended without closing (killed or crashed).
+    Died {
+        pid: u64,
+    },
+}
+
+/// Looks at a peer's publisher (a syscall: call it when idle, every few ms, not per message).
+pub fn peer(s: &ShmSubscriber) -> Peer {
+    match s.publisher_state() {
+        PublisherState::Live { .. } => Peer::Live,
+        PublisherState::Closed { .. } => Peer::Closed,
+        PublisherState::Dead { pid, .. } => Peer::Died { pid },
+    }
+}

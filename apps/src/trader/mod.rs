@@ -1,0 +1,245 @@
+//! `tickbus trader`: a trading app as the model for your own. It subscribes to normalised market
+//! data (what `tickbus feed` publishes), hands every message to the strategy (`strategy.rs`:
+//! the book and the rule, nothing about the bus), sends what the strategy decides as IOC orders
+//! on a reliable order stream, and reads the execution reports back.
+//!
+//! The bus plumbing is all here: rings opened by name (the gateway publishes `execs`, this app
+//! publishes `orders`, the feed `md`), one busy-polling loop on a pinned core that never
+//! allocates or makes a syscall while there is work, and a look at the peers only when idle.
+//! Each order carries the trace of the tick that caused it ([`TracedOrder`]): the tick's ingress
+//! TSC, when it was received, when the book had applied it and when the decision was made; the
+//! order's header adds its publish TSC, and the gateway its arrival.
+mod strategy;
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use tickbus::shm::{self, ShmOptions, ShmPublisher};
+use tickbus::time::Tsc;
+use tickbus::{Mode, Recv, RingConfig};
+use tickbus_codecs::orders::{NewOrder, OrderTrace, TracedOrder, TRACED_ORDER_LEN};
+use tickbus_codecs::{decode, AnyMessage, Message, OrdType, TimeInForce};
+use zerocopy::IntoBytes;
+
+use crate::pipeline::{self, Attach, Peer};
+use strategy::Strategy;
+
+#[derive(Args, Debug)]
+pub struct TraderArgs {
+    /// The market-data ring to read (normalised, as `tickbus feed` publishes it).
+    #[arg(long, default_value = "md")]
+    pub md: String,
+    /// The order ring to publish (created if missing; reliable, one consumer: the gateway).
+    #[arg(long, default_value = "orders")]
+    pub orders: String,
+    /// The execution-report ring to read (the gateway publishes it).
+    #[arg(long, default_value = "execs")]
+    pub execs: String,
+    /// Stream id of the order ring.
+    #[arg(long, default_value_t = 2)]
+    pub stream: u32,
+    /// Shares per order.
+    #[arg(long, default_value_t = 100)]
+    pub qty: u64,
+    /// Most orders awaiting their execution report (the strategy skips decisions beyond it).
+    #[arg(long, default_value_t = 64)]
+    pub max_in_flight: u64,
+    /// Pin the trading loop to this core.
+    #[arg(long)]
+    pub core: Option<usize>,
+    /// How long to wait for the market-data and execution rings to appear (s).
+    #[arg(long, default_value_t = 30.0)]
+    pub wait_secs: f64,
+    /// After the market data ends, how long to wait for outstanding execution reports (s).
+    #[arg(long, default_value_t = 10.0)]
+    pub drain_secs: f64,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What the trading loop counted.
+#[derive(Debug, Default, serde::Serialize)]
+struct Counts {
+    /// Market-data messages received (each one is a tick for the strategy).
+    ticks: u64,
+    /// Market-data messages lost to a lap (the trader was too slow for a lossy feed).
+    md_missed: u64,
+    /// `FeedGap` messages: the feed itself lost data.
+    feed_gaps: u64,
+    /// Market-data messages that were not tickbus messages.
+    md_undecodable: u64,
+    orders: u64,
+    reports: u64,
+    /// Reports that were not for an order in flight or not a report at all.
+    reports_unexpected: u64,
+    /// Times an order waited for room on the order ring.
+    order_ring_full: u64,
+}
+
+pub fn run(a: TraderArgs) -> Result<(), String> {
+    let stop = pipeline::stop_flag()?;
+    let wait = Duration::from_secs_f64(a.wait_secs.max(0.0));
+    let mut cfg = RingConfig::for_payload(Mode::Reliable, a.stream, TRACED_ORDER_LEN, 4096);
+    cfg.max_consumers = 1;
+    let mut orders = shm::open_publisher(&a.orders, &cfg, &ShmOptions::default()).map_err(|e| e.to_string())?;
+    let mut md = pipeline::attach(&a.md, Attach::Observer, wait, &stop)?;
+    let mut execs = pipeline::attach(&a.execs, Attach::Consumer, wait, &stop)?;
+    if let Some(core) = a.core {
+        tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
+    }
+    eprintln!("trader: ready (md {:?}, orders {:?}, execs {:?})", a.md, a.orders, a.execs);
+    let tsc = Tsc::new();
+    let mut strategy = Strategy::new(a.qty, a.max_in_flight);
+    let mut c = Counts::default();
+    let mut order = TracedOrder { order: NewOrder::new(), trace: OrderTrace::default() };
+    order.order.time_in_force = TimeInForce::ImmediateOrCancel as u8;
+    order.order.ord_type = OrdType::Limit as u8;
+    let mut idler = pipeline::idler();
+    let (mut idle_since, mut md_over, mut gateway_gone) = (Instant::now(), None::<Instant>, false);
+    while !stop.load(Ordering::Acquire) {
+        let mut work = 0;
+        // Market data: one message, the book, the decision, the order.
+        if let Some(r) = md.try_recv() {
+            work += 1;
+            let receive_tsc = tsc.now();
+            match r {
+                Recv::Message(m) => {
+                    c.ticks += 1;
+                    match decode(m.payload) {
+                        Ok(AnyMessage::FeedGap(g)) => {
+                            c.feed_gaps += 1;
+                            strategy.on_gap(g.count);
+                        }
+                        Ok(msg) => {
+                            let ingress_tsc = tickbus_codecs::Header::peek(m.payload).map_or(0, |h| h.publish_tsc);
+                            if let Some(moved) = strategy.apply(&msg) {
+                                let book_tsc = tsc.now();
+                                if let Some(i) = strategy.decide(moved) {
+                                    let o = &mut order.order;
+                                    (o.client_order_id, o.instrument_id, o.side) =
+                                        (c.orders + 1, i.instrument, i.side as u8);
+                                    (o.price, o.qty) = (i.price, i.qty);
+                                    order.trace = OrderTrace {
+                                        tick_sequence: m.position,
+                                        ingress_tsc,
+                                        receive_tsc,
+                                        book_tsc,
+                                        decision_tsc: tsc.now(),
+                                    };
+                                    send(&mut orders, &mut order, &tsc, &mut c, &stop);
+                                }
+                            }
+                        }
+                        Err(_) => c.md_undecodable += 1,
+                    }
+                }
+                Recv::Gap(g) => {
+                    c.md_missed += g.missed();
+                    strategy.on_gap(g.missed());
+                }
+            }
+        }
+        // Execution reports.
+        while let Some(Recv::Message(m)) = execs.try_recv() {
+            work += 1;
+            match decode(m.payload) {
+                Ok(r @ (AnyMessage::ExecFill(_) | AnyMessage::ExecAck(_) | AnyMessage::ExecReject(_)))
+                    if strategy.in_flight() > 0 =>
+                {
+                    c.reports += 1;
+                    strategy.on_report(&r);
+                }
+                _ => c.reports_unexpected += 1,
+            }
+        }
+        if work > 0 {
+            idle_since = Instant::now();
+            idler.idle(work);
+            continue;
+        }
+        idler.idle(0);
+        // Idle: look at the peers now and then (syscalls, so never while there is work).
+        if idle_since.elapsed() < Duration::from_millis(20) {
+            continue;
+        }
+        idle_since = Instant::now();
+        match pipeline::peer(&execs) {
+            Peer::Died { pid } if !gateway_gone => {
+                gateway_gone = true;
+                eprintln!(
+                    "trader: the gateway (pid {pid}) died; {} orders await reports and stay on the order ring for the next gateway",
+                    strategy.in_flight()
+                );
+            }
+            Peer::Live => gateway_gone = false,
+            _ => {}
+        }
+        if md_over.is_none() && pipeline::peer(&md) != Peer::Live {
+            // The feed is gone: what it published has been read (the ring was empty just now).
+            md_over = Some(Instant::now());
+        }
+        if let Some(t) = md_over {
+            if strategy.in_flight() == 0 {
+                break;
+            }
+            if t.elapsed() >= Duration::from_secs_f64(a.drain_secs) {
+                eprintln!("trader: {} orders got no execution report within {} s", strategy.in_flight(), a.drain_secs);
+                break;
+            }
+        }
+    }
+    drop(orders); // closes the order stream: the gateway sees the trader finished
+    let summary = serde_json::json!({
+        "counts": c,
+        "strategy": strategy.stats,
+        "in_flight": strategy.in_flight(),
+        "halted": strategy.halted(),
+    });
+    if a.json {
+        println!("{summary}");
+    } else {
+        println!(
+            "trader: {} ticks, {} orders, {} reports ({} filled, {} unfilled, {} rejected), {} awaiting; {} md lost, {} feed gaps{}",
+            c.ticks,
+            c.orders,
+            c.reports,
+            strategy.stats.filled_orders,
+            strategy.stats.unfilled_orders,
+            strategy.stats.rejected_orders,
+            strategy.in_flight(),
+            c.md_missed,
+            c.feed_gaps,
+            strategy.halted().map(|h| format!("; {h}")).unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// Stamps the order's header and publishes it with its trace, waiting while the gateway has not
+/// taken enough (the in-flight limit keeps that rare: it is far below the ring's slots).
+#[inline]
+fn send(
+    orders: &mut ShmPublisher,
+    o: &mut TracedOrder,
+    tsc: &Tsc,
+    c: &mut Counts,
+    stop: &std::sync::atomic::AtomicBool,
+) {
+    let stream = orders.config().stream_id;
+    loop {
+        o.order.header.stamp(stream, orders.position(), tsc.now());
+        match orders.publish(o.as_bytes()) {
+            Ok(_) => {
+                c.orders += 1;
+                return;
+            }
+            Err(_) if !stop.load(Ordering::Relaxed) => {
+                c.order_ring_full += 1;
+                std::hint::spin_loop();
+            }
+            Err(_) => return,
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! The strategy: everything a trader decides, and nothing about the bus. Copy this file and
+//! change the rule; `trader/mod.rs` is the plumbing that feeds it and sends what it decides.
+//!
+//! The rule (a toy that exercises every hop, not a way to make money): keep the L3 book of every
+//! instrument from normalised market data; when an instrument's best bid or best offer changes,
+//! send an immediate-or-cancel limit order that would take the new best price: sell `qty` at the
+//! new best bid, or buy `qty` at the new best offer. Two risk checks come first: at most
+//! `max_in_flight` orders may await their execution report, and after a gap in the market data
+//! (the book may be wrong from there on) the strategy stops trading for good; a production
+//! strategy would rebuild its book from a snapshot instead.
+use tickbus_codecs::book::{OrderBook, Side as BookSide};
+use tickbus_codecs::{AnyMessage, Side, PRICE_SCALE};
+
+/// ITCH prices have 4 decimals; orders carry [`PRICE_SCALE`] (8).
+const ITCH_TO_WIRE_PRICE: i64 = PRICE_SCALE / 10_000;
+
+/// An order the strategy wants sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Intent {
+    pub instrument: u32,
+    pub side: Side,
+    /// Limit price, [`PRICE_SCALE`] units.
+    pub price: i64,
+    pub qty: u64,
+}
+
+/// What the strategy has seen and done, for the summary.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct StrategyStats {
+    /// Order events the book applied.
+    pub book_events: u64,
+    /// Events that did not fit the book (joined mid-day, or a lost message).
+    pub book_errors: u64,
+    /// Top-of-book changes seen.
+    pub top_changes: u64,
+    /// Decisions not sent because `max_in_flight` orders were awaiting reports.
+    pub skipped_in_flight: u64,
+    /// Decisions not sent because trading had halted after a gap.
+    pub skipped_halted: u64,
+    pub filled_orders: u64,
+    pub filled_qty: u64,
+    pub unfilled_orders: u64,
+    pub rejected_orders: u64,
+}
+
+pub struct Strategy {
+    book: OrderBook,
+    qty: u64,
+    max_in_flight: u64,
+    in_flight: u64,
+    halted: Option<String>,
+    pub stats: StrategyStats,
+}
+
+impl Strategy {
+    /// A strategy with a book reserved for a full day (a million resting orders, every stock
+    /// locate), so the steady state does not allocate.
+    pub fn new(qty: u64, max_in_flight: u64) -> Strategy {
+        Strategy {
+            book: OrderBook::with_capacity(1 << 20, 8192),
+            qty,
+            max_in_flight,
+            in_flight: 0,
+            halted: None,
+            stats: StrategyStats::default(),
+        }
+    }
+
+    /// Applies one market-data message to the book; returns the order to send, if any. Split
+    /// from [`Strategy::decide`] so the plumbing can stamp "book applied" between the two.
+    #[inline]
+    pub fn apply(&mut self, msg: &AnyMessage<'_>) -> Option<(u16, BookSide)> {
+        match self.book.apply_md(msg) {
+            Ok(Some(u)) => {
+                self.stats.book_events += 1;
+                if u.top_changed {
+                    self.stats.top_changes += 1;
+                    return Some((u.locate, u.side));
+                }
+                None
+            }
+            Ok(None) => None,
+            Err(_) => {
+                self.stats.book_errors += 1;
+                None
+            }
+        }
+    }
+
+    /// The rule: take the new best price on the side that moved.
+    #[inline]
+    pub fn decide(&mut self, (locate, side): (u16, BookSide)) -> Option<Intent> {
+        let top = self.book.best(locate, side)?;
+        if self.halted.is_some() {
+            self.stats.skipped_halted += 1;
+            return None;
+        }
+        if self.in_flight >= self.max_in_flight {
+            self.stats.skipped_in_flight += 1;
+            return None;
+        }
+        self.in_flight += 1;
+        Some(Intent {
+            instrument: u32::from(locate),
+            side: match side {
+                BookSide::Bid => Side::Sell,
+                BookSide::Ask => Side::Buy,
+            },
+            price: i64::from(top.price) * ITCH_TO_WIRE_PRICE,
+            qty: self.qty,
+        })
+    }
+
+    /// The market data lost `missed` messages: the book cannot be trusted any more.
+    pub fn on_gap(&mut self, missed: u64) {
+        self.halted.get_or_insert_with(|| format!("halted after a gap of {missed} market-data messages"));
+    }
+
+    /// An execution report came back for one of our orders.
+    pub fn on_report(&mut self, report: &AnyMessage<'_>) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        match report {
+            AnyMessage::ExecFill(f) => {
+                self.stats.filled_orders += 1;
+                self.stats.filled_qty += f.fill_qty;
+            }
+            AnyMessage::ExecAck(_) => self.stats.unfilled_orders += 1,
+            _ => self.stats.rejected_orders += 1,
+        }
+    }
+
+    /// Orders awaiting their execution report.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight
+    }
+
+    /// Why trading stopped, if it did.
+    pub fn halted(&self) -> Option<&str> {
+        self.halted.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickbus_codecs::md::OrderAdd;
+    use tickbus_codecs::Message;
+
+    fn add(id: u64, side: Side, price: i64) -> OrderAdd {
+        let mut a = OrderAdd::new();
+        a.instrument_id = 2;
+        a.order_id = id;
+        a.side = side as u8;
+        a.price = price * PRICE_SCALE;
+        a.qty = 300;
+        a
+    }
+
+    #[test]
+    fn a_new_best_price_is_taken_within_the_risk_limits() {
+        let mut s = Strategy::new(100, 1);
+        let bid = add(1, Side::Buy, 10);
+        let moved = s.apply(&AnyMessage::OrderAdd(&bid)).expect("a first bid moves the top");
+        let i = s.decide(moved).expect("an order");
+        assert_eq!(i, Intent { instrument: 2, side: Side::Sell, price: 10 * PRICE_SCALE, qty: 100 });
+        // One in flight: the next decision is skipped until its report arrives.
+        let ask = add(2, Side::Sell, 11);
+        let moved = s.apply(&AnyMessage::OrderAdd(&ask)).unwrap();
+        assert_eq!(s.decide(moved), None);
+        assert_eq!(s.stats.skipped_in_flight, 1);
+        let fill = tickbus_codecs::exec::ExecFill::new();
+        s.on_report(&AnyMessage::ExecFill(&fill));
+        assert_eq!(s.decide(moved).map(|i| (i.side, i.price)), Some((Side::Buy, 11 * PRICE_SCALE)));
+        // A worse bid does not move the top; after a gap nothing is sent.
+        assert_eq!(s.apply(&AnyMessage::OrderAdd(&add(3, Side::Buy, 9))), None);
+        s.on_gap(5);
+        s.on_report(&AnyMessage::ExecFill(&fill));
+        let moved = s.apply(&AnyMessage::OrderAdd(&add(4, Side::Buy, 12))).unwrap();
+        assert_eq!(s.decide(moved), None);
+        assert_eq!((s.stats.skipped_halted, s.halted().is_some()), (1, true));
+    }
+}

@@ -1,0 +1,203 @@
+//! The trading pipeline as separate processes over shm: `mold-server` (the exchange's feed on
+//! two loopback multicast lines) -> `feed` (normalised market data on a lossy ring) -> `trader`
+//! (book, decision, IOC orders on a reliable ring) -> `gateway` (one execution report per order
+//! on a reliable ring, back to the trader). Counts are exact: every tick the feed published is
+//! seen, every order reaches the gateway and gets exactly one report. A trader killed mid-run is
+//! reported by the gateway, and the feed and the gateway carry on.
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+static ONE: Mutex<()> = Mutex::new(());
+
+struct Env {
+    /// Every process started, killed when the test ends (a failed test leaves none behind).
+    children: Mutex<Vec<u32>>,
+    tag: String,
+    tmp: PathBuf,
+    day: PathBuf,
+    lines: [String; 6],
+}
+
+impl Env {
+    fn new(name: &str, n: u16, messages: &str) -> Env {
+        let tag = format!("tickbus-trading-{name}-{}", std::process::id());
+        let tmp = std::env::temp_dir().join(&tag);
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let lines = [
+            "--line-a".into(),
+            format!("239.77.40.{n}:{}", 35000 + n),
+            "--line-b".into(),
+            format!("239.77.41.{n}:{}", 36000 + n),
+            "--retransmit".into(),
+            format!("127.0.0.1:{}", 37000 + n),
+        ];
+        let env = Env { children: Mutex::new(Vec::new()), day: tmp.join("day.itch"), tmp, tag, lines };
+        let day = env.day.to_str().unwrap().to_owned();
+        let gen = ["itch", "generate", "--seed", "5", "--stocks", "8", "--messages", messages, "--itch", &day];
+        assert!(env.cmd(&gen).output().unwrap().status.success());
+        env
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tickbus"));
+        c.args(args)
+            .env("TICKBUS_HUGEPAGE_DIR", format!("/dev/hugepages/{}", self.tag))
+            .env("TICKBUS_SHM_DIR", format!("/dev/shm/{}", self.tag));
+        c
+    }
+
+    fn spawn(&self, args: &[&str]) -> Child {
+        let child = self.cmd(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        self.children.lock().unwrap().push(child.id());
+        child
+    }
+
+    /// Feed, gateway and trader started, each waiting for its rings; returns them once the
+    /// trader and the gateway say they are ready.
+    fn start(&self, gateway_args: &[&str]) -> (Child, Child, Child) {
+        let mut feed_args = vec!["feed", "--ring", "md", "--exit-at-end", "--give-up-ms", "1500", "--json"];
+        feed_args.extend(self.lines.iter().map(String::as_str));
+        let feed = self.spawn(&feed_args);
+        let mut gw_args = vec!["gateway", "--json"];
+        gw_args.extend(gateway_args);
+        let mut gateway = self.spawn(&gw_args);
+        let mut trader = self.spawn(&["trader", "--json"]);
+        for (who, child) in [("gateway", &mut gateway), ("trader", &mut trader)] {
+            let line = first_line(child);
+            assert!(line.contains("ready"), "{who}: {line}");
+        }
+        (feed, gateway, trader)
+    }
+
+    fn serve(&self, rate: &str) -> serde_json::Value {
+        let day = self.day.to_str().unwrap();
+        let mut args =
+            vec!["mold-server", day, "--rate", rate, "--linger-ms", "1500", "--start-delay-ms", "200", "--json"];
+        args.extend(self.lines.iter().map(String::as_str));
+        let out = self.cmd(&args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        for pid in self.children.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            if std::fs::read_to_string(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.contains("tickbus")) {
+                // SAFETY: SIGKILL to a process this test started (checked to still be ours).
+                unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.tmp);
+        let _ = std::fs::remove_dir_all(format!("/dev/hugepages/{}", self.tag));
+        let _ = std::fs::remove_dir_all(format!("/dev/shm/{}", self.tag));
+    }
+}
+
+/// The first stderr line of a child (its stderr is then read on by a thread, kept in order).
+fn first_line(child: &mut Child) -> String {
+    let mut r = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    child.stderr = None;
+    let rest = std::thread::spawn(move || {
+        let mut all = String::new();
+        while r.read_line(&mut all).map(|n| n > 0).unwrap_or(false) {}
+        all
+    });
+    STDERR.lock().unwrap().push((child.id(), rest));
+    line
+}
+
+type Rest = std::thread::JoinHandle<String>;
+static STDERR: Mutex<Vec<(u32, Rest)>> = Mutex::new(Vec::new());
+
+/// What a child printed on stderr after its first line (it must have exited).
+fn stderr_of(pid: u32) -> String {
+    let mut all = STDERR.lock().unwrap();
+    let k = all.iter().position(|(p, _)| *p == pid).expect("read by first_line");
+    all.remove(k).1.join().unwrap()
+}
+
+fn finish(child: Child, what: &str) -> serde_json::Value {
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let taken = STDERR.lock().unwrap().iter().any(|(p, _)| *p == pid);
+    let err = if taken { stderr_of(pid) } else { String::from_utf8_lossy(&out.stderr).into_owned() };
+    assert!(out.status.success(), "{what} failed: {err}");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{what}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn n(v: &serde_json::Value, path: &[&str]) -> u64 {
+    path.iter().fold(v, |v, k| &v[k]).as_u64().unwrap_or_else(|| panic!("no {path:?} in {v}"))
+}
+
+#[test]
+fn every_tick_is_seen_and_every_order_gets_exactly_one_report() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("counts", 1, "20000");
+    let (feed, gateway, trader) = env.start(&["--exit-with-trader"]);
+    let server = env.serve("20000");
+    let feed = finish(feed, "feed");
+    let trader = finish(trader, "trader");
+    let gateway = finish(gateway, "gateway");
+    assert_eq!((n(&feed, &["lost"]), n(&feed, &["delivered"])), (0, n(&server, &["messages"])));
+    let published = n(&feed, &["published"]);
+    assert_eq!(n(&trader, &["counts", "ticks"]), published, "every tick the feed published reached the trader");
+    assert_eq!(n(&trader, &["counts", "md_missed"]), 0);
+    let orders = n(&trader, &["counts", "orders"]);
+    assert!(orders > 100, "{trader}");
+    assert_eq!(n(&trader, &["counts", "reports"]), orders, "one report per order, back at the trader");
+    assert_eq!((n(&trader, &["counts", "reports_unexpected"]), n(&trader, &["in_flight"])), (0, 0));
+    assert_eq!(n(&gateway, &["counts", "orders"]), orders, "every order reached the gateway");
+    assert_eq!(n(&gateway, &["counts", "reports"]), orders);
+    let answered = ["fills", "expired", "rejects"].iter().map(|k| n(&gateway, &["counts", k])).sum::<u64>();
+    assert_eq!(answered, orders, "each order answered once");
+    assert_eq!(n(&gateway, &["counts", "fills"]), n(&trader, &["strategy", "filled_orders"]));
+    assert_eq!((n(&gateway, &["counts", "malformed"]), n(&gateway, &["unordered_traces"])), (0, 0));
+    for hop in gateway["hops_ns"].as_array().unwrap() {
+        assert_eq!(hop["count"].as_u64(), Some(orders), "{hop}");
+        assert!(hop["p50"].as_u64().unwrap() > 0, "{hop}");
+    }
+}
+
+#[test]
+fn a_killed_trader_is_reported_and_the_feed_and_gateway_carry_on() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("kill", 2, "20000");
+    let (feed, gateway, mut trader) = env.start(&[]);
+    let server = std::thread::scope(|s| {
+        let server = s.spawn(|| env.serve("8000"));
+        std::thread::sleep(Duration::from_millis(1200)); // trading is under way
+        trader.kill().unwrap(); // SIGKILL: no chance to close anything
+        trader.wait().unwrap();
+        server.join().unwrap()
+    });
+    let feed = finish(feed, "feed");
+    assert_eq!((n(&feed, &["lost"]), n(&feed, &["delivered"])), (0, n(&server, &["messages"])), "the feed carried on");
+    // The gateway looks at its peers when idle (every 20 ms once no work comes): give it time.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(still_running(&gateway), "the gateway carried on after the trader died");
+    // SAFETY: sends SIGTERM to our own child, which is still running (checked just above).
+    assert_eq!(unsafe { libc::kill(gateway.id() as i32, libc::SIGTERM) }, 0);
+    let gw_pid = gateway.id();
+    let out = gateway.wait_with_output().unwrap();
+    assert!(out.status.success(), "the gateway stops cleanly on SIGTERM");
+    let gw: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let said = stderr_of(gw_pid);
+    assert!(said.contains("died after") && said.contains("waiting for a trader"), "{said}");
+    assert_eq!(n(&gw, &["counts", "trader_deaths"]), 1);
+    let orders = n(&gw, &["counts", "orders"]);
+    assert!(orders > 0, "{gw}");
+    assert_eq!(n(&gw, &["counts", "reports"]), orders, "every order the dead trader sent was answered");
+}
+
+/// Whether the child is still running (not exited, not a zombie), without reaping it.
+fn still_running(child: &Child) -> bool {
+    std::fs::read_to_string(format!("/proc/{}/stat", child.id())).is_ok_and(|s| !s.contains(") Z "))
+}
