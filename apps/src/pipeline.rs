@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use tickbus::agent::{IdleStrategy, Idler};
 use tickbus::shm::{self, PublisherState, ShmOptions, ShmSubscriber};
+use tickbus::time::Tsc;
 use tickbus::StartAt;
 
 /// A flag set by Ctrl-C or SIGTERM.
@@ -78,5 +79,32 @@ pub fn peer(s: &ShmSubscriber) -> Peer {
         PublisherState::Live { .. } => Peer::Live,
         PublisherState::Closed { .. } => Peer::Closed,
         PublisherState::Dead { pid, .. } => Peer::Died { pid },
+    }
+}
+
+/// Paces what an app does only while idle (looking at its peers: syscalls): at most once per
+/// `every`, asked only after a duty cycle without work, and timed by the TSC, so a loop with
+/// work never reads a clock through the kernel.
+pub struct IdleChecks {
+    tsc: Tsc,
+    every: u64,
+    last: u64,
+}
+
+impl IdleChecks {
+    pub fn new(every: Duration) -> IdleChecks {
+        let tsc = Tsc::new();
+        let every = (every.as_nanos() as f64 * tickbus::time::ticks_per_ns()) as u64;
+        IdleChecks { last: tsc.now(), tsc, every }
+    }
+
+    /// Whether a check is due now (call it after a duty cycle that found no work).
+    pub fn due(&mut self) -> bool {
+        let now = self.tsc.now();
+        if now.wrapping_sub(self.last) < self.every {
+            return false;
+        }
+        self.last = now;
+        true
     }
 }

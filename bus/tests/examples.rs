@@ -14,12 +14,8 @@ fn run(example: &str, args: &[&str]) -> String {
     assert!(bin.exists(), "{} is not built: run the suite with `cargo test` (it builds every example)", bin.display());
     let tag = format!("tickbus-example-{example}-{}", std::process::id());
     let (huge, shm) = (format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"));
-    let out = Command::new(&bin)
-        .args(args)
-        .env("TICKBUS_HUGEPAGE_DIR", &huge)
-        .env("TICKBUS_SHM_DIR", &shm)
-        .output()
-        .unwrap();
+    let out =
+        Command::new(&bin).args(args).env("TICKBUS_HUGEPAGE_DIR", &huge).env("TICKBUS_SHM_DIR", &shm).output().unwrap();
     let _ = std::fs::remove_dir_all(&huge);
     let _ = std::fs::remove_dir_all(&shm);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

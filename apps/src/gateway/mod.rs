@@ -11,7 +11,7 @@ mod hops;
 mod matching;
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
 use tickbus::shm::{self, ShmOptions, ShmPublisher};
@@ -92,7 +92,8 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
     let mut c = Counts::default();
     let mut pending: Option<Report> = None;
     let mut idler = pipeline::idler();
-    let (mut idle_since, mut trader) = (Instant::now(), Peer::Live);
+    let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
+    let mut trader = Peer::Live;
     while !stop.load(Ordering::Acquire) {
         let mut work = 0;
         for _ in 0..64 {
@@ -142,18 +143,15 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
                 }
             }
         }
-        if work > 0 {
-            idle_since = Instant::now();
-            idler.idle(work);
-            continue;
-        }
-        idler.idle(0);
-        if idle_since.elapsed() < Duration::from_millis(20) {
-            continue;
-        }
-        idle_since = Instant::now();
+        idler.idle(work);
         // Idle: how is the trader? (syscalls, so only now)
+        if work > 0 || !checks.due() {
+            continue;
+        }
         let now = pipeline::peer(&orders);
+        if a.exit_with_trader && now == Peer::Closed && trader == Peer::Closed && pending.is_none() {
+            break; // closed before this idle cycle found its ring empty: every order was taken
+        }
         if now != trader {
             match now {
                 Peer::Died { pid } => {
@@ -167,9 +165,6 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
                 Peer::Live => eprintln!("gateway: a trader is publishing orders"),
             }
             trader = now;
-        }
-        if a.exit_with_trader && trader == Peer::Closed && pending.is_none() {
-            break; // the ring was empty just now and the trader is gone
         }
     }
     let summary = serde_json::json!({ "counts": c, "hops_ns": hops.summary(), "unordered_traces": hops.unordered });

@@ -97,7 +97,8 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
     order.order.time_in_force = TimeInForce::ImmediateOrCancel as u8;
     order.order.ord_type = OrdType::Limit as u8;
     let mut idler = pipeline::idler();
-    let (mut idle_since, mut md_over, mut gateway_gone) = (Instant::now(), None::<Instant>, false);
+    let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
+    let (mut md_over, mut gateway_gone) = (None::<Instant>, false);
     while !stop.load(Ordering::Acquire) {
         let mut work = 0;
         // Market data: one message, the book, the decision, the order.
@@ -154,17 +155,11 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
                 _ => c.reports_unexpected += 1,
             }
         }
-        if work > 0 {
-            idle_since = Instant::now();
-            idler.idle(work);
-            continue;
-        }
-        idler.idle(0);
+        idler.idle(work);
         // Idle: look at the peers now and then (syscalls, so never while there is work).
-        if idle_since.elapsed() < Duration::from_millis(20) {
+        if work > 0 || !checks.due() {
             continue;
         }
-        idle_since = Instant::now();
         match pipeline::peer(&execs) {
             Peer::Died { pid } if !gateway_gone => {
                 gateway_gone = true;
@@ -176,11 +171,8 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
             Peer::Live => gateway_gone = false,
             _ => {}
         }
-        if md_over.is_none() && pipeline::peer(&md) != Peer::Live {
-            // The feed is gone: what it published has been read (the ring was empty just now).
-            md_over = Some(Instant::now());
-        }
         if let Some(t) = md_over {
+            // The feed had gone before this idle cycle found its ring empty: all of it was read.
             if strategy.in_flight() == 0 {
                 break;
             }
@@ -188,6 +180,8 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
                 eprintln!("trader: {} orders got no execution report within {} s", strategy.in_flight(), a.drain_secs);
                 break;
             }
+        } else if pipeline::peer(&md) != Peer::Live {
+            md_over = Some(Instant::now()); // finish once a later idle cycle finds the ring empty
         }
     }
     drop(orders); // closes the order stream: the gateway sees the trader finished
