@@ -4,6 +4,8 @@
 //! Owns: argument parsing and printing. Never: changes a ring or a file it is only asked to inspect.
 mod feed;
 mod gateway;
+#[cfg(test)]
+mod hot_path_tests;
 mod itch;
 mod journal;
 mod mold_server;
@@ -17,6 +19,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+/// The hot-path proofs count allocations per thread.
+#[cfg(test)]
+#[global_allocator]
+static ALLOC: tickbus_testkit::Counting = tickbus_testkit::Counting;
 use tickbus::shm::ShmOptions;
 
 #[derive(Parser)]

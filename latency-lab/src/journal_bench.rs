@@ -112,6 +112,9 @@ impl Tap for Synthetic {
     fn max_payload(&self) -> usize {
         PAYLOAD
     }
+    fn window(&self) -> u64 {
+        0 // a fresh journal each run: nothing is ever redelivered
+    }
 }
 
 fn scratch(tag: &str) -> PathBuf {

@@ -44,6 +44,11 @@ impl Hops {
         self.hist[5].saturating_record(self.scale.delta_ns(points[0], points[5]).max(1));
     }
 
+    /// Orders timed end to end.
+    pub fn timed(&self) -> u64 {
+        self.hist[5].len()
+    }
+
     /// Percentiles per hop (ns), for the summary.
     pub fn summary(&self) -> serde_json::Value {
         let rows: Vec<serde_json::Value> = HOPS

@@ -7,14 +7,14 @@
 //! The market data it matches against is the same normalised stream the trader reads (its
 //! quotes). A trader that dies is reported and the gateway carries on: its orders already on the
 //! ring are answered, and a restarted trader takes the order stream over where it stopped.
-mod hops;
-mod matching;
+pub mod hops;
+pub mod matching;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::Args;
-use tickbus::shm::{self, ShmOptions, ShmPublisher};
+use tickbus::shm::{self, ShmOptions, ShmPublisher, ShmSubscriber};
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, Recv, RingConfig};
 use tickbus_codecs::exec::ExecFill;
@@ -22,7 +22,7 @@ use tickbus_codecs::orders::TracedOrder;
 use tickbus_codecs::{decode, AnyMessage, Message};
 
 use crate::pipeline::{self, Attach, Peer};
-use hops::Hops;
+pub use hops::Hops;
 use matching::{Report, Venue};
 
 #[derive(Args, Debug)]
@@ -55,46 +55,64 @@ pub struct GatewayArgs {
 }
 
 #[derive(Debug, Default, serde::Serialize)]
-struct Counts {
-    orders: u64,
-    fills: u64,
-    expired: u64,
-    rejects: u64,
+pub struct Counts {
+    pub orders: u64,
+    pub fills: u64,
+    pub expired: u64,
+    pub rejects: u64,
     /// Order-stream payloads that were not a traced order: nothing can be answered.
-    malformed: u64,
-    reports: u64,
-    quotes: u64,
+    pub malformed: u64,
+    pub reports: u64,
+    pub quotes: u64,
     /// Market data the gateway lost to a lap (it matched against an older quote meanwhile).
-    md_missed: u64,
+    pub md_missed: u64,
     /// Times the report ring was full (the trader did not take its reports).
-    report_ring_full: u64,
+    pub report_ring_full: u64,
     /// Traders that died (their process ended without closing the order stream).
-    trader_deaths: u64,
+    pub trader_deaths: u64,
 }
 
-pub fn run(a: GatewayArgs) -> Result<(), String> {
-    let stop = pipeline::stop_flag()?;
-    let wait = Duration::from_secs_f64(a.wait_secs.max(0.0));
-    let mut cfg = RingConfig::for_payload(Mode::Reliable, a.stream, ExecFill::LEN.max(128), 4096);
-    cfg.max_consumers = 1;
-    let mut execs = shm::open_publisher(&a.execs, &cfg, &ShmOptions::default()).map_err(|e| e.to_string())?;
-    let mut md = pipeline::attach(&a.md, Attach::Observer, wait, &stop)?;
-    let mut orders = pipeline::attach(&a.orders, Attach::Consumer, wait, &stop)?;
-    if let Some(core) = a.core {
-        tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
+/// The gateway loop: its rings, the venue, the hop histograms and what it counted.
+/// [`Gateway::duty`] is one cycle; `run` adds idling and looking at the trader around it.
+pub struct Gateway {
+    md: ShmSubscriber,
+    orders: ShmSubscriber,
+    execs: ShmPublisher,
+    venue: Venue,
+    pub hops: Hops,
+    pub counts: Counts,
+    /// A report waiting for room on the report ring.
+    pending: Option<Report>,
+    tsc: Tsc,
+    scale: TscScale,
+    t0: u64,
+}
+
+impl Gateway {
+    pub fn new(md: ShmSubscriber, orders: ShmSubscriber, execs: ShmPublisher) -> Gateway {
+        let tsc = Tsc::new();
+        let scale = TscScale { ticks_per_ns: orders.config().ticks_per_ns };
+        let t0 = tsc.now();
+        Gateway {
+            md,
+            orders,
+            execs,
+            venue: Venue::new(),
+            hops: Hops::new(scale.ticks_per_ns),
+            counts: Counts::default(),
+            pending: None,
+            tsc,
+            scale,
+            t0,
+        }
     }
-    eprintln!("gateway: ready (md {:?}, orders {:?}, execs {:?})", a.md, a.orders, a.execs);
-    let tsc = Tsc::new();
-    let scale = TscScale { ticks_per_ns: orders.config().ticks_per_ns };
-    let t0 = tsc.now();
-    let mut venue = Venue::new();
-    let mut hops = Hops::new(scale.ticks_per_ns);
-    let mut c = Counts::default();
-    let mut pending: Option<Report> = None;
-    let mut idler = pipeline::idler();
-    let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
-    let mut trader = Peer::Live;
-    while !stop.load(Ordering::Acquire) {
+
+    /// One duty cycle: up to 64 market-data messages (the quotes), then the waiting report or
+    /// the next order (matched, timed and answered). No syscall and no allocation
+    /// (`hot_path_tests.rs`). Returns the work done (0: idle).
+    #[inline]
+    pub fn duty(&mut self) -> usize {
+        let Gateway { md, orders, execs, venue, hops, counts: c, pending, tsc, scale, t0 } = self;
         let mut work = 0;
         for _ in 0..64 {
             match md.try_recv() {
@@ -111,10 +129,10 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
         }
         // A report waiting for room goes first: no order is taken before its predecessor is
         // answered (the order stream backs up instead).
-        if let Some(r) = pending {
-            if publish(&mut execs, r) {
+        if let Some(r) = *pending {
+            if publish(execs, r) {
                 c.reports += 1;
-                pending = None;
+                *pending = None;
             } else {
                 c.report_ring_full += 1;
             }
@@ -127,47 +145,85 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
                     Ok(t) => {
                         c.orders += 1;
                         hops.record(t, arrival);
-                        let r = venue.match_order(&t.order, scale.delta_ns(t0, arrival));
+                        let r = venue.match_order(&t.order, scale.delta_ns(*t0, arrival));
                         match r {
                             Report::Fill(_) => c.fills += 1,
                             Report::Expired(_) => c.expired += 1,
                             Report::Reject(_) => c.rejects += 1,
                         }
-                        if publish(&mut execs, r) {
+                        if publish(execs, r) {
                             c.reports += 1;
                         } else {
-                            pending = Some(r);
+                            *pending = Some(r);
                         }
                     }
                     Err(_) => c.malformed += 1,
                 }
             }
         }
+        work
+    }
+
+    /// Whether a report still waits for room.
+    pub fn pending(&self) -> bool {
+        self.pending.is_some()
+    }
+}
+
+/// The report ring's layout: reliable, one consumer (the trader).
+pub fn report_ring(stream: u32) -> RingConfig {
+    let mut cfg = RingConfig::for_payload(Mode::Reliable, stream, ExecFill::LEN.max(128), 4096);
+    cfg.max_consumers = 1;
+    cfg
+}
+
+pub fn run(a: GatewayArgs) -> Result<(), String> {
+    let stop = pipeline::stop_flag()?;
+    let wait = Duration::from_secs_f64(a.wait_secs.max(0.0));
+    let execs =
+        shm::open_publisher(&a.execs, &report_ring(a.stream), &ShmOptions::default()).map_err(|e| e.to_string())?;
+    let md = pipeline::attach(&a.md, Attach::Observer, wait, &stop)?;
+    let orders = pipeline::attach(&a.orders, Attach::Consumer, wait, &stop)?;
+    if let Some(core) = a.core {
+        tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
+    }
+    eprintln!("gateway: ready (md {:?}, orders {:?}, execs {:?})", a.md, a.orders, a.execs);
+    let mut g = Gateway::new(md, orders, execs);
+    let mut idler = pipeline::idler();
+    let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
+    let mut trader = Peer::Live;
+    while !stop.load(Ordering::Acquire) {
+        let work = g.duty();
         idler.idle(work);
         // Idle: how is the trader? (syscalls, so only now)
         if work > 0 || !checks.due() {
             continue;
         }
-        let now = pipeline::peer(&orders);
-        if a.exit_with_trader && now == Peer::Closed && trader == Peer::Closed && pending.is_none() {
+        let now = pipeline::peer(&g.orders);
+        if a.exit_with_trader && now == Peer::Closed && trader == Peer::Closed && !g.pending() {
             break; // closed before this idle cycle found its ring empty: every order was taken
         }
         if now != trader {
             match now {
                 Peer::Died { pid } => {
-                    c.trader_deaths += 1;
+                    g.counts.trader_deaths += 1;
                     eprintln!(
                         "gateway: the trader (pid {pid}) died after {} orders; every order it sent is answered; waiting for a trader to take the order stream over",
-                        c.orders
+                        g.counts.orders
                     );
                 }
-                Peer::Closed => eprintln!("gateway: the trader closed its order stream after {} orders", c.orders),
+                Peer::Closed => {
+                    eprintln!("gateway: the trader closed its order stream after {} orders", g.counts.orders)
+                }
                 Peer::Live => eprintln!("gateway: a trader is publishing orders"),
             }
             trader = now;
         }
     }
-    let summary = serde_json::json!({ "counts": c, "hops_ns": hops.summary(), "unordered_traces": hops.unordered });
+    let c = &g.counts;
+    let summary = serde_json::json!({
+        "counts": c, "timed": g.hops.timed(), "hops_ns": g.hops.summary(), "unordered_traces": g.hops.unordered,
+    });
     if a.json {
         println!("{summary}");
     } else {

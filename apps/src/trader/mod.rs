@@ -9,13 +9,13 @@
 //! Each order carries the trace of the tick that caused it ([`TracedOrder`]): the tick's ingress
 //! TSC, when it was received, when the book had applied it and when the decision was made; the
 //! order's header adds its publish TSC, and the gateway its arrival.
-mod strategy;
+pub mod strategy;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use tickbus::shm::{self, ShmOptions, ShmPublisher};
+use tickbus::shm::{self, ShmOptions, ShmPublisher, ShmSubscriber};
 use tickbus::time::Tsc;
 use tickbus::{Mode, Recv, RingConfig};
 use tickbus_codecs::orders::{NewOrder, OrderTrace, TracedOrder, TRACED_ORDER_LEN};
@@ -23,7 +23,7 @@ use tickbus_codecs::{decode, AnyMessage, Message, OrdType, TimeInForce};
 use zerocopy::IntoBytes;
 
 use crate::pipeline::{self, Attach, Peer};
-use strategy::Strategy;
+pub use strategy::Strategy;
 
 #[derive(Args, Debug)]
 pub struct TraderArgs {
@@ -61,47 +61,50 @@ pub struct TraderArgs {
 
 /// What the trading loop counted.
 #[derive(Debug, Default, serde::Serialize)]
-struct Counts {
+pub struct Counts {
     /// Market-data messages received (each one is a tick for the strategy).
-    ticks: u64,
+    pub ticks: u64,
     /// Market-data messages lost to a lap (the trader was too slow for a lossy feed).
-    md_missed: u64,
+    pub md_missed: u64,
     /// `FeedGap` messages: the feed itself lost data.
-    feed_gaps: u64,
+    pub feed_gaps: u64,
     /// Market-data messages that were not tickbus messages.
-    md_undecodable: u64,
-    orders: u64,
-    reports: u64,
+    pub md_undecodable: u64,
+    pub orders: u64,
+    pub reports: u64,
     /// Reports that were not for an order in flight or not a report at all.
-    reports_unexpected: u64,
+    pub reports_unexpected: u64,
     /// Times an order waited for room on the order ring.
-    order_ring_full: u64,
+    pub order_ring_full: u64,
 }
 
-pub fn run(a: TraderArgs) -> Result<(), String> {
-    let stop = pipeline::stop_flag()?;
-    let wait = Duration::from_secs_f64(a.wait_secs.max(0.0));
-    let mut cfg = RingConfig::for_payload(Mode::Reliable, a.stream, TRACED_ORDER_LEN, 4096);
-    cfg.max_consumers = 1;
-    let mut orders = shm::open_publisher(&a.orders, &cfg, &ShmOptions::default()).map_err(|e| e.to_string())?;
-    let mut md = pipeline::attach(&a.md, Attach::Observer, wait, &stop)?;
-    let mut execs = pipeline::attach(&a.execs, Attach::Consumer, wait, &stop)?;
-    if let Some(core) = a.core {
-        tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
+/// The trading loop: its rings, the strategy and what it counted. [`Trader::duty`] is one
+/// cycle; `run` adds idling and looking at the peers around it.
+pub struct Trader {
+    md: ShmSubscriber,
+    orders: ShmPublisher,
+    execs: ShmSubscriber,
+    pub strategy: Strategy,
+    order: TracedOrder,
+    tsc: Tsc,
+    pub counts: Counts,
+}
+
+impl Trader {
+    pub fn new(md: ShmSubscriber, orders: ShmPublisher, execs: ShmSubscriber, strategy: Strategy) -> Trader {
+        let mut order = TracedOrder { order: NewOrder::new(), trace: OrderTrace::default() };
+        order.order.time_in_force = TimeInForce::ImmediateOrCancel as u8;
+        order.order.ord_type = OrdType::Limit as u8;
+        Trader { md, orders, execs, strategy, order, tsc: Tsc::new(), counts: Counts::default() }
     }
-    eprintln!("trader: ready (md {:?}, orders {:?}, execs {:?})", a.md, a.orders, a.execs);
-    let tsc = Tsc::new();
-    let mut strategy = Strategy::new(a.qty, a.max_in_flight);
-    let mut c = Counts::default();
-    let mut order = TracedOrder { order: NewOrder::new(), trace: OrderTrace::default() };
-    order.order.time_in_force = TimeInForce::ImmediateOrCancel as u8;
-    order.order.ord_type = OrdType::Limit as u8;
-    let mut idler = pipeline::idler();
-    let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
-    let (mut md_over, mut gateway_gone) = (None::<Instant>, false);
-    while !stop.load(Ordering::Acquire) {
+
+    /// One duty cycle: one market-data message (book, decision, and the order if any), then
+    /// every execution report waiting. No syscall and no allocation (`hot_path_tests.rs`).
+    /// Returns the work done (0: idle).
+    #[inline]
+    pub fn duty(&mut self, stop: &AtomicBool) -> usize {
+        let Trader { md, orders, execs, strategy, order, tsc, counts: c } = self;
         let mut work = 0;
-        // Market data: one message, the book, the decision, the order.
         if let Some(r) = md.try_recv() {
             work += 1;
             let receive_tsc = tsc.now();
@@ -129,7 +132,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
                                         book_tsc,
                                         decision_tsc: tsc.now(),
                                     };
-                                    send(&mut orders, &mut order, &tsc, &mut c, &stop);
+                                    send(orders, order, tsc, c, stop);
                                 }
                             }
                         }
@@ -142,7 +145,6 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
                 }
             }
         }
-        // Execution reports.
         while let Some(Recv::Message(m)) = execs.try_recv() {
             work += 1;
             match decode(m.payload) {
@@ -155,35 +157,68 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
                 _ => c.reports_unexpected += 1,
             }
         }
+        work
+    }
+}
+
+/// The order ring's layout: traced orders, reliable, one consumer (the gateway).
+pub fn order_ring(stream: u32) -> RingConfig {
+    let mut cfg = RingConfig::for_payload(Mode::Reliable, stream, TRACED_ORDER_LEN, 4096);
+    cfg.max_consumers = 1;
+    cfg
+}
+
+pub fn run(a: TraderArgs) -> Result<(), String> {
+    let stop = pipeline::stop_flag()?;
+    let wait = Duration::from_secs_f64(a.wait_secs.max(0.0));
+    let orders =
+        shm::open_publisher(&a.orders, &order_ring(a.stream), &ShmOptions::default()).map_err(|e| e.to_string())?;
+    let md = pipeline::attach(&a.md, Attach::Observer, wait, &stop)?;
+    let execs = pipeline::attach(&a.execs, Attach::Consumer, wait, &stop)?;
+    if let Some(core) = a.core {
+        tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
+    }
+    eprintln!("trader: ready (md {:?}, orders {:?}, execs {:?})", a.md, a.orders, a.execs);
+    let mut t = Trader::new(md, orders, execs, Strategy::new(a.qty, a.max_in_flight));
+    let mut idler = pipeline::idler();
+    let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
+    let (mut md_over, mut gateway_gone) = (None::<Instant>, false);
+    while !stop.load(Ordering::Acquire) {
+        let work = t.duty(&stop);
         idler.idle(work);
         // Idle: look at the peers now and then (syscalls, so never while there is work).
         if work > 0 || !checks.due() {
             continue;
         }
-        match pipeline::peer(&execs) {
+        match pipeline::peer(&t.execs) {
             Peer::Died { pid } if !gateway_gone => {
                 gateway_gone = true;
                 eprintln!(
                     "trader: the gateway (pid {pid}) died; {} orders await reports and stay on the order ring for the next gateway",
-                    strategy.in_flight()
+                    t.strategy.in_flight()
                 );
             }
             Peer::Live => gateway_gone = false,
             _ => {}
         }
-        if let Some(t) = md_over {
+        if let Some(since) = md_over {
             // The feed had gone before this idle cycle found its ring empty: all of it was read.
-            if strategy.in_flight() == 0 {
+            if t.strategy.in_flight() == 0 {
                 break;
             }
-            if t.elapsed() >= Duration::from_secs_f64(a.drain_secs) {
-                eprintln!("trader: {} orders got no execution report within {} s", strategy.in_flight(), a.drain_secs);
+            if since.elapsed() >= Duration::from_secs_f64(a.drain_secs) {
+                eprintln!(
+                    "trader: {} orders got no execution report within {} s",
+                    t.strategy.in_flight(),
+                    a.drain_secs
+                );
                 break;
             }
-        } else if pipeline::peer(&md) != Peer::Live {
+        } else if pipeline::peer(&t.md) != Peer::Live {
             md_over = Some(Instant::now()); // finish once a later idle cycle finds the ring empty
         }
     }
+    let Trader { orders, strategy, counts: c, .. } = t;
     drop(orders); // closes the order stream: the gateway sees the trader finished
     let summary = serde_json::json!({
         "counts": c,
@@ -214,13 +249,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
 /// Stamps the order's header and publishes it with its trace, waiting while the gateway has not
 /// taken enough (the in-flight limit keeps that rare: it is far below the ring's slots).
 #[inline]
-fn send(
-    orders: &mut ShmPublisher,
-    o: &mut TracedOrder,
-    tsc: &Tsc,
-    c: &mut Counts,
-    stop: &std::sync::atomic::AtomicBool,
-) {
+fn send(orders: &mut ShmPublisher, o: &mut TracedOrder, tsc: &Tsc, c: &mut Counts, stop: &AtomicBool) {
     let stream = orders.config().stream_id;
     loop {
         o.order.header.stamp(stream, orders.position(), tsc.now());

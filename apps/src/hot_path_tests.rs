@@ -1,0 +1,108 @@
+//! Proof that the trading apps' steady-state loops make no syscall and no allocation: the
+//! trader's duty cycle (market data -> book -> decision -> traced order; reports back) and the
+//! gateway's (quotes; order -> match -> hops -> report), each on a thread whose every syscall is
+//! trapped and counted and whose allocations are counted, answering each other over shm rings
+//! the way the two processes do.
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tickbus::shm::{self, HugepagePolicy, ShmOptions};
+use tickbus::time::Tsc;
+use tickbus::{Mode, RingConfig, StartAt};
+use tickbus_codecs::itch::frames;
+use tickbus_codecs::normalize::Normalizer;
+use tickbus_codecs::synth::{write_itch, DayConfig};
+use tickbus_codecs::{Header, FLAG_INGRESS_TSC};
+use tickbus_testkit::{on_trapped_thread, Counts};
+
+use crate::gateway::{report_ring, Gateway};
+use crate::trader::{order_ring, Strategy, Trader};
+
+#[test]
+fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
+    let tag = format!("tickbus-apps-hot-{}", std::process::id());
+    let opts = ShmOptions {
+        hugepage_dir: format!("/dev/hugepages/{tag}").into(),
+        fallback_dir: format!("/dev/shm/{tag}").into(),
+        hugepages: HugepagePolicy::Preferred,
+    };
+    // A day's market data, normalised and on the md ring before either loop starts.
+    let mut day = Vec::new();
+    write_itch(DayConfig { seed: 11, stocks: 8, messages: 20_000 }, &mut day).unwrap();
+    let md_cfg = RingConfig::for_payload(Mode::Lossy, 1, 128, 1 << 16);
+    let mut md = shm::open_publisher("md", &md_cfg, &opts).unwrap();
+    let (mut norm, tsc) = (Normalizer::new(), Tsc::new());
+    for f in frames(&day) {
+        norm.apply(&f.unwrap().message, &mut |mut m| {
+            let h: &mut Header = m.header_mut();
+            h.stamp(1, md.position(), tsc.now());
+            h.flags |= FLAG_INGRESS_TSC;
+            md.publish(m.as_bytes()).unwrap();
+        });
+    }
+    let ticks = md.position();
+    assert!(ticks < 1 << 16, "the whole day fits the ring: nobody is lapped");
+    let orders = shm::open_publisher("orders", &order_ring(2), &opts).unwrap();
+    let execs = shm::open_publisher("execs", &report_ring(3), &opts).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+
+    let (gw_opts, gw_done) = (opts.clone(), done.clone());
+    let gateway = std::thread::spawn(move || {
+        on_trapped_thread(
+            move || {
+                let md = shm::open_observer("md", StartAt::Oldest, &gw_opts).unwrap();
+                let orders = shm::open_consumer("orders", &gw_opts).unwrap();
+                let mut g = Gateway::new(md, orders, execs);
+                // Warm-up, unmeasured: the first orders (lazy first touches of every page).
+                let mut budget = 2_000_000_000u64;
+                while g.counts.orders < 64 && budget > 0 {
+                    g.duty();
+                    budget -= 1;
+                }
+                g
+            },
+            move |g| {
+                let mut budget = 4_000_000_000u64;
+                while !gw_done.load(Ordering::Acquire) && budget > 0 {
+                    g.duty();
+                    budget -= 1;
+                }
+                while g.duty() > 0 {} // what the trader sent before it said done
+                (g.counts.orders, g.counts.reports, g.hops.timed())
+            },
+        )
+    });
+    let stop = AtomicBool::new(false);
+    let ((seen, sent, reports, in_flight), trader_counts) = on_trapped_thread(
+        move || {
+            let md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
+            let execs = shm::open_consumer("execs", &opts).unwrap();
+            let mut t = Trader::new(md, orders, execs, Strategy::new(100, 64));
+            let mut budget = 2_000_000_000u64;
+            while t.counts.ticks < ticks / 4 && budget > 0 {
+                t.duty(&AtomicBool::new(false));
+                budget -= 1;
+            }
+            t
+        },
+        move |t| {
+            let mut budget = 4_000_000_000u64;
+            while (t.counts.ticks < ticks || t.strategy.in_flight() > 0) && budget > 0 {
+                t.duty(&stop);
+                budget -= 1;
+            }
+            done.store(true, Ordering::Release);
+            (t.counts.ticks, t.counts.orders, t.counts.reports, t.strategy.in_flight())
+        },
+    );
+    let ((gw_orders, gw_reports, timed), gateway_counts) = gateway.join().unwrap();
+    drop(md);
+    assert_eq!(trader_counts, Counts { syscalls: 0, allocs: 0 }, "the trader's loop");
+    assert_eq!(gateway_counts, Counts { syscalls: 0, allocs: 0 }, "the gateway's loop");
+    assert_eq!((seen, in_flight), (ticks, 0), "every tick seen, every order answered");
+    assert!(sent > 500, "orders were sent on the measured part too: {sent}");
+    assert_eq!((gw_orders, gw_reports, timed), (sent, sent, sent), "one report per order, each timed");
+    assert_eq!(reports, sent);
+    let _ = std::fs::remove_dir_all(format!("/dev/hugepages/{tag}"));
+    let _ = std::fs::remove_dir_all(format!("/dev/shm/{tag}"));
+}
