@@ -3,7 +3,7 @@
 //! gateway's (quotes; order -> match -> hops -> report), each on a thread whose every syscall is
 //! trapped and counted and whose allocations are counted, answering each other over shm rings
 //! the way the two processes do.
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tickbus::shm::{self, HugepagePolicy, ShmOptions};
@@ -12,8 +12,9 @@ use tickbus::{Mode, RingConfig, StartAt};
 use tickbus_codecs::itch::frames;
 use tickbus_codecs::normalize::Normalizer;
 use tickbus_codecs::synth::{write_itch, DayConfig};
-use tickbus_codecs::{Header, FLAG_INGRESS_TSC};
+use tickbus_codecs::{Header, FLAG_INGRESS_TSC, HEADER_LEN};
 use tickbus_testkit::{on_trapped_thread, Counts};
+use zerocopy::{FromBytes, IntoBytes};
 
 use crate::gateway::{report_ring, Gateway};
 use crate::trader::{order_ring, Strategy, Trader};
@@ -26,27 +27,47 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
         fallback_dir: format!("/dev/shm/{tag}").into(),
         hugepages: HugepagePolicy::Preferred,
     };
-    // A day's market data, normalised and on the md ring before either loop starts.
+    // A day's market data, normalised; a quarter on the md ring before the loops start, the
+    // rest published while they are measured (so the gateway's quote path is measured too).
     let mut day = Vec::new();
     write_itch(DayConfig { seed: 11, stocks: 8, messages: 20_000 }, &mut day).unwrap();
     let md_cfg = RingConfig::for_payload(Mode::Lossy, 1, 128, 1 << 16);
     let mut md = shm::open_publisher("md", &md_cfg, &opts).unwrap();
-    let (mut norm, tsc) = (Normalizer::new(), Tsc::new());
+    let mut norm = Normalizer::new();
+    let mut msgs: Vec<Vec<u8>> = Vec::new();
     for f in frames(&day) {
-        norm.apply(&f.unwrap().message, &mut |mut m| {
-            let h: &mut Header = m.header_mut();
-            h.stamp(1, md.position(), tsc.now());
-            h.flags |= FLAG_INGRESS_TSC;
-            md.publish(m.as_bytes()).unwrap();
-        });
+        norm.apply(&f.unwrap().message, &mut |m| msgs.push(m.as_bytes().to_vec()));
     }
-    let ticks = md.position();
+    let ticks = msgs.len() as u64;
     assert!(ticks < 1 << 16, "the whole day fits the ring: nobody is lapped");
+    let tsc = Tsc::new();
+    let mut publish = move |m: &mut Vec<u8>| {
+        let (mut h, _) = Header::read_from_prefix(m).unwrap();
+        h.stamp(1, md.position(), tsc.now());
+        h.flags |= FLAG_INGRESS_TSC;
+        m[..HEADER_LEN].copy_from_slice(h.as_bytes());
+        md.publish(m).unwrap();
+    };
+    let mut rest = msgs.split_off(msgs.len() / 4);
+    msgs.iter_mut().for_each(&mut publish);
+    let measuring = Arc::new(AtomicU64::new(0));
+    let md_thread = {
+        let measuring = measuring.clone();
+        std::thread::spawn(move || {
+            while measuring.load(Ordering::Acquire) < 2 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            for chunk in rest.chunks_mut(64) {
+                chunk.iter_mut().for_each(&mut publish);
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        })
+    };
     let orders = shm::open_publisher("orders", &order_ring(2), &opts).unwrap();
     let execs = shm::open_publisher("execs", &report_ring(3), &opts).unwrap();
     let done = Arc::new(AtomicBool::new(false));
 
-    let (gw_opts, gw_done) = (opts.clone(), done.clone());
+    let (gw_opts, gw_done, gw_measuring) = (opts.clone(), done.clone(), measuring.clone());
     let gateway = std::thread::spawn(move || {
         on_trapped_thread(
             move || {
@@ -62,18 +83,21 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
                 g
             },
             move |g| {
+                gw_measuring.fetch_add(1, Ordering::Release);
+                let (orders0, quotes0) = (g.counts.orders, g.counts.quotes);
                 let mut budget = 4_000_000_000u64;
                 while !gw_done.load(Ordering::Acquire) && budget > 0 {
                     g.duty();
                     budget -= 1;
                 }
                 while g.duty() > 0 {} // what the trader sent before it said done
-                (g.counts.orders, g.counts.reports, g.hops.timed())
+                let measured = (g.counts.orders - orders0, g.counts.quotes - quotes0);
+                (g.counts.orders, g.counts.reports, g.hops.timed(), measured)
             },
         )
     });
     let stop = AtomicBool::new(false);
-    let ((seen, sent, reports, in_flight), trader_counts) = on_trapped_thread(
+    let ((seen, sent, reports, in_flight, sent_measured), trader_counts) = on_trapped_thread(
         move || {
             let md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
             let execs = shm::open_consumer("execs", &opts).unwrap();
@@ -86,21 +110,24 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
             t
         },
         move |t| {
+            measuring.fetch_add(1, Ordering::Release);
+            let orders0 = t.counts.orders;
             let mut budget = 4_000_000_000u64;
             while (t.counts.ticks < ticks || t.strategy.in_flight() > 0) && budget > 0 {
                 t.duty(&stop);
                 budget -= 1;
             }
             done.store(true, Ordering::Release);
-            (t.counts.ticks, t.counts.orders, t.counts.reports, t.strategy.in_flight())
+            (t.counts.ticks, t.counts.orders, t.counts.reports, t.strategy.in_flight(), t.counts.orders - orders0)
         },
     );
-    let ((gw_orders, gw_reports, timed), gateway_counts) = gateway.join().unwrap();
-    drop(md);
+    let ((gw_orders, gw_reports, timed, (gw_measured, quotes_measured)), gateway_counts) = gateway.join().unwrap();
+    md_thread.join().unwrap();
     assert_eq!(trader_counts, Counts { syscalls: 0, allocs: 0 }, "the trader's loop");
     assert_eq!(gateway_counts, Counts { syscalls: 0, allocs: 0 }, "the gateway's loop");
     assert_eq!((seen, in_flight), (ticks, 0), "every tick seen, every order answered");
-    assert!(sent > 500, "orders were sent on the measured part too: {sent}");
+    assert!(sent_measured > 100 && gw_measured > 100, "orders on the measured part: {sent_measured}, {gw_measured}");
+    assert!(quotes_measured > 100, "quotes on the measured part: {quotes_measured}");
     assert_eq!((gw_orders, gw_reports, timed), (sent, sent, sent), "one report per order, each timed");
     assert_eq!(reports, sent);
     let _ = std::fs::remove_dir_all(format!("/dev/hugepages/{tag}"));

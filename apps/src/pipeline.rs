@@ -32,7 +32,8 @@ pub fn idler() -> Idler {
 pub enum Attach {
     /// A reliable consumer line (the publisher waits for us).
     Consumer,
-    /// A lossy observer from the oldest message the ring holds.
+    /// A lossy observer of live data: from the next message published (what a ring still
+    /// holds from before, perhaps from an earlier run, is not today's news).
     Observer,
 }
 
@@ -44,7 +45,7 @@ pub fn attach(name: &str, how: Attach, wait: Duration, stop: &AtomicBool) -> Res
     loop {
         let r = match how {
             Attach::Consumer => shm::open_consumer(name, &opts),
-            Attach::Observer => shm::open_observer(name, StartAt::Oldest, &opts),
+            Attach::Observer => shm::open_observer(name, StartAt::Latest, &opts),
         };
         match r {
             Ok(s) => return Ok(s),

@@ -58,8 +58,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let p = shm::open_publisher(&ring, &cfg, &opts)?;
     let s = shm::open_consumer(&ring, &opts)?;
     let (sent, received) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let cores = core_affinity::get_core_ids().map_or(1, |c| c.len());
-    let (pub_core, sub_core) = (0, 1 % cores);
+    // The first two cores this process may use (a CI runner may be given other ones).
+    let cores: Vec<usize> = core_affinity::get_core_ids().unwrap_or_default().iter().map(|c| c.id).collect();
+    let pub_core = *cores.first().ok_or("no core available to this process")?;
+    let sub_core = *cores.get(1).unwrap_or(&pub_core);
     let backoff = IdleStrategy::Backoff {
         spins: 10_000,
         yields: 100,

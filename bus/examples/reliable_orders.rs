@@ -27,7 +27,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::thread::spawn(move || -> Result<u64, String> {
             let mut s = shm::open_consumer(&ring, &opts).map_err(|e| e.to_string())?;
             let mut next = 1u64;
+            let deadline = Instant::now() + Duration::from_secs(60);
             while next <= ORDERS {
+                if Instant::now() > deadline {
+                    return Err(format!("only {} orders in 60 s", next - 1));
+                }
                 match s.try_recv() {
                     Some(Recv::Message(m)) => {
                         let o = m.decode::<NewOrder>().map_err(|e| e.to_string())?;
@@ -52,6 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     (order.time_in_force, order.ord_type) = (TimeInForce::ImmediateOrCancel as u8, OrdType::Limit as u8);
     order.price = 101 * PRICE_SCALE;
     let (mut full, mut checked) = (0u64, Instant::now());
+    let deadline = Instant::now() + Duration::from_secs(60);
     for id in 1..=ORDERS {
         order.client_order_id = id;
         let mut pending = order;
@@ -65,6 +70,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     pending = back;
                     if checked.elapsed() > Duration::from_millis(5) {
                         checked = Instant::now();
+                        if checked > deadline {
+                            return Err("the gateway stopped taking orders for 60 s".into());
+                        }
                         if orders.consumer_status().iter().all(|c| !c.alive) {
                             eprintln!("no live gateway on the order ring yet: waiting");
                         }

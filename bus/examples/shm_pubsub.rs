@@ -31,12 +31,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     quote.instrument_id = 7;
     quote.bid_qty = 100;
     let mut full = 0u64;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     for i in 0..QUOTES {
         quote.bid_px = (100 + (i % 50) as i64) * PRICE_SCALE;
         // `send` stamps stream, sequence and TSC. Full means the subscriber is behind (or not
         // attached yet): nothing is lost, the quote is simply sent again.
         while publisher.send(&mut quote).is_err() {
             full += 1;
+            if full.is_multiple_of(1_000_000) && std::time::Instant::now() > deadline {
+                let _ = subscriber.kill();
+                return Err("the subscriber stopped taking quotes (is it alive?)".into());
+            }
             std::hint::spin_loop();
         }
     }
@@ -53,7 +58,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 fn subscribe(ring: &str, opts: &ShmOptions) -> Result<(), Box<dyn std::error::Error>> {
     let mut s = shm::open_consumer(ring, opts)?; // the ring's one consumer line
     let (mut received, mut last_bid) = (0u64, 0i64);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while received < QUOTES {
+        if received.is_multiple_of(1024) && std::time::Instant::now() > deadline {
+            return Err(format!("only {received} quotes in 60 s: is the publisher alive?").into());
+        }
         match s.try_recv() {
             Some(Recv::Message(m)) => {
                 let q = m.decode::<Quote>()?; // zero-copy; checks type, version and length

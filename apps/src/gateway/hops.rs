@@ -6,12 +6,12 @@ use tickbus_codecs::orders::TracedOrder;
 
 /// The hops, in pipeline order, and the whole.
 pub const HOPS: [&str; 6] = [
-    "feed ingress -> strategy receive",
+    "feed ingress (or publish) -> strategy receive",
     "strategy receive -> book applied",
     "book applied -> decision",
     "decision -> order published",
     "order published -> gateway receive",
-    "tick-to-trade (feed ingress -> gateway receive)",
+    "tick-to-trade (feed ingress or publish -> gateway receive)",
 ];
 
 pub struct Hops {

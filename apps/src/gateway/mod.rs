@@ -18,7 +18,7 @@ use tickbus::shm::{self, ShmOptions, ShmPublisher, ShmSubscriber};
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, Recv, RingConfig};
 use tickbus_codecs::exec::ExecFill;
-use tickbus_codecs::orders::TracedOrder;
+use tickbus_codecs::orders::{NewOrder, TracedOrder};
 use tickbus_codecs::{decode, AnyMessage, Message};
 
 use crate::pipeline::{self, Attach, Peer};
@@ -60,8 +60,12 @@ pub struct Counts {
     pub fills: u64,
     pub expired: u64,
     pub rejects: u64,
-    /// Order-stream payloads that were not a traced order: nothing can be answered.
+    /// Order-stream payloads that were not an order at all: nothing can be answered.
     pub malformed: u64,
+    /// Plain `NewOrder`s (no trace): matched and answered, not timed.
+    pub untraced: u64,
+    /// Positions lost on the order ring (never happens to a reliable consumer; counted if it did).
+    pub orders_lost: u64,
     pub reports: u64,
     pub quotes: u64,
     /// Market data the gateway lost to a lap (it matched against an older quote meanwhile).
@@ -81,15 +85,16 @@ pub struct Gateway {
     venue: Venue,
     pub hops: Hops,
     pub counts: Counts,
-    /// A report waiting for room on the report ring.
-    pending: Option<Report>,
+    /// A report waiting for room on the report ring, and the order position it answers.
+    pending: Option<(Report, u64)>,
     tsc: Tsc,
     scale: TscScale,
     t0: u64,
 }
 
 impl Gateway {
-    pub fn new(md: ShmSubscriber, orders: ShmSubscriber, execs: ShmPublisher) -> Gateway {
+    pub fn new(md: ShmSubscriber, mut orders: ShmSubscriber, execs: ShmPublisher) -> Gateway {
+        orders.reader_mut().set_manual_release(true); // an order is released once answered
         let tsc = Tsc::new();
         let scale = TscScale { ticks_per_ns: orders.config().ticks_per_ns };
         let t0 = tsc.now();
@@ -129,36 +134,56 @@ impl Gateway {
         }
         // A report waiting for room goes first: no order is taken before its predecessor is
         // answered (the order stream backs up instead).
-        if let Some(r) = *pending {
+        if let Some((r, position)) = *pending {
             if publish(execs, r) {
                 c.reports += 1;
+                orders.reader_mut().release_to(position + 1);
                 *pending = None;
             } else {
                 c.report_ring_full += 1;
             }
         }
         if pending.is_none() {
-            if let Some(Recv::Message(m)) = orders.try_recv() {
-                let arrival = tsc.now();
-                work += 1;
-                match TracedOrder::parse(m.payload) {
-                    Ok(t) => {
-                        c.orders += 1;
-                        hops.record(t, arrival);
-                        let r = venue.match_order(&t.order, scale.delta_ns(*t0, arrival));
-                        match r {
-                            Report::Fill(_) => c.fills += 1,
-                            Report::Expired(_) => c.expired += 1,
-                            Report::Reject(_) => c.rejects += 1,
+            match orders.try_recv() {
+                Some(Recv::Message(m)) => {
+                    let (arrival, position) = (tsc.now(), m.position);
+                    work += 1;
+                    let order = match TracedOrder::parse(m.payload) {
+                        Ok(t) => {
+                            hops.record(t, arrival);
+                            Some(&t.order)
                         }
-                        if publish(execs, r) {
-                            c.reports += 1;
-                        } else {
-                            *pending = Some(r);
+                        Err(_) => NewOrder::parse(m.payload).ok().inspect(|_| c.untraced += 1),
+                    };
+                    match order {
+                        Some(o) => {
+                            c.orders += 1;
+                            let r = venue.match_order(o, scale.delta_ns(*t0, arrival));
+                            match r {
+                                Report::Fill(_) => c.fills += 1,
+                                Report::Expired(_) => c.expired += 1,
+                                Report::Reject(_) => c.rejects += 1,
+                            }
+                            if publish(execs, r) {
+                                c.reports += 1;
+                                // Released only once answered: a gateway that dies in between
+                                // leaves the order for the next one (answered again, at worst).
+                                orders.reader_mut().release_to(position + 1);
+                            } else {
+                                *pending = Some((r, position));
+                            }
+                        }
+                        None => {
+                            c.malformed += 1;
+                            orders.reader_mut().release_to(position + 1);
                         }
                     }
-                    Err(_) => c.malformed += 1,
                 }
+                Some(Recv::Gap(g)) => {
+                    work += 1;
+                    c.orders_lost += g.missed();
+                }
+                None => {}
             }
         }
         work
@@ -191,7 +216,7 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
     let mut g = Gateway::new(md, orders, execs);
     let mut idler = pipeline::idler();
     let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
-    let mut trader = Peer::Live;
+    let (mut trader, mut seen) = (Peer::Live, false);
     while !stop.load(Ordering::Acquire) {
         let work = g.duty();
         idler.idle(work);
@@ -200,10 +225,13 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
             continue;
         }
         let now = pipeline::peer(&g.orders);
-        if a.exit_with_trader && now == Peer::Closed && trader == Peer::Closed && !g.pending() {
+        // A trader counts once seen (live, or through its orders): an order ring left closed by
+        // an earlier run is waited on, not taken for the trader's end.
+        seen |= now == Peer::Live || g.counts.orders > 0;
+        if a.exit_with_trader && seen && now == Peer::Closed && trader == Peer::Closed && !g.pending() {
             break; // closed before this idle cycle found its ring empty: every order was taken
         }
-        if now != trader {
+        if now != trader && seen {
             match now {
                 Peer::Died { pid } => {
                     g.counts.trader_deaths += 1;
@@ -228,8 +256,8 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
         println!("{summary}");
     } else {
         println!(
-            "gateway: {} orders: {} filled, {} expired unfilled, {} rejected; {} reports; {} malformed; {} trader deaths",
-            c.orders, c.fills, c.expired, c.rejects, c.reports, c.malformed, c.trader_deaths
+            "gateway: {} orders ({} untraced): {} filled, {} expired unfilled, {} rejected; {} reports; {} malformed; {} trader deaths",
+            c.orders, c.untraced, c.fills, c.expired, c.rejects, c.reports, c.malformed, c.trader_deaths
         );
         for h in summary["hops_ns"].as_array().into_iter().flatten() {
             println!(

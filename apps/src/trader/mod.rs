@@ -42,7 +42,8 @@ pub struct TraderArgs {
     /// Shares per order.
     #[arg(long, default_value_t = 100)]
     pub qty: u64,
-    /// Most orders awaiting their execution report (the strategy skips decisions beyond it).
+    /// Most orders awaiting their execution report (the strategy skips decisions beyond it;
+    /// at most 1024).
     #[arg(long, default_value_t = 64)]
     pub max_in_flight: u64,
     /// Pin the trading loop to this core.
@@ -72,7 +73,8 @@ pub struct Counts {
     pub md_undecodable: u64,
     pub orders: u64,
     pub reports: u64,
-    /// Reports that were not for an order in flight or not a report at all.
+    /// Reports that were not for one of this run's orders in flight (e.g. left on the report
+    /// ring for an earlier trader that died), or not a report at all: not counted as ours.
     pub reports_unexpected: u64,
     /// Times an order waited for room on the order ring.
     pub order_ring_full: u64,
@@ -87,6 +89,9 @@ pub struct Trader {
     pub strategy: Strategy,
     order: TracedOrder,
     tsc: Tsc,
+    /// This run's order ids are `id_base + n`: unique across trader restarts (the pid in the
+    /// high half), so a report left for a dead predecessor is never taken for ours.
+    id_base: u64,
     pub counts: Counts,
 }
 
@@ -95,7 +100,8 @@ impl Trader {
         let mut order = TracedOrder { order: NewOrder::new(), trace: OrderTrace::default() };
         order.order.time_in_force = TimeInForce::ImmediateOrCancel as u8;
         order.order.ord_type = OrdType::Limit as u8;
-        Trader { md, orders, execs, strategy, order, tsc: Tsc::new(), counts: Counts::default() }
+        let id_base = u64::from(std::process::id()) << 32;
+        Trader { md, orders, execs, strategy, order, tsc: Tsc::new(), id_base, counts: Counts::default() }
     }
 
     /// One duty cycle: one market-data message (book, decision, and the order if any), then
@@ -103,7 +109,7 @@ impl Trader {
     /// Returns the work done (0: idle).
     #[inline]
     pub fn duty(&mut self, stop: &AtomicBool) -> usize {
-        let Trader { md, orders, execs, strategy, order, tsc, counts: c } = self;
+        let Trader { md, orders, execs, strategy, order, tsc, id_base, counts: c } = self;
         let mut work = 0;
         if let Some(r) = md.try_recv() {
             work += 1;
@@ -117,13 +123,14 @@ impl Trader {
                             strategy.on_gap(g.count);
                         }
                         Ok(msg) => {
+                            // The feed's ingress TSC (FLAG_INGRESS_TSC), else the publisher's commit.
                             let ingress_tsc = tickbus_codecs::Header::peek(m.payload).map_or(0, |h| h.publish_tsc);
                             if let Some(moved) = strategy.apply(&msg) {
                                 let book_tsc = tsc.now();
                                 if let Some(i) = strategy.decide(moved) {
                                     let o = &mut order.order;
                                     (o.client_order_id, o.instrument_id, o.side) =
-                                        (c.orders + 1, i.instrument, i.side as u8);
+                                        (*id_base + c.orders + 1, i.instrument, i.side as u8);
                                     (o.price, o.qty) = (i.price, i.qty);
                                     order.trace = OrderTrace {
                                         tick_sequence: m.position,
@@ -147,10 +154,18 @@ impl Trader {
         }
         while let Some(Recv::Message(m)) = execs.try_recv() {
             work += 1;
+            let id = match decode(m.payload) {
+                Ok(AnyMessage::ExecFill(f)) => Some(f.client_order_id),
+                Ok(AnyMessage::ExecAck(a)) => Some(a.client_order_id),
+                Ok(AnyMessage::ExecReject(r)) => Some(r.client_order_id),
+                _ => None,
+            };
+            // The gateway answers in order: ours is exactly the next one due. A duplicate (a
+            // gateway that crashed between report and release answers again) or a report for an
+            // earlier trader's order is not counted as ours.
+            let ours = id == Some(*id_base + c.reports + 1) && c.reports < c.orders;
             match decode(m.payload) {
-                Ok(r @ (AnyMessage::ExecFill(_) | AnyMessage::ExecAck(_) | AnyMessage::ExecReject(_)))
-                    if strategy.in_flight() > 0 =>
-                {
+                Ok(r) if ours => {
                     c.reports += 1;
                     strategy.on_report(&r);
                 }
@@ -161,14 +176,26 @@ impl Trader {
     }
 }
 
+/// Slots of the order ring (and of the gateway's report ring).
+pub const RING_SLOTS: usize = 4096;
+/// The most orders that may await reports: well inside both rings, so the trader never waits
+/// for room on the order ring while the gateway waits for room on the report ring.
+pub const MAX_IN_FLIGHT: u64 = RING_SLOTS as u64 / 4;
+
 /// The order ring's layout: traced orders, reliable, one consumer (the gateway).
 pub fn order_ring(stream: u32) -> RingConfig {
-    let mut cfg = RingConfig::for_payload(Mode::Reliable, stream, TRACED_ORDER_LEN, 4096);
+    let mut cfg = RingConfig::for_payload(Mode::Reliable, stream, TRACED_ORDER_LEN, RING_SLOTS);
     cfg.max_consumers = 1;
     cfg
 }
 
 pub fn run(a: TraderArgs) -> Result<(), String> {
+    if a.max_in_flight == 0 || a.max_in_flight > MAX_IN_FLIGHT {
+        return Err(format!(
+            "--max-in-flight {}: give 1..={MAX_IN_FLIGHT} (a quarter of the order and report rings, so neither app ever waits on the other)",
+            a.max_in_flight
+        ));
+    }
     let stop = pipeline::stop_flag()?;
     let wait = Duration::from_secs_f64(a.wait_secs.max(0.0));
     let orders =
@@ -182,7 +209,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
     let mut t = Trader::new(md, orders, execs, Strategy::new(a.qty, a.max_in_flight));
     let mut idler = pipeline::idler();
     let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
-    let (mut md_over, mut gateway_gone) = (None::<Instant>, false);
+    let (mut md_over, mut gateway_gone, mut md_seen) = (None::<Instant>, false, false);
     while !stop.load(Ordering::Acquire) {
         let work = t.duty(&stop);
         idler.idle(work);
@@ -214,8 +241,14 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
                 );
                 break;
             }
-        } else if pipeline::peer(&t.md) != Peer::Live {
-            md_over = Some(Instant::now()); // finish once a later idle cycle finds the ring empty
+        } else {
+            // A feed is over once it was seen (live, or through its data) and is no longer live;
+            // a ring left closed by an earlier run is waited on, not taken for the end.
+            let feed = pipeline::peer(&t.md);
+            md_seen |= feed == Peer::Live || t.counts.ticks > 0;
+            if md_seen && feed != Peer::Live {
+                md_over = Some(Instant::now()); // finish once a later idle cycle finds the ring empty
+            }
         }
     }
     let Trader { orders, strategy, counts: c, .. } = t;

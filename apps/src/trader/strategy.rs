@@ -48,7 +48,8 @@ pub struct Strategy {
     qty: u64,
     max_in_flight: u64,
     in_flight: u64,
-    halted: Option<String>,
+    /// Messages missed in the gap that halted trading (no allocation on the hot path).
+    halted: Option<u64>,
     pub stats: StrategyStats,
 }
 
@@ -113,7 +114,7 @@ impl Strategy {
 
     /// The market data lost `missed` messages: the book cannot be trusted any more.
     pub fn on_gap(&mut self, missed: u64) {
-        self.halted.get_or_insert_with(|| format!("halted after a gap of {missed} market-data messages"));
+        self.halted.get_or_insert(missed);
     }
 
     /// An execution report came back for one of our orders.
@@ -134,9 +135,9 @@ impl Strategy {
         self.in_flight
     }
 
-    /// Why trading stopped, if it did.
-    pub fn halted(&self) -> Option<&str> {
-        self.halted.as_deref()
+    /// Why trading stopped, if it did (for the summary; formats, so not on the hot path).
+    pub fn halted(&self) -> Option<String> {
+        self.halted.map(|missed| format!("halted after a gap of {missed} market-data messages"))
     }
 }
 
