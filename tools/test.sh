@@ -29,7 +29,7 @@ tools/rig/selftest.sh
 # failure. Point TICKBUS_RDMA_DEVICE at a real NIC to run them on the host instead.
 # two_hosts boots the rig's two guests (two kernels joined by a link) and cuts the link or powers
 # the peer off from inside the test.
-RDMA_TESTS=(verbs_smoke rdma_transport rdma_hostile mcast_transport mcast_hostile two_hosts)
+RDMA_TESTS=(verbs_smoke rdma_transport rdma_hostile mcast_transport mcast_hostile examples_rdma two_hosts)
 for t in "${RDMA_TESTS[@]}"; do
   bin=$(cargo test -p tickbus --all-features --test "$t" --no-run --message-format=json 2>/dev/null \
     | python3 -c 'import json,sys
