@@ -31,6 +31,12 @@ use tickbus::shm::ShmOptions;
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// More diagnostics (repeat for more).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Fewer diagnostics (repeat for none).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    quiet: u8,
 }
 
 #[derive(Subcommand)]
@@ -118,6 +124,7 @@ enum ItchCmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(cli.verbose, cli.quiet);
     let opts = ShmOptions::default();
     let res = match cli.cmd {
         Cmd::Ring(RingCmd::Inspect { name }) => ring::inspect(&name, &opts),
@@ -141,4 +148,18 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Installs the logger the library's diagnostics go to: warnings by default, `-v` info,
+/// `-vv` debug, `-vvv` trace, `-q` errors only, `-qq` nothing; `RUST_LOG` overrides.
+fn init_logging(verbose: u8, quiet: u8) {
+    let level = match i16::from(verbose) - i16::from(quiet) {
+        i16::MIN..=-2 => log::LevelFilter::Off,
+        -1 => log::LevelFilter::Error,
+        0 => log::LevelFilter::Warn,
+        1 => log::LevelFilter::Info,
+        2 => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    };
+    env_logger::Builder::new().filter_level(level).parse_default_env().format_timestamp(None).init();
 }

@@ -65,3 +65,34 @@ fn inspect_of_a_hand_made_ring_claiming_100000_consumers_is_an_error_not_a_panic
     assert!(!err.contains("panicked"), "{err}");
     assert!(err.contains("max_consumers") && err.contains(&path.display().to_string()), "{err}");
 }
+
+/// The library's diagnostics reach the CLI's logger: a ring falling back to 4 KiB pages is a
+/// warning by default, and `-q` silences it (the library itself prints nothing).
+#[test]
+fn library_warnings_go_through_the_logger_and_q_silences_them() {
+    let tag = format!("tickbus-cli-log-{}", std::process::id());
+    let tmp = std::env::temp_dir().join(&tag);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let itch = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/itch/ex20101224.TEST_ITCH_50");
+    let run = |quiet: bool, ring: &str| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tickbus"));
+        if quiet {
+            c.arg("-q");
+        }
+        // Not a hugetlbfs folder: the ring falls back to /dev/shm, which is worth a warning.
+        c.args(["feed", "--ring", ring, "--file", itch, "--json"])
+            .env("TICKBUS_HUGEPAGE_DIR", tmp.join("not-hugetlbfs"))
+            .env("TICKBUS_SHM_DIR", format!("/dev/shm/{tag}"))
+            .output()
+            .unwrap()
+    };
+    let loud = run(false, "loud");
+    assert!(loud.status.success());
+    let said = String::from_utf8_lossy(&loud.stderr);
+    assert!(said.contains("WARN") && said.contains("falls back to") && said.contains("4 KiB pages"), "{said}");
+    let quiet = run(true, "quiet");
+    assert!(quiet.status.success());
+    assert_eq!(String::from_utf8_lossy(&quiet.stderr), "", "-q leaves errors only");
+    let _ = std::fs::remove_dir_all(&tmp);
+    let _ = std::fs::remove_dir_all(format!("/dev/shm/{tag}"));
+}

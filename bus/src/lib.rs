@@ -5,6 +5,12 @@
 //! a stream out by UD multicast.
 //! The hot path (publish, poll) never allocates, blocks or makes a syscall.
 //!
+//! Diagnostics off the hot path (a ring falling back to 4 KiB pages, a ring reclaimed from a
+//! dead publisher, an agent pinned to a core that is not isolated) go through the [`log`]
+//! facade: an embedding app routes or silences them with its own logger; with none installed
+//! the library prints nothing. The `tickbus` and `latency-lab` commands show warnings by default
+//! (`-v` for more, `-q` for less, or `RUST_LOG`).
+//!
 //! Under `--cfg loom` only the ring protocol (on loom's atomics) is built, for model checking.
 #![deny(unsafe_op_in_unsafe_fn)]
 

@@ -42,6 +42,12 @@ struct Cli {
     cmd: Option<Cmd>,
     #[command(flatten)]
     suite: SuiteArgs,
+    /// More diagnostics (repeat for more).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Fewer diagnostics (repeat for none).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    quiet: u8,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -166,6 +172,7 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(cli.verbose, cli.quiet);
     let res: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
         None => suite::run(&cli.suite),
         Some(Cmd::Compare { old, new, threshold }) => match compare::compare(&old, &new, threshold) {
@@ -194,4 +201,18 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Installs the logger the library's diagnostics go to: warnings by default, `-v` info,
+/// `-vv` debug, `-vvv` trace, `-q` errors only, `-qq` nothing; `RUST_LOG` overrides.
+fn init_logging(verbose: u8, quiet: u8) {
+    let level = match i16::from(verbose) - i16::from(quiet) {
+        i16::MIN..=-2 => log::LevelFilter::Off,
+        -1 => log::LevelFilter::Error,
+        0 => log::LevelFilter::Warn,
+        1 => log::LevelFilter::Info,
+        2 => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    };
+    env_logger::Builder::new().filter_level(level).parse_default_env().format_timestamp(None).init();
 }

@@ -60,10 +60,7 @@ impl AgentRunner {
         })?;
         let pinning = rx.recv().map_err(|_| io::Error::other("agent thread died before starting"))??;
         if let Some(p) = pinning.filter(|p| !p.isolated) {
-            eprintln!(
-                "tickbus: note: core {} is not isolated (isolcpus); expect scheduler noise in latency tails",
-                p.core
-            );
+            log::warn!("core {} is not isolated (isolcpus); expect scheduler noise in latency tails", p.core);
         }
         Ok(AgentRunner { stop, handle: Some(handle), pinning })
     }

@@ -132,8 +132,8 @@ pub fn open_publisher(name: &str, cfg: &RingConfig, opts: &ShmOptions) -> Result
         return Err(ShmError::HugepagesUnavailable { path: huge, reason });
     }
     if opts.hugepages == HugepagePolicy::Preferred {
-        eprintln!(
-            "tickbus: WARNING: ring {name:?} falls back to {} on 4 KiB pages: {reason}. \
+        log::warn!(
+            "ring {name:?} falls back to {} on 4 KiB pages: {reason}. \
              Expect TLB misses; reserve hugepages (echo 64 > /proc/sys/vm/nr_hugepages; mount -t hugetlbfs none /dev/hugepages)",
             opts.fallback_dir.display()
         );
@@ -187,10 +187,7 @@ fn open_at(file: std::fs::File, path: &Path, backing: Backing, cfg: &RingConfig)
     )?;
     let reclaimed_from = writer.previous_publisher();
     if let Some(prev) = reclaimed_from {
-        eprintln!(
-            "tickbus: ring {} reclaimed from publisher pid {prev}, which died without closing it",
-            path.display()
-        );
+        log::warn!("ring {} reclaimed from publisher pid {prev}, which died without closing it", path.display());
     }
     Ok(ShmPublisher { inner: Publisher::new(writer), reclaimed_from, backing, path: path.to_owned() })
 }
