@@ -286,6 +286,7 @@ fn handle(
             }
             Ok(())
         }
+        Out::Session { .. } => Ok(()), // sequences start again; the md stream goes on
     };
     if let Err(e) = r {
         err.get_or_insert(e);

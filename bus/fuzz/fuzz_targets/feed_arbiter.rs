@@ -1,6 +1,7 @@
 //! Any datagrams on lines A, B and the retransmitter into the feed handler's arbitration, with
-//! time passing: never a panic; within a session messages come out in sequence order, each
-//! once, each carried by some packet; a loss always moves forward.
+//! time passing: never a panic; each session is announced before its output; within a session
+//! messages come out in sequence order, each once, each carried by some packet of that session;
+//! a loss always moves forward.
 #![no_main]
 use std::collections::HashMap;
 
@@ -16,12 +17,21 @@ struct Check {
 }
 
 impl Check {
-    fn out(&mut self, carried: &Carried, session: [u8; 10], o: Out<'_>) {
-        if self.session != Some(session) {
-            self.session = Some(session); // a new session starts again at 1
-            self.next = 1;
-        }
+    /// Checks one output; the arbiter announces each session it follows before its output
+    /// (the end of the previous one is given up before the announcement).
+    fn out(&mut self, carried: &Carried, o: Out<'_>) {
+        let Some(session) = self.session else {
+            assert!(matches!(o, Out::Session { .. }), "output before any session: {o:?}");
+            if let Out::Session { session } = o {
+                (self.session, self.next) = (Some(session), 1);
+            }
+            return;
+        };
         match o {
+            Out::Session { session: new } => {
+                assert_ne!(new, session, "the same session announced twice");
+                (self.session, self.next) = (Some(new), 1); // a new session starts again at 1
+            }
             Out::Message { sequence, message } => {
                 assert_eq!(sequence, self.next, "out of order or twice");
                 let copies = carried.get(&(session, sequence)).expect("delivered a message no packet carried");
@@ -69,10 +79,8 @@ fuzz_target!(|data: &[u8]| {
             for (seq, bytes) in p.messages() {
                 carried.entry((session, seq)).or_default().push(bytes.to_vec());
             }
-            a.on_packet(line, &p, now, &mut |o| check.out(&carried, session, o));
+            a.on_packet(line, &p, now, &mut |o| check.out(&carried, o));
         }
-        if let Some(session) = a.session() {
-            a.poll(now, &mut |o| check.out(&carried, session, o));
-        }
+        a.poll(now, &mut |o| check.out(&carried, o));
     }
 });

@@ -27,6 +27,9 @@ pub enum Out<'a> {
     Rerequest { sequence: u64, count: u16 },
     /// Messages `[from, to)` were not recovered in time: the stream goes on after them.
     Lost { from: u64, to: u64 },
+    /// From here on the stream is MoldUDP64 session `session` (its sequences start again at
+    /// 1); everything before belonged to the previous one, whose end was given up explicitly.
+    Session { session: [u8; 10] },
 }
 
 /// Timing of the arbitration, in ns of the caller's clock.
@@ -112,6 +115,9 @@ pub struct Arbiter {
     candidate: Option<(u64, u64)>,
     /// The followed session sent its end: the next session may start.
     session_ended: bool,
+    /// The last sessions followed to their end: never followed again (a replayed old session
+    /// would deliver its sequences a second time).
+    retired: [Option<[u8; 10]>; 4],
     /// The stream is known to reach this far (a heartbeat or a later packet said so).
     known_end: u64,
     open: Option<Open>,
@@ -128,6 +134,7 @@ impl Arbiter {
             held_bytes: 0,
             candidate: None,
             session_ended: false,
+            retired: [None; 4],
             known_end: 1,
             open: None,
             stats: ArbiterStats::default(),
@@ -211,14 +218,18 @@ impl Arbiter {
         match self.session {
             Some(s) if s == session => true,
             Some(_) if !self.session_ended => false,
+            _ if self.retired.contains(&Some(session)) => false,
             _ => {
-                if self.session.is_some() {
+                if let Some(old) = self.session {
                     self.close_session(out);
-                    let (opts, stats) = (self.opts, self.stats);
+                    let (opts, stats, mut retired) = (self.opts, self.stats, self.retired);
+                    retired.rotate_right(1);
+                    retired[0] = Some(old);
                     *self = Arbiter::new(opts);
-                    self.stats = stats;
+                    (self.stats, self.retired) = (stats, retired);
                 }
                 self.session = Some(session);
+                out(Out::Session { session });
                 true
             }
         }
@@ -351,6 +362,7 @@ mod tests {
             }
             Out::Lost { from, to } => got.push(Err((from, to))),
             Out::Rerequest { sequence, count } => asks.push((sequence, count)),
+            Out::Session { .. } => {}
         });
     }
 
@@ -436,7 +448,7 @@ mod tests {
         |o| match o {
             Out::Message { sequence, .. } => got.push(Ok(sequence)),
             Out::Lost { from, to } => got.push(Err((from, to))),
-            Out::Rerequest { .. } => {}
+            Out::Rerequest { .. } | Out::Session { .. } => {}
         }
     }
 
@@ -495,6 +507,25 @@ mod tests {
         a.on_packet(Line::B, &Packet::parse(&p).unwrap(), 0, &mut collect(&mut got));
         assert_eq!(got, vec![Ok(1), Ok(2), Err((3, 5)), Ok(5), Err((6, 7)), Ok(1)]);
         assert_eq!((a.stats().lost, a.stats().gaps), (3, 2));
+        // The switch is announced between the old session's last output and the new one's first.
+        let mut b = Arbiter::new(ArbiterOptions::default());
+        let mut seen = Vec::new();
+        for (s, seq) in [(S, 1u64), (S, 3)] {
+            let p = packet_at(s, seq, &[b"m"]);
+            b.on_packet(Line::A, &Packet::parse(&p).unwrap(), 0, &mut |o| seen.push(format!("{o:?}")));
+        }
+        b.on_packet(Line::A, &Packet::parse(zerocopy::IntoBytes::as_bytes(&end)).unwrap(), 0, &mut |_| {});
+        b.on_packet(Line::B, &Packet::parse(&p).unwrap(), 0, &mut |o| seen.push(format!("{o:?}")));
+        let kinds: Vec<&str> = seen.iter().map(|o| o.split([' ', '{']).next().unwrap()).collect();
+        assert_eq!(kinds, ["Session", "Message", "Lost", "Message", "Lost", "Session", "Message"], "{seen:?}");
+        // Once the new one ends too, the first (a replay of it) is never followed again.
+        let mut end2 = tickbus_codecs::moldudp64::rerequest(&other, 2, 0);
+        end2.count = tickbus_codecs::moldudp64::END_OF_SESSION.into();
+        b.on_packet(Line::A, &Packet::parse(zerocopy::IntoBytes::as_bytes(&end2)).unwrap(), 0, &mut |_| {});
+        let replay = packet_at(S, 1, &[b"m"]);
+        let before = b.stats().other_session;
+        b.on_packet(Line::A, &Packet::parse(&replay).unwrap(), 0, &mut |o| panic!("{o:?} from a retired session"));
+        assert_eq!((b.session(), b.stats().other_session), (Some(other), before + 1));
     }
 
     #[test]
