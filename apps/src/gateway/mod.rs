@@ -250,7 +250,7 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
     }
     let c = &g.counts;
     let summary = serde_json::json!({
-        "counts": c, "timed": g.hops.timed(), "hops_ns": g.hops.summary(), "unordered_traces": g.hops.unordered,
+        "counts": c, "timed": g.hops.timed(), "hops_ns": g.hops.summary(), "unordered_traces": g.hops.unordered, "skewed_traces": g.hops.skewed,
     });
     if a.json {
         println!("{summary}");
