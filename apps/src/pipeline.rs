@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tickbus::agent::{IdleStrategy, Idler};
-use tickbus::shm::{self, PublisherState, ShmOptions, ShmSubscriber};
+use tickbus::shm::{self, PublisherState, ShmOptions, ShmPublisher, ShmSubscriber};
 use tickbus::time::Tsc;
+use tickbus::RingConfig;
 use tickbus::StartAt;
 
 /// A flag set by Ctrl-C or SIGTERM.
@@ -59,6 +60,41 @@ pub fn attach(name: &str, how: Attach, wait: Duration, stop: &AtomicBool) -> Res
             }
             Err(e) => return Err(format!("attaching to ring {name:?}: {e}")),
         }
+    }
+}
+
+/// Slots of the reliable rings between the trader and the gateway (orders one way, reports the
+/// other).
+pub const RING_SLOTS: usize = 4096;
+
+/// Where one trading app sits: the market data it observes, the peer ring it consumes, how
+/// long it waits for them to appear, and the core it pins its loop to.
+pub struct Ends<'a> {
+    pub app: &'static str,
+    pub md: &'a str,
+    pub peer: &'a str,
+    pub wait_secs: f64,
+    pub core: Option<usize>,
+}
+
+impl Ends<'_> {
+    /// Opens (or creates) the app's own ring `own` as its publisher, then observes the market
+    /// data and consumes the peer's ring (waiting for each to appear), pins the calling thread
+    /// and says it is ready. Returns (own publisher, market data, peer ring).
+    pub fn open(
+        &self,
+        (own, cfg): (&str, &RingConfig),
+        stop: &AtomicBool,
+    ) -> Result<(ShmPublisher, ShmSubscriber, ShmSubscriber), String> {
+        let wait = Duration::from_secs_f64(self.wait_secs.max(0.0));
+        let publisher = shm::open_publisher(own, cfg, &ShmOptions::default()).map_err(|e| e.to_string())?;
+        let md = attach(self.md, Attach::Observer, wait, stop)?;
+        let peer = attach(self.peer, Attach::Consumer, wait, stop)?;
+        if let Some(core) = self.core {
+            tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
+        }
+        eprintln!("{}: ready (md {:?}, publishing {own:?}, reading {:?})", self.app, self.md, self.peer);
+        Ok((publisher, md, peer))
     }
 }
 

@@ -14,14 +14,14 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::Args;
-use tickbus::shm::{self, ShmOptions, ShmPublisher, ShmSubscriber};
+use tickbus::shm::{ShmPublisher, ShmSubscriber};
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, Recv, RingConfig};
 use tickbus_codecs::exec::ExecFill;
 use tickbus_codecs::orders::{NewOrder, TracedOrder};
 use tickbus_codecs::{decode, AnyMessage, Message};
 
-use crate::pipeline::{self, Attach, Peer};
+use crate::pipeline::{self, Peer, RING_SLOTS};
 pub use hops::Hops;
 use matching::{Report, Venue};
 
@@ -197,22 +197,15 @@ impl Gateway {
 
 /// The report ring's layout: reliable, one consumer (the trader).
 pub fn report_ring(stream: u32) -> RingConfig {
-    let mut cfg = RingConfig::for_payload(Mode::Reliable, stream, ExecFill::LEN.max(128), 4096);
+    let mut cfg = RingConfig::for_payload(Mode::Reliable, stream, ExecFill::LEN.max(128), RING_SLOTS);
     cfg.max_consumers = 1;
     cfg
 }
 
 pub fn run(a: GatewayArgs) -> Result<(), String> {
     let stop = pipeline::stop_flag()?;
-    let wait = Duration::from_secs_f64(a.wait_secs.max(0.0));
-    let execs =
-        shm::open_publisher(&a.execs, &report_ring(a.stream), &ShmOptions::default()).map_err(|e| e.to_string())?;
-    let md = pipeline::attach(&a.md, Attach::Observer, wait, &stop)?;
-    let orders = pipeline::attach(&a.orders, Attach::Consumer, wait, &stop)?;
-    if let Some(core) = a.core {
-        tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
-    }
-    eprintln!("gateway: ready (md {:?}, orders {:?}, execs {:?})", a.md, a.orders, a.execs);
+    let ends = pipeline::Ends { app: "gateway", md: &a.md, peer: &a.orders, wait_secs: a.wait_secs, core: a.core };
+    let (execs, md, orders) = ends.open((&a.execs, &report_ring(a.stream)), &stop)?;
     let mut g = Gateway::new(md, orders, execs);
     let mut idler = pipeline::idler();
     let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));

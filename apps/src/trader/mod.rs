@@ -15,14 +15,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use tickbus::shm::{self, ShmOptions, ShmPublisher, ShmSubscriber};
+use tickbus::shm::{ShmPublisher, ShmSubscriber};
 use tickbus::time::Tsc;
 use tickbus::{Mode, Recv, RingConfig};
 use tickbus_codecs::orders::{NewOrder, OrderTrace, TracedOrder, TRACED_ORDER_LEN};
 use tickbus_codecs::{decode, AnyMessage, Message, OrdType, TimeInForce};
 use zerocopy::IntoBytes;
 
-use crate::pipeline::{self, Attach, Peer};
+use crate::pipeline::{self, Peer, RING_SLOTS};
 pub use strategy::Strategy;
 
 #[derive(Args, Debug)]
@@ -154,18 +154,18 @@ impl Trader {
         }
         while let Some(Recv::Message(m)) = execs.try_recv() {
             work += 1;
-            let id = match decode(m.payload) {
-                Ok(AnyMessage::ExecFill(f)) => Some(f.client_order_id),
-                Ok(AnyMessage::ExecAck(a)) => Some(a.client_order_id),
-                Ok(AnyMessage::ExecReject(r)) => Some(r.client_order_id),
+            let report = decode(m.payload).ok();
+            let id = match report {
+                Some(AnyMessage::ExecFill(f)) => Some(f.client_order_id),
+                Some(AnyMessage::ExecAck(a)) => Some(a.client_order_id),
+                Some(AnyMessage::ExecReject(r)) => Some(r.client_order_id),
                 _ => None,
             };
             // The gateway answers in order: ours is exactly the next one due. A duplicate (a
             // gateway that crashed between report and release answers again) or a report for an
             // earlier trader's order is not counted as ours.
-            let ours = id == Some(*id_base + c.reports + 1) && c.reports < c.orders;
-            match decode(m.payload) {
-                Ok(r) if ours => {
+            match report {
+                Some(r) if id == Some(*id_base + c.reports + 1) && c.reports < c.orders => {
                     c.reports += 1;
                     strategy.on_report(&r);
                 }
@@ -176,8 +176,6 @@ impl Trader {
     }
 }
 
-/// Slots of the order ring (and of the gateway's report ring).
-pub const RING_SLOTS: usize = 4096;
 /// The most orders that may await reports: well inside both rings, so the trader never waits
 /// for room on the order ring while the gateway waits for room on the report ring.
 pub const MAX_IN_FLIGHT: u64 = RING_SLOTS as u64 / 4;
@@ -197,15 +195,8 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         ));
     }
     let stop = pipeline::stop_flag()?;
-    let wait = Duration::from_secs_f64(a.wait_secs.max(0.0));
-    let orders =
-        shm::open_publisher(&a.orders, &order_ring(a.stream), &ShmOptions::default()).map_err(|e| e.to_string())?;
-    let md = pipeline::attach(&a.md, Attach::Observer, wait, &stop)?;
-    let execs = pipeline::attach(&a.execs, Attach::Consumer, wait, &stop)?;
-    if let Some(core) = a.core {
-        tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
-    }
-    eprintln!("trader: ready (md {:?}, orders {:?}, execs {:?})", a.md, a.orders, a.execs);
+    let ends = pipeline::Ends { app: "trader", md: &a.md, peer: &a.execs, wait_secs: a.wait_secs, core: a.core };
+    let (orders, md, execs) = ends.open((&a.orders, &order_ring(a.stream)), &stop)?;
     let mut t = Trader::new(md, orders, execs, Strategy::new(a.qty, a.max_in_flight));
     let mut idler = pipeline::idler();
     let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
