@@ -455,23 +455,40 @@ impl RdmaPublisher {
 }
 
 /// A reliable subscriber's credit (its consumer position, which it RDMA-WRITEs into its line of
-/// the mirror) may only move forward, and never past what was published: anything else is a
-/// broken or hostile subscriber, dropped.
+/// the mirror) never goes past what was published: that is a broken or hostile subscriber,
+/// dropped.
+///
+/// A credit that reads *lower* than the last one is not proof of anything: the WRITE that
+/// carries it can be read half-placed (Soft-RoCE copies it byte by byte under TCG; the spec
+/// promises no 8-byte atomicity). Placement ascends (the slot protocol relies on the same), so a
+/// torn credit is the new low bytes under the old high ones: never above the credit being
+/// written, possibly below the previous one (16639 read as 16384 while 16640 landed). It counts
+/// as no progress: the writer's limit only shrinks from it (less room, never an overwrite), and
+/// a subscriber whose credit stays behind is dropped by the patience timeout like any stalled
+/// one.
 #[inline]
 fn check_credit(c: &mut Conn, writer: &RingWriter<Arc<MemoryRegion>>) -> Result<(), RdmaError> {
     let cur = writer.consumer_lines().nth(c.consumer).map_or(0, |(_, p, _)| p);
-    if cur < c.last_credit || cur > writer.position() {
-        return Err(RdmaError::Protocol {
+    match next_credit(c.last_credit, cur, writer.position()) {
+        Some(credit) => {
+            c.last_credit = credit;
+            Ok(())
+        }
+        None => Err(RdmaError::Protocol {
             subscriber: c.consumer,
             reason: format!(
-                "its credit moved from {} to {cur} (published: {}); credits only move forward and never past what was published",
-                c.last_credit,
+                "its credit moved to {cur}, past what was published ({}); a credit never passes the publisher's position",
                 writer.position()
             ),
-        });
+        }),
     }
-    c.last_credit = cur;
-    Ok(())
+}
+
+/// The credit to keep after reading `cur` (see [`check_credit`]), or `None` if `cur` is past
+/// what was published.
+#[inline]
+fn next_credit(last: u64, cur: u64, published: u64) -> Option<u64> {
+    (cur <= published).then_some(last.max(cur))
 }
 
 /// Runs `f` on every connection; one that fails is removed and recorded in `dropped` with its
@@ -575,5 +592,23 @@ impl Shipper {
             signaled: (ordinal + 1).is_multiple_of(self.signal_every),
             inline: self.inline,
         }
+    }
+}
+
+#[cfg(test)]
+mod credit_tests {
+    use super::next_credit;
+
+    #[test]
+    fn a_torn_credit_reads_as_no_progress_and_one_past_the_stream_is_refused() {
+        // Forward: taken.
+        assert_eq!(next_credit(100, 150, 200), Some(150));
+        assert_eq!(next_credit(100, 200, 200), Some(200));
+        // 16640 half-placed over 16639 (0x40FF -> 0x4100, low byte first) reads 0x4000: kept at
+        // the last credit, not a protocol violation (CI saw exactly this one in the guest).
+        assert_eq!(next_credit(16_639, 16_384, 16_640), Some(16_639));
+        // Past what was published: refused.
+        assert_eq!(next_credit(100, 201, 200), None);
+        assert_eq!(next_credit(100, u64::MAX, 200), None);
     }
 }
