@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The latency lab's set-up and build, shared by tools/lab.sh and tools/lab-rdma.sh: hugepages,
 # the peers' build tools (cmake >= 3.30 from PyPI, libbsd-dev, uuid-dev), the Soft-RoCE rig's host
-# packages and guest image, then a release build of latency-lab with the peers and RDMA.
+# packages and guest image, then a release build of latency-lab with the peers and RDMA, and of
+# the `tickbus` apps the lab's trading pipeline runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup-host.sh
@@ -9,3 +10,5 @@ tools/setup-peers.sh
 export PATH="$PWD/target/tools/venv/bin:$PATH"
 tools/rig/rig build >/dev/null
 cargo build --release -p tickbus-lab --features peers,rdma
+# The trading pipeline's apps (tickbus exchange, trader, gateway), which the lab runs as processes.
+cargo build --release -p tickbus-apps

@@ -73,7 +73,7 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
             move || {
                 let md = shm::open_observer("md", StartAt::Oldest, &gw_opts).unwrap();
                 let orders = shm::open_consumer("orders", &gw_opts).unwrap();
-                let mut g = Gateway::new(md, orders, execs);
+                let mut g = Gateway::new(Some(md), orders, execs);
                 // Warm-up, unmeasured: the first orders (lazy first touches of every page).
                 let mut budget = 2_000_000_000u64;
                 while g.counts.orders < 64 && budget > 0 {
@@ -132,4 +132,103 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
     assert_eq!(reports, sent);
     let _ = std::fs::remove_dir_all(format!("/dev/hugepages/{tag}"));
     let _ = std::fs::remove_dir_all(format!("/dev/shm/{tag}"));
+}
+
+/// The exchange's composite loop (an ITCH file replayed as market data at a fixed rate, the
+/// gateway's duty cycle while waiting, quotes handed to it directly) and the trader against it,
+/// each on a trapped thread, the way `tickbus exchange` and `tickbus trader` run.
+#[test]
+fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
+    use crate::exchange::Exchange;
+    let tag = format!("tickbus-apps-hot-x-{}", std::process::id());
+    let opts = ShmOptions {
+        hugepage_dir: format!("/dev/hugepages/{tag}").into(),
+        fallback_dir: format!("/dev/shm/{tag}").into(),
+        hugepages: HugepagePolicy::Preferred,
+    };
+    let dir = std::env::temp_dir().join(&tag);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("day.itch");
+    let mut day = Vec::new();
+    write_itch(DayConfig { seed: 12, stocks: 8, messages: 20_000 }, &mut day).unwrap();
+    std::fs::write(&file, &day).unwrap();
+    let (mut norm, mut ticks) = (Normalizer::new(), 0u64);
+    let itch_messages = frames(&day).count() as u64;
+    for f in frames(&day) {
+        norm.apply(&f.unwrap().message, &mut |_| ticks += 1);
+    }
+    assert!(ticks < 1 << 16, "the whole day fits the ring: nobody is lapped");
+    let md = shm::open_publisher("md", &RingConfig::for_payload(Mode::Lossy, 1, 64, 1 << 16), &opts).unwrap();
+    let orders = shm::open_publisher("orders", &order_ring(2), &opts).unwrap();
+    let execs = shm::open_publisher("execs", &report_ring(3), &opts).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+
+    let (x_opts, x_done) = (opts.clone(), done.clone());
+    let exchange = std::thread::spawn(move || {
+        on_trapped_thread(
+            move || {
+                let source = tickbus::replay::open(&file, None, None).unwrap();
+                let g = Gateway::new(None, shm::open_consumer("orders", &x_opts).unwrap(), execs);
+                let mut x = Exchange::new(source, md, Some(g));
+                x.warm_up(u64::MAX).unwrap();
+                x.start(200_000.0);
+                // Unmeasured: the first quarter (first touches of the rings' pages).
+                while x.counts.itch < itch_messages / 4 {
+                    assert!(x.step().unwrap());
+                }
+                x
+            },
+            move |x| {
+                let (itch0, orders0) = (x.counts.itch, x.gateway.as_ref().unwrap().counts.orders);
+                let mut budget = 10_000_000u64;
+                while x.step().unwrap() && budget > 0 {
+                    budget -= 1;
+                }
+                let g = x.gateway.as_mut().unwrap();
+                let mut budget = 4_000_000_000u64;
+                while !x_done.load(Ordering::Acquire) && budget > 0 {
+                    g.duty();
+                    budget -= 1;
+                }
+                while g.duty() > 0 {}
+                let g = x.gateway.as_ref().unwrap();
+                (
+                    x.counts.itch - itch0,
+                    x.counts.published,
+                    g.counts.orders - orders0,
+                    g.counts.reports,
+                    g.counts.quotes,
+                )
+            },
+        )
+    });
+    let stop = AtomicBool::new(false);
+    let ((seen, sent, reports, in_flight), trader_counts) = on_trapped_thread(
+        move || {
+            let md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
+            let execs = shm::open_consumer("execs", &opts).unwrap();
+            let mut strategy = Strategy::new(100, 64);
+            strategy.pre_touch();
+            Trader::new(md, orders, execs, strategy)
+        },
+        move |t| {
+            let mut budget = 4_000_000_000u64;
+            while (t.counts.ticks < ticks || t.strategy.in_flight() > 0) && budget > 0 {
+                t.duty(&stop);
+                budget -= 1;
+            }
+            done.store(true, Ordering::Release);
+            (t.counts.ticks, t.counts.orders, t.counts.reports, t.strategy.in_flight())
+        },
+    );
+    let ((itch_measured, published, orders_measured, gw_reports, quotes), exchange_counts) = exchange.join().unwrap();
+    assert_eq!(exchange_counts, Counts { syscalls: 0, allocs: 0 }, "the exchange's loop");
+    assert_eq!(trader_counts, Counts { syscalls: 0, allocs: 0 }, "the trader's loop");
+    assert_eq!(itch_measured, itch_messages - itch_messages / 4, "the rest of the day was measured");
+    assert_eq!((published, seen, in_flight), (ticks, ticks, 0), "every tick published and seen, every order answered");
+    assert!(orders_measured > 100 && quotes > 100, "orders {orders_measured}, quotes {quotes} on the measured part");
+    assert_eq!((gw_reports, reports), (sent, sent), "one report per order");
+    let _ = std::fs::remove_dir_all(format!("/dev/hugepages/{tag}"));
+    let _ = std::fs::remove_dir_all(format!("/dev/shm/{tag}"));
+    let _ = std::fs::remove_dir_all(dir);
 }

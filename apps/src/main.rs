@@ -2,6 +2,7 @@
 //! pcap captures of MoldUDP64).
 //!
 //! Owns: argument parsing and printing. Never: changes a ring or a file it is only asked to inspect.
+mod exchange;
 mod feed;
 mod gateway;
 #[cfg(test)]
@@ -66,6 +67,10 @@ enum Cmd {
     /// An order gateway / exchange simulator: matches IOC orders against the last quote, sends
     /// one execution report per order, and reports each order's tick-to-trade hop by hop.
     Gateway(gateway::GatewayArgs),
+    /// The venue in one process: replays an ITCH file as market data, open loop at a fixed
+    /// rate, with the gateway on the same core (a composite agent), for the trader to trade
+    /// against; reports each order's tick-to-trade hop by hop.
+    Exchange(exchange::ExchangeArgs),
 }
 
 #[derive(Subcommand)]
@@ -140,6 +145,7 @@ fn main() -> ExitCode {
         Cmd::MoldServer(a) => mold_server::run(a),
         Cmd::Trader(a) => trader::run(a),
         Cmd::Gateway(a) => gateway::run(a),
+        Cmd::Exchange(a) => exchange::run(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -205,3 +205,91 @@ fn a_killed_trader_is_reported_and_the_feed_and_gateway_carry_on() {
 fn still_running(child: &Child) -> bool {
     std::fs::read_to_string(format!("/proc/{}/stat", child.id())).is_ok_and(|s| !s.contains(") Z "))
 }
+
+/// `tickbus exchange` (the ITCH day as market data, open loop, with the gateway as a second agent
+/// on its core) and `tickbus trader` as two processes; then the same with the gateway as its own
+/// process (`--no-gateway` + `tickbus gateway`). Counts are exact in both layouts.
+#[test]
+fn the_exchange_process_trades_with_the_trader_in_both_layouts() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("exchange", 3, "20000");
+    let day = env.day.to_str().unwrap().to_owned();
+    for split in [false, true] {
+        let rings = if split {
+            ["--md", "md2", "--orders", "orders2", "--execs", "execs2"]
+        } else {
+            ["--md", "md1", "--orders", "orders1", "--execs", "execs1"]
+        };
+        let mut ex_args = vec!["exchange", "--itch", &day, "--rate", "50000", "--json"];
+        if split {
+            ex_args.push("--no-gateway");
+        }
+        ex_args.extend(rings);
+        let exchange = env.spawn(&ex_args);
+        let gateway = split.then(|| {
+            let mut a = vec!["gateway", "--exit-with-trader", "--json"];
+            a.extend(rings);
+            env.spawn(&a)
+        });
+        let mut t = vec!["trader", "--json"];
+        t.extend(rings);
+        let trader = env.spawn(&t);
+        let trader = finish(trader, "trader");
+        let exchange = finish(exchange, "exchange");
+        let gateway = match gateway {
+            Some(g) => finish(g, "gateway"),
+            None => exchange["gateway"].clone(),
+        };
+        let layout = if split { "three processes" } else { "two processes" };
+        let published = n(&exchange, &["md", "published"]);
+        assert!(n(&exchange, &["md", "itch"]) > 20_000 && published > 20_000, "{layout}: {exchange}");
+        assert_eq!(n(&exchange, &["md", "unparsed"]), 0);
+        assert_eq!(n(&trader, &["counts", "ticks"]), published, "{layout}: every tick reached the trader");
+        assert_eq!(n(&trader, &["counts", "md_missed"]), 0, "{layout}");
+        assert_eq!(n(&trader, &["tick_hop_ns", "count"]), published, "{layout}: every tick timed");
+        let orders = n(&trader, &["counts", "orders"]);
+        assert!(orders > 100, "{layout}: {trader}");
+        assert_eq!(n(&trader, &["counts", "reports"]), orders, "{layout}: one report per order");
+        assert_eq!((n(&trader, &["counts", "reports_unexpected"]), n(&trader, &["in_flight"])), (0, 0));
+        assert_eq!(n(&gateway, &["counts", "orders"]), orders, "{layout}: every order reached the gateway");
+        assert_eq!(n(&gateway, &["counts", "reports"]), orders, "{layout}");
+        let answered = ["fills", "expired", "rejects"].iter().map(|k| n(&gateway, &["counts", k])).sum::<u64>();
+        assert_eq!(answered, orders, "{layout}: each order answered once");
+        assert!(n(&gateway, &["counts", "quotes"]) > 0, "{layout}: the gateway matched against quotes");
+        assert_eq!(n(&gateway, &["counts", "fills"]), n(&trader, &["strategy", "filled_orders"]), "{layout}");
+        for hop in gateway["hops_ns"].as_array().unwrap() {
+            assert_eq!(hop["count"].as_u64(), Some(orders), "{layout}: every order timed on every hop: {hop}");
+        }
+        assert_eq!(n(&exchange, &["feed_ns", "count"]), published, "{layout}");
+    }
+}
+
+#[test]
+fn the_exchange_refuses_what_it_cannot_replay() {
+    let env = Env::new("exchange-bad", 4, "100");
+    let out = env.cmd(&["exchange", "--itch", "/nonexistent/day.itch"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("/nonexistent/day.itch"), "{err}");
+    let out = env.cmd(&["exchange", "--itch", env.day.to_str().unwrap(), "--rate", "0"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--rate"), "{err}");
+    // No trader: it says whom it waited for, instead of replaying to nobody.
+    let out = env
+        .cmd(&[
+            "exchange",
+            "--itch",
+            env.day.to_str().unwrap(),
+            "--wait-secs",
+            "0.3",
+            "--md",
+            "m",
+            "--orders",
+            "o",
+            "--execs",
+            "e",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("tickbus trader"), "{err}");
+}

@@ -98,6 +98,16 @@ impl Normalizer {
         Normalizer { book: OrderBook::with_capacity(orders, stocks) }
     }
 
+    /// Writes the book's reserved memory once (see [`OrderBook::pre_touch`]).
+    pub fn pre_touch(&mut self) {
+        self.book.pre_touch();
+    }
+
+    /// Forgets the book, keeping its memory (see [`OrderBook::clear`]).
+    pub fn clear(&mut self) {
+        self.book.clear();
+    }
+
     /// The book as the messages so far built it.
     pub fn book(&self) -> &OrderBook {
         &self.book

@@ -12,6 +12,7 @@ mod mcast_pingpong;
 mod peers;
 #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
 mod perftest;
+mod pipeline;
 mod plot;
 #[cfg(feature = "rdma")]
 mod rdma_pingpong;
@@ -91,7 +92,18 @@ pub struct SuiteArgs {
     /// Seconds of the sustained recording (a publisher at 1M msg/s recorded with nothing lost).
     #[arg(long, default_value_t = 60.0)]
     pub record_seconds: f64,
-    /// Skip parts of the suite: any of pingpong, openloop, throughput, itch, ttt, journal.
+    /// Cores for the trading pipeline's processes (default: --core-a,--core-b). Two: the
+    /// exchange (feed + gateway) on the first, the trader on the second; three or more: the
+    /// exchange, the trader and the gateway each on their own.
+    #[arg(long, value_delimiter = ',')]
+    pub cores: Vec<usize>,
+    /// Seconds of market data per pipeline run (at each of --rates; at most the ITCH day).
+    #[arg(long, default_value_t = 2.0)]
+    pub pipeline_seconds: f64,
+    /// The `tickbus` binary the pipeline runs (default: beside latency-lab).
+    #[arg(long)]
+    pub tickbus: Option<PathBuf>,
+    /// Skip parts of the suite: any of pingpong, openloop, throughput, itch, ttt, pipeline, journal.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
     /// Include figures from the Soft-RoCE guest run (tools/lab-rdma.sh writes them here).
@@ -137,6 +149,19 @@ enum Cmd {
         /// Consumer processes (reliable: the publisher waits for all of them).
         #[arg(long, default_value_t = 2)]
         consumers: usize,
+    },
+    /// The reading side of a bare ring hop across processes (started by the pipeline's floor).
+    #[command(hide = true, name = "__hop-floor")]
+    HopFloor {
+        #[arg(long)]
+        ring: String,
+        #[arg(long)]
+        count: u64,
+        #[arg(long)]
+        core: usize,
+        /// A reliable consumer line (else a lossy observer).
+        #[arg(long)]
+        consumer: bool,
     },
     /// A soak consumer (started by the soak itself).
     #[command(hide = true, name = "__soak-consumer")]
@@ -189,6 +214,7 @@ fn main() -> ExitCode {
             let s = &cli.suite;
             soak::run(minutes, rate, consumers, (s.core_a, s.core_b), &s.out.join("soak"))
         }
+        Some(Cmd::HopFloor { ring, count, core, consumer }) => pipeline::hop_floor_reader(&ring, count, consumer, core),
         Some(Cmd::SoakConsumer { ring, index, total, core }) => soak::consumer(&ring, index, total, core),
         Some(Cmd::Echo { peer, ping, pong, size, total, core, ticks_per_ns }) => {
             suite::echo(&peer, &ping, &pong, size, total, core, ticks_per_ns)

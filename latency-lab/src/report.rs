@@ -169,6 +169,9 @@ pub struct Report {
     pub tick_to_trade: Option<Section>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal: Option<crate::journal_bench::JournalReport>,
+    /// The trading pipeline across processes, per rate, hop by hop beside its floors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pipeline: Vec<crate::pipeline::Run>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
@@ -198,6 +201,9 @@ impl Report {
         );
         if let Some(t) = &self.tick_to_trade {
             let _ = writeln!(s, "TICK-TO-TRADE\n{}", t.table());
+        }
+        if !self.pipeline.is_empty() {
+            let _ = writeln!(s, "TRADING PIPELINE\n{}", crate::pipeline::table(&self.pipeline));
         }
         for sec in &self.sections {
             let _ = writeln!(s, "{}", sec.table());
@@ -252,6 +258,9 @@ impl Report {
         std::fs::write(dir.join("latency.hlog"), log)?;
         for sec in self.sections.iter().chain(self.tick_to_trade.iter()) {
             crate::plot::percentile_plot(sec, &dir.join(format!("{}.svg", sec.key())))?;
+        }
+        if !self.pipeline.is_empty() {
+            crate::pipeline::stacked_plot(&self.pipeline, &dir.join("pipeline-hops.svg"))?;
         }
         Ok(dir.canonicalize().unwrap_or_else(|_| dir.to_owned()))
     }

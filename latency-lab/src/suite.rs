@@ -127,14 +127,22 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
         rep.notes.push("built without the `peers` feature: Aeron IPC and iceoryx2 are not in this report".into());
     }
     let mut streams = Streams::new();
-    let steps =
-        [!skip("ttt"), !skip("pingpong"), !skip("openloop"), !skip("throughput"), !skip("itch"), !skip("journal")];
+    let steps = [
+        !skip("ttt"),
+        !skip("pingpong"),
+        !skip("openloop"),
+        !skip("throughput"),
+        !skip("itch"),
+        !skip("journal"),
+        !skip("pipeline"),
+    ];
     let n_steps = (steps[0] as u64)
         + if steps[1] { a.sizes.len() as u64 } else { 0 }
         + if steps[2] { a.rates.len() as u64 } else { 0 }
         + steps[3] as u64
         + steps[4] as u64
-        + steps[5] as u64;
+        + steps[5] as u64
+        + if steps[6] { a.rates.len() as u64 } else { 0 };
     let bar = ProgressBar::new(n_steps);
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed} elapsed]").expect("valid template"),
@@ -166,6 +174,42 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
         ));
         rep.tick_to_trade = Some(o.section);
         bar.inc(1);
+    }
+    if !skip("pipeline") {
+        let file = match &a.itch {
+            Some(p) => p.clone(),
+            None => {
+                std::fs::create_dir_all(&a.out)?;
+                let f = a.out.join("pipeline-day.itch");
+                std::fs::write(&f, &day_bytes)?;
+                f
+            }
+        };
+        let in_file = {
+            let f = std::fs::File::open(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            // SAFETY: a file this run wrote or was given, not changed while mapped.
+            let map = unsafe { memmap2::Mmap::map(&f)? };
+            tickbus_codecs::itch::frames(&map).count() as u64
+        };
+        let lab_cores = if a.cores.is_empty() { vec![cores.0, cores.1] } else { a.cores.clone() };
+        let tickbus = a.tickbus.clone().unwrap_or_else(crate::pipeline::default_tickbus);
+        for &rate in &a.rates {
+            step(format!("trading pipeline across processes at {} msg/s", crate::report::rate_name(rate)));
+            let messages = ((rate as f64 * a.pipeline_seconds) as u64).clamp(1, in_file);
+            let spec = crate::pipeline::Spec {
+                tickbus: &tickbus,
+                itch: &file,
+                rate,
+                messages,
+                cores: &lab_cores,
+                ticks_per_ns,
+            };
+            rep.pipeline.push(crate::pipeline::run(&spec)?);
+            bar.inc(1);
+        }
+        if a.itch.is_none() {
+            let _ = std::fs::remove_file(&file);
+        }
     }
     if !skip("pingpong") {
         for &size in &a.sizes {

@@ -79,6 +79,30 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     let pacing = rep["sections"].as_array().unwrap().iter().find(|s| s["mode"] == "replay-pacing-error").unwrap();
     assert_eq!(pacing["rows"].as_array().unwrap().len(), 2, "replay pacing beside its floor");
     assert!(text.contains("journal: 50000 messages"), "{text}");
+    // The trading pipeline ran as real processes (`tickbus exchange` and `tickbus trader`, the
+    // binary cargo builds beside this one), counts exact, every hop timed, floors beside.
+    let pipe = rep["pipeline"].as_array().expect("a pipeline section");
+    assert_eq!(pipe.len(), 1, "one run per rate");
+    let p = &pipe[0];
+    assert_eq!(p["rate"], 50_000);
+    assert!(p["published"].as_u64().unwrap() > 5000, "{p}");
+    assert_eq!(p["ticks"], p["published"], "every tick reached the trader");
+    assert_eq!(p["ticks_missed"], 0);
+    let orders = p["orders"].as_u64().unwrap();
+    assert!(orders > 0 && p["reports"] == orders, "one report per order: {p}");
+    let hops = p["hops"].as_array().unwrap();
+    assert_eq!(hops.len(), 6);
+    assert!(hops.iter().all(|h| h["count"] == orders), "every order timed on every hop");
+    for k in [0, 4] {
+        assert!(hops[k]["floor"][0].as_u64().unwrap() > 0 && hops[k]["x_floor"][0].as_f64().unwrap() > 0.0);
+    }
+    assert!(p["book_p50"].as_u64().unwrap() > 0 && p["budget_p50"].as_u64().unwrap() > p["book_p50"].as_u64().unwrap());
+    assert!(text.contains("TRADING PIPELINE") && text.contains("order published -> gateway receive"), "{text}");
+    let svg = std::fs::read_to_string(out.join("pipeline-hops.svg")).unwrap();
+    assert!(
+        svg.contains("50k msg/s: hops") && svg.contains("book applied -&gt; decision") && svg.contains(">\np99\n<"),
+        "the stacked plot labels its bars, hops and panels: {svg}"
+    );
     for f in ["table.txt", "latency.hlog", "rtt-64B.svg", "one-way-64B-50k.svg", "rtt-64B-tickbus_shm.hgrm"] {
         assert!(Path::new(&out).join(f).exists(), "{f} written");
     }

@@ -79,7 +79,9 @@ pub struct Counts {
 /// The gateway loop: its rings, the venue, the hop histograms and what it counted.
 /// [`Gateway::duty`] is one cycle; `run` adds idling and looking at the trader around it.
 pub struct Gateway {
-    md: ShmSubscriber,
+    /// The market data it observes; None when the process that publishes it hands the quotes
+    /// over directly ([`Gateway::on_quote`]: the exchange's composite agent).
+    md: Option<ShmSubscriber>,
     orders: ShmSubscriber,
     execs: ShmPublisher,
     venue: Venue,
@@ -93,7 +95,7 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub fn new(md: ShmSubscriber, mut orders: ShmSubscriber, execs: ShmPublisher) -> Gateway {
+    pub fn new(md: Option<ShmSubscriber>, mut orders: ShmSubscriber, execs: ShmPublisher) -> Gateway {
         orders.reader_mut().set_manual_release(true); // an order is released once answered
         let tsc = Tsc::new();
         let scale = TscScale { ticks_per_ns: orders.config().ticks_per_ns };
@@ -112,26 +114,16 @@ impl Gateway {
         }
     }
 
-    /// One duty cycle: up to 64 market-data messages (the quotes), then the waiting report or
-    /// the next order (matched, timed and answered). No syscall and no allocation
-    /// (`hot_path_tests.rs`). Returns the work done (0: idle).
+    /// One duty cycle: the waiting report or the next order (its arrival stamped at once), then
+    /// up to 64 market-data messages (the quotes), then the order matched against the latest
+    /// quote, timed and answered. Taking the order before the quotes keeps a burst of market
+    /// data out of its measured arrival (a gateway sharing a core with the feed sees such
+    /// bursts). No syscall and no allocation (`hot_path_tests.rs`). Returns the work done (0:
+    /// idle).
     #[inline]
     pub fn duty(&mut self) -> usize {
         let Gateway { md, orders, execs, venue, hops, counts: c, pending, tsc, scale, t0 } = self;
         let mut work = 0;
-        for _ in 0..64 {
-            match md.try_recv() {
-                Some(Recv::Message(m)) => {
-                    if let Ok(AnyMessage::Quote(q)) = decode(m.payload) {
-                        venue.on_quote(q);
-                        c.quotes += 1;
-                    }
-                }
-                Some(Recv::Gap(g)) => c.md_missed += g.missed(),
-                None => break,
-            }
-            work += 1;
-        }
         // A report waiting for room goes first: no order is taken before its predecessor is
         // answered (the order stream backs up instead).
         if let Some((r, position)) = *pending {
@@ -143,50 +135,78 @@ impl Gateway {
                 c.report_ring_full += 1;
             }
         }
-        if pending.is_none() {
-            match orders.try_recv() {
-                Some(Recv::Message(m)) => {
-                    let (arrival, position) = (tsc.now(), m.position);
-                    work += 1;
-                    let order = match TracedOrder::parse(m.payload) {
-                        Ok(t) => {
-                            hops.record(t, arrival);
-                            Some(&t.order)
-                        }
-                        Err(_) => NewOrder::parse(m.payload).ok().inspect(|_| c.untraced += 1),
-                    };
-                    match order {
-                        Some(o) => {
-                            c.orders += 1;
-                            let r = venue.match_order(o, scale.delta_ns(*t0, arrival));
-                            match r {
-                                Report::Fill(_) => c.fills += 1,
-                                Report::Expired(_) => c.expired += 1,
-                                Report::Reject(_) => c.rejects += 1,
-                            }
-                            if publish(execs, r) {
-                                c.reports += 1;
-                                // Released only once answered: a gateway that dies in between
-                                // leaves the order for the next one (answered again, at worst).
-                                orders.reader_mut().release_to(position + 1);
-                            } else {
-                                *pending = Some((r, position));
-                            }
-                        }
-                        None => {
-                            c.malformed += 1;
-                            orders.reader_mut().release_to(position + 1);
+        let next = if pending.is_none() { orders.try_recv() } else { None };
+        let arrival = if next.is_some() { tsc.now() } else { 0 };
+        if let Some(md) = md.as_mut() {
+            for _ in 0..64 {
+                match md.try_recv() {
+                    Some(Recv::Message(m)) => {
+                        if let Ok(AnyMessage::Quote(q)) = decode(m.payload) {
+                            venue.on_quote(q);
+                            c.quotes += 1;
                         }
                     }
+                    Some(Recv::Gap(g)) => c.md_missed += g.missed(),
+                    None => break,
                 }
-                Some(Recv::Gap(g)) => {
-                    work += 1;
-                    c.orders_lost += g.missed();
-                }
-                None => {}
+                work += 1;
             }
         }
+        match next {
+            Some(Recv::Message(m)) => {
+                let position = m.position;
+                work += 1;
+                let order = match TracedOrder::parse(m.payload) {
+                    Ok(t) => {
+                        hops.record(t, arrival);
+                        Some(&t.order)
+                    }
+                    Err(_) => NewOrder::parse(m.payload).ok().inspect(|_| c.untraced += 1),
+                };
+                match order {
+                    Some(o) => {
+                        c.orders += 1;
+                        let r = venue.match_order(o, scale.delta_ns(*t0, arrival));
+                        match r {
+                            Report::Fill(_) => c.fills += 1,
+                            Report::Expired(_) => c.expired += 1,
+                            Report::Reject(_) => c.rejects += 1,
+                        }
+                        if publish(execs, r) {
+                            c.reports += 1;
+                            // Released only once answered: a gateway that dies in between
+                            // leaves the order for the next one (answered again, at worst).
+                            orders.reader_mut().release_to(position + 1);
+                        } else {
+                            *pending = Some((r, position));
+                        }
+                    }
+                    None => {
+                        c.malformed += 1;
+                        orders.reader_mut().release_to(position + 1);
+                    }
+                }
+            }
+            Some(Recv::Gap(g)) => {
+                work += 1;
+                c.orders_lost += g.missed();
+            }
+            None => {}
+        }
         work
+    }
+
+    /// A quote handed over directly by the process that publishes it (instead of observing the
+    /// market-data ring).
+    #[inline]
+    pub fn on_quote(&mut self, q: &tickbus_codecs::md::Quote) {
+        self.venue.on_quote(q);
+        self.counts.quotes += 1;
+    }
+
+    /// The order stream (to look at the trader when idle).
+    pub fn orders(&self) -> &ShmSubscriber {
+        &self.orders
     }
 
     /// Whether a report still waits for room.
@@ -206,7 +226,7 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
     let stop = pipeline::stop_flag()?;
     let ends = pipeline::Ends { app: "gateway", md: &a.md, peer: &a.orders, wait_secs: a.wait_secs, core: a.core };
     let (execs, md, orders) = ends.open((&a.execs, &report_ring(a.stream)), &stop)?;
-    let mut g = Gateway::new(md, orders, execs);
+    let mut g = Gateway::new(Some(md), orders, execs);
     let mut idler = pipeline::idler();
     let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
     let (mut trader, mut seen) = (Peer::Live, false);
@@ -241,30 +261,39 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
             trader = now;
         }
     }
-    let c = &g.counts;
-    let summary = serde_json::json!({
-        "counts": c, "timed": g.hops.timed(), "hops_ns": g.hops.summary(), "unordered_traces": g.hops.unordered, "skewed_traces": g.hops.skewed,
-    });
     if a.json {
-        println!("{summary}");
+        println!("{}", summary(&g));
     } else {
-        println!(
-            "gateway: {} orders ({} untraced): {} filled, {} expired unfilled, {} rejected; {} reports; {} malformed; {} trader deaths",
-            c.orders, c.untraced, c.fills, c.expired, c.rejects, c.reports, c.malformed, c.trader_deaths
-        );
-        for h in summary["hops_ns"].as_array().into_iter().flatten() {
-            println!(
-                "  {:<50} p50 {:>9} ns  p99 {:>9} ns  p99.9 {:>9} ns  max {:>9} ns  ({} orders)",
-                h["hop"].as_str().unwrap_or(""),
-                h["p50"],
-                h["p99"],
-                h["p99_9"],
-                h["max"],
-                h["count"]
-            );
-        }
+        print(&g);
     }
     Ok(())
+}
+
+/// What the gateway counted and its hops, as JSON.
+pub fn summary(g: &Gateway) -> serde_json::Value {
+    serde_json::json!({
+        "counts": g.counts, "timed": g.hops.timed(), "hops_ns": g.hops.summary(), "unordered_traces": g.hops.unordered, "skewed_traces": g.hops.skewed,
+    })
+}
+
+/// Prints what the gateway counted and its hops.
+pub fn print(g: &Gateway) {
+    let c = &g.counts;
+    println!(
+        "gateway: {} orders ({} untraced): {} filled, {} expired unfilled, {} rejected; {} reports; {} malformed; {} trader deaths",
+        c.orders, c.untraced, c.fills, c.expired, c.rejects, c.reports, c.malformed, c.trader_deaths
+    );
+    for h in g.hops.summary().as_array().into_iter().flatten() {
+        println!(
+            "  {:<58} p50 {:>9} ns  p99 {:>9} ns  p99.9 {:>9} ns  max {:>9} ns  ({} orders)",
+            h["hop"].as_str().unwrap_or(""),
+            h["p50"],
+            h["p99"],
+            h["p99_9"],
+            h["max"],
+            h["count"]
+        );
+    }
 }
 
 /// Publishes a report; false if the report ring is full (it stays pending).

@@ -93,6 +93,10 @@ pub struct Trader {
     /// high half), so a report left for a dead predecessor is never taken for ours.
     id_base: u64,
     pub counts: Counts,
+    /// Every tick's hop from the feed's ingress (or publish) stamp to its receive, in ns (the
+    /// gateway times only the ticks that led to an order).
+    pub tick_hop: hdrhistogram::Histogram<u64>,
+    scale: tickbus::time::TscScale,
 }
 
 impl Trader {
@@ -101,7 +105,21 @@ impl Trader {
         order.order.time_in_force = TimeInForce::ImmediateOrCancel as u8;
         order.order.ord_type = OrdType::Limit as u8;
         let id_base = u64::from(std::process::id()) << 32;
-        Trader { md, orders, execs, strategy, order, tsc: Tsc::new(), id_base, counts: Counts::default() }
+        let scale = tickbus::time::TscScale { ticks_per_ns: md.config().ticks_per_ns };
+        // Up to an hour in ns, allocated up front: recording never allocates.
+        let tick_hop = hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
+        Trader {
+            md,
+            orders,
+            execs,
+            strategy,
+            order,
+            tsc: Tsc::new(),
+            id_base,
+            counts: Counts::default(),
+            tick_hop,
+            scale,
+        }
     }
 
     /// One duty cycle: one market-data message (book, decision, and the order if any), then
@@ -109,7 +127,7 @@ impl Trader {
     /// Returns the work done (0: idle).
     #[inline]
     pub fn duty(&mut self, stop: &AtomicBool) -> usize {
-        let Trader { md, orders, execs, strategy, order, tsc, id_base, counts: c } = self;
+        let Trader { md, orders, execs, strategy, order, tsc, id_base, counts: c, tick_hop, scale } = self;
         let mut work = 0;
         if let Some(r) = md.try_recv() {
             work += 1;
@@ -125,6 +143,9 @@ impl Trader {
                         Ok(msg) => {
                             // The feed's ingress TSC (FLAG_INGRESS_TSC), else the publisher's commit.
                             let ingress_tsc = tickbus_codecs::Header::peek(m.payload).map_or(0, |h| h.publish_tsc);
+                            if ingress_tsc != 0 {
+                                tick_hop.saturating_record(scale.delta_ns(ingress_tsc, receive_tsc).max(1));
+                            }
                             if let Some(moved) = strategy.apply(&msg) {
                                 let book_tsc = tsc.now();
                                 if let Some(i) = strategy.decide(moved) {
@@ -196,8 +217,10 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
     }
     let stop = pipeline::stop_flag()?;
     let ends = pipeline::Ends { app: "trader", md: &a.md, peer: &a.execs, wait_secs: a.wait_secs, core: a.core };
+    let mut strategy = Strategy::new(a.qty, a.max_in_flight);
+    strategy.pre_touch(); // before attaching: the feed starts once we are attached
     let (orders, md, execs) = ends.open((&a.orders, &order_ring(a.stream)), &stop)?;
-    let mut t = Trader::new(md, orders, execs, Strategy::new(a.qty, a.max_in_flight));
+    let mut t = Trader::new(md, orders, execs, strategy);
     let mut idler = pipeline::idler();
     let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
     let (mut md_over, mut gateway_gone, mut md_seen) = (None::<Instant>, false, false);
@@ -242,9 +265,11 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
             }
         }
     }
-    let Trader { orders, strategy, counts: c, .. } = t;
+    let Trader { orders, strategy, counts: c, tick_hop: h, .. } = t;
     drop(orders); // closes the order stream: the gateway sees the trader finished
+    let q = |q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
     let summary = serde_json::json!({
+        "tick_hop_ns": { "hop": "feed ingress (or publish) -> strategy receive, every tick", "count": h.len(), "p50": q(0.5), "p99": q(0.99), "p99_9": q(0.999), "max": h.max() },
         "counts": c,
         "strategy": strategy.stats,
         "in_flight": strategy.in_flight(),

@@ -67,6 +67,12 @@ impl Strategy {
         }
     }
 
+    /// Maps the book's memory in before trading (see `OrderBook::pre_touch`): a cold book takes
+    /// page faults for its first hundreds of thousands of orders and falls behind a busy feed.
+    pub fn pre_touch(&mut self) {
+        self.book.pre_touch();
+    }
+
     /// Applies one market-data message to the book; returns the order to send, if any. Split
     /// from [`Strategy::decide`] so the plumbing can stamp "book applied" between the two.
     #[inline]

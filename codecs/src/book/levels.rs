@@ -60,6 +60,19 @@ impl Levels {
         Levels { side, levels: Vec::with_capacity(cap) }
     }
 
+    /// Empties the side, keeping its memory.
+    pub fn clear(&mut self) {
+        self.levels.clear();
+    }
+
+    /// Writes every reserved slot once and empties the side again (see
+    /// [`super::OrderBook::pre_touch`]).
+    pub fn pre_touch(&mut self) {
+        let blank = Level { price: 0, shares: 0, orders: 0, head: 0, tail: 0 };
+        self.levels.resize(self.levels.capacity(), blank);
+        self.levels.clear();
+    }
+
     /// Levels from worst to best.
     pub fn as_slice(&self) -> &[Level] {
         &self.levels

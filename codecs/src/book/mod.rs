@@ -124,6 +124,39 @@ impl OrderBook {
         }
     }
 
+    /// Empties the book and forgets the stock names, keeping every allocation (and the pages
+    /// they touched): a book warmed on a day and cleared starts the next one without page
+    /// faults or rehashing.
+    pub fn clear(&mut self) {
+        self.orders.clear();
+        for s in &mut self.stocks {
+            s.bids.clear();
+            s.asks.clear();
+        }
+        self.names.fill(*b"        ");
+        self.totals = Totals::default();
+    }
+
+    /// Writes all the memory the book reserved once, then empties it: the kernel maps a page on
+    /// its first write, so a book used straight from [`OrderBook::with_capacity`] takes a page
+    /// fault every few inserts until it has filled (tens of MiB for a day's reservation: a
+    /// trading loop that starts cold falls behind a busy feed). Call it before the loop starts;
+    /// it takes milliseconds per hundred thousand orders reserved.
+    pub fn pre_touch(&mut self) {
+        let room = self.orders.capacity();
+        let blank = Order { locate: 0, side: Side::Bid, price: 0, shares: 0, prev: 0, next: 0 };
+        // Keys spread over the whole table as real order references do.
+        for k in 1..=room as u64 {
+            self.orders.insert(k.wrapping_mul(0x9e37_79b9_7f4a_7c15), blank);
+        }
+        debug_assert!(self.orders.capacity() >= room, "filled to capacity, never grown");
+        self.orders.clear();
+        for s in &mut self.stocks {
+            s.bids.pre_touch();
+            s.asks.pre_touch();
+        }
+    }
+
     /// Applies one message. Order messages change the book and say what changed; the stock
     /// directory names stocks; every other type is `Ok(None)`.
     #[inline]

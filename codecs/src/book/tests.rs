@@ -244,3 +244,34 @@ fn the_book_reads_the_stock_directory() {
     assert!(b.name(9).is_none());
     let _ = ().as_bytes();
 }
+
+#[test]
+fn a_pre_touched_or_cleared_book_replays_a_day_exactly_as_a_new_one() {
+    let day = |b: &mut OrderBook| {
+        let mut g = DayGenerator::new(DayConfig { seed: 9, stocks: 6, messages: 5_000 });
+        while let Some(bytes) = g.next_message() {
+            let _ = b.apply(&parse(bytes, 0).unwrap());
+        }
+    };
+    let mut fresh = OrderBook::with_capacity(1024, 8);
+    day(&mut fresh);
+    let mut reused = OrderBook::with_capacity(1024, 8);
+    let room = reused.orders.capacity();
+    reused.pre_touch();
+    assert_eq!(reused.orders.capacity(), room, "pre-touching never grows the table");
+    assert_eq!((reused.resting_orders(), reused.totals()), (0, Totals::default()));
+    day(&mut reused);
+    reused.clear();
+    assert_eq!(reused.totals(), Totals::default());
+    assert!(reused.name(1).is_none() && reused.resting_orders() == 0);
+    day(&mut reused);
+    assert_eq!(reused.totals(), fresh.totals());
+    assert_eq!(reused.resting_orders(), fresh.resting_orders());
+    assert!(fresh.resting_orders() > 0 && fresh.name(1).is_some());
+    for locate in 1..=6 {
+        for side in [Side::Bid, Side::Ask] {
+            let levels = |b: &OrderBook| b.stock(locate).map(|s| s.side(side).as_slice().to_vec());
+            assert_eq!(levels(&reused), levels(&fresh));
+        }
+    }
+}

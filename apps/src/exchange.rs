@@ -1,0 +1,294 @@
+//! `tickbus exchange`: the venue side of the trading pipeline in one process, for a machine with
+//! few cores. One pinned loop is a composite agent: it replays an ITCH file as normalised market
+//! data, open loop at a fixed rate (each message stamped with its *intended* send time as its
+//! ingress TSC, so a stalled loop shows up in the latencies instead of hiding in the schedule),
+//! and between messages it runs the gateway's duty cycle (`gateway.rs`: orders in, one execution
+//! report each, hops recorded). `--no-gateway` leaves the gateway to its own process (`tickbus
+//! gateway`) so feed, trader and gateway can each own a core.
+//!
+//! It starts publishing only once the trader is attached (it holds the report ring's consumer
+//! line, which it takes after starting to observe the market data), so no tick goes unseen.
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use hdrhistogram::Histogram;
+use tickbus::replay::{self, Pace, Pacer};
+use tickbus::shm::{self, ShmOptions, ShmPublisher};
+use tickbus::time::{Tsc, TscScale};
+use tickbus::{Mode, RingConfig, StartAt};
+use tickbus_codecs::normalize::{Md, Normalizer};
+use tickbus_codecs::{Header, FLAG_INGRESS_TSC};
+
+use crate::gateway::{self, Gateway};
+use crate::pipeline::{self, Peer};
+
+#[derive(Args, Debug)]
+pub struct ExchangeArgs {
+    /// The ITCH 5.0 file to replay (`tickbus itch generate` writes one).
+    #[arg(long)]
+    pub itch: PathBuf,
+    /// ITCH messages per second (open loop: each is due at start + n / rate).
+    #[arg(long, default_value_t = 1_000_000.0)]
+    pub rate: f64,
+    /// Stop after this many ITCH messages.
+    #[arg(long)]
+    pub max: Option<u64>,
+    /// The market-data ring to publish (lossy: the trader and the gateway observe it).
+    #[arg(long, default_value = "md")]
+    pub md: String,
+    /// Slots of the market-data ring (a trader stalled for longer than this many messages
+    /// misses some, and says so).
+    #[arg(long, default_value_t = 1 << 16)]
+    pub md_slots: usize,
+    /// The order ring (the trader publishes it).
+    #[arg(long, default_value = "orders")]
+    pub orders: String,
+    /// The execution-report ring (the gateway publishes it; the trader's consumer line on it
+    /// says the trader is ready).
+    #[arg(long, default_value = "execs")]
+    pub execs: String,
+    /// Leave the gateway to its own `tickbus gateway` process.
+    #[arg(long)]
+    pub no_gateway: bool,
+    /// Pin the loop to this core.
+    #[arg(long)]
+    pub core: Option<usize>,
+    /// How long to wait for the trader (s).
+    #[arg(long, default_value_t = 30.0)]
+    pub wait_secs: f64,
+    /// After the market data, how long to wait for the trader to finish its orders (s).
+    #[arg(long, default_value_t = 30.0)]
+    pub drain_secs: f64,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What the market-data side did.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct MdCounts {
+    /// ITCH messages replayed.
+    pub itch: u64,
+    /// Normalised messages published (an ITCH message makes 0 to 2).
+    pub published: u64,
+    /// ITCH messages that did not parse (counted, not published).
+    pub unparsed: u64,
+    /// Times the loop found itself more than 1 µs past a message's due time.
+    pub late: u64,
+}
+
+pub fn run(a: ExchangeArgs) -> Result<(), String> {
+    if !(a.rate > 0.0 && a.rate.is_finite()) {
+        return Err(format!("--rate {}: give messages per second, above 0", a.rate));
+    }
+    let stop = pipeline::stop_flag()?;
+    let opts = ShmOptions::default();
+    let source = replay::open(&a.itch, None, None).map_err(|e| e.to_string())?;
+    if source.kind() != replay::SourceKind::Itch {
+        return Err(format!(
+            "{}: not an ITCH file (exchange replays ITCH 5.0; `tickbus replay` plays journals and captures)",
+            a.itch.display()
+        ));
+    }
+    let md_cfg = RingConfig::for_payload(Mode::Lossy, 1, 64, a.md_slots);
+    let md = shm::open_publisher(&a.md, &md_cfg, &opts).map_err(|e| format!("market-data ring {:?}: {e}", a.md))?;
+    let gw = if a.no_gateway {
+        None
+    } else {
+        let ends = pipeline::Ends { app: "exchange", md: &a.md, peer: &a.orders, wait_secs: a.wait_secs, core: None };
+        let (execs, _, orders) = ends.open((&a.execs, &gateway::report_ring(3)), &stop).map_err(|e| {
+            format!("{e}; the order ring is the trader's: start `tickbus trader --orders {}`", a.orders)
+        })?;
+        // Same process: the quotes go to the gateway directly, not through the ring.
+        Some(Gateway::new(None, orders, execs))
+    };
+    let mut x = Exchange::new(source, md, gw);
+    x.warm_up(a.max.unwrap_or(u64::MAX))?;
+    wait_for_trader(&a.execs, Duration::from_secs_f64(a.wait_secs.max(0.0)), &stop)?;
+    if let Some(core) = a.core {
+        tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
+    }
+    eprintln!("exchange: the trader is attached; replaying {} at {} msg/s", a.itch.display(), a.rate);
+    x.start(a.rate);
+    let max = a.max.unwrap_or(u64::MAX);
+    while x.counts.itch < max && !stop.load(Ordering::Relaxed) && x.step()? {}
+    let Exchange { md, gateway: mut gw, counts: c, feed_ns, .. } = x;
+    let md_position = md.position();
+    drop(md); // closes the market data: the trader finishes its orders and closes its stream
+    if let Some(g) = gw.as_mut() {
+        drain(g, Duration::from_secs_f64(a.drain_secs.max(0.0)), &stop);
+    }
+    let q = |h: &Histogram<u64>, q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
+    let mut summary = serde_json::json!({
+        "md": c, "md_position": md_position,
+        "feed_ns": { "hop": "tick due -> market data published", "count": feed_ns.len(), "p50": q(&feed_ns, 0.5), "p99": q(&feed_ns, 0.99), "p99_9": q(&feed_ns, 0.999), "max": feed_ns.max() },
+    });
+    if let Some(g) = &gw {
+        summary["gateway"] = gateway::summary(g);
+    }
+    if a.json {
+        println!("{summary}");
+    } else {
+        println!(
+            "exchange: {} ITCH messages replayed, {} market-data messages published, {} unparsed, {} started more than 1 µs late; tick due -> published p50 {} ns, p99 {} ns",
+            c.itch,
+            c.published,
+            c.unparsed,
+            c.late,
+            q(&feed_ns, 0.5),
+            q(&feed_ns, 0.99)
+        );
+        if let Some(g) = &gw {
+            gateway::print(g);
+        }
+    }
+    Ok(())
+}
+
+/// The composite agent: the market data when due, the gateway's duty cycle while waiting.
+pub struct Exchange {
+    source: replay::Source,
+    norm: Normalizer,
+    md: ShmPublisher,
+    pub gateway: Option<Gateway>,
+    pacer: Pacer,
+    tsc: Tsc,
+    scale: TscScale,
+    pub counts: MdCounts,
+    /// Due -> published, per market-data message: the loop's lateness plus the normalising.
+    pub feed_ns: Histogram<u64>,
+}
+
+impl Exchange {
+    pub fn new(source: replay::Source, md: ShmPublisher, gateway: Option<Gateway>) -> Exchange {
+        let scale = TscScale { ticks_per_ns: md.config().ticks_per_ns };
+        Exchange {
+            source,
+            norm: Normalizer::new(),
+            md,
+            gateway,
+            pacer: Pacer::new(Pace::Rate(1.0), scale.ticks_per_ns, 0),
+            tsc: Tsc::new(),
+            scale,
+            counts: MdCounts::default(),
+            // Up to an hour in ns, allocated up front: recording never allocates.
+            feed_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
+        }
+    }
+
+    /// Reads the day (up to `max` messages) once before the clock starts: the file's pages are
+    /// mapped in and the normaliser's book has touched the memory it will use (then forgets
+    /// the day), so page faults do not land in the measured replay.
+    pub fn warm_up(&mut self, max: u64) -> Result<(), String> {
+        self.norm.pre_touch();
+        let mut n = 0;
+        while n < max {
+            let Some(item) = self.source.next().map_err(|e| e.to_string())? else { break };
+            if let Ok(msg) = tickbus_codecs::itch::parse(item.payload, item.sequence) {
+                self.norm.apply(&msg, &mut |m| {
+                    std::hint::black_box(m.as_bytes());
+                });
+            }
+            n += 1;
+        }
+        self.norm.clear();
+        self.source.rewind().map_err(|e| e.to_string())
+    }
+
+    /// Starts the clock: the first message is due in 1 ms, then one every 1/`rate` s.
+    pub fn start(&mut self, rate: f64) {
+        let ms = (self.scale.ticks_per_ns * 1e6) as u64;
+        self.pacer = Pacer::new(Pace::Rate(rate), self.scale.ticks_per_ns, self.tsc.now() + ms);
+    }
+
+    /// One ITCH message: waits for its due time running the gateway's duty cycle meanwhile,
+    /// then normalises it and publishes what it becomes, stamped with the due time as its
+    /// ingress; the gateway gets the quotes directly. False at the end of the day. No syscall
+    /// and no allocation (`hot_path_tests.rs`).
+    #[inline]
+    pub fn step(&mut self) -> Result<bool, String> {
+        let Exchange { source, norm, md, gateway, pacer, tsc, scale, counts: c, feed_ns } = self;
+        let Some(item) = source.next().map_err(|e| e.to_string())? else { return Ok(false) };
+        let due = pacer.intended(None).expect("a rate paces");
+        let one_us = (scale.ticks_per_ns * 1000.0) as u64;
+        loop {
+            let now = tsc.now();
+            if now >= due {
+                if now - due > one_us {
+                    c.late += 1;
+                }
+                break;
+            }
+            if let Some(g) = gateway.as_mut() {
+                g.duty();
+            }
+        }
+        c.itch += 1;
+        let Ok(msg) = tickbus_codecs::itch::parse(item.payload, item.sequence) else {
+            c.unparsed += 1;
+            return Ok(true);
+        };
+        let stream = md.config().stream_id;
+        norm.apply(&msg, &mut |mut m| {
+            let h: &mut Header = m.header_mut();
+            h.stamp(stream, md.position(), due);
+            h.flags |= FLAG_INGRESS_TSC;
+            // Lossy ring: a publish never waits and never fails for a fitting message.
+            if md.publish(m.as_bytes()).is_ok() {
+                c.published += 1;
+                feed_ns.saturating_record(scale.delta_ns(due, tsc.now()).max(1));
+            }
+            if let (Md::Quote(q), Some(g)) = (&m, gateway.as_mut()) {
+                g.on_quote(q);
+            }
+        });
+        Ok(true)
+    }
+}
+
+/// Waits until ring `execs` has a consumer attached: the trader, which takes that line after it
+/// starts observing the market data.
+fn wait_for_trader(execs: &str, wait: Duration, stop: &AtomicBool) -> Result<(), String> {
+    let deadline = Instant::now() + wait;
+    let mut ring = None;
+    loop {
+        if ring.is_none() {
+            ring = shm::open_observer(execs, StartAt::Latest, &ShmOptions::default()).ok();
+        }
+        if let Some(r) = &ring {
+            if r.reader().status().consumers.iter().any(|l| l.owner != 0) {
+                return Ok(());
+            }
+        }
+        if Instant::now() >= deadline || stop.load(Ordering::Acquire) {
+            return Err(format!(
+                "no trader attached to the report ring {execs:?} within {wait:?}: start `tickbus trader --execs {execs}` (and, with --no-gateway, `tickbus gateway`)"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// After the market data: answers orders until the trader closes its order stream and every
+/// order is answered, or `wait` passes.
+fn drain(g: &mut Gateway, wait: Duration, stop: &AtomicBool) {
+    let deadline = Instant::now() + wait;
+    let mut checks = pipeline::IdleChecks::new(Duration::from_millis(5));
+    let mut closed = false; // closed as of the previous idle check
+    while !stop.load(Ordering::Relaxed) {
+        if g.duty() > 0 || !checks.due() {
+            continue;
+        }
+        let now = pipeline::peer(g.orders());
+        if closed && now != Peer::Live && !g.pending() {
+            return; // gone before an idle cycle found its ring empty: every order was taken
+        }
+        closed = now != Peer::Live;
+        if Instant::now() >= deadline {
+            eprintln!("exchange: the trader did not finish within {wait:?} after the market data ended");
+            return;
+        }
+    }
+}

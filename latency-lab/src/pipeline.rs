@@ -1,0 +1,479 @@
+//! The trading pipeline across real processes, as a user runs it: `tickbus exchange` (an ITCH day
+//! replayed as market data, open loop, each tick stamped with its intended send time, and the
+//! gateway as a second agent on the same core) and `tickbus trader` (book, decision, traced IOC
+//! orders) on the other core. With three or more cores the gateway is its own process
+//! (`tickbus gateway`) and each app owns a core.
+//!
+//! Each hop is printed beside its floor from the same invocation: the two hops that cross
+//! processes (market data to the trader, orders to the gateway) beside a bare tickbus ring hop
+//! across two processes with the same payload at the same rate, from the same intended times;
+//! and tick-to-trade beside the chained floors plus the book's own apply cost.
+use std::error::Error;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tickbus::shm::{self, ShmOptions};
+use tickbus::time::{Tsc, TscScale};
+use tickbus::{Mode, Recv, RingConfig, StartAt};
+
+use crate::harness::{histogram, pin};
+
+/// Payload of a normalised market-data slot and of a traced order (what the two process
+/// crossings carry).
+pub const MD_PAYLOAD: usize = 64;
+pub const ORDER_PAYLOAD: usize = tickbus_codecs::orders::TRACED_ORDER_LEN;
+
+/// One hop's percentiles (ns) and, for a process crossing, its floor's and the ratios.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Hop {
+    pub name: String,
+    pub count: u64,
+    pub p50: u64,
+    pub p99: u64,
+    pub p99_9: u64,
+    pub max: u64,
+    /// The bare ring hop's (p50, p99) at the same rate and payload, and this hop's ratios to it.
+    pub floor: Option<(u64, u64)>,
+    pub x_floor: Option<(f64, f64)>,
+}
+
+/// One pipeline run at one rate.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Run {
+    pub rate: u64,
+    /// "exchange+gateway | trader" or "exchange | trader | gateway", with their cores.
+    pub layout: String,
+    pub hops: Vec<Hop>,
+    /// Market-data messages published, ticks the trader saw, orders, reports.
+    pub published: u64,
+    pub ticks: u64,
+    pub ticks_missed: u64,
+    pub orders: u64,
+    pub reports: u64,
+    /// The exchange's own hop, over every market-data message: tick due -> published (the loop's
+    /// lateness and the normalising). The trader's first hop includes it.
+    pub feed: Hop,
+    /// The trader's own view of the market-data hop over every tick (the gateway's rows time
+    /// only the ticks that led to an order, which often queue behind the earlier messages of
+    /// the same exchange event), beside the same floor.
+    pub every_tick: Hop,
+    /// The order book's own p50 cost per market-data message (in process, same messages).
+    pub book_p50: u64,
+    /// Tick-to-trade p50's budget: the two floors' p50s + the book's p50 + 100 ns.
+    pub budget_p50: u64,
+    /// Hops within 1.15x of their floor at p50 and p99, and tick-to-trade within its budget.
+    pub hops_met: bool,
+    pub ttt_met: bool,
+}
+
+/// What to run.
+pub struct Spec<'a> {
+    pub tickbus: &'a Path,
+    pub itch: &'a Path,
+    pub rate: u64,
+    /// ITCH messages to replay.
+    pub messages: u64,
+    pub cores: &'a [usize],
+    pub ticks_per_ns: f64,
+}
+
+/// Runs the floors, then the pipeline, at one rate.
+pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
+    if s.cores.len() < 2 {
+        return Err("the pipeline needs two cores at least (--cores)".into());
+    }
+    if !s.tickbus.is_file() {
+        return Err(format!(
+            "{} not found: build it (`cargo build --release -p tickbus-apps`; tools/lab.sh does) or give --tickbus",
+            s.tickbus.display()
+        )
+        .into());
+    }
+    let book_p50 = book_cost(s.itch, s.ticks_per_ns)?;
+    // The floors publish as many messages as the pipeline's market data, at the same rate.
+    let floor_count = s.messages.clamp(1000, 2_000_000);
+    let md_floor = hop_floor(MD_PAYLOAD, Mode::Lossy, s.rate, floor_count, (s.cores[0], s.cores[1]), s.ticks_per_ns)?;
+    let order_floor =
+        hop_floor(ORDER_PAYLOAD, Mode::Reliable, s.rate, floor_count, (s.cores[1], s.cores[0]), s.ticks_per_ns)?;
+    let (ex, tr, layout) = pipeline(s)?;
+    let gw = &ex["gateway"];
+    let mut hops: Vec<Hop> =
+        serde_json::from_value::<Vec<RawHop>>(gw["hops_ns"].clone())?.into_iter().map(to_hop).collect();
+    if hops.len() != 6 {
+        return Err(format!("the gateway reported {} hops, not 6", hops.len()).into());
+    }
+    for (k, f) in [(0, md_floor), (4, order_floor)] {
+        let h = &mut hops[k];
+        h.floor = Some((f.0, f.1));
+        h.x_floor = Some((h.p50 as f64 / f.0.max(1) as f64, h.p99 as f64 / f.1.max(1) as f64));
+    }
+    let mut every_tick = to_hop(serde_json::from_value(tr["tick_hop_ns"].clone())?);
+    every_tick.floor = Some(md_floor);
+    every_tick.x_floor =
+        Some((every_tick.p50 as f64 / md_floor.0.max(1) as f64, every_tick.p99 as f64 / md_floor.1.max(1) as f64));
+    let budget_p50 = md_floor.0 + order_floor.0 + book_p50 + 100;
+    let hops_met = hops.iter().filter_map(|h| h.x_floor).all(|(a, b)| a <= 1.15 && b <= 1.15);
+    let u = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    Ok(Run {
+        rate: s.rate,
+        layout,
+        ttt_met: hops[5].p50 <= budget_p50,
+        hops,
+        published: u(&ex["md"]["published"]),
+        ticks: u(&tr["counts"]["ticks"]),
+        ticks_missed: u(&tr["counts"]["md_missed"]),
+        orders: u(&tr["counts"]["orders"]),
+        reports: u(&tr["counts"]["reports"]),
+        every_tick,
+        feed: to_hop(serde_json::from_value(ex["feed_ns"].clone())?),
+        book_p50,
+        budget_p50,
+        hops_met,
+    })
+}
+
+#[derive(Deserialize)]
+struct RawHop {
+    hop: String,
+    count: u64,
+    p50: u64,
+    p99: u64,
+    p99_9: u64,
+    max: u64,
+}
+
+fn to_hop(h: RawHop) -> Hop {
+    Hop { name: h.hop, count: h.count, p50: h.p50, p99: h.p99, p99_9: h.p99_9, max: h.max, floor: None, x_floor: None }
+}
+
+type Json = serde_json::Value;
+
+/// Runs the apps; returns the exchange's summary (with the gateway's), the trader's, and the
+/// layout.
+fn pipeline(s: &Spec<'_>) -> Result<(Json, Json, String), Box<dyn Error>> {
+    let tag = format!("lab-pipe-{}-{}", std::process::id(), s.rate);
+    let (md, orders, execs) = (format!("{tag}-md"), format!("{tag}-orders"), format!("{tag}-execs"));
+    let names = ["--md", &md, "--orders", &orders, "--execs", &execs];
+    let (rate, max, itch) = (s.rate.to_string(), s.messages.to_string(), s.itch.to_str().ok_or("ITCH path not UTF-8")?);
+    let split = s.cores.len() >= 3;
+    let spawn = |args: &[&str], core: usize| -> Result<Kill, Box<dyn Error>> {
+        let child = Command::new(s.tickbus)
+            .args(args)
+            .args(names)
+            .args(["--core", &core.to_string(), "--json", "-q"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", s.tickbus.display()))?;
+        Ok(Kill(Some(child)))
+    };
+    let mut ex_args = vec!["exchange", "--itch", itch, "--rate", &rate, "--max", &max];
+    if split {
+        ex_args.push("--no-gateway");
+    }
+    let ex = spawn(&ex_args, s.cores[0])?;
+    let gw = if split { Some(spawn(&["gateway", "--exit-with-trader"], s.cores[2])?) } else { None };
+    let tr = spawn(&["trader"], s.cores[1])?;
+    // Bounded: the replay's own length, plus start-up and draining.
+    let limit = Duration::from_secs_f64(s.messages as f64 / s.rate as f64 + 60.0);
+    let deadline = Instant::now() + limit;
+    let tr = tr.finish("trader", deadline)?;
+    let ex = ex.finish("exchange", deadline)?;
+    let (ex, layout) = match gw {
+        Some(g) => {
+            let mut ex = ex;
+            ex["gateway"] = g.finish("gateway", deadline)?;
+            let c = s.cores;
+            (ex, format!("exchange (core {}) | trader (core {}) | gateway (core {})", c[0], c[1], c[2]))
+        }
+        None => (ex, format!("exchange+gateway (core {}) | trader (core {})", s.cores[0], s.cores[1])),
+    };
+    for name in [&md, &orders, &execs] {
+        let _ = shm::remove(name, &ShmOptions::default());
+    }
+    Ok((ex, tr, layout))
+}
+
+/// A child process killed if the run is abandoned.
+struct Kill(Option<Child>);
+
+impl Kill {
+    /// Waits (bounded) for the app to end, and parses the JSON summary it printed.
+    fn finish(mut self, app: &str, deadline: Instant) -> Result<Json, Box<dyn Error>> {
+        let mut child = self.0.take().expect("a child");
+        loop {
+            if let Some(status) = child.try_wait()? {
+                let out = child.wait_with_output()?;
+                let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+                if !status.success() {
+                    return Err(format!("tickbus {app} failed ({status}): {stderr}").into());
+                }
+                let last = stdout.lines().last().unwrap_or("");
+                return serde_json::from_str(last)
+                    .map_err(|e| format!("tickbus {app} printed no JSON summary ({e}): {stdout} {stderr}").into());
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let out = child.wait_with_output()?;
+                return Err(format!(
+                    "tickbus {app} did not finish in time (killed): {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The order book's p50 cost per normalised message of the day (in process, TSC-timed), as the
+/// trader's book applies them.
+fn book_cost(itch: &Path, ticks_per_ns: f64) -> Result<u64, Box<dyn Error>> {
+    use tickbus_codecs::normalize::Normalizer;
+    let file = std::fs::File::open(itch).map_err(|e| format!("{}: {e}", itch.display()))?;
+    // SAFETY: the lab's own ITCH file, not changed while mapped (a file truncated under the map
+    // would fault, never be misread as valid memory).
+    let map = unsafe { memmap2::Mmap::map(&file)? };
+    let mut norm = Normalizer::new();
+    let mut mds: Vec<Vec<u8>> = Vec::new();
+    for f in tickbus_codecs::itch::frames(&map).take(500_000) {
+        norm.apply(&f?.message, &mut |m| mds.push(m.as_bytes().to_vec()));
+    }
+    let mut book = tickbus_codecs::book::OrderBook::with_capacity(1 << 20, 8192);
+    let (tsc, scale) = (Tsc::new(), TscScale { ticks_per_ns });
+    let mut h = histogram();
+    for m in &mds {
+        let Ok(msg) = tickbus_codecs::decode(m) else { continue };
+        let t0 = tsc.now();
+        let _ = std::hint::black_box(book.apply_md(&msg));
+        h.saturating_record(scale.delta_ns(t0, tsc.now()).max(1));
+    }
+    Ok(if h.is_empty() { 0 } else { h.value_at_quantile(0.5) })
+}
+
+/// A bare tickbus ring hop across two processes: this process publishes `count` messages of
+/// `payload` bytes at `rate` from core `cores.0`, each stamped with its intended send time; a
+/// child (`latency-lab __hop-floor`) on `cores.1` reads them. Returns its (p50, p99) in ns.
+pub fn hop_floor(
+    payload: usize,
+    mode: Mode,
+    rate: u64,
+    count: u64,
+    cores: (usize, usize),
+    ticks_per_ns: f64,
+) -> Result<(u64, u64), Box<dyn Error>> {
+    let name = format!("lab-hop-{}-{payload}-{rate}", std::process::id());
+    let opts = ShmOptions::default();
+    let slots = if mode == Mode::Lossy { 1 << 16 } else { 4096 };
+    let cfg = RingConfig { ticks_per_ns, ..RingConfig::for_payload(mode, 9, payload, slots) };
+    let mut p = shm::open_publisher(&name, &cfg, &opts)?;
+    let mut child = Kill(Some(
+        Command::new(std::env::current_exe()?)
+            .args(["__hop-floor", "--ring", &name, "--count", &count.to_string(), "--core", &cores.1.to_string()])
+            .args(if mode == Mode::Reliable { &["--consumer"][..] } else { &[][..] })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?,
+    ));
+    let mut out = BufReader::new(child.0.as_mut().and_then(|c| c.stdout.take()).ok_or("no stdout")?);
+    let mut line = String::new();
+    out.read_line(&mut line)?;
+    if line.trim() != "ready" {
+        let _ = child.0.as_mut().map(|c| c.kill());
+        return Err(format!("the hop floor's reader did not start: {line}").into());
+    }
+    let publisher = std::thread::scope(|sc| {
+        sc.spawn(|| -> Result<(), String> {
+            pin(cores.0).map_err(|e| e.to_string())?;
+            let tsc = Tsc::new();
+            let period = ticks_per_ns * 1e9 / rate as f64;
+            let start = tsc.now() + (ticks_per_ns * 1e6) as u64;
+            let mut buf = vec![0u8; payload];
+            let give_up = Instant::now() + Duration::from_secs_f64(count as f64 / rate as f64 + 30.0);
+            for i in 0..count {
+                let due = start + (i as f64 * period) as u64;
+                while tsc.now() < due {
+                    std::hint::spin_loop();
+                }
+                buf[..8].copy_from_slice(&due.to_le_bytes());
+                while p.publish(&buf).is_err() {
+                    if Instant::now() >= give_up {
+                        return Err("the hop floor's reader stopped taking messages".into());
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+            Ok(())
+        })
+        .join()
+    })
+    .map_err(|_| "the hop floor's publisher panicked")?;
+    publisher?;
+    line.clear();
+    out.read_line(&mut line)?;
+    let child = child.0.take().expect("a child");
+    let status = child.wait_with_output()?;
+    drop(p);
+    let _ = shm::remove(&name, &opts);
+    let v: Json = serde_json::from_str(line.trim())
+        .map_err(|e| format!("the hop floor's reader failed ({}): {e}: {line}", status.status))?;
+    Ok((v["p50"].as_u64().unwrap_or(0), v["p99"].as_u64().unwrap_or(0)))
+}
+
+/// The hop floor's reading side (`latency-lab __hop-floor`): prints "ready", reads `count`
+/// messages (or gives up after the ring stays quiet for 10 s) and prints its percentiles.
+pub fn hop_floor_reader(ring: &str, count: u64, consumer: bool, core: usize) -> Result<(), Box<dyn Error>> {
+    let opts = ShmOptions::default();
+    let mut s =
+        if consumer { shm::open_consumer(ring, &opts)? } else { shm::open_observer(ring, StartAt::Latest, &opts)? };
+    pin(core)?;
+    let scale = TscScale { ticks_per_ns: s.config().ticks_per_ns };
+    let tsc = Tsc::new();
+    let mut h = histogram();
+    println!("ready");
+    let (mut seen, mut missed) = (0u64, 0u64);
+    // Quiet since (checked every 64k empty polls, so the clock stays out of the measured loop).
+    let mut quiet_since: Option<Instant> = None;
+    let mut spins = 0u32;
+    while seen + missed < count {
+        match s.try_recv() {
+            Some(Recv::Message(m)) => {
+                let due = u64::from_le_bytes(m.payload[..8].try_into()?);
+                h.saturating_record(scale.delta_ns(due, tsc.now()).max(1));
+                seen += 1;
+                quiet_since = None;
+            }
+            Some(Recv::Gap(g)) => missed += g.missed(),
+            None => {
+                spins = spins.wrapping_add(1);
+                if spins.is_multiple_of(1 << 16) {
+                    let since = *quiet_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > Duration::from_secs(10) {
+                        return Err(format!("the ring went quiet after {seen} messages").into());
+                    }
+                }
+                std::hint::spin_loop();
+            }
+        }
+    }
+    let q = |q: f64| h.value_at_quantile(q);
+    println!("{}", serde_json::json!({ "p50": q(0.5), "p99": q(0.99), "count": seen, "missed": missed }));
+    Ok(())
+}
+
+/// The report's table for the pipeline runs.
+pub fn table(runs: &[Run]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for r in runs {
+        let _ = writeln!(
+            s,
+            "trading pipeline across processes at {} msg/s, open loop from each tick's intended time: {}",
+            crate::report::rate_name(r.rate),
+            r.layout
+        );
+        let _ = writeln!(
+            s,
+            "{:<62}{:>10}{:>10}{:>10}{:>12}{:>22}",
+            "hop (ns)", "p50", "p99", "p99.9", "max", "floor p50/p99 (x)"
+        );
+        for h in [&r.feed, &r.every_tick].into_iter().chain(&r.hops) {
+            let f = match (h.floor, h.x_floor) {
+                (Some((a, b)), Some((x, y))) => format!("{a}/{b} ({x:.2}x/{y:.2}x)"),
+                _ => "-".into(),
+            };
+            let _ = writeln!(s, "{:<62}{:>10}{:>10}{:>10}{:>12}{:>22}", h.name, h.p50, h.p99, h.p99_9, h.max, f);
+        }
+        let _ = writeln!(
+            s,
+            "  {} market-data messages published, {} seen by the trader ({} missed), {} orders, {} reports (hops are timed per order; the first row per market-data message)",
+            r.published, r.ticks, r.ticks_missed, r.orders, r.reports
+        );
+        let _ = writeln!(
+            s,
+            "  targets: process-crossing hops within 1.15x of their floor at p50 and p99: {}; tick-to-trade p50 {} ns <= floors + book p50 ({} ns) + 100 ns = {} ns: {}\n",
+            if r.hops_met { "met" } else { "NOT met" },
+            r.hops[5].p50,
+            r.book_p50,
+            r.budget_p50,
+            if r.ttt_met { "met" } else { "NOT met" }
+        );
+    }
+    s
+}
+
+/// The per-hop breakdown as stacked bars: two panels (p50, p99, each on its own scale), one bar
+/// per rate, each hop's percentile stacked in pipeline order. The bar's height is the sum of the
+/// hops, which tick-to-trade's own percentile need not equal (percentiles do not add); the
+/// label above a bar gives both.
+pub fn stacked_plot(runs: &[Run], path: &Path) -> Result<(), Box<dyn Error>> {
+    use plotters::prelude::*;
+    let root = SVGBackend::new(path, (1100, 600)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled("tick-to-trade per hop, stacked (ns), across processes over shm", ("sans-serif", 22))?;
+    let panels = root.split_evenly((1, 2));
+    let names: Vec<String> =
+        runs.first().map(|r| r.hops[..5].iter().map(|h| h.name.clone()).collect()).unwrap_or_default();
+    for (panel, (label, pick)) in panels.iter().zip([("p50", 0usize), ("p99", 1)]) {
+        let value = |h: &Hop| if pick == 0 { h.p50 } else { h.p99 };
+        let bars: Vec<(String, Vec<u64>, u64)> = runs
+            .iter()
+            .map(|r| (crate::report::rate_name(r.rate), r.hops[..5].iter().map(value).collect(), value(&r.hops[5])))
+            .collect();
+        let ymax = bars.iter().map(|b| b.1.iter().sum::<u64>().max(b.2)).max().unwrap_or(1).max(1) as f64 * 1.2;
+        let mut chart = ChartBuilder::on(panel)
+            .caption(label, ("sans-serif", 18))
+            .margin(15)
+            .x_label_area_size(20)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..bars.len().max(1) as f64, 0f64..ymax)?;
+        chart.configure_mesh().disable_x_mesh().disable_x_axis().y_desc("ns").draw()?;
+        for (k, name) in names.iter().enumerate() {
+            let rects: Vec<_> = bars
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    let base: u64 = b.1[..k].iter().sum();
+                    let (x0, x1) = (i as f64 + 0.2, i as f64 + 0.8);
+                    Rectangle::new([(x0, base as f64), (x1, (base + b.1[k]) as f64)], Palette99::pick(k).filled())
+                })
+                .collect();
+            let series = chart.draw_series(rects)?;
+            if pick == 0 {
+                series
+                    .label(name.clone())
+                    .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], Palette99::pick(k).filled()));
+            }
+        }
+        chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
+            let sum: u64 = b.1.iter().sum();
+            Text::new(
+                format!("{} msg/s: hops {sum}, tick-to-trade {}", b.0, b.2),
+                (i as f64 + 0.05, sum.max(b.2) as f64 * 1.05),
+                ("sans-serif", 13),
+            )
+        }))?;
+        if pick == 0 {
+            chart.configure_series_labels().position(SeriesLabelPosition::UpperLeft).border_style(BLACK).draw()?;
+        }
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// Where `tickbus` is by default: beside this binary (same target folder).
+pub fn default_tickbus() -> PathBuf {
+    std::env::current_exe().ok().and_then(|p| p.parent().map(|d| d.join("tickbus"))).unwrap_or_else(|| "tickbus".into())
+}
