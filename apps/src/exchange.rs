@@ -15,13 +15,15 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use hdrhistogram::Histogram;
 use tickbus::replay::{self, Pace, Pacer};
-use tickbus::shm::{self, ShmOptions, ShmPublisher};
+use tickbus::shm::{self, ShmOptions};
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, RingConfig, StartAt};
 use tickbus_codecs::normalize::{Md, Normalizer};
 use tickbus_codecs::{Header, FLAG_INGRESS_TSC};
 
+use crate::fabric::{Fabric, RdmaArgs};
 use crate::gateway::{self, Gateway};
+use crate::link::{In, Out, OutError};
 use crate::pipeline::{self, Peer};
 
 #[derive(Args, Debug)]
@@ -64,6 +66,12 @@ pub struct ExchangeArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The fabric the streams run on: `shm` (the rings named above) or `rdma` (the addresses
+    /// below; the gateway runs in this process).
+    #[arg(long, value_enum, default_value_t = Fabric::Shm)]
+    pub fabric: Fabric,
+    #[command(flatten)]
+    pub rdma: RdmaArgs,
 }
 
 /// What the market-data side did.
@@ -77,6 +85,8 @@ pub struct MdCounts {
     pub unparsed: u64,
     /// Times the loop found itself more than 1 µs past a message's due time.
     pub late: u64,
+    /// Market-data messages the transport refused for good (not published).
+    pub failed: u64,
 }
 
 pub fn run(a: ExchangeArgs) -> Result<(), String> {
@@ -84,7 +94,6 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
         return Err(format!("--rate {}: give messages per second, above 0", a.rate));
     }
     let stop = pipeline::stop_flag()?;
-    let opts = ShmOptions::default();
     let source = replay::open(&a.itch, None, None).map_err(|e| e.to_string())?;
     if source.kind() != replay::SourceKind::Itch {
         return Err(format!(
@@ -92,21 +101,18 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
             a.itch.display()
         ));
     }
-    let md_cfg = RingConfig::for_payload(Mode::Lossy, 1, 64, a.md_slots);
-    let md = shm::open_publisher(&a.md, &md_cfg, &opts).map_err(|e| format!("market-data ring {:?}: {e}", a.md))?;
-    let gw = if a.no_gateway {
-        None
-    } else {
-        let ends = pipeline::Ends { app: "exchange", md: &a.md, peer: &a.orders, wait_secs: a.wait_secs, core: None };
-        let (execs, _, orders) = ends.open((&a.execs, &gateway::report_ring(3)), &stop).map_err(|e| {
-            format!("{e}; the order ring is the trader's: start `tickbus trader --orders {}`", a.orders)
-        })?;
-        // Same process: the quotes go to the gateway directly, not through the ring.
-        Some(Gateway::new(None, orders, execs))
-    };
+    let (md, gw) = open(&a, &stop)?;
     let mut x = Exchange::new(source, md, gw);
     x.warm_up(a.max.unwrap_or(u64::MAX))?;
-    wait_for_trader(&a.execs, Duration::from_secs_f64(a.wait_secs.max(0.0)), &stop)?;
+    let wait = Duration::from_secs_f64(a.wait_secs.max(0.0));
+    match x.gateway.as_mut() {
+        // Its report stream has a reader: the trader, which attached to the market data first.
+        #[cfg(feature = "rdma")]
+        Some(g) if a.fabric == Fabric::Rdma => {
+            crate::fabric::wait_for_reader(g.execs_mut(), "the trader", wait, &stop)?
+        }
+        _ => wait_for_trader(&a.execs, wait, &stop)?,
+    }
     if let Some(core) = a.core {
         tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
     }
@@ -114,11 +120,21 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
     x.start(a.rate);
     let max = a.max.unwrap_or(u64::MAX);
     while x.counts.itch < max && !stop.load(Ordering::Relaxed) && x.step()? {}
-    let Exchange { md, gateway: mut gw, counts: c, feed_ns, .. } = x;
+    let Exchange { mut md, gateway: mut gw, counts: c, feed_ns, .. } = x;
     let md_position = md.position();
-    drop(md); // closes the market data: the trader finishes its orders and closes its stream
+    md.flush(); // multicast: every datagram sent, and a heartbeat saying where the stream ends
+    let md = match a.fabric {
+        // Closes the market data: the trader finishes its orders and closes its stream.
+        Fabric::Shm => {
+            drop(md);
+            None
+        }
+        // Multicast has no close: the trader ends on silence; heartbeats meanwhile say where the
+        // stream ended, so a lost tail is recovered.
+        Fabric::Rdma => Some(md),
+    };
     if let Some(g) = gw.as_mut() {
-        drain(g, Duration::from_secs_f64(a.drain_secs.max(0.0)), &stop);
+        drain(g, md, Duration::from_secs_f64(a.drain_secs.max(0.0)), &stop);
     }
     let q = |h: &Histogram<u64>, q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
     let mut summary = serde_json::json!({
@@ -151,7 +167,7 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
 pub struct Exchange {
     source: replay::Source,
     norm: Normalizer,
-    md: ShmPublisher,
+    md: Out,
     pub gateway: Option<Gateway>,
     pacer: Pacer,
     tsc: Tsc,
@@ -162,8 +178,8 @@ pub struct Exchange {
 }
 
 impl Exchange {
-    pub fn new(source: replay::Source, md: ShmPublisher, gateway: Option<Gateway>) -> Exchange {
-        let scale = TscScale { ticks_per_ns: md.config().ticks_per_ns };
+    pub fn new(source: replay::Source, md: Out, gateway: Option<Gateway>) -> Exchange {
+        let scale = TscScale { ticks_per_ns: md.ticks_per_ns() };
         Exchange {
             source,
             norm: Normalizer::new(),
@@ -203,7 +219,8 @@ impl Exchange {
         self.pacer = Pacer::new(Pace::Rate(rate), self.scale.ticks_per_ns, self.tsc.now() + ms);
     }
 
-    /// One ITCH message: waits for its due time running the gateway's duty cycle meanwhile,
+    /// One ITCH message: waits for its due time running the gateway's duty cycle meanwhile (once
+    /// at least),
     /// then normalises it and publishes what it becomes, stamped with the due time as its
     /// ingress; the gateway gets the quotes directly. False at the end of the day. No syscall
     /// and no allocation (`hot_path_tests.rs`).
@@ -213,6 +230,11 @@ impl Exchange {
         let Some(item) = source.next().map_err(|e| e.to_string())? else { return Ok(false) };
         let due = pacer.intended(None).expect("a rate paces");
         let one_us = (scale.ticks_per_ns * 1000.0) as u64;
+        // One duty cycle of the gateway per message at least: a feed behind its schedule (every
+        // message already due) must not starve the orders.
+        if let Some(g) = gateway.as_mut() {
+            g.duty();
+        }
         loop {
             let now = tsc.now();
             if now >= due {
@@ -230,15 +252,27 @@ impl Exchange {
             c.unparsed += 1;
             return Ok(true);
         };
-        let stream = md.config().stream_id;
+        let stream = md.stream_id();
         norm.apply(&msg, &mut |mut m| {
             let h: &mut Header = m.header_mut();
             h.stamp(stream, md.position(), due);
             h.flags |= FLAG_INGRESS_TSC;
-            // Lossy ring: a publish never waits and never fails for a fitting message.
-            if md.publish(m.as_bytes()).is_ok() {
-                c.published += 1;
-                feed_ns.saturating_record(scale.delta_ns(due, tsc.now()).max(1));
+            // A lossy ring never refuses a fitting message; a multicast send queue may be full
+            // for a moment (the NIC has not sent the last ones yet).
+            let mut sent = md.publish(m.as_bytes());
+            while let Err(OutError::Full) = sent {
+                std::hint::spin_loop();
+                sent = md.publish(m.as_bytes());
+            }
+            match sent {
+                Ok(_) => {
+                    c.published += 1;
+                    feed_ns.saturating_record(scale.delta_ns(due, tsc.now()).max(1));
+                }
+                Err(e) => {
+                    c.failed += 1;
+                    e.log("market data");
+                }
             }
             if let (Md::Quote(q), Some(g)) = (&m, gateway.as_mut()) {
                 g.on_quote(q);
@@ -272,16 +306,22 @@ fn wait_for_trader(execs: &str, wait: Duration, stop: &AtomicBool) -> Result<(),
 }
 
 /// After the market data: answers orders until the trader closes its order stream and every
-/// order is answered, or `wait` passes.
-fn drain(g: &mut Gateway, wait: Duration, stop: &AtomicBool) {
+/// order is answered, or `wait` passes. A multicast feed still there heartbeats meanwhile.
+fn drain(g: &mut Gateway, mut md: Option<Out>, wait: Duration, stop: &AtomicBool) {
     let deadline = Instant::now() + wait;
     let mut checks = pipeline::IdleChecks::new(Duration::from_millis(5));
+    let mut beat = Instant::now();
     let mut closed = false; // closed as of the previous idle check
     while !stop.load(Ordering::Relaxed) {
         if g.duty() > 0 || !checks.due() {
             continue;
         }
-        let now = pipeline::peer(g.orders());
+        g.execs_mut().idle();
+        if let Some(md) = md.as_mut().filter(|_| beat.elapsed() >= Duration::from_millis(100)) {
+            md.heartbeat();
+            beat = Instant::now();
+        }
+        let now = g.orders().peer();
         if closed && now != Peer::Live && !g.pending() {
             return; // gone before an idle cycle found its ring empty: every order was taken
         }
@@ -289,6 +329,47 @@ fn drain(g: &mut Gateway, wait: Duration, stop: &AtomicBool) {
         if Instant::now() >= deadline {
             eprintln!("exchange: the trader did not finish within {wait:?} after the market data ended");
             return;
+        }
+    }
+}
+
+/// Opens the market data and (unless `--no-gateway`) the gateway's streams on the fabric,
+/// waiting for the trader's order stream.
+fn open(a: &ExchangeArgs, stop: &AtomicBool) -> Result<(Out, Option<Gateway>), String> {
+    match a.fabric {
+        Fabric::Shm => {
+            let md_cfg = RingConfig::for_payload(Mode::Lossy, 1, 64, a.md_slots);
+            let md = shm::open_publisher(&a.md, &md_cfg, &ShmOptions::default())
+                .map_err(|e| format!("market-data ring {:?}: {e}", a.md))?;
+            if a.no_gateway {
+                return Ok((Out::Shm(md), None));
+            }
+            let ends =
+                pipeline::Ends { app: "exchange", md: &a.md, peer: &a.orders, wait_secs: a.wait_secs, core: None };
+            let (execs, _, orders) =
+                ends.open((&a.execs, &gateway::report_ring(gateway::REPORT_STREAM)), stop).map_err(|e| {
+                    format!("{e}; the order ring is the trader's: start `tickbus trader --orders {}`", a.orders)
+                })?;
+            // Same process: the quotes go to the gateway directly, not through the ring.
+            Ok((Out::Shm(md), Some(Gateway::new(None, In::Shm(orders), Out::Shm(execs)))))
+        }
+        #[cfg(not(feature = "rdma"))]
+        Fabric::Rdma => Err(crate::fabric::no_rdma()),
+        #[cfg(feature = "rdma")]
+        Fabric::Rdma => {
+            if a.no_gateway {
+                return Err("--no-gateway is for --fabric shm: over RDMA the gateway runs in the exchange".into());
+            }
+            let (r, wait) = (&a.rdma, Duration::from_secs_f64(a.wait_secs.max(0.0)));
+            let md = crate::fabric::md_out(r)?;
+            let mut execs = crate::fabric::publisher(r.execs_at, &gateway::report_ring(gateway::REPORT_STREAM), r)?;
+            let orders =
+                crate::fabric::subscriber(r.orders_at, crate::trader::ORDER_STREAM, r, &mut execs, wait, stop)?;
+            eprintln!(
+                "exchange: ready (rdma: md {} with recovery at {}, orders from {}, reports at {})",
+                r.md_group, r.md_recovery, r.orders_at, r.execs_at
+            );
+            Ok((md, Some(Gateway::new(None, orders, execs))))
         }
     }
 }

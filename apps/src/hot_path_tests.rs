@@ -17,6 +17,7 @@ use tickbus_testkit::{on_trapped_thread, Counts};
 use zerocopy::{FromBytes, IntoBytes};
 
 use crate::gateway::{report_ring, Gateway};
+use crate::link::{In, Out};
 use crate::trader::{order_ring, Strategy, Trader};
 
 #[test]
@@ -73,7 +74,7 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
             move || {
                 let md = shm::open_observer("md", StartAt::Oldest, &gw_opts).unwrap();
                 let orders = shm::open_consumer("orders", &gw_opts).unwrap();
-                let mut g = Gateway::new(Some(md), orders, execs);
+                let mut g = Gateway::new(Some(In::Shm(md)), In::Shm(orders), Out::Shm(execs));
                 // Warm-up, unmeasured: the first orders (lazy first touches of every page).
                 let mut budget = 2_000_000_000u64;
                 while g.counts.orders < 64 && budget > 0 {
@@ -101,7 +102,7 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
         move || {
             let md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
             let execs = shm::open_consumer("execs", &opts).unwrap();
-            let mut t = Trader::new(md, orders, execs, Strategy::new(100, 64));
+            let mut t = Trader::new(In::Shm(md), Out::Shm(orders), In::Shm(execs), Strategy::new(100, 64));
             let mut budget = 2_000_000_000u64;
             while t.counts.ticks < ticks / 4 && budget > 0 {
                 t.duty(&AtomicBool::new(false));
@@ -168,8 +169,8 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
         on_trapped_thread(
             move || {
                 let source = tickbus::replay::open(&file, None, None).unwrap();
-                let g = Gateway::new(None, shm::open_consumer("orders", &x_opts).unwrap(), execs);
-                let mut x = Exchange::new(source, md, Some(g));
+                let g = Gateway::new(None, In::Shm(shm::open_consumer("orders", &x_opts).unwrap()), Out::Shm(execs));
+                let mut x = Exchange::new(source, Out::Shm(md), Some(g));
                 x.warm_up(u64::MAX).unwrap();
                 x.start(200_000.0);
                 // Unmeasured: the first quarter (first touches of the rings' pages).
@@ -209,7 +210,7 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
             let execs = shm::open_consumer("execs", &opts).unwrap();
             let mut strategy = Strategy::new(100, 64);
             strategy.pre_touch();
-            Trader::new(md, orders, execs, strategy)
+            Trader::new(In::Shm(md), Out::Shm(orders), In::Shm(execs), strategy)
         },
         move |t| {
             let mut budget = 4_000_000_000u64;

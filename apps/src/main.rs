@@ -3,12 +3,14 @@
 //!
 //! Owns: argument parsing and printing. Never: changes a ring or a file it is only asked to inspect.
 mod exchange;
+mod fabric;
 mod feed;
 mod gateway;
 #[cfg(test)]
 mod hot_path_tests;
 mod itch;
 mod journal;
+mod link;
 mod mold_server;
 mod pipeline;
 mod record;

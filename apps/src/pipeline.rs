@@ -90,11 +90,19 @@ impl Ends<'_> {
         let publisher = shm::open_publisher(own, cfg, &ShmOptions::default()).map_err(|e| e.to_string())?;
         let md = attach(self.md, Attach::Observer, wait, stop)?;
         let peer = attach(self.peer, Attach::Consumer, wait, stop)?;
+        self.pin()?;
+        eprintln!("{}: ready (md {:?}, publishing {own:?}, reading {:?})", self.app, self.md, self.peer);
+        Ok((publisher, md, peer))
+    }
+}
+
+impl Ends<'_> {
+    /// Pins the calling thread to the app's core, if it has one.
+    pub fn pin(&self) -> Result<(), String> {
         if let Some(core) = self.core {
             tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
         }
-        eprintln!("{}: ready (md {:?}, publishing {own:?}, reading {:?})", self.app, self.md, self.peer);
-        Ok((publisher, md, peer))
+        Ok(())
     }
 }
 

@@ -14,13 +14,13 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::Args;
-use tickbus::shm::{ShmPublisher, ShmSubscriber};
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, Recv, RingConfig};
 use tickbus_codecs::exec::ExecFill;
 use tickbus_codecs::orders::{NewOrder, TracedOrder};
 use tickbus_codecs::{decode, AnyMessage, Message};
 
+use crate::link::{In, Out, OutError};
 use crate::pipeline::{self, Peer, RING_SLOTS};
 pub use hops::Hops;
 use matching::{Report, Venue};
@@ -37,7 +37,7 @@ pub struct GatewayArgs {
     #[arg(long, default_value = "execs")]
     pub execs: String,
     /// Stream id of the report ring.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = REPORT_STREAM)]
     pub stream: u32,
     /// Pin the gateway loop to this core.
     #[arg(long)]
@@ -53,6 +53,9 @@ pub struct GatewayArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// The report stream's id unless told otherwise.
+pub const REPORT_STREAM: u32 = 3;
 
 #[derive(Debug, Default, serde::Serialize)]
 pub struct Counts {
@@ -74,6 +77,22 @@ pub struct Counts {
     pub report_ring_full: u64,
     /// Traders that died (their process ended without closing the order stream).
     pub trader_deaths: u64,
+    /// Reports the report stream refused for good (its transport failed).
+    pub reports_failed: u64,
+}
+
+impl Counts {
+    /// A report went out, or failed for good (not `Full`: that one waits).
+    #[inline]
+    fn answered(&mut self, sent: Result<u64, OutError>) {
+        match sent {
+            Ok(_) => self.reports += 1,
+            Err(e) => {
+                self.reports_failed += 1;
+                e.log("an execution report");
+            }
+        }
+    }
 }
 
 /// The gateway loop: its rings, the venue, the hop histograms and what it counted.
@@ -81,9 +100,9 @@ pub struct Counts {
 pub struct Gateway {
     /// The market data it observes; None when the process that publishes it hands the quotes
     /// over directly ([`Gateway::on_quote`]: the exchange's composite agent).
-    md: Option<ShmSubscriber>,
-    orders: ShmSubscriber,
-    execs: ShmPublisher,
+    md: Option<In>,
+    orders: In,
+    execs: Out,
     venue: Venue,
     pub hops: Hops,
     pub counts: Counts,
@@ -95,10 +114,10 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub fn new(md: Option<ShmSubscriber>, mut orders: ShmSubscriber, execs: ShmPublisher) -> Gateway {
-        orders.reader_mut().set_manual_release(true); // an order is released once answered
+    pub fn new(md: Option<In>, mut orders: In, execs: Out) -> Gateway {
+        orders.set_manual_release(true); // an order is released once answered
         let tsc = Tsc::new();
-        let scale = TscScale { ticks_per_ns: orders.config().ticks_per_ns };
+        let scale = TscScale { ticks_per_ns: orders.ticks_per_ns() };
         let t0 = tsc.now();
         Gateway {
             md,
@@ -127,12 +146,13 @@ impl Gateway {
         // A report waiting for room goes first: no order is taken before its predecessor is
         // answered (the order stream backs up instead).
         if let Some((r, position)) = *pending {
-            if publish(execs, r) {
-                c.reports += 1;
-                orders.reader_mut().release_to(position + 1);
-                *pending = None;
-            } else {
-                c.report_ring_full += 1;
+            match publish(execs, r, tsc) {
+                Err(OutError::Full) => c.report_ring_full += 1,
+                sent => {
+                    c.answered(sent);
+                    orders.release_to(position + 1);
+                    *pending = None;
+                }
             }
         }
         let next = if pending.is_none() { orders.try_recv() } else { None };
@@ -172,18 +192,19 @@ impl Gateway {
                             Report::Expired(_) => c.expired += 1,
                             Report::Reject(_) => c.rejects += 1,
                         }
-                        if publish(execs, r) {
-                            c.reports += 1;
-                            // Released only once answered: a gateway that dies in between
-                            // leaves the order for the next one (answered again, at worst).
-                            orders.reader_mut().release_to(position + 1);
-                        } else {
-                            *pending = Some((r, position));
+                        match publish(execs, r, tsc) {
+                            Err(OutError::Full) => *pending = Some((r, position)),
+                            sent => {
+                                c.answered(sent);
+                                // Released only once answered: a gateway that dies in between
+                                // leaves the order for the next one (answered again, at worst).
+                                orders.release_to(position + 1);
+                            }
                         }
                     }
                     None => {
                         c.malformed += 1;
-                        orders.reader_mut().release_to(position + 1);
+                        orders.release_to(position + 1);
                     }
                 }
             }
@@ -205,8 +226,13 @@ impl Gateway {
     }
 
     /// The order stream (to look at the trader when idle).
-    pub fn orders(&self) -> &ShmSubscriber {
+    pub fn orders(&self) -> &In {
         &self.orders
+    }
+
+    /// The report stream (idle upkeep: rdma-rc takes in its reader and ships what waited).
+    pub fn execs_mut(&mut self) -> &mut Out {
+        &mut self.execs
     }
 
     /// Whether a report still waits for room.
@@ -226,7 +252,7 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
     let stop = pipeline::stop_flag()?;
     let ends = pipeline::Ends { app: "gateway", md: &a.md, peer: &a.orders, wait_secs: a.wait_secs, core: a.core };
     let (execs, md, orders) = ends.open((&a.execs, &report_ring(a.stream)), &stop)?;
-    let mut g = Gateway::new(Some(md), orders, execs);
+    let mut g = Gateway::new(Some(In::Shm(md)), In::Shm(orders), Out::Shm(execs));
     let mut idler = pipeline::idler();
     let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
     let (mut trader, mut seen) = (Peer::Live, false);
@@ -237,7 +263,7 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
         if work > 0 || !checks.due() {
             continue;
         }
-        let now = pipeline::peer(&g.orders);
+        let now = g.orders.peer();
         // A trader counts once seen (live, or through its orders): an order ring left closed by
         // an earlier run is waited on, not taken for the trader's end.
         seen |= now == Peer::Live || g.counts.orders > 0;
@@ -296,12 +322,12 @@ pub fn print(g: &Gateway) {
     }
 }
 
-/// Publishes a report; false if the report ring is full (it stays pending).
+/// Publishes a report.
 #[inline]
-fn publish(execs: &mut ShmPublisher, r: Report) -> bool {
+fn publish(execs: &mut Out, r: Report, tsc: &Tsc) -> Result<u64, OutError> {
     match r {
-        Report::Fill(mut m) => execs.send(&mut m).is_ok(),
-        Report::Expired(mut m) => execs.send(&mut m).is_ok(),
-        Report::Reject(mut m) => execs.send(&mut m).is_ok(),
+        Report::Fill(mut m) => execs.send(&mut m, tsc.now()),
+        Report::Expired(mut m) => execs.send(&mut m, tsc.now()),
+        Report::Reject(mut m) => execs.send(&mut m, tsc.now()),
     }
 }

@@ -15,13 +15,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use tickbus::shm::{ShmPublisher, ShmSubscriber};
 use tickbus::time::Tsc;
 use tickbus::{Mode, Recv, RingConfig};
 use tickbus_codecs::orders::{NewOrder, OrderTrace, TracedOrder, TRACED_ORDER_LEN};
 use tickbus_codecs::{decode, AnyMessage, Message, OrdType, TimeInForce};
 use zerocopy::IntoBytes;
 
+use crate::fabric::{Fabric, RdmaArgs};
+use crate::link::{In, Out, OutError};
 use crate::pipeline::{self, Peer, RING_SLOTS};
 pub use strategy::Strategy;
 
@@ -37,7 +38,7 @@ pub struct TraderArgs {
     #[arg(long, default_value = "execs")]
     pub execs: String,
     /// Stream id of the order ring.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = ORDER_STREAM)]
     pub stream: u32,
     /// Shares per order.
     #[arg(long, default_value_t = 100)]
@@ -58,7 +59,20 @@ pub struct TraderArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The fabric the streams run on: `shm` (the rings named above) or `rdma` (the addresses
+    /// below).
+    #[arg(long, value_enum, default_value_t = Fabric::Shm)]
+    pub fabric: Fabric,
+    #[command(flatten)]
+    pub rdma: RdmaArgs,
+    /// rdma: the market data counts as over after this long without a tick (multicast cannot
+    /// say that its publisher finished).
+    #[arg(long, default_value_t = 2.0)]
+    pub md_quiet_secs: f64,
 }
+
+/// The order stream's id unless told otherwise.
+pub const ORDER_STREAM: u32 = 2;
 
 /// What the trading loop counted.
 #[derive(Debug, Default, serde::Serialize)]
@@ -78,14 +92,16 @@ pub struct Counts {
     pub reports_unexpected: u64,
     /// Times an order waited for room on the order ring.
     pub order_ring_full: u64,
+    /// Orders the order stream refused for good (its transport failed): not in flight.
+    pub orders_failed: u64,
 }
 
 /// The trading loop: its rings, the strategy and what it counted. [`Trader::duty`] is one
 /// cycle; `run` adds idling and looking at the peers around it.
 pub struct Trader {
-    md: ShmSubscriber,
-    orders: ShmPublisher,
-    execs: ShmSubscriber,
+    md: In,
+    orders: Out,
+    execs: In,
     pub strategy: Strategy,
     order: TracedOrder,
     tsc: Tsc,
@@ -100,12 +116,12 @@ pub struct Trader {
 }
 
 impl Trader {
-    pub fn new(md: ShmSubscriber, orders: ShmPublisher, execs: ShmSubscriber, strategy: Strategy) -> Trader {
+    pub fn new(md: In, orders: Out, execs: In, strategy: Strategy) -> Trader {
         let mut order = TracedOrder { order: NewOrder::new(), trace: OrderTrace::default() };
         order.order.time_in_force = TimeInForce::ImmediateOrCancel as u8;
         order.order.ord_type = OrdType::Limit as u8;
         let id_base = u64::from(std::process::id()) << 32;
-        let scale = tickbus::time::TscScale { ticks_per_ns: md.config().ticks_per_ns };
+        let scale = tickbus::time::TscScale { ticks_per_ns: md.ticks_per_ns() };
         // Up to an hour in ns, allocated up front: recording never allocates.
         let tick_hop = hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
         Trader {
@@ -160,7 +176,9 @@ impl Trader {
                                         book_tsc,
                                         decision_tsc: tsc.now(),
                                     };
-                                    send(orders, order, tsc, c, stop);
+                                    if !send(orders, order, tsc, c, stop) {
+                                        strategy.unsent();
+                                    }
                                 }
                             }
                         }
@@ -216,11 +234,11 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         ));
     }
     let stop = pipeline::stop_flag()?;
-    let ends = pipeline::Ends { app: "trader", md: &a.md, peer: &a.execs, wait_secs: a.wait_secs, core: a.core };
     let mut strategy = Strategy::new(a.qty, a.max_in_flight);
     strategy.pre_touch(); // before attaching: the feed starts once we are attached
-    let (orders, md, execs) = ends.open((&a.orders, &order_ring(a.stream)), &stop)?;
+    let (orders, md, execs) = open(&a, &stop)?;
     let mut t = Trader::new(md, orders, execs, strategy);
+    let mut quiet = (0u64, Instant::now()); // ticks at the last look, and since when
     let mut idler = pipeline::idler();
     let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
     let (mut md_over, mut gateway_gone, mut md_seen) = (None::<Instant>, false, false);
@@ -231,7 +249,11 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         if work > 0 || !checks.due() {
             continue;
         }
-        match pipeline::peer(&t.execs) {
+        for why in t.orders.dropped() {
+            eprintln!("trader: the gateway was dropped from the order stream: {why}");
+        }
+        t.orders.idle();
+        match t.execs.peer() {
             Peer::Died { pid } if !gateway_gone => {
                 gateway_gone = true;
                 eprintln!(
@@ -258,19 +280,37 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         } else {
             // A feed is over once it was seen (live, or through its data) and is no longer live;
             // a ring left closed by an earlier run is waited on, not taken for the end.
-            let feed = pipeline::peer(&t.md);
+            let feed = t.md.peer();
             md_seen |= feed == Peer::Live || t.counts.ticks > 0;
             if md_seen && feed != Peer::Live {
                 md_over = Some(Instant::now()); // finish once a later idle cycle finds the ring empty
             }
+            // Multicast cannot say its publisher finished: a long silence after data ends it.
+            if quiet.0 != t.counts.ticks {
+                quiet = (t.counts.ticks, Instant::now());
+            } else if a.fabric == Fabric::Rdma
+                && t.counts.ticks > 0
+                && quiet.1.elapsed() >= Duration::from_secs_f64(a.md_quiet_secs)
+            {
+                md_over = Some(Instant::now());
+            }
+            if let Some(why) = t.md.failure() {
+                eprintln!("trader: the market data failed: {why}");
+                md_over = Some(Instant::now());
+            }
         }
     }
+    if let Some(why) = t.execs.failure() {
+        eprintln!("trader: the report stream failed: {why}");
+    }
+    let recovered = t.md.recovered();
     let Trader { orders, strategy, counts: c, tick_hop: h, .. } = t;
     drop(orders); // closes the order stream: the gateway sees the trader finished
     let q = |q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
     let summary = serde_json::json!({
         "tick_hop_ns": { "hop": "feed ingress (or publish) -> strategy receive, every tick", "count": h.len(), "p50": q(0.5), "p99": q(0.99), "p99_9": q(0.999), "max": h.max() },
         "counts": c,
+        "md_recovered": recovered,
         "strategy": strategy.stats,
         "in_flight": strategy.in_flight(),
         "halted": strategy.halted(),
@@ -295,23 +335,58 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Opens the trader's streams on its fabric, waiting for the peers; pins the thread; says ready.
+/// Returns (orders, market data, reports).
+fn open(a: &TraderArgs, stop: &AtomicBool) -> Result<(Out, In, In), String> {
+    let ends = pipeline::Ends { app: "trader", md: &a.md, peer: &a.execs, wait_secs: a.wait_secs, core: a.core };
+    match a.fabric {
+        Fabric::Shm => {
+            let (orders, md, execs) = ends.open((&a.orders, &order_ring(a.stream)), stop)?;
+            Ok((Out::Shm(orders), In::Shm(md), In::Shm(execs)))
+        }
+        #[cfg(not(feature = "rdma"))]
+        Fabric::Rdma => Err(crate::fabric::no_rdma()),
+        #[cfg(feature = "rdma")]
+        Fabric::Rdma => {
+            use crate::fabric::{md_in, publisher, subscriber, wait_for_reader};
+            let (r, wait) = (&a.rdma, Duration::from_secs_f64(a.wait_secs.max(0.0)));
+            let mut orders = publisher(r.orders_at, &order_ring(a.stream), r)?;
+            let md = md_in(r, wait, stop)?;
+            let execs = subscriber(r.execs_at, crate::gateway::REPORT_STREAM, r, &mut orders, wait, stop)?;
+            wait_for_reader(&mut orders, "the gateway", wait, stop)?;
+            ends.pin()?;
+            eprintln!(
+                "trader: ready (rdma: md {} recovering from {}, orders at {}, reports from {})",
+                r.md_group, r.md_recovery, r.orders_at, r.execs_at
+            );
+            Ok((orders, md, execs))
+        }
+    }
+}
+
 /// Stamps the order's header and publishes it with its trace, waiting while the gateway has not
-/// taken enough (the in-flight limit keeps that rare: it is far below the ring's slots).
+/// taken enough (the in-flight limit keeps that rare: it is far below the ring's slots). False
+/// if it did not go out (stopping, or the order stream failed).
 #[inline]
-fn send(orders: &mut ShmPublisher, o: &mut TracedOrder, tsc: &Tsc, c: &mut Counts, stop: &AtomicBool) {
-    let stream = orders.config().stream_id;
+fn send(orders: &mut Out, o: &mut TracedOrder, tsc: &Tsc, c: &mut Counts, stop: &AtomicBool) -> bool {
+    let stream = orders.stream_id();
     loop {
         o.order.header.stamp(stream, orders.position(), tsc.now());
         match orders.publish(o.as_bytes()) {
             Ok(_) => {
                 c.orders += 1;
-                return;
+                return true;
             }
-            Err(_) if !stop.load(Ordering::Relaxed) => {
+            Err(OutError::Full) if !stop.load(Ordering::Relaxed) => {
                 c.order_ring_full += 1;
                 std::hint::spin_loop();
             }
-            Err(_) => return,
+            Err(OutError::Full) => return false,
+            Err(e) => {
+                c.orders_failed += 1;
+                e.log("an order");
+                return false;
+            }
         }
     }
 }

@@ -118,6 +118,11 @@ impl Strategy {
         })
     }
 
+    /// The order [`Strategy::decide`] asked for did not go out: not in flight.
+    pub fn unsent(&mut self) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
     /// The market data lost `missed` messages: the book cannot be trusted any more.
     pub fn on_gap(&mut self, missed: u64) {
         self.halted.get_or_insert(missed);

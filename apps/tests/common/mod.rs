@@ -1,0 +1,105 @@
+//! What the RDMA trading tests share: running `tickbus` with its output kept, a generated ITCH
+//! day, and the checks every layout must pass (counts exact across the apps).
+#![allow(dead_code)] // each test binary uses its part
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// A running `tickbus`, killed if the test ends without waiting for it.
+pub struct Running(Option<Child>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `tickbus` (built with this test, `--features rdma`) with `args`, its output piped.
+pub fn spawn(args: &[&str]) -> Running {
+    let child = Command::new(env!("CARGO_BIN_EXE_tickbus"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting tickbus");
+    Running(Some(child))
+}
+
+/// Waits for a child and parses the JSON summary it printed last; fails with its stderr.
+pub fn finish(mut running: Running, what: &str) -> Result<serde_json::Value, String> {
+    let child = running.0.take().expect("running");
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if !out.status.success() {
+        return Err(format!("{what} failed ({}): {stderr}", out.status));
+    }
+    eprintln!("{what}: {}", stderr.trim_end());
+    serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .map_err(|e| format!("{what} printed no JSON summary ({e}): {stdout}"))
+}
+
+/// Stops a child (SIGTERM: it prints what it has and exits).
+pub fn kill(running: &Running) {
+    if let Some(c) = running.0.as_ref() {
+        // SAFETY: a signal to our own child, not yet waited for (it is still in `running`).
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    }
+}
+
+/// Both apps' summaries, or every failure among them.
+pub fn both<A, B>(a: Result<A, String>, b: Result<B, String>) -> Result<(A, B), String> {
+    match (a, b) {
+        (Ok(a), Ok(b)) => Ok((a, b)),
+        (a, b) => Err([a.err(), b.err()].into_iter().flatten().collect::<Vec<_>>().join("\n")),
+    }
+}
+
+/// A generated ITCH day of `messages` order-flow messages in `dir`.
+pub fn day(dir: &Path, messages: u32) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let file = dir.join("day.itch");
+    let n = messages.to_string();
+    let args = ["itch", "generate", "--seed", "7", "--stocks", "6", "--messages", &n, "--itch", file.to_str().unwrap()];
+    let out = Command::new(env!("CARGO_BIN_EXE_tickbus")).args(args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    file
+}
+
+fn n(v: &serde_json::Value, path: &[&str]) -> Result<u64, String> {
+    path.iter().fold(v, |v, k| &v[k]).as_u64().ok_or_else(|| format!("no {path:?} in {v}"))
+}
+
+/// Exact counts across the exchange (with its gateway) and the trader: every tick published
+/// reached the trader (directly or recovered), every order reached the gateway and got exactly
+/// one report back, each timed on every hop (`timed`: the trader's TSC is comparable to the
+/// gateway's, i.e. one host). Returns (ticks, orders, recovered).
+pub fn check_counts(ex: &serde_json::Value, tr: &serde_json::Value, timed: bool) -> Result<(u64, u64, u64), String> {
+    let gw = &ex["gateway"];
+    let published = n(ex, &["md", "published"])?;
+    let ensure = |ok: bool, what: &str| if ok { Ok(()) } else { Err(format!("{what}\nexchange: {ex}\ntrader: {tr}")) };
+    ensure(published > 1000 && n(ex, &["md", "failed"])? == 0, "the exchange published the day")?;
+    ensure(n(tr, &["counts", "ticks"])? == published, "every tick reached the trader")?;
+    ensure(n(tr, &["counts", "md_missed"])? == 0 && n(tr, &["counts", "feed_gaps"])? == 0, "no market data lost")?;
+    let orders = n(tr, &["counts", "orders"])?;
+    ensure(orders > 50, "the trader traded")?;
+    ensure(n(tr, &["counts", "orders_failed"])? == 0 && n(tr, &["in_flight"])? == 0, "no order lost or unanswered")?;
+    ensure(
+        n(tr, &["counts", "reports"])? == orders && n(tr, &["counts", "reports_unexpected"])? == 0,
+        "one report per order",
+    )?;
+    ensure(n(gw, &["counts", "orders"])? == orders, "every order reached the gateway")?;
+    ensure(
+        n(gw, &["counts", "reports"])? == orders && n(gw, &["counts", "reports_failed"])? == 0,
+        "every order answered",
+    )?;
+    let answered: u64 = ["fills", "expired", "rejects"].iter().map(|k| n(gw, &["counts", k]).unwrap_or(0)).sum();
+    ensure(answered == orders, "each order answered once")?;
+    ensure(n(gw, &["counts", "fills"])? == n(tr, &["strategy", "filled_orders"])?, "fills agree")?;
+    if timed {
+        ensure(n(gw, &["timed"])? == orders, "every order timed end to end")?;
+    }
+    Ok((published, orders, n(tr, &["md_recovered"])?))
+}
