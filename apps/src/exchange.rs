@@ -101,9 +101,10 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
             a.itch.display()
         ));
     }
+    let mut source = source;
+    let norm = warm_up(&mut source, a.max.unwrap_or(u64::MAX))?;
     let (md, gw) = open(&a, &stop)?;
-    let mut x = Exchange::new(source, md, gw);
-    x.warm_up(a.max.unwrap_or(u64::MAX))?;
+    let mut x = Exchange::new(source, norm, md, gw);
     let wait = Duration::from_secs_f64(a.wait_secs.max(0.0));
     match x.gateway.as_mut() {
         // Its report stream has a reader: the trader, which attached to the market data first.
@@ -163,6 +164,28 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Reads the day (up to `max` messages) once before the clock starts: the file's pages are
+/// mapped in and the normaliser's book has touched the memory it will use (then forgets the
+/// day), so page faults do not land in the measured replay. Before any stream is opened: a
+/// peer's handshake must not wait on it.
+pub fn warm_up(source: &mut replay::Source, max: u64) -> Result<Normalizer, String> {
+    let mut norm = Normalizer::new();
+    norm.pre_touch();
+    let mut n = 0;
+    while n < max {
+        let Some(item) = source.next().map_err(|e| e.to_string())? else { break };
+        if let Ok(msg) = tickbus_codecs::itch::parse(item.payload, item.sequence) {
+            norm.apply(&msg, &mut |m| {
+                std::hint::black_box(m.as_bytes());
+            });
+        }
+        n += 1;
+    }
+    norm.clear();
+    source.rewind().map_err(|e| e.to_string())?;
+    Ok(norm)
+}
+
 /// The composite agent: the market data when due, the gateway's duty cycle while waiting.
 pub struct Exchange {
     source: replay::Source,
@@ -178,11 +201,12 @@ pub struct Exchange {
 }
 
 impl Exchange {
-    pub fn new(source: replay::Source, md: Out, gateway: Option<Gateway>) -> Exchange {
+    /// The agent over a day `source` and a normaliser `norm` (both warmed by [`warm_up`]).
+    pub fn new(source: replay::Source, norm: Normalizer, md: Out, gateway: Option<Gateway>) -> Exchange {
         let scale = TscScale { ticks_per_ns: md.ticks_per_ns() };
         Exchange {
             source,
-            norm: Normalizer::new(),
+            norm,
             md,
             gateway,
             pacer: Pacer::new(Pace::Rate(1.0), scale.ticks_per_ns, 0),
@@ -194,23 +218,12 @@ impl Exchange {
         }
     }
 
-    /// Reads the day (up to `max` messages) once before the clock starts: the file's pages are
-    /// mapped in and the normaliser's book has touched the memory it will use (then forgets
-    /// the day), so page faults do not land in the measured replay.
-    pub fn warm_up(&mut self, max: u64) -> Result<(), String> {
-        self.norm.pre_touch();
-        let mut n = 0;
-        while n < max {
-            let Some(item) = self.source.next().map_err(|e| e.to_string())? else { break };
-            if let Ok(msg) = tickbus_codecs::itch::parse(item.payload, item.sequence) {
-                self.norm.apply(&msg, &mut |m| {
-                    std::hint::black_box(m.as_bytes());
-                });
-            }
-            n += 1;
-        }
-        self.norm.clear();
-        self.source.rewind().map_err(|e| e.to_string())
+    /// A multicast heartbeat (call when quiet: it says where the market data stands, so a
+    /// reader learns of a lost tail). No syscall beyond the doorbell; nothing on shm. (`run`
+    /// heartbeats from its drain loop, after the agent is taken apart.)
+    #[cfg_attr(not(all(test, feature = "rdma")), allow(dead_code))]
+    pub fn heartbeat(&mut self) {
+        self.md.heartbeat();
     }
 
     /// Starts the clock: the first message is due in 1 ms, then one every 1/`rate` s.

@@ -155,17 +155,21 @@ mod with_rdma {
         Ok(In::Rdma { sub, failed: None })
     }
 
-    /// Waits until the rdma-rc publisher `out` has taken its reader in.
+    /// Waits until the rdma-rc publisher `out` has taken its reader in. A reader that gave up
+    /// on an earlier handshake (it timed out while this app was busy) is let go, and its next
+    /// try awaited; the last such reason is in the error if none arrives.
     pub fn wait_for_reader(out: &mut Out, who: &str, wait: Duration, stop: &AtomicBool) -> Result<(), String> {
         let Out::Rdma(p) = out else { return Ok(()) };
         let deadline = Instant::now() + wait;
+        let mut last = String::new();
         while p.subscribers().is_empty() {
             p.poll();
-            if let Some((peer, e)) = p.take_dropped().into_iter().next() {
-                return Err(format!("{who} at {peer} was refused: {e}"));
+            for (peer, e) in p.take_dropped() {
+                log::info!("{who} at {peer} left before starting ({e}); waiting for its next try");
+                last = format!(" (the last try from {peer} ended: {e})");
             }
             if Instant::now() >= deadline || stop.load(Ordering::Acquire) {
-                return Err(format!("{who} did not connect to {} within {wait:?}", p.local_addr()));
+                return Err(format!("{who} did not connect to {} within {wait:?}{last}", p.local_addr()));
             }
             std::thread::sleep(Duration::from_millis(2));
         }

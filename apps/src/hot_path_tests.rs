@@ -168,10 +168,10 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
     let exchange = std::thread::spawn(move || {
         on_trapped_thread(
             move || {
-                let source = tickbus::replay::open(&file, None, None).unwrap();
+                let mut source = tickbus::replay::open(&file, None, None).unwrap();
+                let norm = crate::exchange::warm_up(&mut source, u64::MAX).unwrap();
                 let g = Gateway::new(None, In::Shm(shm::open_consumer("orders", &x_opts).unwrap()), Out::Shm(execs));
-                let mut x = Exchange::new(source, Out::Shm(md), Some(g));
-                x.warm_up(u64::MAX).unwrap();
+                let mut x = Exchange::new(source, norm, Out::Shm(md), Some(g));
                 x.start(200_000.0);
                 // Unmeasured: the first quarter (first touches of the rings' pages).
                 while x.counts.itch < itch_messages / 4 {
@@ -231,5 +231,161 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
     assert_eq!((gw_reports, reports), (sent, sent), "one report per order");
     let _ = std::fs::remove_dir_all(format!("/dev/hugepages/{tag}"));
     let _ = std::fs::remove_dir_all(format!("/dev/shm/{tag}"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The same loops over RDMA (in the Soft-RoCE guest: `tools/test.sh` runs it with `--ignored`
+/// there): the exchange on rxe0 (market data by ud-mcast with recovery; the gateway reading
+/// orders by rdma-rc and answering on its own rdma-rc stream), the trader on rxe1. Each loop's
+/// only syscalls are the provider's doorbell writes to the verbs device (Soft-RoCE rings it
+/// with a `write`; a NIC with a user-space doorbell makes none), and neither allocates.
+#[cfg(feature = "rdma")]
+#[test]
+#[ignore = "needs two RDMA devices: runs in the Soft-RoCE guest (tools/test.sh)"]
+fn over_rdma_the_exchange_and_trader_loops_make_only_doorbell_syscalls_and_no_allocation() {
+    use crate::exchange::Exchange;
+    use crate::fabric::RdmaArgs;
+    use tickbus::mcast::{McastPublisher, McastPublisherOptions, McastSubscriber, McastSubscriberOptions};
+    use tickbus::rdma::{PublisherOptions, RdmaPublisher};
+
+    let devices = tickbus::sys::verbs::device_names();
+    assert!(devices.len() >= 2, "two RDMA devices (the rig's guest has rxe0 and rxe1): {devices:?}");
+    let (xdev, tdev) = (devices[0].clone(), devices[1].clone());
+    let dir = std::env::temp_dir().join(format!("tickbus-apps-hot-rdma-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("day.itch");
+    let mut day = Vec::new();
+    write_itch(DayConfig { seed: 13, stocks: 6, messages: 1200 }, &mut day).unwrap();
+    std::fs::write(&file, &day).unwrap();
+    let itch_messages = frames(&day).count() as u64;
+    let mut ticks = 0u64;
+    let mut norm = Normalizer::new();
+    for f in frames(&day) {
+        norm.apply(&f.unwrap().message, &mut |_| ticks += 1);
+    }
+    let token = "hot-path-rdma";
+    let args = |device: &str| RdmaArgs {
+        md_group: "239.77.54.1".parse().unwrap(),
+        md_recovery: "127.0.0.1:0".parse().unwrap(),
+        orders_at: "127.0.0.1:0".parse().unwrap(),
+        execs_at: "127.0.0.1:0".parse().unwrap(),
+        device: Some(device.into()),
+        token: token.into(),
+    };
+    let (xa, ta) = (args(&xdev), args(&tdev));
+    let stop = AtomicBool::new(false);
+    let wait = std::time::Duration::from_secs(60);
+
+    // The exchange's market data, with recovery; the trader joins and connects recovery.
+    let mut mo = McastPublisherOptions::default();
+    (mo.device, mo.token, mo.history) = (Some(xdev.clone()), Some(token.into()), 1 << 12);
+    let mut mp = McastPublisher::new(xa.md_group, 1, &mo).unwrap();
+    let recovery_at = mp.listen_recovery(xa.md_recovery, token).unwrap();
+    let md_out = Out::Mcast { publisher: mp, stream: 1 };
+    let mut so = McastSubscriberOptions::default();
+    (so.device, so.token, so.depth) = (Some(tdev.clone()), Some(token.into()), 4096);
+    let mut ms = McastSubscriber::join(ta.md_group, 1, &so).unwrap();
+    ms.connect_recovery(recovery_at, token.as_bytes(), 64, wait).unwrap();
+    let md_in = In::Mcast { sub: ms, failed: None };
+    // Orders (the trader publishes, the gateway reads) and reports (the other way).
+    let publisher = |cfg: &RingConfig, dev: &str| {
+        let mut o = PublisherOptions::new(token);
+        o.device = Some(dev.into());
+        Out::Rdma(RdmaPublisher::bind("127.0.0.1:0".parse().unwrap(), cfg, o).unwrap())
+    };
+    let mut orders_out = publisher(&order_ring(2), &tdev);
+    let mut execs_out = publisher(&report_ring(3), &xdev);
+    let at = |o: &Out| match o {
+        Out::Rdma(p) => p.local_addr(),
+        _ => unreachable!(),
+    };
+    let (orders_at, execs_at) = (at(&orders_out), at(&execs_out));
+    let orders_in = crate::fabric::subscriber(orders_at, 2, &xa, &mut orders_out, wait, &stop).unwrap();
+    let execs_in = crate::fabric::subscriber(execs_at, 3, &ta, &mut execs_out, wait, &stop).unwrap();
+    crate::fabric::wait_for_reader(&mut orders_out, "the gateway", wait, &stop).unwrap();
+    crate::fabric::wait_for_reader(&mut execs_out, "the trader", wait, &stop).unwrap();
+
+    let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let target = std::fs::read_link(e.path()).ok()?;
+            target
+                .to_string_lossy()
+                .starts_with("/dev/infiniband/uverbs")
+                .then(|| e.file_name().to_str()?.parse().ok())?
+        })
+        .collect();
+    assert!(!fds.is_empty(), "the verbs devices are open");
+    let done = Arc::new(AtomicBool::new(false));
+    let x_done = done.clone();
+    let x_fds = fds.clone();
+    let exchange = std::thread::spawn(move || {
+        tickbus_testkit::on_trapped_thread_allowing(
+            &x_fds,
+            move || {
+                let mut source = tickbus::replay::open(&file, None, None).unwrap();
+                let norm = crate::exchange::warm_up(&mut source, u64::MAX).unwrap();
+                let g = Gateway::new(None, orders_in, execs_out);
+                let mut x = Exchange::new(source, norm, md_out, Some(g));
+                x.start(1000.0);
+                while x.counts.itch < itch_messages / 4 {
+                    assert!(x.step().unwrap());
+                }
+                x
+            },
+            move |x| {
+                let (itch0, orders0) = (x.counts.itch, x.gateway.as_ref().unwrap().counts.orders);
+                let mut budget = 10_000_000u64;
+                while x.step().unwrap() && budget > 0 {
+                    budget -= 1;
+                }
+                let mut budget = 4_000_000_000u64;
+                while !x_done.load(Ordering::Acquire) && budget > 0 {
+                    let g = x.gateway.as_mut().unwrap();
+                    if g.duty() == 0 {
+                        g.execs_mut().idle();
+                        x.heartbeat(); // tells the trader where the market data ends
+                    }
+                    budget -= 1;
+                }
+                let g = x.gateway.as_ref().unwrap();
+                (
+                    x.counts.itch - itch0,
+                    x.counts.published,
+                    g.counts.orders - orders0,
+                    g.counts.reports,
+                    g.counts.orders,
+                )
+            },
+        )
+    });
+    let ((seen, sent, reports, in_flight), trader_counts) = tickbus_testkit::on_trapped_thread_allowing(
+        &fds,
+        move || {
+            let mut strategy = Strategy::new(100, 64);
+            strategy.pre_touch();
+            Trader::new(md_in, orders_out, execs_in, strategy)
+        },
+        move |t| {
+            let mut budget = 40_000_000_000u64;
+            while (t.counts.ticks + t.counts.md_missed < ticks || t.strategy.in_flight() > 0) && budget > 0 {
+                if t.duty(&stop) == 0 {
+                    t.orders_mut().idle();
+                }
+                budget -= 1;
+            }
+            done.store(true, Ordering::Release);
+            (t.counts.ticks, t.counts.orders, t.counts.reports, t.strategy.in_flight())
+        },
+    );
+    let ((itch_measured, published, orders_measured, gw_reports, gw_orders), exchange_counts) =
+        exchange.join().unwrap();
+    assert_eq!(exchange_counts, Counts { syscalls: 0, allocs: 0 }, "the exchange's loop over RDMA");
+    assert_eq!(trader_counts, Counts { syscalls: 0, allocs: 0 }, "the trader's loop over RDMA");
+    assert_eq!(itch_measured, itch_messages - itch_messages / 4);
+    assert_eq!((published, seen, in_flight), (ticks, ticks, 0), "every tick published and seen, every order answered");
+    assert!(orders_measured > 20, "orders on the measured part: {orders_measured}");
+    assert_eq!((gw_orders, gw_reports, reports), (sent, sent, sent), "one report per order");
     let _ = std::fs::remove_dir_all(dir);
 }

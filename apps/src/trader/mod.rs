@@ -215,6 +215,13 @@ impl Trader {
     }
 }
 
+impl Trader {
+    /// The order stream (idle upkeep: rdma-rc takes in its reader and ships what waited).
+    pub fn orders_mut(&mut self) -> &mut Out {
+        &mut self.orders
+    }
+}
+
 /// The most orders that may await reports: well inside both rings, so the trader never waits
 /// for room on the order ring while the gateway waits for room on the report ring.
 pub const MAX_IN_FLIGHT: u64 = RING_SLOTS as u64 / 4;
@@ -252,7 +259,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         for why in t.orders.dropped() {
             eprintln!("trader: the gateway was dropped from the order stream: {why}");
         }
-        t.orders.idle();
+        t.orders_mut().idle();
         match t.execs.peer() {
             Peer::Died { pid } if !gateway_gone => {
                 gateway_gone = true;
