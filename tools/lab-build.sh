@@ -10,5 +10,6 @@ tools/setup-peers.sh
 export PATH="$PWD/target/tools/venv/bin:$PATH"
 tools/rig/rig build >/dev/null
 cargo build --release -p tickbus-lab --features peers,rdma
-# The trading pipeline's apps (tickbus exchange, trader, gateway), which the lab runs as processes.
-cargo build --release -p tickbus-apps
+# The trading pipeline's apps (tickbus exchange, trader, gateway), which the lab runs as processes
+# (on shm, and over RDMA in the guest).
+cargo build --release -p tickbus-apps --features rdma

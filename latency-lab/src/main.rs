@@ -136,6 +136,18 @@ enum Cmd {
         /// ib_send_lat (UD) beside.
         #[arg(long)]
         perftest: Option<PathBuf>,
+        /// Rounds of the trading pipeline over RDMA (`tickbus exchange` on the first device,
+        /// `tickbus trader` on the second), each after perftest's one-way UD and RC figures
+        /// (0: none).
+        #[arg(long, default_value_t = 3)]
+        pipeline_rounds: usize,
+        /// The pipeline's rate over RDMA (ITCH messages per second; Soft-RoCE under TCG sends a
+        /// few thousand datagrams per second at most).
+        #[arg(long, default_value_t = 500)]
+        pipeline_rate: u64,
+        /// ITCH messages per pipeline round.
+        #[arg(long, default_value_t = 1000)]
+        pipeline_messages: u64,
     },
     /// A reliable shm stream at a fixed rate for minutes, read by consumer processes: every
     /// message checked (lost, reordered, torn), memory sampled, one-way percentiles per minute
@@ -207,8 +219,9 @@ fn main() -> ExitCode {
             }
             Err(e) => Err(e.into()),
         },
-        Some(Cmd::Rdma { devices, sizes, iterations, perftest }) => {
-            suite::rdma(&cli.suite, &devices, &sizes, iterations, perftest.as_deref())
+        Some(Cmd::Rdma { devices, sizes, iterations, perftest, pipeline_rounds, pipeline_rate, pipeline_messages }) => {
+            let p = suite::RdmaPipeline { rounds: pipeline_rounds, rate: pipeline_rate, messages: pipeline_messages };
+            suite::rdma(&cli.suite, &devices, &sizes, iterations, perftest.as_deref(), &p)
         }
         Some(Cmd::Soak { minutes, rate, consumers }) => {
             let s = &cli.suite;

@@ -477,3 +477,212 @@ pub fn stacked_plot(runs: &[Run], path: &Path) -> Result<(), Box<dyn Error>> {
 pub fn default_tickbus() -> PathBuf {
     std::env::current_exe().ok().and_then(|p| p.parent().map(|d| d.join("tickbus"))).unwrap_or_else(|| "tickbus".into())
 }
+
+/// One round of the RDMA pipeline in the guest, beside perftest's one-way figures measured just
+/// before it in the same boot.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RdmaRound {
+    pub ttt_p50: u64,
+    pub ttt_p99: u64,
+    /// perftest's typical one-way latency (ns): `ib_send_lat` UD (market data) and
+    /// `ib_write_lat` RC (orders), at the payloads the pipeline sends.
+    pub ud_one_way: u64,
+    pub rc_one_way: u64,
+    /// ud + rc + the book's p50: what tick-to-trade p50 is held against.
+    pub budget: u64,
+    pub ratio: f64,
+    pub ticks: u64,
+    pub orders: u64,
+}
+
+/// The pipeline over RDMA (exchange on one device, trader on the other), rounds interleaved
+/// with perftest, and the last round's hops.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RdmaRun {
+    pub rate: u64,
+    pub rounds: Vec<RdmaRound>,
+    pub book_p50: u64,
+    pub hops: Vec<Hop>,
+    /// Median, min and max of the rounds' ratios; the target is median <= 1.25.
+    pub ratio: (f64, f64, f64),
+}
+
+/// The RDMA pipeline's rounds (`latency-lab rdma --pipeline-*`).
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+#[derive(Debug, Clone, Copy)]
+pub struct RdmaPipeline {
+    pub rounds: usize,
+    /// ITCH messages per second.
+    pub rate: u64,
+    /// ITCH messages per round.
+    pub messages: u64,
+}
+
+/// perftest's typical one-way latency in ns: `tool` (with `extra` arguments) between the two
+/// devices, server on the first, for `size` bytes.
+#[cfg(feature = "rdma")]
+fn perftest_one_way(
+    tool: &str,
+    extra: &[&str],
+    devices: (&str, &str),
+    size: usize,
+    iters: u64,
+) -> Result<u64, Box<dyn Error>> {
+    let common = |dev: &str| {
+        let mut c = Command::new(tool);
+        c.args(extra).args(["-d", dev, "-s", &size.to_string(), "-n", &iters.to_string(), "-F"]);
+        c
+    };
+    let server = Kill(Some(common(devices.0).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?));
+    std::thread::sleep(Duration::from_secs(1));
+    let out = common(devices.1).arg(PEER_ADDR).output()?;
+    drop(server);
+    let text = String::from_utf8_lossy(&out.stdout);
+    // columns: bytes iterations t_min t_max t_typical t_avg t_stdev p99 p99.9 (µs, one way)
+    let typical = text
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() >= 9 && f[0].parse::<usize>().is_ok())
+        .and_then(|f| f[4].parse::<f64>().ok())
+        .ok_or_else(|| format!("{tool} gave no result: {text}"))?;
+    Ok((typical * 1000.0) as u64)
+}
+
+/// The rig's first device's address (rxe0 on veth0), where perftest's server listens.
+#[cfg(feature = "rdma")]
+const PEER_ADDR: &str = "169.254.77.1";
+
+/// `pipe.rounds` rounds of: perftest UD and RC one-way, then the pipeline over RDMA at
+/// `pipe.rate` (`pipe.messages` ITCH messages), exchange on `devices.0` and trader on
+/// `devices.1`.
+#[cfg(feature = "rdma")]
+pub fn rdma_rounds(
+    tickbus: &Path,
+    itch: &Path,
+    devices: (&str, &str),
+    pipe: &RdmaPipeline,
+    perftest_iters: u64,
+    ticks_per_ns: f64,
+) -> Result<RdmaRun, Box<dyn Error>> {
+    let RdmaPipeline { rounds, rate, messages } = *pipe;
+    let book_p50 = book_cost(itch, ticks_per_ns)?;
+    let mut out = Vec::new();
+    let mut hops = Vec::new();
+    for round in 0..rounds {
+        let ud = perftest_one_way("ib_send_lat", &["-c", "UD"], devices, MD_PAYLOAD, perftest_iters)?;
+        let rc = perftest_one_way("ib_write_lat", &[], devices, ORDER_PAYLOAD, perftest_iters)?;
+        let (ex, tr) = rdma_pipeline(tickbus, itch, devices, rate, messages, round)?;
+        let h: Vec<Hop> =
+            serde_json::from_value::<Vec<RawHop>>(ex["gateway"]["hops_ns"].clone())?.into_iter().map(to_hop).collect();
+        let ttt = h.get(5).ok_or("the gateway reported no tick-to-trade")?;
+        let budget = ud + rc + book_p50;
+        let u = |v: &Json| v.as_u64().unwrap_or(0);
+        out.push(RdmaRound {
+            ttt_p50: ttt.p50,
+            ttt_p99: ttt.p99,
+            ud_one_way: ud,
+            rc_one_way: rc,
+            budget,
+            ratio: ttt.p50 as f64 / budget.max(1) as f64,
+            ticks: u(&tr["counts"]["ticks"]),
+            orders: u(&tr["counts"]["orders"]),
+        });
+        eprintln!(
+            "latency-lab: rdma pipeline round {}: tick-to-trade p50 {} ns against UD {ud} + RC {rc} + book {book_p50} ns",
+            round + 1,
+            ttt.p50
+        );
+        hops = h;
+    }
+    let mut r: Vec<f64> = out.iter().map(|r| r.ratio).collect();
+    r.sort_by(f64::total_cmp);
+    let ratio = (r[r.len() / 2], r[0], r[r.len() - 1]);
+    Ok(RdmaRun { rate, rounds: out, book_p50, hops, ratio })
+}
+
+/// One run of `tickbus exchange` and `tickbus trader` over RDMA; returns their summaries.
+#[cfg(feature = "rdma")]
+fn rdma_pipeline(
+    tickbus: &Path,
+    itch: &Path,
+    devices: (&str, &str),
+    rate: u64,
+    messages: u64,
+    round: usize,
+) -> Result<(Json, Json), Box<dyn Error>> {
+    let port = |k: u16| format!("127.0.0.1:{}", 47400 + 10 * round as u16 + k);
+    let net = [
+        "--fabric".to_owned(),
+        "rdma".into(),
+        "--md-group".into(),
+        format!("239.77.55.{}", round + 1),
+        "--md-recovery".into(),
+        port(1),
+        "--orders-at".into(),
+        port(2),
+        "--execs-at".into(),
+        port(3),
+        "--token".into(),
+        "latency-lab".into(),
+        "--json".into(),
+        "-q".into(),
+    ];
+    let spawn = |args: Vec<String>| -> Result<Kill, Box<dyn Error>> {
+        let c = Command::new(tickbus).args(args).args(&net).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+        Ok(Kill(Some(c)))
+    };
+    let itch = itch.to_str().ok_or("ITCH path not UTF-8")?.to_owned();
+    let ex = spawn(vec![
+        "exchange".into(),
+        "--itch".into(),
+        itch,
+        "--rate".into(),
+        rate.to_string(),
+        "--max".into(),
+        messages.to_string(),
+        "--device".into(),
+        devices.0.into(),
+    ])?;
+    let tr = spawn(vec!["trader".into(), "--md-quiet-secs".into(), "3".into(), "--device".into(), devices.1.into()])?;
+    let deadline = Instant::now() + Duration::from_secs_f64(messages as f64 / rate as f64 + 180.0);
+    let tr = tr.finish("trader (rdma)", deadline)?;
+    let ex = ex.finish("exchange (rdma)", deadline)?;
+    Ok((ex, tr))
+}
+
+/// The RDMA pipeline's table.
+pub fn rdma_table(r: &RdmaRun) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "trading pipeline over RDMA in the guest at {} msg/s (exchange on rxe0: ud-mcast market data, gateway on rdma-rc; trader on rxe1), rounds interleaved with perftest",
+        crate::report::rate_name(r.rate)
+    );
+    for (k, x) in r.rounds.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "  round {}: tick-to-trade p50 {} ns, p99 {} ns; ib_send_lat UD {} + ib_write_lat {} + book {} = {} ns; {:.2}x ({} ticks, {} orders)",
+            k + 1,
+            x.ttt_p50,
+            x.ttt_p99,
+            x.ud_one_way,
+            x.rc_one_way,
+            r.book_p50,
+            x.budget,
+            x.ratio,
+            x.ticks,
+            x.orders
+        );
+    }
+    let (m, lo, hi) = r.ratio;
+    let _ = writeln!(
+        s,
+        "  median {m:.2}x (spread {lo:.2}x-{hi:.2}x) against perftest one-way UD + RC + the book: target <= 1.25x {}",
+        if m <= 1.25 { "met" } else { "NOT met" }
+    );
+    for h in &r.hops {
+        let _ = writeln!(s, "  {:<62} p50 {:>10} ns  p99 {:>10} ns", h.name, h.p50, h.p99);
+    }
+    s
+}

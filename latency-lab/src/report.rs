@@ -172,6 +172,9 @@ pub struct Report {
     /// The trading pipeline across processes, per rate, hop by hop beside its floors.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pipeline: Vec<crate::pipeline::Run>,
+    /// The pipeline over RDMA in the Soft-RoCE guest, beside perftest (latency-lab rdma).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline_rdma: Option<crate::pipeline::RdmaRun>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
@@ -204,6 +207,9 @@ impl Report {
         }
         if !self.pipeline.is_empty() {
             let _ = writeln!(s, "TRADING PIPELINE\n{}", crate::pipeline::table(&self.pipeline));
+        }
+        if let Some(r) = &self.pipeline_rdma {
+            let _ = writeln!(s, "{}", crate::pipeline::rdma_table(r));
         }
         for sec in &self.sections {
             let _ = writeln!(s, "{}", sec.table());

@@ -338,6 +338,7 @@ fn merge_rdma(rep: &mut Report, path: &Path) {
     };
     match serde_json::from_str::<Report>(&text) {
         Ok(r) => {
+            rep.pipeline_rdma = r.pipeline_rdma;
             for mut s in r.sections {
                 s.mode = format!("rdma-guest-{}", s.mode);
                 rep.sections.push(s);
@@ -379,6 +380,8 @@ pub fn echo(
     }
 }
 
+pub use crate::pipeline::RdmaPipeline;
+
 #[cfg(feature = "rdma")]
 pub fn rdma(
     a: &SuiteArgs,
@@ -386,6 +389,7 @@ pub fn rdma(
     sizes: &[usize],
     iterations: u64,
     perftest: Option<&Path>,
+    pipe: &RdmaPipeline,
 ) -> Result<(), Box<dyn Error>> {
     use crate::mcast_pingpong::UdMcast;
     use crate::rdma_pingpong::RdmaRc;
@@ -415,6 +419,19 @@ pub fn rdma(
         }
         rep.sections.push(sec);
     }
+    if pipe.rounds > 0 {
+        let day = DayConfig { seed: 1, stocks: 20, messages: pipe.messages * 2 };
+        let mut bytes = Vec::new();
+        write_itch(day, &mut bytes)?;
+        std::fs::create_dir_all(&a.out)?;
+        let file = a.out.join("pipeline-day.itch");
+        std::fs::write(&file, &bytes)?;
+        let tickbus = a.tickbus.clone().unwrap_or_else(crate::pipeline::default_tickbus);
+        eprintln!("latency-lab: trading pipeline over RDMA, {} rounds beside perftest ...", pipe.rounds);
+        rep.pipeline_rdma =
+            Some(crate::pipeline::rdma_rounds(&tickbus, &file, (da, db), pipe, iterations, ticks_per_ns)?);
+        let _ = std::fs::remove_file(&file);
+    }
     print!("{}", rep.text());
     let at = rep.write(&a.out)?;
     eprintln!("latency-lab: report written to {}", at.display());
@@ -422,6 +439,13 @@ pub fn rdma(
 }
 
 #[cfg(not(feature = "rdma"))]
-pub fn rdma(_: &SuiteArgs, _: &str, _: &[usize], _: u64, _: Option<&Path>) -> Result<(), Box<dyn Error>> {
+pub fn rdma(
+    _: &SuiteArgs,
+    _: &str,
+    _: &[usize],
+    _: u64,
+    _: Option<&Path>,
+    _: &RdmaPipeline,
+) -> Result<(), Box<dyn Error>> {
     Err("this latency-lab was built without RDMA: cargo build --release -p tickbus-lab --features rdma".into())
 }
