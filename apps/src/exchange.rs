@@ -137,9 +137,17 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
     if let Some(g) = gw.as_mut() {
         drain(g, md, Duration::from_secs_f64(a.drain_secs.max(0.0)), &stop);
     }
+    let mut transport_errors: Vec<String> = Vec::new();
+    if let Some(g) = gw.as_mut() {
+        transport_errors.extend(g.orders().failure().map(|e| format!("order stream: {e}")));
+        transport_errors.extend(g.execs_mut().dropped().into_iter().map(|e| format!("report stream: dropped {e}")));
+    }
+    for e in &transport_errors {
+        eprintln!("exchange: {e}");
+    }
     let q = |h: &Histogram<u64>, q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
     let mut summary = serde_json::json!({
-        "md": c, "md_position": md_position,
+        "md": c, "md_position": md_position, "transport_errors": transport_errors,
         "feed_ns": { "hop": "tick due -> market data published", "count": feed_ns.len(), "p50": q(&feed_ns, 0.5), "p99": q(&feed_ns, 0.99), "p99_9": q(&feed_ns, 0.999), "max": feed_ns.max() },
     });
     if let Some(g) = &gw {
@@ -248,6 +256,7 @@ impl Exchange {
         if let Some(g) = gateway.as_mut() {
             g.duty();
         }
+        let mut idle = 0u32;
         loop {
             let now = tsc.now();
             if now >= due {
@@ -257,7 +266,14 @@ impl Exchange {
                 break;
             }
             if let Some(g) = gateway.as_mut() {
-                g.duty();
+                // Quiet: now and then the report stream's upkeep (rdma-rc takes in a
+                // reconnecting reader and ships a report that waited for send-queue room).
+                if g.duty() == 0 {
+                    idle = idle.wrapping_add(1);
+                    if idle.is_multiple_of(64) {
+                        g.execs_mut().idle();
+                    }
+                }
             }
         }
         c.itch += 1;
@@ -271,11 +287,17 @@ impl Exchange {
             h.stamp(stream, md.position(), due);
             h.flags |= FLAG_INGRESS_TSC;
             // A lossy ring never refuses a fitting message; a multicast send queue may be full
-            // for a moment (the NIC has not sent the last ones yet).
+            // for a moment (the NIC has not sent the last ones yet): retried for up to a
+            // second, the gateway kept running meanwhile, then counted as failed.
             let mut sent = md.publish(m.as_bytes());
-            while let Err(OutError::Full) = sent {
-                std::hint::spin_loop();
-                sent = md.publish(m.as_bytes());
+            if matches!(sent, Err(OutError::Full)) {
+                let give_up = tsc.now() + (scale.ticks_per_ns * 1e9) as u64;
+                while matches!(sent, Err(OutError::Full)) && tsc.now() < give_up {
+                    if let Some(g) = gateway.as_mut() {
+                        g.duty();
+                    }
+                    sent = md.publish(m.as_bytes());
+                }
             }
             match sent {
                 Ok(_) => {
@@ -305,7 +327,8 @@ fn wait_for_trader(execs: &str, wait: Duration, stop: &AtomicBool) -> Result<(),
             ring = shm::open_observer(execs, StartAt::Latest, &ShmOptions::default()).ok();
         }
         if let Some(r) = &ring {
-            if r.reader().status().consumers.iter().any(|l| l.owner != 0) {
+            // Alive by its lock, not by the owner word (a killed trader leaves that set).
+            if r.reader().status().consumers.iter().any(|l| l.owner != 0 && r.consumer_alive(l.index)) {
                 return Ok(());
             }
         }

@@ -137,16 +137,13 @@ mod with_rdma {
     ) -> Result<In, String> {
         let mut o = SubscriberOptions::new(a.token.clone());
         o.device = a.device.clone();
-        let done = AtomicBool::new(false);
         let sub = std::thread::scope(|s| {
             let connecting = s.spawn(|| {
-                let r = retry(&format!("reading stream {stream} from {at}"), wait, stop, || {
+                retry(&format!("reading stream {stream} from {at}"), wait, stop, || {
                     RdmaSubscriber::connect(at, stream, &o)
-                });
-                done.store(true, Ordering::Release);
-                r
+                })
             });
-            while !done.load(Ordering::Acquire) {
+            while !connecting.is_finished() {
                 own.idle();
                 std::thread::sleep(Duration::from_millis(1));
             }

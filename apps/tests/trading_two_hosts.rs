@@ -104,15 +104,33 @@ fn exchange_side() -> Result<(), Failed> {
     args.extend(net(0)?);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let exchange = common::spawn(&args);
-    let (coord, _) = listener.accept()?;
-    coord.set_read_timeout(Some(Duration::from_secs(600)))?;
+    // Guest 1's summary (or why its trader failed), bounded in time.
+    listener.set_nonblocking(true)?;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let coord = loop {
+        match listener.accept() {
+            Ok((s, _)) => break Some(s),
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(_) => break None,
+        }
+    };
     let mut line = String::new();
-    BufReader::new(coord).read_line(&mut line)?;
-    let ex = common::finish(exchange, "exchange")?;
-    if let Some(e) = line.strip_prefix("ERR ") {
-        return Err(format!("guest 1's trader: {e}").into());
+    if let Some(coord) = coord {
+        coord.set_nonblocking(false)?;
+        coord.set_read_timeout(Some(Duration::from_secs(600)))?;
+        BufReader::new(coord).read_line(&mut line)?;
     }
-    let tr: serde_json::Value = serde_json::from_str(line.trim()).map_err(|e| format!("guest 1 said {line:?}: {e}"))?;
+    let tr = match line.strip_prefix("ERR ") {
+        _ if line.is_empty() => Err("guest 1 sent no summary within 300 s".to_string()),
+        Some(e) => Err(format!("guest 1's trader: {e}")),
+        None => {
+            serde_json::from_str::<serde_json::Value>(line.trim()).map_err(|e| format!("guest 1 said {line:?}: {e}"))
+        }
+    };
+    if tr.is_err() {
+        common::kill(&exchange);
+    }
+    let (ex, tr) = common::both(common::finish(exchange, "exchange"), tr)?;
     let (ticks, orders, recovered) = common::check_counts(&ex, &tr, false)?;
     eprintln!("rdma pipeline, two hosts: {ticks} ticks ({recovered} recovered), {orders} orders, each answered once");
     let _ = std::fs::remove_dir_all(dir);

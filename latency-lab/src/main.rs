@@ -103,12 +103,31 @@ pub struct SuiteArgs {
     /// The `tickbus` binary the pipeline runs (default: beside latency-lab).
     #[arg(long)]
     pub tickbus: Option<PathBuf>,
-    /// Skip parts of the suite: any of pingpong, openloop, throughput, itch, ttt, pipeline, journal.
-    #[arg(long, value_delimiter = ',')]
-    pub skip: Vec<String>,
+    /// Skip parts of the suite (a misspelt part is an error, not ignored).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub skip: Vec<Part>,
     /// Include figures from the Soft-RoCE guest run (tools/lab-rdma.sh writes them here).
     #[arg(long, default_value = "lab-report/rdma/report.json")]
     pub rdma_report: PathBuf,
+}
+
+/// The parts of the default suite, for `--skip`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The in-process tick-to-trade demo.
+    Ttt,
+    /// The trading pipeline across processes.
+    Pipeline,
+    /// Ping-pong RTT per size.
+    Pingpong,
+    /// Open loop at each rate.
+    Openloop,
+    /// Throughput, sender flat out.
+    Throughput,
+    /// ITCH decode and the order book.
+    Itch,
+    /// The journal: recorder, read, replay pacing, sustained recording.
+    Journal,
 }
 
 #[derive(Subcommand, Debug)]

@@ -6,8 +6,11 @@
 //!
 //! Each hop is printed beside its floor from the same invocation: the two hops that cross
 //! processes (market data to the trader, orders to the gateway) beside a bare tickbus ring hop
-//! across two processes with the same payload at the same rate, from the same intended times;
-//! and tick-to-trade beside the chained floors plus the book's own apply cost.
+//! across two processes on the same cores with the same payload, at the rate and count the
+//! pipeline produced on that hop, timed from intended send times as the pipeline is; and
+//! tick-to-trade beside the chained floors plus the book's own apply cost. The floor hop starts
+//! at the intended time and the message goes out at once; the pipeline's first hop also holds
+//! the feed's own work (its row "tick due -> market data published" shows how much).
 use std::error::Error;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -93,13 +96,29 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
         .into());
     }
     let book_p50 = book_cost(s.itch, s.ticks_per_ns)?;
-    // The floors publish as many messages as the pipeline's market data, at the same rate.
-    let floor_count = s.messages.clamp(1000, 2_000_000);
-    let md_floor = hop_floor(MD_PAYLOAD, Mode::Lossy, s.rate, floor_count, (s.cores[0], s.cores[1]), s.ticks_per_ns)?;
-    let order_floor =
-        hop_floor(ORDER_PAYLOAD, Mode::Reliable, s.rate, floor_count, (s.cores[1], s.cores[0]), s.ticks_per_ns)?;
     let (ex, tr, layout) = pipeline(s)?;
     let gw = &ex["gateway"];
+    // The floors, just after: the same payloads between the same cores, at the rates and counts
+    // the pipeline produced (market data: the normalised messages of the replay's span; orders:
+    // what the trader sent over it).
+    let u = |v: &Json| v.as_u64().unwrap_or(0);
+    let itch = u(&ex["md"]["itch"]).max(1);
+    let span = itch as f64 / s.rate as f64;
+    let (published, orders) = (u(&ex["md"]["published"]), u(&tr["counts"]["orders"]));
+    // (At least 100 messages, over no longer than the replay's span.)
+    let count = |n: u64| n.clamp(100, 2_000_000);
+    let at = |n: u64| ((count(n) as f64 / span) as u64).max(1);
+    let gateway_core = if s.cores.len() >= 3 { s.cores[2] } else { s.cores[0] };
+    let md_floor =
+        hop_floor(MD_PAYLOAD, Mode::Lossy, at(published), count(published), (s.cores[0], s.cores[1]), s.ticks_per_ns)?;
+    let order_floor = hop_floor(
+        ORDER_PAYLOAD,
+        Mode::Reliable,
+        at(orders),
+        count(orders),
+        (s.cores[1], gateway_core),
+        s.ticks_per_ns,
+    )?;
     let mut hops: Vec<Hop> =
         serde_json::from_value::<Vec<RawHop>>(gw["hops_ns"].clone())?.into_iter().map(to_hop).collect();
     if hops.len() != 6 {
@@ -116,7 +135,6 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
         Some((every_tick.p50 as f64 / md_floor.0.max(1) as f64, every_tick.p99 as f64 / md_floor.1.max(1) as f64));
     let budget_p50 = md_floor.0 + order_floor.0 + book_p50 + 100;
     let hops_met = hops.iter().filter_map(|h| h.x_floor).all(|(a, b)| a <= 1.15 && b <= 1.15);
-    let u = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
     Ok(Run {
         rate: s.rate,
         layout,

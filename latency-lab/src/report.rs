@@ -281,17 +281,13 @@ pub fn slug(name: &str) -> String {
 /// HdrHistogram's percentile-distribution text, as its plotters read it.
 pub fn hgrm(h: &Histogram<u64>) -> String {
     let mut s = String::from("       Value     Percentile TotalCount 1/(1-Percentile)\n\n");
+    // TotalCount is the running total up to each row's value, as HdrHistogram prints it.
+    let mut total = 0u64;
     for v in h.iter_quantiles(1) {
         let q = v.quantile_iterated_to();
         let inv = if q < 1.0 { format!("{:.2}", 1.0 / (1.0 - q)) } else { "inf".into() };
-        let _ = writeln!(
-            s,
-            "{:>12.3} {:>14.12} {:>10} {:>14}",
-            v.value_iterated_to() as f64,
-            q,
-            v.count_since_last_iteration(),
-            inv
-        );
+        total += v.count_since_last_iteration();
+        let _ = writeln!(s, "{:>12.3} {:>14.12} {:>10} {:>14}", v.value_iterated_to() as f64, q, total, inv);
     }
     let _ = writeln!(s, "#[Mean    = {:>12.3}, StdDeviation   = {:>12.3}]", h.mean(), h.stdev());
     let _ = writeln!(s, "#[Max     = {:>12.3}, Total count    = {:>12}]", h.max() as f64, h.len());
@@ -342,6 +338,15 @@ mod tests {
         assert_eq!(back.sections[0].rows[1].ns[0], 150);
         let hg = std::fs::read_to_string(dir.join("rtt-64B-tickbus_shm.hgrm")).unwrap();
         assert!(hg.contains("Total count    =         1000"), "{hg}");
+        // The TotalCount column runs up to the total, never down (it is cumulative).
+        let totals: Vec<u64> = hg
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .skip(1)
+            .map(|l| l.split_whitespace().nth(2).unwrap().parse().unwrap())
+            .collect();
+        assert!(totals.windows(2).all(|w| w[0] <= w[1]), "{hg}");
+        assert_eq!(totals.last(), Some(&1000), "{hg}");
         let log = std::fs::read(dir.join("latency.hlog")).unwrap();
         let mut tags = Vec::new();
         for entry in hdrhistogram::serialization::interval_log::IntervalLogIterator::new(&log) {

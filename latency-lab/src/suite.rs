@@ -12,6 +12,7 @@ use crate::peers::floor::{Floor, PayloadFloor};
 use crate::peers::{disruptor_peer::Disruptor, kernel, rtrb_peer::Rtrb, tickbus_shm};
 use crate::report::{Kind, Report, Row, Section, ThroughputRow};
 use crate::transport::{CrossProcess, InProcess};
+use crate::Part;
 use crate::SuiteArgs;
 
 /// Interleaved rounds per ping-pong size.
@@ -119,7 +120,7 @@ impl<T: InProcess> StreamT for T {
 pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
     let ticks_per_ns = Tsc::new().measure_ticks_per_ns(Duration::from_millis(200));
     let cores = (a.core_a, a.core_b);
-    let skip = |what: &str| a.skip.iter().any(|s| s == what);
+    let skip = |p: Part| a.skip.contains(&p);
     let mut rep = Report { machine: machine(), cores, ticks_per_ns, ..Default::default() };
     let peers = if cfg!(feature = "peers") { "" } else { " (built without --features peers: no Aeron or iceoryx2)" };
     eprintln!("latency-lab: cores {}/{}, TSC {ticks_per_ns:.3} ticks/ns{peers}", cores.0, cores.1);
@@ -128,13 +129,13 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
     }
     let mut streams = Streams::new();
     let steps = [
-        !skip("ttt"),
-        !skip("pingpong"),
-        !skip("openloop"),
-        !skip("throughput"),
-        !skip("itch"),
-        !skip("journal"),
-        !skip("pipeline"),
+        !skip(Part::Ttt),
+        !skip(Part::Pingpong),
+        !skip(Part::Openloop),
+        !skip(Part::Throughput),
+        !skip(Part::Itch),
+        !skip(Part::Journal),
+        !skip(Part::Pipeline),
     ];
     let n_steps = (steps[0] as u64)
         + if steps[1] { a.sizes.len() as u64 } else { 0 }
@@ -156,7 +157,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
     let mut day_bytes = Vec::new();
     write_itch(day, &mut day_bytes)?;
 
-    if !skip("ttt") {
+    if !skip(Part::Ttt) {
         step(format!("tick-to-trade demo at {} msg/s", crate::report::rate_name(a.ttt_rate)));
         let file;
         let itch: &[u8] = match &a.itch {
@@ -175,7 +176,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
         rep.tick_to_trade = Some(o.section);
         bar.inc(1);
     }
-    if !skip("pipeline") {
+    if !skip(Part::Pipeline) {
         let file = match &a.itch {
             Some(p) => p.clone(),
             None => {
@@ -211,7 +212,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
             let _ = std::fs::remove_file(&file);
         }
     }
-    if !skip("pingpong") {
+    if !skip(Part::Pingpong) {
         for &size in &a.sizes {
             step(format!("ping-pong {size} B"));
             let iterations = if size == 64 { a.iterations } else { a.iterations / 3 };
@@ -257,7 +258,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
             bar.inc(1);
         }
     }
-    if !skip("openloop") {
+    if !skip(Part::Openloop) {
         for &rate in &a.rates {
             step(format!("open loop {} msg/s, 64 B", crate::report::rate_name(rate)));
             let n = (rate as f64 * a.open_loop_seconds) as u64;
@@ -269,7 +270,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
             bar.inc(1);
         }
     }
-    if !skip("throughput") {
+    if !skip(Part::Throughput) {
         step("throughput, 64 B".into());
         let spec = RunSpec {
             size: 64,
@@ -282,12 +283,12 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
         rep.throughput_ratios();
         bar.inc(1);
     }
-    if !skip("itch") {
+    if !skip(Part::Itch) {
         step("ITCH decode and book update beside itchy".into());
         rep.itch = Some(crate::itch_bench::run(day, 5, ticks_per_ns)?);
         bar.inc(1);
     }
-    if !skip("journal") {
+    if !skip(Part::Journal) {
         step("journal: recorder, read, replay pacing, sustained recording".into());
         journal(a, &mut rep, &day_bytes, cores, ticks_per_ns)?;
         bar.inc(1);

@@ -123,3 +123,11 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     assert!(String::from_utf8_lossy(&judged.stdout).contains("WORSE"));
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn a_misspelt_part_to_skip_is_an_error_naming_the_parts() {
+    let run = lab(&["--skip", "pingpong,jurnal", "--out", "/nonexistent/never-written"]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "a misspelt --skip must not run the suite");
+    assert!(stderr.contains("jurnal") && stderr.contains("journal") && stderr.contains("pipeline"), "{stderr}");
+}

@@ -135,7 +135,8 @@ impl Gateway {
 
     /// One duty cycle: the waiting report or the next order (its arrival stamped at once), then
     /// up to 64 market-data messages (the quotes), then the order matched against the latest
-    /// quote, timed and answered. Taking the order before the quotes keeps a burst of market
+    /// quote (which may have arrived just after the order: this venue matches against the book
+    /// as it stands when the order is processed), timed and answered. Taking the order before the quotes keeps a burst of market
     /// data out of its measured arrival (a gateway sharing a core with the feed sees such
     /// bursts). No syscall and no allocation (`hot_path_tests.rs`). Returns the work done (0:
     /// idle).

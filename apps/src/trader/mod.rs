@@ -66,7 +66,7 @@ pub struct TraderArgs {
     #[command(flatten)]
     pub rdma: RdmaArgs,
     /// rdma: the market data counts as over after this long without a tick (multicast cannot
-    /// say that its publisher finished).
+    /// say that its publisher finished); before the first tick, after --wait-secs.
     #[arg(long, default_value_t = 2.0)]
     pub md_quiet_secs: f64,
 }
@@ -269,6 +269,15 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
                 );
             }
             Peer::Live => gateway_gone = false,
+            // Over RDMA the venue's process runs the gateway and the feed: its report stream
+            // gone means the market data is over too (multicast cannot say so itself).
+            Peer::Closed if a.fabric == Fabric::Rdma && md_over.is_none() => {
+                eprintln!(
+                    "trader: the gateway's report stream is gone ({}); ending",
+                    t.execs.failure().unwrap_or("its publisher closed")
+                );
+                md_over = Some(Instant::now());
+            }
             _ => {}
         }
         if let Some(since) = md_over {
@@ -296,8 +305,8 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
             if quiet.0 != t.counts.ticks {
                 quiet = (t.counts.ticks, Instant::now());
             } else if a.fabric == Fabric::Rdma
-                && t.counts.ticks > 0
-                && quiet.1.elapsed() >= Duration::from_secs_f64(a.md_quiet_secs)
+                && quiet.1.elapsed()
+                    >= Duration::from_secs_f64(if t.counts.ticks > 0 { a.md_quiet_secs } else { a.wait_secs })
             {
                 md_over = Some(Instant::now());
             }

@@ -463,9 +463,10 @@ impl RdmaPublisher {
 /// promises no 8-byte atomicity). Placement ascends (the slot protocol relies on the same), so a
 /// torn credit is the new low bytes under the old high ones: never above the credit being
 /// written, possibly below the previous one (16639 read as 16384 while 16640 landed). It counts
-/// as no progress: the writer's limit only shrinks from it (less room, never an overwrite), and
-/// a subscriber whose credit stays behind is dropped by the patience timeout like any stalled
-/// one.
+/// as no progress: the writer's limit only shrinks from it (less room, never an overwrite). A
+/// subscriber whose credit stays behind holds publishing back as any slow reliable subscriber
+/// does (`Full`, naming it): that is the reliable contract, and it harms no other subscriber's
+/// data.
 #[inline]
 fn check_credit(c: &mut Conn, writer: &RingWriter<Arc<MemoryRegion>>) -> Result<(), RdmaError> {
     let cur = writer.consumer_lines().nth(c.consumer).map_or(0, |(_, p, _)| p);
