@@ -206,6 +206,8 @@ pub struct Exchange {
     pub counts: MdCounts,
     /// Due -> published, per market-data message: the loop's lateness plus the normalising.
     pub feed_ns: Histogram<u64>,
+    /// Idle duty cycles so far (the report stream's upkeep runs every 64th).
+    idle: u32,
 }
 
 impl Exchange {
@@ -223,6 +225,7 @@ impl Exchange {
             counts: MdCounts::default(),
             // Up to an hour in ns, allocated up front: recording never allocates.
             feed_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
+            idle: 0,
         }
     }
 
@@ -247,7 +250,7 @@ impl Exchange {
     /// and no allocation (`hot_path_tests.rs`).
     #[inline]
     pub fn step(&mut self) -> Result<bool, String> {
-        let Exchange { source, norm, md, gateway, pacer, tsc, scale, counts: c, feed_ns } = self;
+        let Exchange { source, norm, md, gateway, pacer, tsc, scale, counts: c, feed_ns, idle } = self;
         let Some(item) = source.next().map_err(|e| e.to_string())? else { return Ok(false) };
         let due = pacer.intended(None).expect("a rate paces");
         let one_us = (scale.ticks_per_ns * 1000.0) as u64;
@@ -256,7 +259,6 @@ impl Exchange {
         if let Some(g) = gateway.as_mut() {
             g.duty();
         }
-        let mut idle = 0u32;
         loop {
             let now = tsc.now();
             if now >= due {
@@ -269,7 +271,7 @@ impl Exchange {
                 // Quiet: now and then the report stream's upkeep (rdma-rc takes in a
                 // reconnecting reader and ships a report that waited for send-queue room).
                 if g.duty() == 0 {
-                    idle = idle.wrapping_add(1);
+                    *idle = idle.wrapping_add(1);
                     if idle.is_multiple_of(64) {
                         g.execs_mut().idle();
                     }

@@ -260,11 +260,17 @@ impl Out {
         }
     }
 
-    /// rdma-rc: subscribers dropped since the last call, with why (call when idle).
+    /// rdma-rc: subscribers dropped since the last call, with why (call when idle). A reader
+    /// that left cleanly (closed its connection) is not a failure and is not listed.
     pub fn dropped(&mut self) -> Vec<String> {
         match self {
             #[cfg(feature = "rdma")]
-            Out::Rdma(p) => p.take_dropped().into_iter().map(|(peer, e)| format!("{peer}: {e}")).collect(),
+            Out::Rdma(p) => p
+                .take_dropped()
+                .into_iter()
+                .filter(|(_, e)| !matches!(e, tickbus::rdma::RdmaError::Left { .. }))
+                .map(|(peer, e)| format!("{peer}: {e}"))
+                .collect(),
             _ => Vec::new(),
         }
     }

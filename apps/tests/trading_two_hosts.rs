@@ -115,13 +115,17 @@ fn exchange_side() -> Result<(), Failed> {
         }
     };
     let mut line = String::new();
-    if let Some(coord) = coord {
-        coord.set_nonblocking(false)?;
-        coord.set_read_timeout(Some(Duration::from_secs(600)))?;
-        BufReader::new(coord).read_line(&mut line)?;
-    }
+    let read = match coord {
+        None => Err("guest 1 never connected within 300 s".to_string()),
+        Some(coord) => coord
+            .set_nonblocking(false)
+            .and_then(|_| coord.set_read_timeout(Some(Duration::from_secs(600))))
+            .and_then(|_| BufReader::new(coord).read_line(&mut line))
+            .map_err(|e| format!("reading guest 1's summary: {e}")),
+    };
     let tr = match line.strip_prefix("ERR ") {
-        _ if line.is_empty() => Err("guest 1 sent no summary within 300 s".to_string()),
+        _ if read.is_err() => Err(read.err().unwrap_or_default()),
+        _ if line.is_empty() => Err("guest 1 closed the connection without a summary (its side failed)".to_string()),
         Some(e) => Err(format!("guest 1's trader: {e}")),
         None => {
             serde_json::from_str::<serde_json::Value>(line.trim()).map_err(|e| format!("guest 1 said {line:?}: {e}"))

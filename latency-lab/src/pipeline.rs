@@ -83,7 +83,7 @@ pub struct Spec<'a> {
     pub ticks_per_ns: f64,
 }
 
-/// Runs the floors, then the pipeline, at one rate.
+/// Runs the pipeline at one rate, then its floors.
 pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
     if s.cores.len() < 2 {
         return Err("the pipeline needs two cores at least (--cores)".into());
@@ -107,7 +107,7 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
     let (published, orders) = (u(&ex["md"]["published"]), u(&tr["counts"]["orders"]));
     // (At least 100 messages, over no longer than the replay's span.)
     let count = |n: u64| n.clamp(100, 2_000_000);
-    let at = |n: u64| ((count(n) as f64 / span) as u64).max(1);
+    let at = |n: u64| ((n.max(100) as f64 / span) as u64).max(1);
     let gateway_core = if s.cores.len() >= 3 { s.cores[2] } else { s.cores[0] };
     let md_floor =
         hop_floor(MD_PAYLOAD, Mode::Lossy, at(published), count(published), (s.cores[0], s.cores[1]), s.ticks_per_ns)?;

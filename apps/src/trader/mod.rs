@@ -234,6 +234,13 @@ pub fn order_ring(stream: u32) -> RingConfig {
 }
 
 pub fn run(a: TraderArgs) -> Result<(), String> {
+    for (name, v) in
+        [("--wait-secs", a.wait_secs), ("--drain-secs", a.drain_secs), ("--md-quiet-secs", a.md_quiet_secs)]
+    {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(format!("{name} {v}: give seconds, 0 or more"));
+        }
+    }
     if a.max_in_flight == 0 || a.max_in_flight > MAX_IN_FLIGHT {
         return Err(format!(
             "--max-in-flight {}: give 1..={MAX_IN_FLIGHT} (a quarter of the order and report rings, so neither app ever waits on the other)",
@@ -308,6 +315,9 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
                 && quiet.1.elapsed()
                     >= Duration::from_secs_f64(if t.counts.ticks > 0 { a.md_quiet_secs } else { a.wait_secs })
             {
+                if t.counts.ticks == 0 {
+                    eprintln!("trader: no market data within {} s (--wait-secs); ending", a.wait_secs);
+                }
                 md_over = Some(Instant::now());
             }
             if let Some(why) = t.md.failure() {

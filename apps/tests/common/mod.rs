@@ -81,6 +81,7 @@ pub fn check_counts(ex: &serde_json::Value, tr: &serde_json::Value, timed: bool)
     let published = n(ex, &["md", "published"])?;
     let ensure = |ok: bool, what: &str| if ok { Ok(()) } else { Err(format!("{what}\nexchange: {ex}\ntrader: {tr}")) };
     ensure(published > 1000 && n(ex, &["md", "failed"])? == 0, "the exchange published the day")?;
+    ensure(ex["transport_errors"].as_array().is_some_and(|e| e.is_empty()), "no transport errors at the exchange")?;
     ensure(n(tr, &["counts", "ticks"])? == published, "every tick reached the trader")?;
     ensure(n(tr, &["counts", "md_missed"])? == 0 && n(tr, &["counts", "feed_gaps"])? == 0, "no market data lost")?;
     let orders = n(tr, &["counts", "orders"])?;
