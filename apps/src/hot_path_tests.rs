@@ -16,6 +16,7 @@ use tickbus_codecs::{Header, FLAG_INGRESS_TSC, HEADER_LEN};
 use tickbus_testkit::{on_trapped_thread, Counts};
 use zerocopy::{FromBytes, IntoBytes};
 
+use crate::exchange::Exchange;
 use crate::gateway::{report_ring, Gateway};
 use crate::link::{In, Out};
 use crate::trader::{order_ring, Strategy, Trader};
@@ -135,12 +136,25 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
     let _ = std::fs::remove_dir_all(format!("/dev/shm/{tag}"));
 }
 
+/// An exchange over the day in `file` with its gateway (`orders` in, `execs` out), warmed up and
+/// started at `rate`, with its first `unmeasured` ITCH messages already stepped (the first
+/// touches of the rings' pages stay out of the measured part).
+fn started_exchange(file: &std::path::Path, md: Out, orders: In, execs: Out, rate: f64, unmeasured: u64) -> Exchange {
+    let mut source = tickbus::replay::open(file, None, None).unwrap();
+    let norm = crate::exchange::warm_up(&mut source, u64::MAX).unwrap();
+    let mut x = Exchange::new(source, norm, md, Some(Gateway::new(None, orders, execs)));
+    x.start(rate);
+    while x.counts.itch < unmeasured {
+        assert!(x.step().unwrap());
+    }
+    x
+}
+
 /// The exchange's composite loop (an ITCH file replayed as market data at a fixed rate, the
 /// gateway's duty cycle while waiting, quotes handed to it directly) and the trader against it,
 /// each on a trapped thread, the way `tickbus exchange` and `tickbus trader` run.
 #[test]
 fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
-    use crate::exchange::Exchange;
     let tag = format!("tickbus-apps-hot-x-{}", std::process::id());
     let opts = ShmOptions {
         hugepage_dir: format!("/dev/hugepages/{tag}").into(),
@@ -168,16 +182,8 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
     let exchange = std::thread::spawn(move || {
         on_trapped_thread(
             move || {
-                let mut source = tickbus::replay::open(&file, None, None).unwrap();
-                let norm = crate::exchange::warm_up(&mut source, u64::MAX).unwrap();
-                let g = Gateway::new(None, In::Shm(shm::open_consumer("orders", &x_opts).unwrap()), Out::Shm(execs));
-                let mut x = Exchange::new(source, norm, Out::Shm(md), Some(g));
-                x.start(200_000.0);
-                // Unmeasured: the first quarter (first touches of the rings' pages).
-                while x.counts.itch < itch_messages / 4 {
-                    assert!(x.step().unwrap());
-                }
-                x
+                let orders = In::Shm(shm::open_consumer("orders", &x_opts).unwrap());
+                started_exchange(&file, Out::Shm(md), orders, Out::Shm(execs), 200_000.0, itch_messages / 4)
             },
             move |x| {
                 let (itch0, orders0) = (x.counts.itch, x.gateway.as_ref().unwrap().counts.orders);
@@ -243,7 +249,6 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
 #[test]
 #[ignore = "needs two RDMA devices: runs in the Soft-RoCE guest (tools/test.sh)"]
 fn over_rdma_the_exchange_and_trader_loops_make_only_doorbell_syscalls_and_no_allocation() {
-    use crate::exchange::Exchange;
     use crate::fabric::RdmaArgs;
     use tickbus::mcast::{McastPublisher, McastPublisherOptions, McastSubscriber, McastSubscriberOptions};
     use tickbus::rdma::{PublisherOptions, RdmaPublisher};
@@ -323,17 +328,7 @@ fn over_rdma_the_exchange_and_trader_loops_make_only_doorbell_syscalls_and_no_al
     let exchange = std::thread::spawn(move || {
         tickbus_testkit::on_trapped_thread_allowing(
             &x_fds,
-            move || {
-                let mut source = tickbus::replay::open(&file, None, None).unwrap();
-                let norm = crate::exchange::warm_up(&mut source, u64::MAX).unwrap();
-                let g = Gateway::new(None, orders_in, execs_out);
-                let mut x = Exchange::new(source, norm, md_out, Some(g));
-                x.start(1000.0);
-                while x.counts.itch < itch_messages / 4 {
-                    assert!(x.step().unwrap());
-                }
-                x
-            },
+            move || started_exchange(&file, md_out, orders_in, execs_out, 1000.0, itch_messages / 4),
             move |x| {
                 let (itch0, orders0) = (x.counts.itch, x.gateway.as_ref().unwrap().counts.orders);
                 let mut budget = 10_000_000u64;

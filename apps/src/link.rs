@@ -38,31 +38,15 @@ impl In {
         match self {
             In::Shm(s) => s.try_recv(),
             #[cfg(feature = "rdma")]
-            In::Rdma { sub, failed } => {
-                if failed.is_some() {
-                    return None;
-                }
-                match sub.try_recv() {
-                    Ok(r) => r,
-                    Err(e) => {
-                        *failed = Some(e.to_string());
-                        None
-                    }
-                }
-            }
+            In::Rdma { sub, failed } => match failed {
+                Some(_) => None,
+                None => keep_error(sub.try_recv(), failed),
+            },
             #[cfg(feature = "rdma")]
-            In::Mcast { sub, failed } => {
-                if failed.is_some() {
-                    return None;
-                }
-                match sub.try_recv() {
-                    Ok(r) => r,
-                    Err(e) => {
-                        *failed = Some(e.to_string());
-                        None
-                    }
-                }
-            }
+            In::Mcast { sub, failed } => match failed {
+                Some(_) => None,
+                None => keep_error(sub.try_recv(), failed),
+            },
         }
     }
 
@@ -134,6 +118,20 @@ impl In {
             _ => 0,
         }
     }
+}
+
+/// A transport's receive result with its error kept in `failed` (read when idle) instead of
+/// returned: the stream reads as empty from then on.
+#[cfg(feature = "rdma")]
+#[inline]
+fn keep_error<'a, E: std::fmt::Display>(
+    r: Result<Option<Recv<'a>>, E>,
+    failed: &mut Option<String>,
+) -> Option<Recv<'a>> {
+    r.unwrap_or_else(|e| {
+        *failed = Some(e.to_string());
+        None
+    })
 }
 
 /// Why a publish did not go out.
