@@ -2,6 +2,7 @@
 //! pcap captures of MoldUDP64).
 //!
 //! Owns: argument parsing and printing. Never: changes a ring or a file it is only asked to inspect.
+mod doctor;
 mod exchange;
 mod fabric;
 mod feed;
@@ -73,6 +74,10 @@ enum Cmd {
     /// rate, with the gateway on the same core (a composite agent), for the trader to trade
     /// against; reports each order's tick-to-trade hop by hop.
     Exchange(exchange::ExchangeArgs),
+    /// Check this host before trusting its figures: invariant TSC, clocksource, hugepages,
+    /// memlock, the cores you pin to (isolation, governor, SMT, IRQs) and RDMA ports; each
+    /// finding with its fix. Exit code 0 when ready, 1 when not.
+    Doctor(doctor::DoctorArgs),
 }
 
 #[derive(Subcommand)]
@@ -148,6 +153,7 @@ fn main() -> ExitCode {
         Cmd::Trader(a) => trader::run(a),
         Cmd::Gateway(a) => gateway::run(a),
         Cmd::Exchange(a) => exchange::run(a),
+        Cmd::Doctor(a) => doctor::run(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -15,6 +15,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod agent;
+#[cfg(not(loom))]
+pub mod doctor;
 pub mod fault;
 #[cfg(not(loom))]
 pub mod feed;

@@ -104,3 +104,38 @@ pub fn check_counts(ex: &serde_json::Value, tr: &serde_json::Value, timed: bool)
     }
     Ok((published, orders, n(tr, &["md_recovered"])?))
 }
+
+/// `tickbus doctor --json ARGS`, run through `wrap` (e.g. `prlimit --memlock=...`, or nothing):
+/// its JSON and exit code.
+pub fn doctor(wrap: &[&str], args: &[&str]) -> (serde_json::Value, i32) {
+    let bin = env!("CARGO_BIN_EXE_tickbus");
+    let mut argv: Vec<&str> = wrap.to_vec();
+    argv.extend([bin, "doctor", "--json"]);
+    argv.extend(args);
+    let out = Command::new(argv[0]).args(&argv[1..]).output().unwrap_or_else(|e| panic!("running {argv:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!("{argv:?} printed no JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
+    });
+    (json, out.status.code().expect("doctor exited by a signal"))
+}
+
+/// The finding named `check` in a doctor's JSON.
+pub fn finding<'a>(d: &'a serde_json::Value, check: &str) -> &'a serde_json::Value {
+    d["findings"]
+        .as_array()
+        .and_then(|a| a.iter().find(|f| f["check"] == check))
+        .unwrap_or_else(|| panic!("no `{check}` finding in {d:#}"))
+}
+
+/// The exit code is 1 exactly when some finding failed, and `ready` says the same.
+pub fn check_verdict(d: &serde_json::Value, code: i32) {
+    let fails = d["findings"].as_array().unwrap().iter().filter(|f| f["status"] == "fail").count();
+    assert_eq!(code, if fails == 0 { 0 } else { 1 }, "exit code against {fails} failures: {d:#}");
+    assert_eq!(d["ready"], fails == 0, "{d:#}");
+    for f in d["findings"].as_array().unwrap() {
+        if f["status"] == "fail" || f["status"] == "warn" {
+            assert!(f["remedy"].as_str().is_some_and(|r| !r.is_empty()), "a {} without a remedy: {f:#}", f["status"]);
+        }
+    }
+}

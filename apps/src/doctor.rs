@@ -1,0 +1,90 @@
+//! `tickbus doctor`: checks this host before its figures are trusted and says what to fix
+//! (the checks live in `tickbus::doctor`, for apps that run them at start-up).
+//!
+//! Exit code 0: ready; 1: not ready (at least one failure); 2: bad arguments.
+use clap::Args;
+use tickbus::doctor::{diagnose, DoctorOptions};
+
+#[derive(Args)]
+pub struct DoctorArgs {
+    /// The cores your busy-polling threads pin to (`2,3` or `2-5`): each is checked for
+    /// isolation, frequency governor, SMT siblings and IRQ affinity.
+    #[arg(long, value_parser = cores)]
+    cores: Option<CoreList>,
+    /// This host must run RDMA transports: no RDMA device is a failure.
+    #[arg(long)]
+    rdma: bool,
+    /// Bytes your app registers for RDMA (rings, mirrors, histories), which RLIMIT_MEMLOCK must
+    /// allow; accepts K, M and G suffixes.
+    #[arg(long, default_value = "64M", value_parser = bytes)]
+    memlock: u64,
+    /// Free 2 MiB hugepages your rings need.
+    #[arg(long, default_value_t = 1)]
+    min_free_hugepages: u64,
+    /// Print the findings as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One argument holding a whole list (a plain `Vec` would make clap expect one core per value).
+type CoreList = Vec<usize>;
+
+fn cores(s: &str) -> Result<CoreList, String> {
+    let ok = !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == ',' || c == '-');
+    let list = tickbus::sys::cpu::parse_cpu_list(s);
+    if !ok || list.is_empty() {
+        return Err(format!("`{s}` is not a CPU list: write it as the kernel does, e.g. 2,3 or 2-5"));
+    }
+    Ok(list)
+}
+
+fn bytes(s: &str) -> Result<u64, String> {
+    let (num, mult) = match s.as_bytes().last() {
+        Some(b'K' | b'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some(b'M' | b'm') => (&s[..s.len() - 1], 1 << 20),
+        Some(b'G' | b'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("`{s}` is not a byte count: write e.g. 65536, 512K, 64M or 2G"))
+}
+
+pub fn run(a: DoctorArgs) -> Result<(), String> {
+    let mut o = DoctorOptions::default();
+    o.cores = a.cores.unwrap_or_default();
+    o.require_rdma = a.rdma;
+    o.memlock_bytes = a.memlock;
+    o.min_free_hugepages = a.min_free_hugepages;
+    let d = diagnose(&o);
+    if a.json {
+        println!("{}", serde_json::json!({ "ready": d.ready(), "identity": d.identity, "findings": d.findings }));
+    } else {
+        print!("{}", d.text());
+    }
+    if d.ready() {
+        Ok(())
+    } else {
+        let n = d.findings.iter().filter(|f| f.status == tickbus::doctor::Status::Fail).count();
+        Err(format!("host not ready: {n} failures, each with its fix above"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_lists_and_byte_counts_parse_or_say_how_to_write_them() {
+        assert_eq!(cores("2,3").unwrap(), vec![2, 3]);
+        assert_eq!(cores("0-2").unwrap(), vec![0, 1, 2]);
+        assert!(cores("two").unwrap_err().contains("e.g. 2,3 or 2-5"));
+        assert!(cores("").is_err());
+        assert_eq!(bytes("64M").unwrap(), 64 << 20);
+        assert_eq!(bytes("512k").unwrap(), 512 << 10);
+        assert_eq!(bytes("4096").unwrap(), 4096);
+        assert!(bytes("lots").unwrap_err().contains("64M"));
+        assert!(bytes("99999999999999G").is_err());
+    }
+}
