@@ -35,7 +35,7 @@ fn devinfo(dev: &str) -> Result<(String, String, String), Failed> {
     let field = |k: &str| {
         text.lines()
             .find_map(|l| l.trim().strip_prefix(k))
-            .map(|v| v.trim().split_whitespace().next().unwrap_or("").to_string())
+            .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
             .ok_or(format!("ibv_devinfo -d {dev} has no {k}: {text}"))
     };
     Ok((field("state:")?, field("active_mtu:")?, field("link_layer:")?))

@@ -1,8 +1,6 @@
 //! Test harness shared by the bus's integration tests: the syscall and allocation counters
 //! (`tickbus-testkit`, shared with the apps' proofs), RDMA devices and subprocess roles.
 #![allow(dead_code)]
-use std::time::{Duration, Instant};
-
 use libtest_mimic::Failed;
 
 #[allow(unused_imports)] // each test binary uses some of them
@@ -220,9 +218,9 @@ impl RawSender {
         // SAFETY: the bytes stay in place until the completion below is polled.
         unsafe { self.qp.post_send(1, self.buf.sge(0, bytes.len()), &self.ah, 0xFF_FFFF, true, false)? };
         let mut wc = [tickbus::sys::verbs::Completion::EMPTY; 1];
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while self.qp.cq().poll(&mut wc)? == 0 {
-            if Instant::now() > deadline {
+            if std::time::Instant::now() > deadline {
                 return Err("raw send never completed".into());
             }
         }
