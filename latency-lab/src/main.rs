@@ -132,8 +132,10 @@ pub enum Part {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Flags percentiles in NEW that are worse than in OLD by more than --threshold percent;
-    /// exits 1 when any is.
+    /// Flags percentiles in NEW that are worse than in OLD by more than --threshold percent,
+    /// lists what OLD measured and NEW did not, and warns when the two come from different
+    /// environments. Exit code 0: nothing worse; 1: regressed; 2: could not compare (a file
+    /// unreadable, or rows missing from NEW).
     Compare {
         old: PathBuf,
         new: PathBuf,
@@ -234,9 +236,15 @@ fn main() -> ExitCode {
         Some(Cmd::Compare { old, new, threshold }) => match compare::compare(&old, &new, threshold) {
             Ok(c) => {
                 print!("{}", c.text);
-                return if c.regressions > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+                if !c.environment.is_empty() {
+                    eprintln!("latency-lab compare: {} environment differences, listed above", c.environment.len());
+                }
+                return ExitCode::from(c.exit_code());
             }
-            Err(e) => Err(e.into()),
+            Err(e) => {
+                eprintln!("latency-lab compare: {e}");
+                return ExitCode::from(compare::exit::INCOMPLETE);
+            }
         },
         Some(Cmd::Rdma { devices, sizes, iterations, perftest, pipeline_rounds, pipeline_rate, pipeline_messages }) => {
             let p = suite::RdmaPipeline { rounds: pipeline_rounds, rate: pipeline_rate, messages: pipeline_messages };

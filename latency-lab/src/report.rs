@@ -159,6 +159,13 @@ pub struct ThroughputRow {
 #[serde(default)]
 pub struct Report {
     pub machine: String,
+    /// The host as `tickbus doctor` saw it when the run began (identity and every finding with
+    /// the lab's cores): `compare` warns when two reports come from different environments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<tickbus::doctor::Diagnosis>,
+    /// The Soft-RoCE guest's environment, from the RDMA report merged into this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_rdma: Option<tickbus::doctor::Diagnosis>,
     pub cores: (usize, usize),
     pub ticks_per_ns: f64,
     pub sections: Vec<Section>,
@@ -179,6 +186,27 @@ pub struct Report {
     pub notes: Vec<String>,
 }
 
+/// The environment in a few lines: who the host is, and every finding that is not plainly ok
+/// (the full list, with remedies, is in report.json and `tickbus doctor`).
+pub fn environment_table(env: &tickbus::doctor::Diagnosis) -> String {
+    use tickbus::doctor::Status;
+    let id = &env.identity;
+    let mut s = format!(
+        "ENVIRONMENT: {} ({}), kernel {}, {} CPUs, {} GiB, {}; doctor: {}\n",
+        id.hostname,
+        id.cpu_model,
+        id.kernel,
+        id.cpus,
+        id.memory_bytes >> 30,
+        id.virtualization,
+        if env.ready() { "ready" } else { "NOT ready" }
+    );
+    for f in env.findings.iter().filter(|f| f.status >= Status::Warn) {
+        let _ = writeln!(s, "  [{}] {}: {}", f.status.tag(), f.check, f.detail);
+    }
+    s
+}
+
 impl Report {
     pub fn throughput_ratios(&mut self) {
         let sizes: Vec<usize> = self.throughput.iter().map(|t| t.size).collect();
@@ -195,6 +223,14 @@ impl Report {
         }
     }
 
+    /// Runs `tickbus doctor`'s checks for the cores the lab pins to and keeps them in the report.
+    pub fn diagnose(&mut self, require_rdma: bool) {
+        let mut o = tickbus::doctor::DoctorOptions::default();
+        o.cores = vec![self.cores.0, self.cores.1];
+        o.require_rdma = require_rdma;
+        self.environment = Some(tickbus::doctor::diagnose(&o));
+    }
+
     pub fn text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
@@ -202,6 +238,12 @@ impl Report {
             "latency-lab on {} (cores {}/{}, TSC {:.3} ticks/ns)\n",
             self.machine, self.cores.0, self.cores.1, self.ticks_per_ns
         );
+        if let Some(env) = &self.environment {
+            let _ = writeln!(s, "{}", environment_table(env));
+        }
+        if let Some(env) = &self.environment_rdma {
+            let _ = writeln!(s, "RDMA GUEST {}", environment_table(env));
+        }
         if let Some(t) = &self.tick_to_trade {
             let _ = writeln!(s, "TICK-TO-TRADE\n{}", t.table());
         }

@@ -122,6 +122,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
     let cores = (a.core_a, a.core_b);
     let skip = |p: Part| a.skip.contains(&p);
     let mut rep = Report { machine: machine(), cores, ticks_per_ns, ..Default::default() };
+    rep.diagnose(false);
     let peers = if cfg!(feature = "peers") { "" } else { " (built without --features peers: no Aeron or iceoryx2)" };
     eprintln!("latency-lab: cores {}/{}, TSC {ticks_per_ns:.3} ticks/ns{peers}", cores.0, cores.1);
     if !cfg!(feature = "peers") {
@@ -340,6 +341,7 @@ fn merge_rdma(rep: &mut Report, path: &Path) {
     match serde_json::from_str::<Report>(&text) {
         Ok(r) => {
             rep.pipeline_rdma = r.pipeline_rdma;
+            rep.environment_rdma = r.environment;
             for mut s in r.sections {
                 s.mode = format!("rdma-guest-{}", s.mode);
                 rep.sections.push(s);
@@ -402,6 +404,7 @@ pub fn rdma(
     let ticks_per_ns = Tsc::new().measure_ticks_per_ns(Duration::from_millis(200));
     let cores = (a.core_a, a.core_b);
     let mut rep = Report { machine: machine(), cores, ticks_per_ns, ..Default::default() };
+    rep.diagnose(true);
     for &size in sizes {
         let spec = RunSpec { size, iterations, warmup: (iterations / 10).max(10), cores, ticks_per_ns };
         let mut rows = Vec::new();

@@ -119,8 +119,28 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     let worse_path = out.join("worse.json");
     std::fs::write(&worse_path, serde_json::to_string(&worse).unwrap()).unwrap();
     let judged = lab(&["compare", report.to_str().unwrap(), worse_path.to_str().unwrap(), "--threshold", "10"]);
-    assert!(!judged.status.success(), "a doubled p50 is a regression");
+    assert_eq!(judged.status.code(), Some(1), "a doubled p50 is a regression");
     assert!(String::from_utf8_lossy(&judged.stdout).contains("WORSE"));
+
+    // The run records its host as the doctor sees it, with the lab's own cores.
+    let env = &rep["environment"];
+    let checks: Vec<&str> = env["findings"].as_array().unwrap().iter().map(|f| f["check"].as_str().unwrap()).collect();
+    for c in ["tsc", "clocksource", "hugepages", "hugetlbfs", "memlock", "core 0 isolation", "core 1 irqs", "rdma"] {
+        assert!(checks.contains(&c), "{c} in the report's environment: {checks:?}");
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(env["identity"]["hostname"], host.trim());
+    assert!(text.contains("ENVIRONMENT: "), "{text}");
+    // A transport NEW lost is listed, with the could-not-compare exit code.
+    let mut fewer = rep.clone();
+    fewer["sections"][0]["rows"].as_array_mut().unwrap().pop();
+    let fewer_path = out.join("fewer.json");
+    std::fs::write(&fewer_path, serde_json::to_string(&fewer).unwrap()).unwrap();
+    let partial = lab(&["compare", report.to_str().unwrap(), fewer_path.to_str().unwrap()]);
+    assert_eq!(partial.status.code(), Some(2), "{}", String::from_utf8_lossy(&partial.stdout));
+    assert!(String::from_utf8_lossy(&partial.stdout).contains("MISSING "));
+    let unreadable = lab(&["compare", report.to_str().unwrap(), "/nonexistent/report.json"]);
+    assert_eq!(unreadable.status.code(), Some(2), "an unreadable NEW cannot be compared");
     let _ = std::fs::remove_dir_all(&out);
 }
 
