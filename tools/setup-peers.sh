@@ -15,8 +15,14 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null
 fi
 venv=target/tools/venv
+[ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
 if ! "$venv/bin/cmake" --version 2>/dev/null | grep -qE 'version 3\.(3[0-9]|[4-9][0-9])\.'; then
   echo "setup-peers: installing cmake >= 3.30 from PyPI into $venv"
-  python3 -m venv "$venv"
   "$venv/bin/pip" install -q 'cmake>=3.30,<4'
+fi
+# HdrHistogram's Python implementation: the test suite reads latency.hlog back with it, a reader
+# independent of the Rust crate that writes it.
+if ! "$venv/bin/python3" -c 'import hdrh.log' 2>/dev/null; then
+  echo "setup-peers: installing hdrhistogram (Python) into $venv"
+  "$venv/bin/pip" install -q 'hdrhistogram==0.10.8'
 fi

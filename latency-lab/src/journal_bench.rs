@@ -265,6 +265,8 @@ pub fn pacing(
 }
 
 fn pacing_here(itch: &Path, rate: u64, n: u64, rounds: u32, ticks_per_ns: f64) -> BenchResult<Section> {
+    // The floor's and the replay's rounds alternate, so both rows span the whole run.
+    let t0 = std::time::SystemTime::now();
     let scale = TscScale { ticks_per_ns };
     let tsc = Tsc::new();
     let opts = ShmOptions::default();
@@ -306,13 +308,15 @@ fn pacing_here(itch: &Path, rate: u64, n: u64, rounds: u32, ticks_per_ns: f64) -
             RowKind::Floor,
             "spin until due, nothing else".into(),
             floor_h,
-        ),
+        )
+        .taken_since(t0),
         Row::new(
             "tickbus replay (ITCH mmap -> shm)".into(),
             RowKind::Tickbus,
             "replay::Player, lossy shm ring".into(),
             replay_h,
-        ),
+        )
+        .taken_since(t0),
     ];
     let mut sec = Section { mode: "replay-pacing-error".into(), size: PAYLOAD, rate: Some(rate), rows };
     sec.ratios();

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use hdrhistogram::serialization::V2Serializer;
+use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -39,8 +39,36 @@ pub struct Row {
     pub x_best_peer: Option<Vec<f64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_sends: Option<u64>,
+    /// When the samples were taken: latency.hlog's interval start and length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<Span>,
     #[serde(skip)]
     pub hist: Option<Histogram<u64>>,
+}
+
+/// A wall-clock interval during which a row's samples were recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Span {
+    /// Seconds since the Unix epoch.
+    pub start_unix_s: f64,
+    pub secs: f64,
+}
+
+impl Span {
+    /// From `t0` to now.
+    pub fn since(t0: std::time::SystemTime) -> Span {
+        let start_unix_s = t0.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        Span { start_unix_s, secs: t0.elapsed().map_or(0.0, |d| d.as_secs_f64()) }
+    }
+
+    /// From the earlier start to the later end. Interleaved rounds of one transport merge into
+    /// one interval that also spans the other transports' rounds between them: the samples were
+    /// all taken within it, which is what the interval log promises.
+    fn union(self, o: Span) -> Span {
+        let start = self.start_unix_s.min(o.start_unix_s);
+        let end = (self.start_unix_s + self.secs).max(o.start_unix_s + o.secs);
+        Span { start_unix_s: start, secs: end - start }
+    }
 }
 
 impl Row {
@@ -49,7 +77,15 @@ impl Row {
         if let (Some(a), Some(b)) = (self.hist.as_mut(), other.hist) {
             a.add(&b).expect("histograms with the same bounds");
             let h = a.clone();
-            *self = Row { late_sends: self.late_sends, ..Row::new(self.name.clone(), self.kind, self.note.clone(), h) };
+            let span = match (self.span, other.span) {
+                (Some(x), Some(y)) => Some(x.union(y)),
+                (x, y) => x.or(y),
+            };
+            *self = Row {
+                late_sends: self.late_sends,
+                span,
+                ..Row::new(self.name.clone(), self.kind, self.note.clone(), h)
+            };
         }
     }
 
@@ -66,8 +102,15 @@ impl Row {
             x_floor: None,
             x_best_peer: None,
             late_sends: None,
+            span: None,
             hist: Some(h),
         }
+    }
+
+    /// Records that the samples were taken from `t0` until now.
+    pub fn taken_since(mut self, t0: std::time::SystemTime) -> Row {
+        self.span = Some(Span::since(t0));
+        self
     }
 }
 
@@ -287,9 +330,18 @@ impl Report {
         std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(self)?)?;
         let mut log = Vec::new();
         {
-            let mut ser = V2Serializer::new();
+            // Interval-log histograms are V2 *compressed* (cookie 0x1c849314): what HdrHistogram's
+            // log readers (Java's HistogramLogReader, Python's hdrh) accept. Each interval starts
+            // when its row's samples began, relative to the log's BaseTime, and lasts as long.
+            let now = std::time::SystemTime::now();
+            let rows = || self.sections.iter().chain(self.tick_to_trade.iter()).flat_map(|s| &s.rows);
+            let now_s = now.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+            let base_s = rows().filter_map(|r| r.span).map(|s| s.start_unix_s).fold(now_s, f64::min);
+            let base = std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(base_s);
+            let mut ser = V2DeflateSerializer::new();
             let mut w = IntervalLogWriterBuilder::new()
-                .with_base_time(std::time::SystemTime::now())
+                .with_start_time(base)
+                .with_base_time(base)
                 .add_comment("tickbus latency-lab: one interval per transport and section, tagged section/transport; values in ns")
                 .begin_log_with(&mut log, &mut ser)?;
             let all = self.sections.iter().chain(self.tick_to_trade.iter());
@@ -299,7 +351,11 @@ impl Report {
                     let file = format!("{}-{}.hgrm", sec.key(), slug(&r.name));
                     std::fs::write(dir.join(file), hgrm(h))?;
                     let tag = format!("{}/{}", sec.key(), slug(&r.name));
-                    w.write_histogram(h, std::time::Duration::ZERO, std::time::Duration::from_secs(1), Tag::new(&tag))?;
+                    // A row without a span (none today) is written at the log's end, zero long.
+                    let span = r.span.unwrap_or(Span { start_unix_s: now_s, secs: 0.0 });
+                    let start = std::time::Duration::from_secs_f64((span.start_unix_s - base_s).max(0.0));
+                    let len = std::time::Duration::from_secs_f64(span.secs.max(0.0));
+                    w.write_histogram(h, start, len, Tag::new(&tag))?;
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! What the lab runs: the default suite, the RDMA run, and the echo child.
 use std::error::Error;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use tickbus::time::Tsc;
@@ -40,18 +40,21 @@ fn kind_of(name: &str) -> Kind {
 }
 
 fn pp<T: InProcess>(t: &mut T, spec: &RunSpec) -> Result<Row, Box<dyn Error>> {
+    let t0 = SystemTime::now();
     let h = harness::ping_pong(t, spec).map_err(|e| format!("{}: {e}", t.name()))?;
-    Ok(Row::new(t.name(), kind_of(&t.name()), t.note(), h))
+    Ok(Row::new(t.name(), kind_of(&t.name()), t.note(), h).taken_since(t0))
 }
 
 fn pp2<T: CrossProcess + Sync>(t: &T, spec: &RunSpec) -> Result<Row, Box<dyn Error>> {
+    let t0 = SystemTime::now();
     let h = harness::ping_pong_processes(t, spec).map_err(|e| format!("{}: {e}", t.name()))?;
-    Ok(Row::new(t.name(), kind_of(&t.name()), t.note(), h))
+    Ok(Row::new(t.name(), kind_of(&t.name()), t.note(), h).taken_since(t0))
 }
 
 fn ol<T: InProcess>(t: &mut T, spec: &RunSpec, rate: u64) -> Result<Row, Box<dyn Error>> {
+    let t0 = SystemTime::now();
     let o = harness::open_loop(t, spec, rate).map_err(|e| format!("{}: {e}", t.name()))?;
-    let mut r = Row::new(t.name(), kind_of(&t.name()), t.note(), o.latency_ns);
+    let mut r = Row::new(t.name(), kind_of(&t.name()), t.note(), o.latency_ns).taken_since(t0);
     r.late_sends = Some(o.late_sends);
     Ok(r)
 }

@@ -38,6 +38,7 @@ pub struct Outcome {
 }
 
 pub fn run(d: &Demo<'_>) -> Result<Outcome, Box<dyn Error>> {
+    let t0 = std::time::SystemTime::now();
     let msgs: Vec<Vec<u8>> =
         frames(d.itch).map(|r| r.map(|r| r.message.as_bytes().to_vec())).collect::<Result<_, _>>()?;
     let total = msgs.len() as u64;
@@ -161,13 +162,15 @@ pub fn run(d: &Demo<'_>) -> Result<Outcome, Box<dyn Error>> {
         size: 64,
         rate: Some(d.rate),
         rows: vec![
-            Row::new("market data one-way (feed -> strategy)".into(), Kind::Tickbus, note.clone(), md_h),
+            Row::new("market data one-way (feed -> strategy)".into(), Kind::Tickbus, note.clone(), md_h)
+                .taken_since(t0),
             Row::new(
                 "tick-to-trade (feed -> book -> order -> gateway)".into(),
                 Kind::Tickbus,
                 format!("{sent} orders on top-of-book changes"),
                 ttt,
-            ),
+            )
+            .taken_since(t0),
         ],
     };
     section.ratios();

@@ -107,6 +107,8 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         assert!(Path::new(&out).join(f).exists(), "{f} written");
     }
 
+    read_back_hlog(&rep, &out.join("latency.hlog"));
+
     let report = out.join("report.json");
     let same = lab(&["compare", report.to_str().unwrap(), report.to_str().unwrap()]);
     assert!(same.status.success());
@@ -142,6 +144,41 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     let unreadable = lab(&["compare", report.to_str().unwrap(), "/nonexistent/report.json"]);
     assert_eq!(unreadable.status.code(), Some(2), "an unreadable NEW cannot be compared");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// latency.hlog read by HdrHistogram's Python log reader: every row of every section comes back
+/// under its tag with the same count and percentiles, at the time it was measured.
+fn read_back_hlog(rep: &Value, hlog: &Path) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let python = root.join("target/tools/venv/bin/python3");
+    assert!(python.exists(), "{} missing: tools/setup-peers.sh installs it (with hdrhistogram)", python.display());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/read_hlog.py");
+    let out = std::process::Command::new(&python).arg(&script).arg(hlog).output().unwrap();
+    assert!(out.status.success(), "the Python reader rejected latency.hlog: {}", String::from_utf8_lossy(&out.stderr));
+    let intervals: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut starts = std::collections::BTreeSet::new();
+    // The log holds the sections' rows in report order, then tick-to-trade's.
+    let sections = rep["sections"].as_array().unwrap().iter().chain(std::iter::once(&rep["tick_to_trade"]));
+    let rows: Vec<(&Value, &Value)> =
+        sections.flat_map(|sec| sec["rows"].as_array().unwrap().iter().map(move |r| (sec, r))).collect();
+    assert_eq!(rows.len(), intervals.len(), "one interval per row, no more: {intervals:?}");
+    for ((sec, row), i) in rows.into_iter().zip(&intervals) {
+        let tag = i["tag"].as_str().unwrap();
+        let prefix = format!("{}-{}B", sec["mode"].as_str().unwrap(), sec["size"]);
+        assert!(tag.starts_with(&prefix) && tag.contains('/'), "{tag} for a row of {prefix}");
+        assert_eq!(i["count"], row["count"], "{tag}");
+        for (col, idx) in [("p50", 0), ("p99", 2)] {
+            let (py, rs) = (i[col].as_f64().unwrap(), row["ns"][idx].as_f64().unwrap());
+            // Both report the highest value equivalent to the percentile's bucket (3 digits).
+            assert!((py - rs).abs() <= rs * 0.002 + 1.0, "{tag} {col}: Python {py} against the report's {rs}");
+        }
+        let (start, end) = (i["start_ms"].as_f64().unwrap(), i["end_ms"].as_f64().unwrap());
+        let secs = row["span"]["secs"].as_f64().unwrap();
+        assert!(end > start && ((end - start) / 1000.0 - secs).abs() < 0.01, "{tag}: {start}..{end} ms vs {secs} s");
+        starts.insert(start as u64);
+    }
+    assert!(starts.len() > 1, "intervals start when their rows were measured, not all at once: {starts:?}");
 }
 
 #[test]
