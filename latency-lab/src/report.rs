@@ -39,6 +39,11 @@ pub struct Row {
     pub x_best_peer: Option<Vec<f64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_sends: Option<u64>,
+    /// Set on a floor that a tickbus row beats by more than 10% at p50, saying by how much: a
+    /// floor the product beats does not move the bytes the fastest way, so ratios against it
+    /// flatter tickbus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspect: Option<String>,
     /// When the samples were taken: latency.hlog's interval start and length.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub span: Option<Span>,
@@ -102,6 +107,7 @@ impl Row {
             x_floor: None,
             x_best_peer: None,
             late_sends: None,
+            suspect: None,
             span: None,
             hist: Some(h),
         }
@@ -142,6 +148,23 @@ impl Section {
             r.x_floor = floor.as_deref().map(|f| ratio(&r.ns, f));
             r.x_best_peer = best.as_deref().map(|b| ratio(&r.ns, b));
         }
+        self.mark_suspect_floors();
+    }
+
+    /// A floor is the least the hardware allows; tickbus more than 10% under it at p50 means the
+    /// floor is broken, not that tickbus won.
+    fn mark_suspect_floors(&mut self) {
+        let fastest = self.rows.iter().filter(|r| r.kind == Kind::Tickbus).min_by_key(|r| r.ns[0]);
+        let Some((name, p50)) = fastest.map(|r| (r.name.clone(), r.ns[0])) else { return };
+        for f in self.rows.iter_mut().filter(|r| r.kind == Kind::Floor) {
+            f.suspect = ((p50 as f64) < 0.9 * f.ns[0] as f64).then(|| {
+                format!(
+                    "{name} beats it at p50 ({p50} < {} ns, {:.2}x): this floor is not the fastest way to move these bytes",
+                    f.ns[0],
+                    p50 as f64 / f.ns[0].max(1) as f64
+                )
+            });
+        }
     }
 
     pub fn best_peer(&self) -> Option<&Row> {
@@ -162,7 +185,8 @@ impl Section {
         }
         let _ = writeln!(s, "{:>22}", "max");
         for r in &self.rows {
-            let _ = write!(s, "{:<50}", r.name);
+            let name = if r.suspect.is_some() { format!("{} [SUSPECT]", r.name) } else { r.name.clone() };
+            let _ = write!(s, "{name:<50}");
             for (k, v) in r.ns.iter().enumerate() {
                 let f = r.x_floor.as_ref().map_or("-".into(), |x| format!("{:.2}", x[k]));
                 let b = r.x_best_peer.as_ref().map_or("-".into(), |x| format!("{:.2}", x[k]));
@@ -172,7 +196,8 @@ impl Section {
         }
         for r in &self.rows {
             let late = r.late_sends.map_or(String::new(), |l| format!("; {l} sends left late"));
-            let _ = writeln!(s, "  {}: {}{late}", r.name, r.note);
+            let suspect = r.suspect.as_ref().map_or(String::new(), |w| format!("; SUSPECT FLOOR: {w}"));
+            let _ = writeln!(s, "  {}: {}{late}{suspect}", r.name, r.note);
         }
         s
     }
@@ -402,6 +427,30 @@ mod tests {
             h.record(v + i / 990).unwrap();
         }
         Row::new(name.into(), kind, String::new(), h)
+    }
+
+    #[test]
+    fn a_floor_tickbus_beats_by_more_than_ten_percent_is_marked_suspect() {
+        let mut sec = Section {
+            mode: "rtt".into(),
+            size: 64,
+            rate: None,
+            rows: vec![
+                row("floor (cache-line ping-pong)", Kind::Floor, 100),
+                row("floor, same payload", Kind::Floor, 200),
+                row("floor, close call", Kind::Floor, 160),
+                row("tickbus shm", Kind::Tickbus, 150),
+            ],
+        };
+        sec.ratios();
+        assert_eq!(sec.rows[0].suspect, None, "a floor below tickbus is a floor");
+        let w = sec.rows[1].suspect.as_deref().expect("tickbus at 150 beats a 200 ns floor by 25%");
+        assert!(w.contains("tickbus shm beats it at p50 (150 < 200 ns, 0.75x)"), "{w}");
+        assert_eq!(sec.rows[2].suspect, None, "within 10% is noise, not a broken floor");
+        let t = sec.table();
+        assert!(t.contains("floor, same payload [SUSPECT]") && t.contains("SUSPECT FLOOR: tickbus shm"), "{t}");
+        let json = serde_json::to_value(&sec).unwrap();
+        assert!(json["rows"][1]["suspect"].is_string() && json["rows"][0].get("suspect").is_none());
     }
 
     #[test]
