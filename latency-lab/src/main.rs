@@ -83,7 +83,8 @@ pub struct SuiteArgs {
     /// Tick-to-trade replay rate (messages per second).
     #[arg(long, default_value_t = 1_000_000)]
     pub ttt_rate: u64,
-    /// Replay this ITCH file in the tick-to-trade demo instead of a generated day.
+    /// Replay this ITCH file in the tick-to-trade demo and the pipeline instead of a generated
+    /// day. It is memory-mapped, never read whole: do not truncate it while the lab runs.
     #[arg(long)]
     pub itch: Option<PathBuf>,
     /// Messages the recorder and journal-read benchmarks write and read.

@@ -163,11 +163,15 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
 
     if !skip(Part::Ttt) {
         step(format!("tick-to-trade demo at {} msg/s", crate::report::rate_name(a.ttt_rate)));
-        let file;
+        let map;
         let itch: &[u8] = match &a.itch {
             Some(p) => {
-                file = std::fs::read(p).map_err(|e| format!("reading {}: {e}", p.display()))?;
-                &file
+                let f = std::fs::File::open(p).map_err(|e| format!("--itch {}: {e}", p.display()))?;
+                // SAFETY: a read-only mapping the demo only reads while `map` lives; the --itch file
+                // must not be truncated during the run (its pages would fault), as its help says.
+                map = unsafe { memmap2::MmapOptions::new().populate().map(&f) }
+                    .map_err(|e| format!("mapping --itch {}: {e}", p.display()))?;
+                &map[..]
             }
             None => &day_bytes,
         };
