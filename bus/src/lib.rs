@@ -15,6 +15,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod agent;
+pub mod counters;
 #[cfg(not(loom))]
 pub mod doctor;
 pub mod fault;

@@ -48,7 +48,9 @@ impl<M: RingMemory> Publisher<M> {
     /// Stamps `msg`'s header (stream, sequence, TSC) and publishes a copy of it.
     #[inline]
     pub fn send<T: Message>(&mut self, msg: &mut T) -> Result<u64, ClaimError> {
-        msg.header_mut().stamp(self.writer.config().stream_id, self.writer.position(), self.tsc.now());
+        let now = self.tsc.now();
+        msg.header_mut().stamp(self.writer.config().stream_id, self.writer.position(), now);
+        self.writer.counters().set(crate::counters::Counter::LastActivityTsc, now);
         self.writer.publish(msg.as_bytes())
     }
 

@@ -9,6 +9,7 @@ use super::error::McastError;
 use super::frame::{FrameHeader, HEADER_BYTES};
 use super::recovery::{self, History, RecoveryServer};
 use super::MULTICAST_QPN;
+use crate::counters::{Counter, Counters, Role, Transport};
 use crate::sys::verbs::{ffi, AddressHandle, Completion, Context, Gid, HugeBuf, MemoryRegion, UdQp};
 
 /// Queue key of tickbus multicast streams without a token (publisher and subscribers must
@@ -104,6 +105,8 @@ pub struct McastPublisher {
     /// Per slot (the heartbeat slot last): ordinal + 1 of the WR that last sent from it (0: never).
     slot_wr: Box<[u64]>,
     wc: [Completion; 16],
+    /// This stream's record for `tickbus stat`.
+    counters: Counters,
     ctx: Arc<Context>,
 }
 
@@ -150,6 +153,7 @@ impl McastPublisher {
             reaped: 0,
             slot_wr: vec![0; history as usize + 1].into_boxed_slice(),
             wc: [Completion::EMPTY; 16],
+            counters: crate::counters::register(Role::Publisher, Transport::UdMcast, stream, &group.to_string()),
             ctx,
         })
     }
@@ -171,6 +175,9 @@ impl McastPublisher {
         let signaled = (self.posted + 1).is_multiple_of(self.signal_every);
         self.post(slot, n, signaled)?;
         self.next_seq += 1;
+        self.counters.add(Counter::Messages, 1);
+        self.counters.add(Counter::Bytes, payload.len() as u64);
+        self.counters.set(Counter::Position, self.next_seq);
         if self.posted - self.reaped >= self.depth / 2 {
             self.reap()?;
         }
@@ -186,7 +193,9 @@ impl McastPublisher {
         let header = FrameHeader::heartbeat(self.stream, self.session, self.next_seq);
         let n = self.write_slot(slot, u64::MAX - 1, &header, &[]);
         self.slot_wr[slot] = self.posted + 1;
-        self.post(slot, n, true)
+        self.post(slot, n, true)?;
+        self.counters.add(Counter::Heartbeats, 1);
+        Ok(())
     }
 
     /// Waits until the NIC has sent everything posted (a heartbeat is sent to mark the end), or
@@ -330,8 +339,10 @@ impl McastPublisher {
     #[inline]
     fn reap(&mut self) -> Result<(), McastError> {
         let n = self.qp.cq().poll(&mut self.wc)?;
+        self.counters.add(Counter::Completions, n as u64);
         for c in &self.wc[..n] {
             if !c.is_ok() {
+                self.counters.completion_error(c.status);
                 return Err(McastError::completion("publisher send", c.status));
             }
             self.reaped = self.reaped.max(c.wr_id + 1);

@@ -10,6 +10,7 @@ use super::error::McastError;
 use super::frame;
 use super::publisher::{stream_qkey, DEFAULT_QKEY};
 use super::recovery::{ReadState, RecoveryClient, READ_PATIENCE};
+use crate::counters::{Counter, Counters, Role, Transport};
 use crate::ring::{Delivery, Gap, Recv};
 use crate::sys::verbs::{ffi, Completion, Context, HugeBuf, MemoryRegion, UdQp, GRH_BYTES};
 use crate::time::Tsc;
@@ -107,6 +108,8 @@ pub struct McastSubscriber {
     recovering: Option<Recovering>,
     recovery_error: Option<McastError>,
     stats: McastStats,
+    /// This stream's record for `tickbus stat`.
+    counters: Counters,
     wc: [Completion; 1],
     tsc: Tsc,
     patience_ticks: u64,
@@ -166,6 +169,7 @@ impl McastSubscriber {
             recovering: None,
             recovery_error: None,
             stats: McastStats::default(),
+            counters: crate::counters::register(Role::Subscriber, Transport::UdMcast, stream, &group.to_string()),
             wc: [Completion::EMPTY; 1],
             tsc: Tsc::new(),
             patience_ticks: (READ_PATIENCE.as_nanos() as f64 * ticks) as u64,
@@ -242,8 +246,10 @@ impl McastSubscriber {
                 },
             };
             if !c.is_ok() {
+                self.counters.completion_error(c.status);
                 return Err(McastError::completion("subscriber receive", c.status));
             }
+            self.counters.add(Counter::Datagrams, 1);
             let slot = c.wr_id as usize;
             let len = (c.byte_len as usize).saturating_sub(GRH_BYTES).min(self.slot_bytes - GRH_BYTES);
             let h = match frame::parse(self.bytes(slot, len)) {
@@ -263,6 +269,9 @@ impl McastSubscriber {
             match verdict {
                 Verdict::Deliver => {
                     self.stats.delivered += 1;
+                    self.counters.add(Counter::Messages, 1);
+                    self.counters.add(Counter::Bytes, u64::from(h.len));
+                    self.counters.set(Counter::Position, h.seq + 1);
                     self.repost = Some(slot);
                     let start = usize::from(h.header_len);
                     let payload = &self.bytes(slot, len)[start..start + h.len as usize];
@@ -276,7 +285,10 @@ impl McastSubscriber {
                     }
                     return Ok(Some(Recv::Gap(self.gap(from, to))));
                 }
-                Verdict::Heartbeat => self.stats.heartbeats += 1,
+                Verdict::Heartbeat => {
+                    self.stats.heartbeats += 1;
+                    self.counters.add(Counter::Heartbeats, 1);
+                }
                 Verdict::Late => self.stats.late += 1,
                 Verdict::OtherStream => self.stats.other_streams += 1,
                 Verdict::Unconfirmed => self.stats.unconfirmed += 1,
@@ -303,6 +315,11 @@ impl McastSubscriber {
         self.seq.advance_to(to);
         self.stats.gaps += 1;
         self.stats.missed += to - from;
+        // A gap delivered is lost for good: recovery, when it works, delivers instead.
+        self.counters.add(Counter::Gaps, 1);
+        self.counters.add(Counter::Missed, to - from);
+        self.counters.add(Counter::Lost, to - from);
+        self.counters.set(Counter::Position, to);
         Gap { expected: from, resumed_at: to }
     }
 
@@ -348,6 +365,10 @@ impl McastSubscriber {
                 self.seq.advance_to(next + 1);
                 self.stats.recovered += 1;
                 self.stats.delivered += 1;
+                self.counters.add(Counter::Recovered, 1);
+                self.counters.add(Counter::Messages, 1);
+                self.counters.add(Counter::Bytes, len as u64);
+                self.counters.set(Counter::Position, next + 1);
                 Step::Message { seq: next, off, len }
             }
             None => {

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use super::acceptor::{Acceptor, Back, Event, Joined, Shared};
 use super::error::RdmaError;
 use super::handshake::WriteMode;
+use crate::counters::{Counter, Counters, Role, Transport};
 use crate::ring::{ClaimError, Mode, RingConfig, RingWriter, HEADER_BYTES};
 use crate::sys::verbs::{
     ffi, Completion, ConnectedRc, Context, HugeBuf, MemoryRegion, PreparedRc, RcOptions, WriteWr, MAX_CHAIN,
@@ -164,6 +165,9 @@ impl RdmaPublisher {
             lines: AtomicU32::new(0),
         });
         let (acceptor, events, back) = Acceptor::start(listener, shared)?;
+        let mut writer = writer;
+        let name = local_addr.to_string();
+        writer.set_counters(crate::counters::register(Role::Publisher, Transport::RdmaRc, cfg.stream_id, &name));
         Ok(RdmaPublisher {
             conns: Vec::with_capacity(64),
             _acceptor: acceptor,
@@ -393,8 +397,9 @@ impl RdmaPublisher {
         let (s, writer) = (&self.shipper, &self.writer);
         let mut blocked = None;
         let mut restore = None;
+        let counters = writer.counters();
         retain_live(&mut self.conns, &mut self.dropped, &mut self.back, &mut self.back_pending, |c| {
-            reap(c)?;
+            reap(c, counters)?;
             if s.mode == Mode::Reliable {
                 check_credit(c, writer).inspect_err(|_| restore = Some((c.consumer, c.last_credit)))?;
             }
@@ -440,17 +445,21 @@ impl RdmaPublisher {
             Ok(())
         });
         match full {
-            Some(f) => Err(f.into()),
+            Some(f) => {
+                self.writer.counters().add(Counter::Full, 1);
+                Err(f.into())
+            }
             None => Ok(()), // dropped: publishing goes on for the others
         }
     }
 
     #[inline]
     fn ship_all(&mut self, upto: u64) {
-        let shipper = &self.shipper;
+        let (shipper, counters) = (&self.shipper, self.writer.counters());
         retain_live(&mut self.conns, &mut self.dropped, &mut self.back, &mut self.back_pending, |c| {
-            shipper.ship(c, upto)
+            shipper.ship(c, upto, counters)
         });
+        counters.set(Counter::Peers, self.conns.len() as u64);
     }
 }
 
@@ -526,14 +535,16 @@ fn send_back(back: &mut rtrb::Producer<Back>, pending: &mut Vec<Back>, msg: Back
 
 /// Takes the completions `c`'s send CQ has (never waits); a failed one drops the subscriber.
 #[inline]
-fn reap(c: &mut Conn) -> Result<(), RdmaError> {
+fn reap(c: &mut Conn, counters: &Counters) -> Result<(), RdmaError> {
     if c.done >= c.posted {
         return Ok(());
     }
     let mut wc = [Completion::EMPTY; 16];
     let n = c.qp.send_cq().poll(&mut wc)?;
+    counters.add(Counter::Completions, n as u64);
     for w in &wc[..n] {
         if !w.is_ok() {
+            counters.completion_error(w.status);
             return Err(RdmaError::completion(c.consumer, w.status));
         }
         c.done = c.done.max(w.wr_id + 1);
@@ -545,7 +556,7 @@ impl Shipper {
     /// Ships `c` everything published below `upto` that it has not got, as far as its send
     /// queue has room (the rest goes on a later call), chained behind one doorbell.
     #[inline]
-    fn ship(&self, c: &mut Conn, upto: u64) -> Result<(), RdmaError> {
+    fn ship(&self, c: &mut Conn, upto: u64, counters: &Counters) -> Result<(), RdmaError> {
         if self.mode == Mode::Lossy && c.shipped + self.count < upto {
             // The mirror no longer holds those: the subscriber's reader will see the lap.
             c.shipped = upto - self.count;
@@ -553,7 +564,7 @@ impl Shipper {
         while c.shipped < upto {
             let room = self.sq_room.saturating_sub(c.posted - c.done);
             if room == 0 {
-                reap(c)?;
+                reap(c, counters)?;
                 if self.sq_room <= c.posted - c.done {
                     return Ok(()); // behind: shipped on a later call
                 }

@@ -200,7 +200,13 @@ impl RdmaSubscriber {
                 (RingReader::consumer_by_token(ring.clone(), crate::sys::process::pid().max(1)), Some(credits))
             }
         };
-        let reader = reader.map_err(|e| ctl.refuse(e.to_string()))?;
+        let mut reader = reader.map_err(|e| ctl.refuse(e.to_string()))?;
+        reader.set_counters(crate::counters::register(
+            crate::counters::Role::Subscriber,
+            crate::counters::Transport::RdmaRc,
+            stream_id,
+            &addr.to_string(),
+        ));
         Ok(RdmaSubscriber { reader, ring, qp, credits, stream, landed: start, control: ctl, _ctx: ctx })
     }
 
@@ -259,8 +265,11 @@ impl RdmaSubscriber {
     fn poll_arrivals(&mut self) -> Result<(), RdmaError> {
         let mut wc = [Completion::EMPTY; 16];
         let n = self.qp.recv_cq().poll(&mut wc)?;
+        let counters = self.reader.counters();
+        counters.add(crate::counters::Counter::Completions, n as u64);
         for w in &wc[..n] {
             if !w.is_ok() {
+                counters.completion_error(w.status);
                 return Err(RdmaError::completion(0, w.status));
             }
             let Some(imm) = w.imm else {
@@ -287,7 +296,7 @@ impl RdmaSubscriber {
             return Ok(());
         }
         if !c.window.has_room() {
-            reap_credits(&mut self.qp, c)?;
+            reap_credits(&mut self.qp, c, self.reader.counters())?;
             if !c.window.has_room() {
                 return Ok(()); // coalesced: a later call sends the newest position
             }
@@ -306,7 +315,7 @@ impl RdmaSubscriber {
         unsafe { self.qp.post_write(wr)? };
         c.sent = released;
         if c.window.half_full() {
-            reap_credits(&mut self.qp, c)?;
+            reap_credits(&mut self.qp, c, self.reader.counters())?;
         }
         Ok(())
     }
@@ -350,18 +359,20 @@ impl RdmaSubscriber {
         let deadline = std::time::Instant::now() + timeout;
         let Some(c) = self.credits.as_mut() else { return Ok(()) };
         while c.window.done < c.window.posted && std::time::Instant::now() < deadline {
-            reap_credits(&mut self.qp, c)?;
+            reap_credits(&mut self.qp, c, self.reader.counters())?;
         }
         Ok(())
     }
 }
 
 /// Takes the credit WRITEs' completions there are (never waits).
-fn reap_credits(qp: &mut ConnectedRc, c: &mut Credits) -> Result<(), RdmaError> {
+fn reap_credits(qp: &mut ConnectedRc, c: &mut Credits, counters: &crate::counters::Counters) -> Result<(), RdmaError> {
     let mut wc = [Completion::EMPTY; 16];
     let n = qp.send_cq().poll(&mut wc)?;
+    counters.add(crate::counters::Counter::Completions, n as u64);
     for w in &wc[..n] {
         if !w.is_ok() {
+            counters.completion_error(w.status);
             return Err(RdmaError::completion(0, w.status));
         }
         c.window.completed(w.wr_id);

@@ -12,6 +12,7 @@ use super::layout::{
 use super::memory::{RingMemory, Words};
 use super::slot::{self, SlotState};
 use super::sync::{AtomicU64, Ordering};
+use crate::counters::{Counter, Counters};
 
 /// Producer positions above this are taken for a corrupt header: at a billion messages a
 /// second a real stream needs 146 years to get there.
@@ -96,6 +97,9 @@ pub struct RingReader<M: RingMemory> {
     /// Reliable consumer: credits go back only through [`RingReader::release_to`].
     manual_release: bool,
     buf: Box<[u64]>,
+    /// Messages, bytes, position, gaps and laps for `tickbus stat` (none until a transport
+    /// attaches its record).
+    counters: Counters,
     _mem: M,
 }
 
@@ -190,6 +194,7 @@ impl<M: RingMemory> RingReader<M> {
             credit_every,
             manual_release: false,
             buf,
+            counters: Counters::none(),
             _mem: mem,
         })
     }
@@ -244,6 +249,24 @@ impl<M: RingMemory> RingReader<M> {
         }
     }
 
+    /// Counts this reader's deliveries into `c` (a stream's record in the counters file).
+    pub fn set_counters(&mut self, c: Counters) {
+        c.set(Counter::Position, self.position);
+        self.counters = c;
+    }
+
+    /// This reader's counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    #[inline(always)]
+    fn count_message(&self, len: usize) {
+        self.counters.add(Counter::Messages, 1);
+        self.counters.add(Counter::Bytes, len as u64);
+        self.counters.set(Counter::Position, self.position);
+    }
+
     /// The next message or gap, or `None` if nothing new is published.
     #[inline]
     pub fn try_recv(&mut self) -> Option<Recv<'_>> {
@@ -271,6 +294,7 @@ impl<M: RingMemory> RingReader<M> {
                 SlotState::Ready { aborted: true, .. } => self.position = pos.wrapping_add(1),
                 SlotState::Ready { len, aborted: false } => {
                     self.position = pos.wrapping_add(1);
+                    self.count_message(len);
                     let payload = &zerocopy::IntoBytes::as_bytes(&self.buf[..])[..len];
                     return Some(Recv::Message(Delivery { position: pos, payload }));
                 }
@@ -308,6 +332,7 @@ impl<M: RingMemory> RingReader<M> {
                     if aborted {
                         continue;
                     }
+                    self.count_message(len);
                     return Some(Recv::Message(Delivery { position: pos, payload: self.in_place(slot, len) }));
                 }
             }
@@ -386,6 +411,10 @@ impl<M: RingMemory> RingReader<M> {
         let resumed_at = latest.max(seen.saturating_sub(1)).max(self.position.wrapping_add(1));
         let gap = Gap { expected: self.position, resumed_at };
         self.position = resumed_at;
+        self.counters.add(Counter::Gaps, 1);
+        self.counters.add(Counter::Missed, gap.missed());
+        self.counters.add(Counter::Laps, 1);
+        self.counters.set(Counter::Position, resumed_at);
         gap
     }
 }

@@ -17,6 +17,7 @@ use super::layout::{
 use super::memory::{RingMemory, Words};
 use super::slot;
 use super::sync::{AtomicU64, Ordering};
+use crate::counters::{Counter, Counters};
 
 /// The single publisher of a ring.
 pub struct RingWriter<M: RingMemory> {
@@ -30,6 +31,9 @@ pub struct RingWriter<M: RingMemory> {
     epoch: u64,
     token: u64,
     previous_token: u64,
+    /// Messages, bytes, position and back-pressure for `tickbus stat` (none until a transport
+    /// attaches its record).
+    counters: Counters,
     _mem: M,
 }
 
@@ -127,7 +131,8 @@ impl<M: RingMemory> RingWriter<M> {
         words.word(W_PRODUCER_POSITION).store(position, Ordering::Release);
         let epoch = words.word(W_PRODUCER_EPOCH).fetch_add(1, Ordering::AcqRel).wrapping_add(1);
         let limit = if cfg.mode == Mode::Lossy { u64::MAX } else { 0 };
-        RingWriter { words, geo, cfg, position, limit, epoch, token, previous_token, _mem: mem }
+        let counters = Counters::none();
+        RingWriter { words, geo, cfg, position, limit, epoch, token, previous_token, counters, _mem: mem }
     }
 
     /// The ring's configuration.
@@ -153,6 +158,17 @@ impl<M: RingMemory> RingWriter<M> {
     /// The token of the publisher before this one if it never closed the ring (it crashed).
     pub fn previous_publisher(&self) -> Option<u64> {
         (self.previous_token != 0).then_some(self.previous_token)
+    }
+
+    /// Counts this writer's messages into `c` (a stream's record in the counters file).
+    pub fn set_counters(&mut self, c: Counters) {
+        c.set(Counter::Position, self.position);
+        self.counters = c;
+    }
+
+    /// This writer's counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
     }
 
     /// Reserves the next slot for a payload of `len` bytes and returns it for writing in place.
@@ -198,6 +214,11 @@ impl<M: RingMemory> RingWriter<M> {
         crate::fault::hit(crate::fault::Point::WriterAfterTrail);
         self.position = pos.wrapping_add(1);
         self.words.word(W_PRODUCER_POSITION).store(self.position, Ordering::Release);
+        if flags == 0 {
+            self.counters.add(Counter::Messages, 1);
+            self.counters.add(Counter::Bytes, len as u64);
+        }
+        self.counters.set(Counter::Position, self.position);
         pos
     }
 
@@ -211,6 +232,7 @@ impl<M: RingMemory> RingWriter<M> {
         if self.position < self.limit {
             Ok(())
         } else {
+            self.counters.add(Counter::Full, 1);
             Err(ClaimError::Full { position: self.position, consumer, consumer_position })
         }
     }

@@ -7,6 +7,7 @@ use super::error::ShmError;
 use super::files::{Found, RingDir};
 use super::mapping::{file_bytes, Backing, ShmMemory};
 use super::options::{check_name, HugepagePolicy, ShmOptions};
+use crate::counters::{self, Role, Transport};
 use crate::pubsub::Publisher;
 use crate::ring::{LayoutError, RingConfig, RingWriter, HEADER_BYTES};
 use crate::sys;
@@ -185,6 +186,10 @@ fn open_at(file: std::fs::File, path: &Path, backing: Backing, cfg: &RingConfig)
             source => ShmError::Layout { path: path.to_owned(), source },
         },
     )?;
+    let mut writer = writer;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stream = writer.config().stream_id;
+    writer.set_counters(counters::register(Role::Publisher, Transport::Shm, stream, &name));
     let reclaimed_from = writer.previous_publisher();
     if let Some(prev) = reclaimed_from {
         log::warn!("ring {} reclaimed from publisher pid {prev}, which died without closing it", path.display());

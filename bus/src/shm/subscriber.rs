@@ -77,7 +77,7 @@ pub fn open_observer(name: &str, start: StartAt, opts: &ShmOptions) -> Result<Sh
     let mem = map_existing(name, opts)?;
     let path = mem.path().to_owned();
     let reader = RingReader::observer(mem, start).map_err(|source| ShmError::Attach { path, source })?;
-    Ok(ShmSubscriber { inner: Subscriber::new(reader) })
+    Ok(ShmSubscriber { inner: Subscriber::new(counted(reader, name)) })
 }
 
 /// Subscribes to reliable ring `name` as a consumer: the publisher waits for it. Takes a free
@@ -103,7 +103,19 @@ pub fn open_consumer(name: &str, opts: &ShmOptions) -> Result<ShmSubscriber, Shm
         Some(source) => ShmError::Io { what: "locking a consumer line of", path: path.clone(), source },
         None => ShmError::Attach { path, source },
     })?;
-    Ok(ShmSubscriber { inner: Subscriber::new(reader) })
+    Ok(ShmSubscriber { inner: Subscriber::new(counted(reader, name)) })
+}
+
+/// The reader with its record in this process's counters file.
+fn counted(mut reader: RingReader<ShmMemory>, name: &str) -> RingReader<ShmMemory> {
+    let stream = reader.config().stream_id;
+    reader.set_counters(crate::counters::register(
+        crate::counters::Role::Subscriber,
+        crate::counters::Transport::Shm,
+        stream,
+        name,
+    ));
+    reader
 }
 
 /// Finds (in checked folders, as a checked file) and maps the ring file, hugetlbfs first.

@@ -16,6 +16,15 @@ pub fn alive(pid: u64) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// When process `pid` started, in clock ticks since boot (field 22 of /proc/PID/stat): with the
+/// pid, it names one process for good, so a recycled pid is never taken for a crashed one.
+pub fn start_time(pid: u64) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count from its end.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -28,5 +37,15 @@ mod tests {
         child.wait().unwrap();
         assert!(!alive(id));
         assert!(!alive(0));
+    }
+
+    #[test]
+    fn start_time_names_a_process_and_not_a_gone_one() {
+        let mine = start_time(pid()).expect("our own start time");
+        assert_eq!(start_time(pid()), Some(mine), "stable");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let id = u64::from(child.id());
+        child.wait().unwrap();
+        assert_eq!(start_time(id), None);
     }
 }
