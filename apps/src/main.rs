@@ -17,6 +17,7 @@ mod pipeline;
 mod record;
 mod replay;
 mod ring;
+mod stat;
 mod trader;
 
 use std::path::PathBuf;
@@ -78,6 +79,10 @@ enum Cmd {
     /// memlock, the cores you pin to (isolation, governor, SMT, IRQs) and RDMA ports; each
     /// finding with its fix. Exit code 0 when ready, 1 when not.
     Doctor(doctor::DoctorArgs),
+    /// Every stream on this host in one view: per publisher and subscriber its position, lag,
+    /// messages, bytes, gaps, back-pressure, RDMA errors and liveness, from the processes'
+    /// counters files and the ring headers; --watch for rates, --json, --prometheus, --listen.
+    Stat(stat::StatArgs),
 }
 
 #[derive(Subcommand)]
@@ -96,6 +101,12 @@ enum JournalCmd {
 enum RingCmd {
     /// Print a ring's layout, publisher state and consumer positions.
     Inspect { name: String },
+    /// Every ring on this host, one line each: layout, position, publisher and consumers.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Delete a ring file (processes that mapped it keep their mapping).
     Rm { name: String },
 }
@@ -141,6 +152,7 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Ring(RingCmd::Inspect { name }) => ring::inspect(&name, &opts),
         Cmd::Ring(RingCmd::Rm { name }) => ring::rm(&name, &opts),
+        Cmd::Ring(RingCmd::List { json }) => stat::ring_list(json, &opts),
         Cmd::Itch(ItchCmd::Inspect { file, json, top, port }) => itch::inspect(&file, json, top, port),
         Cmd::Itch(ItchCmd::Generate { itch, pcap, seed, stocks, messages }) => {
             itch::generate(itch.as_deref(), pcap.as_deref(), seed, stocks, messages)
@@ -154,6 +166,7 @@ fn main() -> ExitCode {
         Cmd::Gateway(a) => gateway::run(a),
         Cmd::Exchange(a) => exchange::run(a),
         Cmd::Doctor(a) => doctor::run(a),
+        Cmd::Stat(a) => stat::run(a, &opts),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -16,7 +16,7 @@ pub fn rm(name: &str, opts: &ShmOptions) -> Result<(), String> {
 }
 
 pub fn inspect(name: &str, opts: &ShmOptions) -> Result<(), String> {
-    let s = shm::open_observer(name, StartAt::Latest, opts).map_err(|e| e.to_string())?;
+    let s = shm::open_observer_uncounted(name, StartAt::Latest, opts).map_err(|e| e.to_string())?;
     let st = s.reader().status();
     let c = &st.config;
     println!("ring      {} ({:?})", s.path().display(), s.backing());

@@ -36,6 +36,8 @@ pub mod ring;
 pub(crate) mod seqslot;
 #[cfg(not(loom))]
 pub mod shm;
+#[cfg(not(loom))]
+pub mod stat;
 pub mod sys;
 pub mod time;
 #[cfg(not(loom))]

@@ -52,7 +52,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 #[cfg(not(loom))]
 pub use file::{counters_dir, register};
 #[cfg(not(loom))]
-pub use read::{scan, CountersFile, Liveness, StreamRecord};
+pub use read::{prune, scan, CountersFile, Liveness, StreamRecord};
 
 /// Words per record's counter block.
 pub const COUNTERS: usize = 32;

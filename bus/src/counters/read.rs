@@ -64,6 +64,21 @@ pub fn scan(dir: &Path) -> (Vec<CountersFile>, Vec<String>) {
     (files, errors)
 }
 
+/// Removes the files in `dir` whose process is gone; returns each with why. Files that are not
+/// counters files are left alone.
+pub fn prune(dir: &Path) -> Vec<(PathBuf, String)> {
+    let (files, _) = scan(dir);
+    let mut removed = Vec::new();
+    for f in files {
+        if let Liveness::Stale { reason } = f.liveness {
+            if std::fs::remove_file(&f.path).is_ok() {
+                removed.push((f.path, reason));
+            }
+        }
+    }
+    removed
+}
+
 fn read_file(path: &Path) -> Result<CountersFile, String> {
     let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let len = f.metadata().map_err(|e| e.to_string())?.len() as usize;

@@ -25,7 +25,7 @@ pub use error::ShmError;
 pub use mapping::{Backing, ShmMemory};
 pub use options::{HugepagePolicy, ShmOptions};
 pub use publisher::{open_publisher, ConsumerStatus, ShmPublisher};
-pub use subscriber::{open_consumer, open_observer, PublisherState, ShmSubscriber};
+pub use subscriber::{open_consumer, open_observer, open_observer_uncounted, PublisherState, ShmSubscriber};
 
 /// Deletes the ring `name` wherever it lives. Refuses a ring whose publisher is alive (it holds
 /// the ring's lock): stop the publisher first. Mapped subscribers keep their mapping until they

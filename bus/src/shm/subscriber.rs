@@ -80,6 +80,15 @@ pub fn open_observer(name: &str, start: StartAt, opts: &ShmOptions) -> Result<Sh
     Ok(ShmSubscriber { inner: Subscriber::new(counted(reader, name)) })
 }
 
+/// Like [`open_observer`], but the observer keeps no counters record: for tools that look at a
+/// ring (`tickbus ring inspect`, `tickbus stat`) without being one of its subscribers.
+pub fn open_observer_uncounted(name: &str, start: StartAt, opts: &ShmOptions) -> Result<ShmSubscriber, ShmError> {
+    let mem = map_existing(name, opts)?;
+    let path = mem.path().to_owned();
+    let reader = RingReader::observer(mem, start).map_err(|source| ShmError::Attach { path, source })?;
+    Ok(ShmSubscriber { inner: Subscriber::new(reader) })
+}
+
 /// Subscribes to reliable ring `name` as a consumer: the publisher waits for it. Takes a free
 /// consumer line (or one whose process died) and resumes where that line stopped.
 pub fn open_consumer(name: &str, opts: &ShmOptions) -> Result<ShmSubscriber, ShmError> {
