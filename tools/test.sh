@@ -32,7 +32,8 @@ tools/rig/selftest.sh
 # The trading apps' suites (package tickbus-apps) run `tickbus exchange` and `tickbus trader`
 # over RDMA: on rxe0/rxe1 in one guest, and across the two guests.
 RDMA_TESTS=(verbs_smoke rdma_transport rdma_hostile mcast_transport mcast_hostile examples_rdma two_hosts
-  tickbus-apps:trading_rdma tickbus-apps:trading_two_hosts tickbus-apps:doctor_rdma)
+  tickbus-apps:trading_rdma tickbus-apps:trading_two_hosts tickbus-apps:doctor_rdma
+  tickbus-apps:stat_rdma)
 for entry in "${RDMA_TESTS[@]}"; do
   pkg=tickbus t=$entry
   if [[ $entry == *:* ]]; then pkg=${entry%%:*} t=${entry#*:}; fi

@@ -88,7 +88,7 @@ pub enum Counter {
     ErrFlushed = 11,
     /// ... of which any other status.
     ErrOther = 12,
-    /// UD multicast datagrams received.
+    /// UD multicast datagrams received (every completion, whatever it held).
     Datagrams = 13,
     /// Messages recovered by RDMA READ from the publisher's history.
     Recovered = 14,

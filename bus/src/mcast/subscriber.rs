@@ -239,17 +239,19 @@ impl McastSubscriber {
                 }
             }
             let c = match self.held.take() {
-                Some(c) => c,
+                Some(c) => c, // counted when it was polled
                 None => match self.qp.cq().poll(&mut self.wc)? {
                     0 => return Ok(None),
-                    _ => self.wc[0],
+                    _ => {
+                        self.counters.add(Counter::Datagrams, 1);
+                        self.wc[0]
+                    }
                 },
             };
             if !c.is_ok() {
                 self.counters.completion_error(c.status);
                 return Err(McastError::completion("subscriber receive", c.status));
             }
-            self.counters.add(Counter::Datagrams, 1);
             let slot = c.wr_id as usize;
             let len = (c.byte_len as usize).saturating_sub(GRH_BYTES).min(self.slot_bytes - GRH_BYTES);
             let h = match frame::parse(self.bytes(slot, len)) {
