@@ -138,11 +138,8 @@ fn eq(what: &str, got: &Value, want: impl Into<Value>) -> Result<(), Failed> {
 }
 
 fn rdma_streams() -> Result<(), Failed> {
-    let mut child = Command::new(std::env::current_exe()?)
-        .env(ROLE, "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()?;
+    let mut child =
+        Command::new(std::env::current_exe()?).env(ROLE, "1").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn()?;
     let pid = child.id();
     let mut lines = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
     let did: Value = match lines.next() {

@@ -29,6 +29,17 @@ fn machine() -> String {
     format!("{cpu}, {n} cores")
 }
 
+/// What the live counters cost on the round trip: tickbus shm beside the same rings uncounted.
+fn counters_note(sec: &Section) -> Option<String> {
+    let row = |n: &str| sec.rows.iter().find(|r| r.name == n);
+    let (on, off) = (row("tickbus shm")?, row("tickbus shm (counters off)")?);
+    let r = |k: usize| on.ns[k] as f64 / off.ns[k].max(1) as f64;
+    Some(format!(
+        "counters, rtt {} B: tickbus shm p50 {} ns counted against {} ns uncounted ({:.2}x), p99 {} against {} ({:.2}x)",
+        sec.size, on.ns[0], off.ns[0], r(0), on.ns[2], off.ns[2], r(2)
+    ))
+}
+
 fn kind_of(name: &str) -> Kind {
     if name.starts_with("floor") {
         Kind::Floor
@@ -237,6 +248,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
                 ticks_per_ns,
             };
             let mut rows: Vec<Row> = Vec::new();
+            let mut uncounted = tickbus_shm::TickbusShmUncounted::default();
             for _ in 0..ROUNDS {
                 let spec = per_round;
                 let mut round = vec![
@@ -245,6 +257,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
                     pp(&mut PayloadFloor { slots: tickbus_shm::SLOTS }, &spec)?,
                 ];
                 round.extend(streams.each(|t| t.ping_pong(&spec))?);
+                round.push(pp(&mut uncounted, &spec)?);
                 if size == 64 {
                     round.insert(4, pp2(&tickbus_shm::TickbusShmProcesses::default(), &spec)?);
                     #[cfg(feature = "peers")]
@@ -265,6 +278,9 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
             }
             let mut sec = Section { mode: "rtt".into(), size, rate: None, rows };
             sec.ratios();
+            if let Some(n) = counters_note(&sec) {
+                rep.notes.push(n);
+            }
             rep.sections.push(sec);
             bar.inc(1);
         }

@@ -61,10 +61,17 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         "disruptor 4.4 (in-process)",
     ];
     if cfg!(feature = "peers") {
-        want.extend(["Aeron IPC (rusteron 0.2.16)", "iceoryx2 0.10 (2 processes)"]);
+        want.push("Aeron IPC (rusteron 0.2.16)");
+    }
+    want.push("tickbus shm (counters off)");
+    if cfg!(feature = "peers") {
+        want.push("iceoryx2 0.10 (2 processes)");
     }
     want.extend(["kernel UDP loopback", "kernel TCP loopback"]);
     assert_eq!(names, want);
+    // What counting costs is said beside the figures.
+    let notes: Vec<&str> = rep["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert!(notes.iter().any(|n| n.starts_with("counters, rtt 64 B: tickbus shm p50 ")), "{notes:?}");
     for r in rtt["rows"].as_array().unwrap() {
         let expect = if r["name"].as_str().unwrap().starts_with("kernel") { 500 } else { 5000 };
         assert_eq!(r["count"], expect, "{}", r["name"]);

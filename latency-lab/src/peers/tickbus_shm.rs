@@ -108,6 +108,28 @@ impl InProcess for TickbusShm {
     }
 }
 
+/// The same rings with counting off (`tickbus::counters::set_enabled(false)` while they are
+/// opened): beside "tickbus shm", what the live counters cost on the round trip.
+#[derive(Default)]
+pub struct TickbusShmUncounted(pub TickbusShm);
+
+impl InProcess for TickbusShmUncounted {
+    type Tx = ShmTx;
+    type Rx = ShmRx;
+    fn name(&self) -> String {
+        "tickbus shm (counters off)".into()
+    }
+    fn note(&self) -> String {
+        format!("{}; no counters record, every counter update skipped", self.0.note())
+    }
+    fn channel(&mut self, size: usize, ticks_per_ns: f64) -> Result<(ShmTx, ShmRx), Box<dyn Error>> {
+        tickbus::counters::set_enabled(false);
+        let r = self.0.channel(size, ticks_per_ns);
+        tickbus::counters::set_enabled(true);
+        r
+    }
+}
+
 /// The same rings, one end in each of two processes.
 #[derive(Default)]
 pub struct TickbusShmProcesses {
