@@ -26,7 +26,9 @@ pub mod message;
 pub mod moldudp64;
 pub mod normalize;
 pub mod orders;
+#[cfg(feature = "pcap")]
 pub mod pcap;
+#[cfg(feature = "synth")]
 pub mod synth;
 
 pub use any::{decode, AnyMessage};

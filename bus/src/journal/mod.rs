@@ -1,6 +1,6 @@
 //! The journal: a stream recorded to disk, in order, that never loses what it wrote.
 //!
-//! Owns: the on-disk format ([`format`]: a versioned segment header, records of `[length | kind
+//! Owns: the on-disk format ([`mod@format`]: a versioned segment header, records of `[length | kind
 //! | sequence | publish TSC | receive TSC | payload | CRC-32C]`, gap records for what a lossy
 //! source lost), fixed-size segment files that roll over, a sparse index per segment
 //! ([`index`]), the write policy ([`Durability`]), crash recovery on reopen, and the recorder
