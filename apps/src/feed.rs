@@ -176,12 +176,10 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
         Some(s) => return Err(format!("--session {s:?}: a MoldUDP64 session is exactly 10 characters")),
         None => None,
     };
-    let opts = ArbiterOptions {
-        wait_other_line_ns: (a.wait_ms * 1e6) as u64,
-        give_up_ns: (a.give_up_ms * 1e6) as u64,
-        session,
-        ..ArbiterOptions::default()
-    };
+    let mut opts = ArbiterOptions::default();
+    opts.wait_other_line_ns = (a.wait_ms * 1e6) as u64;
+    opts.give_up_ns = (a.give_up_ms * 1e6) as u64;
+    opts.session = session;
     let mut arb = Arbiter::new(opts);
     let t0 = Instant::now();
     let mut buf = vec![0u8; 65536];

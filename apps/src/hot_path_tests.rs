@@ -24,11 +24,7 @@ use crate::trader::{order_ring, Strategy, Trader};
 #[test]
 fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
     let tag = format!("tickbus-apps-hot-{}", std::process::id());
-    let opts = ShmOptions {
-        hugepage_dir: format!("/dev/hugepages/{tag}").into(),
-        fallback_dir: format!("/dev/shm/{tag}").into(),
-        hugepages: HugepagePolicy::Preferred,
-    };
+    let opts = ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred);
     // A day's market data, normalised; a quarter on the md ring before the loops start, the
     // rest published while they are measured (so the gateway's quote path is measured too).
     let mut day = Vec::new();
@@ -156,11 +152,7 @@ fn started_exchange(file: &std::path::Path, md: Out, orders: In, execs: Out, rat
 #[test]
 fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
     let tag = format!("tickbus-apps-hot-x-{}", std::process::id());
-    let opts = ShmOptions {
-        hugepage_dir: format!("/dev/hugepages/{tag}").into(),
-        fallback_dir: format!("/dev/shm/{tag}").into(),
-        hugepages: HugepagePolicy::Preferred,
-    };
+    let opts = ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred);
     let dir = std::env::temp_dir().join(&tag);
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("day.itch");

@@ -26,11 +26,11 @@ impl Env {
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).unwrap();
         let env = Env {
-            opts: ShmOptions {
-                hugepage_dir: format!("/dev/hugepages/{tag}").into(),
-                fallback_dir: format!("/dev/shm/{tag}").into(),
-                hugepages: HugepagePolicy::Preferred,
-            },
+            opts: ShmOptions::new(
+                format!("/dev/hugepages/{tag}"),
+                format!("/dev/shm/{tag}"),
+                HugepagePolicy::Preferred,
+            ),
             day: tmp.join("day.itch"),
             tmp,
         };

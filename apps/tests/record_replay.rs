@@ -27,11 +27,11 @@ impl Env {
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).unwrap();
         Env {
-            opts: ShmOptions {
-                hugepage_dir: format!("/dev/hugepages/{tag}").into(),
-                fallback_dir: format!("/dev/shm/{tag}").into(),
-                hugepages: HugepagePolicy::Preferred,
-            },
+            opts: ShmOptions::new(
+                format!("/dev/hugepages/{tag}"),
+                format!("/dev/shm/{tag}"),
+                HugepagePolicy::Preferred,
+            ),
             journal: tmp.join("journal"),
             tmp,
         }

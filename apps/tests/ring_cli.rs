@@ -7,11 +7,7 @@ use tickbus::{Mode, RingConfig};
 #[test]
 fn inspect_shows_layout_publisher_and_consumers_then_rm_removes_the_ring() {
     let tag = format!("tickbus-cli-{}", std::process::id());
-    let opts = ShmOptions {
-        hugepage_dir: format!("/dev/hugepages/{tag}").into(),
-        fallback_dir: format!("/dev/shm/{tag}").into(),
-        hugepages: HugepagePolicy::Preferred,
-    };
+    let opts = ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred);
     let mut p = shm::open_publisher("orders", &RingConfig::for_payload(Mode::Reliable, 4, 64, 16), &opts).unwrap();
     for _ in 0..5 {
         p.publish(&[1; 64]).unwrap();
@@ -43,11 +39,7 @@ fn inspect_shows_layout_publisher_and_consumers_then_rm_removes_the_ring() {
 #[test]
 fn inspect_of_a_hand_made_ring_claiming_100000_consumers_is_an_error_not_a_panic() {
     let tag = format!("tickbus-cli-bad-{}", std::process::id());
-    let opts = ShmOptions {
-        hugepage_dir: format!("/dev/hugepages/{tag}").into(),
-        fallback_dir: format!("/dev/shm/{tag}").into(),
-        hugepages: HugepagePolicy::Never,
-    };
+    let opts = ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Never);
     drop(shm::open_publisher("md", &RingConfig::for_payload(Mode::Lossy, 4, 64, 16), &opts).unwrap());
     let path = opts.fallback_dir.join("md");
     let mut bytes = std::fs::read(&path).unwrap();

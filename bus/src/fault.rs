@@ -53,6 +53,27 @@ pub fn arm_from_env() -> bool {
     true
 }
 
+#[cfg(feature = "fault-injection")]
+static RKEY_XOR: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Makes every RDMA subscriber this process connects from now on advertise its ring's rkey
+/// XORed with `xor` (0: honest again): a wrong rkey as a broken or hostile peer would send it.
+/// Kept out of the public option structs so no production configuration can carry it.
+#[cfg(feature = "fault-injection")]
+pub fn corrupt_rkey(xor: u32) {
+    RKEY_XOR.store(xor, Ordering::Relaxed);
+}
+
+/// What `corrupt_rkey` set (always 0 without the feature).
+#[cfg(feature = "rdma")]
+#[inline]
+pub(crate) fn rkey_xor() -> u32 {
+    #[cfg(feature = "fault-injection")]
+    return RKEY_XOR.load(Ordering::Relaxed);
+    #[cfg(not(feature = "fault-injection"))]
+    0
+}
+
 /// Marks `point` on the calling path; dies there if armed and due.
 #[inline(always)]
 pub(crate) fn hit(point: Point) {

@@ -1,9 +1,34 @@
 //! tickbus: a low-latency market-data and order bus.
 //!
-//! Publishers write fixed-layout messages into rings of fixed-size slots; subscribers busy-poll
-//! them. The same [`ring`] protocol runs over hugepage shared memory ([`shm`]) and RDMA (`rdma`, reliable connected); `mcast` fans
-//! a stream out by UD multicast.
-//! The hot path (publish, poll) never allocates, blocks or makes a syscall.
+//! Trading apps embed its publisher and subscriber. A publisher writes fixed-layout messages
+//! (`tickbus-codecs`, re-exported as [`codecs`]) into a ring of fixed-size slots and subscribers
+//! busy-poll it; every message header carries the publisher's raw TSC. The steady-state publish
+//! and poll loops never allocate, block or make a syscall (the crate's hot-path tests prove it
+//! with an allocation counter and a seccomp filter).
+//!
+//! # Transports
+//!
+//! One [`ring`] protocol, three ways to move it:
+//! - [`shm`]: a ring in a file on hugetlbfs, mapped by a publisher and its subscribers in
+//!   other processes on the host (`open_publisher`, `open_consumer` for a reliable reader that
+//!   holds the publisher back, `open_observer` for one that never does).
+//! - `rdma` (feature `rdma`): reliable connected QPs; the publisher RDMA-WRITEs each slot into
+//!   every subscriber's own hugepage ring, which the subscriber busy-polls.
+//! - `mcast` (feature `rdma`): UD multicast, one send for every subscriber, with lost datagrams
+//!   recovered from the publisher's history by RDMA READ.
+//!
+//! # Around the streams
+//!
+//! - [`journal`] and [`replay`]: record any stream to disk off the hot path, replay it paced.
+//! - [`feed`]: a MoldUDP64 feed handler (two lines arbitrated, gaps re-requested).
+//! - [`agent`]: pinned duty-cycle threads and idle strategies; [`time`]: the TSC and its scale.
+//! - [`counters`]: every stream's live counters in a per-process shared-memory file, read by
+//!   [`stat`] (`tickbus stat`); [`doctor`] checks a host (`tickbus doctor`).
+//!
+//! The workspace README has the quick start, the latency lab and the figures; ARCHITECTURE.md
+//! the layouts and protocols; RELIABILITY.md every hostile input and fault tried.
+//!
+//! # Logging
 //!
 //! Diagnostics off the hot path (a ring falling back to 4 KiB pages, a ring reclaimed from a
 //! dead publisher, an agent pinned to a core that is not isolated) go through the [`log`]

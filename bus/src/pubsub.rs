@@ -128,10 +128,12 @@ pub struct Subscriber<M: RingMemory> {
 }
 
 impl<M: RingMemory> Subscriber<M> {
+    /// A subscriber reading through `reader` (an observer or a reliable consumer).
     pub fn new(reader: RingReader<M>) -> Self {
         Subscriber { reader }
     }
 
+    /// The ring's layout and stream, as its creator wrote them.
     pub fn config(&self) -> &RingConfig {
         self.reader.config()
     }
@@ -141,10 +143,13 @@ impl<M: RingMemory> Subscriber<M> {
         TscScale { ticks_per_ns: self.reader.config().ticks_per_ns }
     }
 
+    /// The position of the next message this subscriber will read (one past the last one it
+    /// was given, or where a gap resumed).
     pub fn position(&self) -> u64 {
         self.reader.position()
     }
 
+    /// The ring reader underneath (status, consumer line, counters).
     pub fn reader(&self) -> &RingReader<M> {
         &self.reader
     }
@@ -154,11 +159,21 @@ impl<M: RingMemory> Subscriber<M> {
         &mut self.reader
     }
 
+    /// The next message or gap in stream order, or `None` when nothing new is published.
+    /// Never blocks, allocates or makes a syscall: call it in the busy-poll loop.
+    ///
+    /// A [`Recv::Message`] borrows the slot's bytes (in place for a reliable consumer, which
+    /// holds the publisher back until it returns; copied once for an observer, which a lossy
+    /// publisher may lap). A [`Recv::Gap`] says which positions were lost to a lap, and reading
+    /// goes on after them; it never repeats or reorders a message.
     #[inline]
     pub fn try_recv(&mut self) -> Option<Recv<'_>> {
         self.reader.try_recv()
     }
 
+    /// Hands up to `limit` messages or gaps to `f`, in order, and returns how many: a batch
+    /// without a call per message, for a duty cycle that bounds its work per pass. Same
+    /// guarantees as [`Subscriber::try_recv`].
     #[inline]
     pub fn poll(&mut self, limit: usize, f: impl FnMut(Recv<'_>)) -> usize {
         self.reader.poll(limit, f)

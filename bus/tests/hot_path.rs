@@ -35,11 +35,7 @@ fn the_detectors_see_a_syscall_and_an_allocation() {
 
 fn opts(tag: &str) -> ShmOptions {
     let tag = format!("tickbus-hot-{}-{tag}", std::process::id());
-    ShmOptions {
-        hugepage_dir: format!("/dev/hugepages/{tag}").into(),
-        fallback_dir: format!("/dev/shm/{tag}").into(),
-        hugepages: HugepagePolicy::Preferred,
-    }
+    ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred)
 }
 
 /// Publisher and subscriber threads over a shm ring: after warm-up both measure `n` messages

@@ -330,8 +330,8 @@ fn publisher_gone() -> Result<(), Failed> {
 fn child(role: &str) -> Result<(), Failed> {
     let addr = std::env::var("TICKBUS_RT_ADDR")?.parse()?;
     let n: u64 = std::env::var("TICKBUS_RT_COUNT")?.parse()?;
-    let mut o = SubscriberOptions::new(TOKEN);
-    o.corrupt_rkey = std::env::var("TICKBUS_RT_CORRUPT_RKEY").map(|v| v.parse().unwrap_or(0)).unwrap_or(0);
+    let o = SubscriberOptions::new(TOKEN);
+    tickbus::fault::corrupt_rkey(std::env::var("TICKBUS_RT_CORRUPT_RKEY").map(|v| v.parse().unwrap_or(0)).unwrap_or(0));
     let mut s = RdmaSubscriber::connect(addr, 11, &o)?;
     let mut stdin = std::io::stdin().lines();
     let deadline = Instant::now() + Duration::from_secs(120);

@@ -54,11 +54,7 @@ impl Dirs {
     fn new() -> Dirs {
         static N: AtomicUsize = AtomicUsize::new(0);
         let tag = format!("tickbus-mp-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
-        Dirs(ShmOptions {
-            hugepage_dir: format!("/dev/hugepages/{tag}").into(),
-            fallback_dir: format!("/dev/shm/{tag}").into(),
-            hugepages: HugepagePolicy::Preferred,
-        })
+        Dirs(ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred))
     }
 }
 
@@ -71,11 +67,7 @@ impl Drop for Dirs {
 
 fn child_opts() -> ShmOptions {
     let var = |k| std::env::var(k).expect("child role needs its dirs");
-    ShmOptions {
-        hugepage_dir: var("TICKBUS_HUGEPAGE_DIR").into(),
-        fallback_dir: var("TICKBUS_SHM_DIR").into(),
-        hugepages: HugepagePolicy::Preferred,
-    }
+    ShmOptions::new(var("TICKBUS_HUGEPAGE_DIR"), var("TICKBUS_SHM_DIR"), HugepagePolicy::Preferred)
 }
 
 /// A child process in `role` with piped stdin/stdout.

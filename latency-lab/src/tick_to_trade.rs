@@ -194,7 +194,9 @@ mod tests {
     use super::*;
 
     fn opts() -> ShmOptions {
-        ShmOptions { hugepages: tickbus::shm::HugepagePolicy::Preferred, ..ShmOptions::default() }
+        let mut o = ShmOptions::default();
+        o.hugepages = tickbus::shm::HugepagePolicy::Preferred;
+        o
     }
 
     /// The replay path on the third-party file: every message reaches the strategy, orders come

@@ -48,16 +48,14 @@ impl Check {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let opts = ArbiterOptions {
-        wait_other_line_ns: 10,
-        retry_ns: 20,
-        give_up_ns: 100,
-        max_request: 50,
-        max_held: 1000,
-        max_held_bytes: 4096,
-        max_jump: 64,
-        ..ArbiterOptions::default()
-    };
+    let mut opts = ArbiterOptions::default();
+    opts.wait_other_line_ns = 10;
+    opts.retry_ns = 20;
+    opts.give_up_ns = 100;
+    opts.max_request = 50;
+    opts.max_held = 1000;
+    opts.max_held_bytes = 4096;
+    opts.max_jump = 64;
     let mut a = Arbiter::new(opts);
     let mut check = Check { session: None, next: 1 };
     let mut carried = Carried::new();

@@ -34,6 +34,7 @@ pub enum Out<'a> {
 
 /// Timing of the arbitration, in ns of the caller's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ArbiterOptions {
     /// How long a gap may stay open before re-requesting it: the other line's copy usually
     /// arrives within this.

@@ -27,9 +27,6 @@ pub struct SubscriberOptions {
     pub require_hugepages: bool,
     /// Receives kept posted in WRITE_WITH_IMM mode (at most `rc.max_recv_wr`).
     pub recv_depth: u32,
-    /// Fault injection for tests: XORed into the rkey we advertise (0 = honest).
-    #[cfg(feature = "fault-injection")]
-    pub corrupt_rkey: u32,
 }
 
 impl SubscriberOptions {
@@ -41,8 +38,6 @@ impl SubscriberOptions {
             device: std::env::var("TICKBUS_RDMA_DEVICE").ok(),
             require_hugepages: false,
             recv_depth: 512,
-            #[cfg(feature = "fault-injection")]
-            corrupt_rkey: 0,
         }
     }
 }
@@ -165,7 +160,7 @@ impl RdmaSubscriber {
         ring::initialize(&ring, &cfg).map_err(|e| ctl.refuse(e.to_string()))?;
         let qp = PreparedRc::new(&ctx, RcOptions { access, ..opts.rc })?;
         #[cfg(feature = "fault-injection")]
-        let rkey = ring.rkey() ^ opts.corrupt_rkey;
+        let rkey = ring.rkey() ^ crate::fault::rkey_xor();
         #[cfg(not(feature = "fault-injection"))]
         let rkey = ring.rkey();
         let ep = qp.endpoint(Some((ring.addr(), rkey, ring.len() as u64)));

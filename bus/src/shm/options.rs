@@ -16,12 +16,25 @@ pub enum HugepagePolicy {
 
 /// Where ring files are created and looked up.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ShmOptions {
     /// A folder on hugetlbfs. Default `/dev/hugepages/tickbus`, or `$TICKBUS_HUGEPAGE_DIR`.
     pub hugepage_dir: PathBuf,
     /// The fallback folder. Default `/dev/shm/tickbus`, or `$TICKBUS_SHM_DIR`.
     pub fallback_dir: PathBuf,
     pub hugepages: HugepagePolicy,
+}
+
+impl ShmOptions {
+    /// Rings in `hugepage_dir` (on hugetlbfs), falling back to `fallback_dir` as `hugepages`
+    /// allows. Options added later take their defaults.
+    pub fn new(
+        hugepage_dir: impl Into<PathBuf>,
+        fallback_dir: impl Into<PathBuf>,
+        hugepages: HugepagePolicy,
+    ) -> ShmOptions {
+        ShmOptions { hugepage_dir: hugepage_dir.into(), fallback_dir: fallback_dir.into(), hugepages }
+    }
 }
 
 impl Default for ShmOptions {

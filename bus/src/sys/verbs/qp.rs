@@ -12,6 +12,7 @@ pub use crate::wire::endpoint::Endpoint;
 
 /// RC QP sizing and retry behaviour.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct RcOptions {
     pub max_send_wr: u32,
     pub max_recv_wr: u32,
