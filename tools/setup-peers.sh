@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what latency-lab's `peers` feature builds with: Aeron's C client and media driver
 # (rusteron, feature `static`) need cmake >= 3.30 (from PyPI, into target/tools/venv; Debian 12's
-# is 3.25), libbsd-dev, uuid-dev and libclang-dev (bindgen). Idempotent.
+# is 3.25), libbsd-dev, uuid-dev and libclang-dev (bindgen); and the Python `hdrhistogram`
+# package (into the same venv) with which the test suite reads the lab's interval log back.
+# Idempotent.
 # Callers then: export PATH="$PWD/target/tools/venv/bin:$PATH"
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -70,9 +70,9 @@ fn every_finding_on_this_host_matches_the_kernel() {
 
 #[test]
 fn a_low_memlock_limit_is_reported_with_its_fix() {
-    // 64 KiB soft and hard, against a 1 MiB need.
+    // 64 KiB soft and hard, against a 1 MiB need, on a host that must run RDMA (--rdma).
     let wrap = ["prlimit", "--memlock=65536:65536"];
-    let (d, code) = doctor(&wrap, &["--memlock", "1M"]);
+    let (d, code) = doctor(&wrap, &["--memlock", "1M", "--rdma"]);
     check_verdict(&d, code);
     let m = finding(&d, "memlock");
     assert_eq!(m["facts"]["soft"], "64 KiB", "{m:#}");
@@ -83,7 +83,7 @@ fn a_low_memlock_limit_is_reported_with_its_fix() {
     assert!(is_root(), "the rest of this test drops CAP_IPC_LOCK with setpriv: run it as root (CI does)");
     // Without the capability the same limit makes ibv_reg_mr fail: not ready.
     let drop = ["prlimit", "--memlock=65536:65536", "setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock"];
-    let (d, code) = doctor(&drop, &["--memlock", "1M"]);
+    let (d, code) = doctor(&drop, &["--memlock", "1M", "--rdma"]);
     check_verdict(&d, code);
     let m = finding(&d, "memlock");
     assert_eq!(m["status"], "fail", "{m:#}");
@@ -91,8 +91,16 @@ fn a_low_memlock_limit_is_reported_with_its_fix() {
     assert!(m["detail"].as_str().unwrap().contains("ibv_reg_mr fails"), "{m:#}");
     assert_eq!(code, 1);
     // A limit that covers the need is fine either way.
-    let (d, _) = doctor(&drop, &["--memlock", "32K"]);
+    let (d, _) = doctor(&drop, &["--memlock", "32K", "--rdma"]);
     assert_eq!(finding(&d, "memlock")["status"], "ok", "{d:#}");
+    // Where RDMA is neither present nor asked for, a low limit is only a fact.
+    if std::fs::read_dir("/sys/class/infiniband").map(|d| d.count()).unwrap_or(0) == 0 {
+        let (d, code) = doctor(&drop, &["--memlock", "1M"]);
+        check_verdict(&d, code);
+        let m = finding(&d, "memlock");
+        assert_eq!(m["status"], "info", "{m:#}");
+        assert!(m["detail"].as_str().unwrap().contains("matters only to RDMA"), "{m:#}");
+    }
 }
 
 #[test]

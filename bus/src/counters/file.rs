@@ -126,11 +126,15 @@ fn take(role: Role, transport: Transport, stream_id: u32, name: &str) -> Result<
 fn create(pid: u64) -> Result<File, String> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = counters_dir();
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o755)
-        .create(&dir)
-        .map_err(|e| format!("cannot make {}: {e} (set TICKBUS_COUNTERS_DIR to a writable folder)", dir.display()))?;
+    // Shared by every user's processes, like /tmp: anyone may add a file, only its owner may
+    // remove it (the files themselves are 0600).
+    if !dir.exists() {
+        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&dir).map_err(|e| {
+            format!("cannot make {}: {e} (set TICKBUS_COUNTERS_DIR to a writable folder)", dir.display())
+        })?;
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777));
+    }
     let path = dir.join(format!("{pid}.counters"));
     let tmp = dir.join(format!("{pid}.counters.tmp"));
     let f = std::fs::OpenOptions::new()

@@ -96,10 +96,11 @@ pub enum Counter {
     Lost = 15,
     /// Heartbeats sent (publisher) or received (subscriber).
     Heartbeats = 16,
-    /// TSC of the last message this stream stamped or heartbeat it sent or received; 0 until
-    /// then. Raw-bytes paths that never read the clock leave it alone.
+    /// TSC of the last message this publisher stamped through `Publisher::send` (shm); 0 until
+    /// then and on every path that never reads the clock (raw `publish`, subscribers, RDMA).
     LastActivityTsc = 17,
-    /// Subscribers the publisher serves (rdma-rc QPs, shm consumer lines in use).
+    /// Subscribers an rdma-rc publisher serves (its QPs). For shm, `stat` reads the ring's
+    /// consumer lines instead.
     Peers = 18,
 }
 

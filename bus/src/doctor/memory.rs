@@ -112,29 +112,22 @@ fn cap_ipc_lock() -> bool {
         .is_some_and(|caps| caps & (1 << 14) != 0)
 }
 
-pub(super) fn memlock(need: u64) -> Finding {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: `lim` is a valid, writable rlimit for the call's duration.
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) };
-    if rc != 0 {
+/// `relevant`: RDMA is required or there are RDMA devices; otherwise a low limit is a fact (it
+/// matters only to rdma-rc and ud-mcast, which register memory), not a failure.
+pub(super) fn memlock(need: u64, relevant: bool) -> Finding {
+    let Ok((soft, hard)) = crate::sys::process::memlock_limit() else {
         return Finding::new("memlock", Status::Warn, "RLIMIT_MEMLOCK unreadable")
             .remedy("check `ulimit -l` in the shell that starts the app");
-    }
-    let show = |v: libc::rlim_t| {
-        if v == libc::RLIM_INFINITY {
-            "unlimited".to_string()
-        } else {
-            format!("{} KiB", v / 1024)
-        }
     };
-    let (cur, max) = (show(lim.rlim_cur), show(lim.rlim_max));
+    let show = |v: Option<u64>| v.map_or("unlimited".to_string(), |v| format!("{} KiB", v / 1024));
+    let (cur, max) = (show(soft), show(hard));
     let cap = cap_ipc_lock();
     let f = Finding::new("memlock", Status::Ok, "")
         .fact("soft", &cur)
         .fact("hard", &max)
         .fact("need_bytes", need)
         .fact("cap_ipc_lock", cap);
-    if lim.rlim_cur == libc::RLIM_INFINITY || lim.rlim_cur >= need {
+    if soft.is_none_or(|s| s >= need) {
         return Finding {
             detail: format!("RLIMIT_MEMLOCK {cur} (hard {max}) covers the {} KiB RDMA registers", need / 1024),
             ..f
@@ -145,6 +138,18 @@ pub(super) fn memlock(need: u64) -> Finding {
          or `* - memlock unlimited` in /etc/security/limits.conf (needs {} KiB)",
         need / 1024
     );
+    if !relevant {
+        return Finding {
+            status: Status::Info,
+            detail: format!(
+                "RLIMIT_MEMLOCK {cur} is below {} KiB, which matters only to RDMA registration (no RDMA device \
+                 here and --rdma not asked)",
+                need / 1024
+            ),
+            ..f
+        }
+        .remedy(remedy);
+    }
     if cap {
         return Finding {
             status: Status::Warn,

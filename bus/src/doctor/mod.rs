@@ -1,6 +1,6 @@
 //! `doctor`: checks a host before anyone trusts its latency figures, and says what to fix.
 //!
-//! Every check reads what the kernel already exposes (CPUID, `/proc`, `/sys`), so it needs no
+//! Every check reads what the kernel already exposes (CPUID, `/proc`, `/sys`, getrlimit), so it needs no
 //! privileges, no RDMA library and no running stream; it never changes the host. Each finding
 //! carries its remedy. A host is *ready* when no finding is [`Status::Fail`]: warnings (a core
 //! not isolated, IRQs on a trading core, Soft-RoCE instead of a NIC) make figures noisier or
@@ -163,7 +163,8 @@ impl Diagnosis {
 pub fn diagnose(opts: &DoctorOptions) -> Diagnosis {
     let mut findings = vec![cpu::tsc(), cpu::clocksource()];
     findings.extend(memory::hugepages(&opts.hugepage_dir, opts.min_free_hugepages));
-    findings.push(memory::memlock(opts.memlock_bytes));
+    let rdma_here = std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
+    findings.push(memory::memlock(opts.memlock_bytes, opts.require_rdma || rdma_here));
     findings.extend(cpu::cores(&opts.cores));
     findings.extend(rdma::devices(opts.require_rdma));
     Diagnosis { identity: identity::identity(), findings }

@@ -43,8 +43,8 @@ pub struct StreamView {
     pub msgs_per_s: Option<f64>,
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub mb_per_s: Option<f64>,
-    /// Seconds since the last message this stream stamped or heartbeat it saw, when it keeps
-    /// that counter.
+    /// Seconds since the last message this publisher stamped (`last_activity_tsc`), when it
+    /// keeps that counter.
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub idle_s: Option<f64>,
     #[cfg_attr(feature = "serde", serde(skip))]

@@ -16,6 +16,18 @@ pub fn alive(pid: u64) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// This process's RLIMIT_MEMLOCK as (soft, hard) bytes, `None` for unlimited; `Err` if the
+/// kernel would not say.
+pub fn memlock_limit() -> std::io::Result<(Option<u64>, Option<u64>)> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `lim` is a valid, writable rlimit for the call's duration.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let bytes = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v);
+    Ok((bytes(lim.rlim_cur), bytes(lim.rlim_max)))
+}
+
 /// When process `pid` started, in clock ticks since boot (field 22 of /proc/PID/stat): with the
 /// pid, it names one process for good, so a recycled pid is never taken for a crashed one.
 pub fn start_time(pid: u64) -> Option<u64> {
