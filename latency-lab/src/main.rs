@@ -5,6 +5,7 @@
 //! figure, or prints a number without the floor and the peers measured in the same run.
 mod compare;
 mod harness;
+mod html;
 mod itch_bench;
 mod journal_bench;
 #[cfg(feature = "rdma")]

@@ -227,6 +227,9 @@ pub struct ThroughputRow {
 #[serde(default)]
 pub struct Report {
     pub machine: String,
+    /// The command line this report came from (the run's settings).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub command: String,
     /// The host as `tickbus doctor` saw it when the run began (identity and every finding with
     /// the lab's cores): `compare` warns when two reports come from different environments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -391,6 +394,7 @@ impl Report {
         if !self.pipeline.is_empty() {
             crate::pipeline::stacked_plot(&self.pipeline, &dir.join("pipeline-hops.svg"))?;
         }
+        crate::html::write(self, dir)?;
         Ok(dir.canonicalize().unwrap_or_else(|_| dir.to_owned()))
     }
 }

@@ -135,7 +135,8 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
     let ticks_per_ns = Tsc::new().measure_ticks_per_ns(Duration::from_millis(200));
     let cores = (a.core_a, a.core_b);
     let skip = |p: Part| a.skip.contains(&p);
-    let mut rep = Report { machine: machine(), cores, ticks_per_ns, ..Default::default() };
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let mut rep = Report { machine: machine(), command, cores, ticks_per_ns, ..Default::default() };
     rep.diagnose(false);
     let peers = if cfg!(feature = "peers") { "" } else { " (built without --features peers: no Aeron or iceoryx2)" };
     eprintln!("latency-lab: cores {}/{}, TSC {ticks_per_ns:.3} ticks/ns{peers}", cores.0, cores.1);
@@ -325,7 +326,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
     print!("{}", rep.text());
     let at = rep.write(&a.out)?;
     eprintln!(
-        "latency-lab: report written to {} (table.txt, report.json, *.hgrm, latency.hlog, *.svg plots)",
+        "latency-lab: report written to {} (index.html, table.txt, report.json, *.hgrm, latency.hlog, *.svg plots)",
         at.display()
     );
     Ok(())
@@ -429,7 +430,8 @@ pub fn rdma(
     };
     let ticks_per_ns = Tsc::new().measure_ticks_per_ns(Duration::from_millis(200));
     let cores = (a.core_a, a.core_b);
-    let mut rep = Report { machine: machine(), cores, ticks_per_ns, ..Default::default() };
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let mut rep = Report { machine: machine(), command, cores, ticks_per_ns, ..Default::default() };
     rep.diagnose(true);
     for &size in sizes {
         let spec = RunSpec { size, iterations, warmup: (iterations / 10).max(10), cores, ticks_per_ns };

@@ -119,6 +119,7 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     }
 
     read_back_hlog(&rep, &out.join("latency.hlog"));
+    render_html(&rep, &out);
 
     let report = out.join("report.json");
     let same = lab(&["compare", report.to_str().unwrap(), report.to_str().unwrap()]);
@@ -190,6 +191,59 @@ fn read_back_hlog(rep: &Value, hlog: &Path) {
         starts.insert(start as u64);
     }
     assert!(starts.len() > 1, "intervals start when their rows were measured, not all at once: {starts:?}");
+}
+
+/// index.html rendered by a real browser (Debian's chromium, headless, installed by the set-up):
+/// every table and plot of the report is in the page, and the screenshot is not blank.
+fn render_html(rep: &Value, out: &Path) {
+    let page = out.join("index.html");
+    let chromium = ["chromium", "chromium-browser"]
+        .iter()
+        .find(|b| Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .expect("no chromium: tools/setup-peers.sh installs it (the test renders the HTML report)");
+    let browse = |extra: &[&str]| {
+        let url = format!("file://{}", page.display());
+        let mut args =
+            vec!["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars"];
+        args.extend(extra);
+        args.push(&url);
+        let o = Command::new(chromium).args(&args).output().unwrap();
+        assert!(o.status.success(), "chromium {extra:?}: {}", String::from_utf8_lossy(&o.stderr));
+        o
+    };
+    let dom = String::from_utf8(browse(&["--dump-dom"]).stdout).unwrap();
+    // The report's section keys, as report.rs names tables and plots (rates in k or M).
+    let rate = |r: u64| match r {
+        r if r % 1_000_000 == 0 => format!("{}M", r / 1_000_000),
+        r if r % 1000 == 0 => format!("{}k", r / 1000),
+        r => r.to_string(),
+    };
+    let mut keys = 0;
+    for sec in rep["sections"].as_array().unwrap().iter().chain(std::iter::once(&rep["tick_to_trade"])) {
+        let base = format!("{}-{}B", sec["mode"].as_str().unwrap(), sec["size"]);
+        let key = sec["rate"].as_u64().map_or(base.clone(), |r| format!("{base}-{}", rate(r)));
+        assert!(dom.contains(&format!("data-table=\"{key}\"")), "table {key} not in the rendered page");
+        assert!(dom.contains(&format!("data-plot=\"{key}.svg\"")), "plot {key}.svg not in the rendered page");
+        keys += 1;
+    }
+    for t in ["settings", "environment", "pipeline", "throughput", "itch", "journal"] {
+        assert!(dom.contains(&format!("data-table=\"{t}\"")), "{t} not in the rendered page");
+    }
+    assert!(dom.contains("data-plot=\"pipeline-hops.svg\""));
+    assert!(dom.matches("<svg").count() > keys, "every plot inline, the pipeline's too");
+    assert!(!dom.contains("class=\"warn\">plot"), "a plot was missing when the page was written");
+    let shot = out.join("index.png");
+    let size = "--window-size=1280,2000".to_string();
+    browse(&[&size, &format!("--screenshot={}", shot.display())]);
+    let mut reader = png::Decoder::new(std::fs::File::open(&shot).unwrap()).read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let pixels: Vec<&[u8]> = buf[..info.buffer_size()].chunks(info.color_type.samples()).collect();
+    let ink = pixels.iter().filter(|p| p[..3].iter().any(|&c| c < 200)).count();
+    let colours: std::collections::BTreeSet<&[u8]> = pixels.iter().copied().collect();
+    assert_eq!((info.width, info.height), (1280, 2000));
+    assert!(ink * 50 > pixels.len(), "the screenshot is nearly blank: {ink} of {} pixels inked", pixels.len());
+    assert!(colours.len() > 16, "the screenshot has {} colours: tables and plots have more", colours.len());
 }
 
 /// `--itch FILE` replays a third-party file in place (memory-mapped) in the tick-to-trade demo,
