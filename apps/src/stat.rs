@@ -31,23 +31,25 @@ pub struct StatArgs {
     /// say which.
     #[arg(long, conflicts_with_all = ["watch", "listen"])]
     prune: bool,
-    /// Where the counters files are (default $TICKBUS_COUNTERS_DIR or /dev/shm/tickbus-counters).
+    /// Where the counters files are (default: $TICKBUS_COUNTERS_DIR, or every
+    /// /dev/shm/tickbus-counters-<uid> this user can read).
     #[arg(long)]
     counters_dir: Option<PathBuf>,
 }
 
 pub fn run(a: StatArgs, opts: &ShmOptions) -> Result<(), String> {
-    let dir = a.counters_dir.clone().unwrap_or_else(tickbus::counters::counters_dir);
+    let dir: Vec<PathBuf> = a.counters_dir.clone().map_or_else(tickbus::counters::counters_dirs, |d| vec![d]);
     if let Some(addr) = &a.listen {
         return serve(addr, &dir, opts, a.count);
     }
-    if a.prune {
-        for (path, reason) in tickbus::counters::prune(&dir) {
-            eprintln!("tickbus stat: removed {} ({reason})", path.display());
-        }
-    }
     let Some(secs) = a.watch else {
         print!("{}", render(&a, &snapshot(&dir, opts))?);
+        // What a crashed process's file said is shown above before the file goes.
+        if a.prune {
+            for (path, reason) in dir.iter().flat_map(|d| tickbus::counters::prune(d)) {
+                eprintln!("tickbus stat: removed {} ({reason})", path.display());
+            }
+        }
         return Ok(());
     };
     if !(secs.is_finite() && secs > 0.0) {
@@ -84,32 +86,53 @@ fn render(a: &StatArgs, s: &Snapshot) -> Result<String, String> {
     Ok(s.text())
 }
 
-/// A minimal HTTP endpoint: every request gets a fresh exposition (Prometheus computes rates).
-fn serve(addr: &str, dir: &std::path::Path, opts: &ShmOptions, count: Option<u64>) -> Result<(), String> {
+/// The request line's target of one HTTP request, read until the end of its header (at most
+/// 8 KiB and one second, whatever the client does).
+fn request_target(conn: &mut std::net::TcpStream) -> Option<(String, String)> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    let mut req = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
+        let left = deadline.checked_duration_since(std::time::Instant::now())?;
+        conn.set_read_timeout(Some(left.max(Duration::from_millis(1)))).ok()?;
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => req.extend_from_slice(&buf[..n]),
+        }
+    }
+    let line = String::from_utf8_lossy(&req);
+    let mut words = line.split_whitespace();
+    let method = words.next()?.to_owned();
+    let target = words.next()?.split('?').next()?.to_owned();
+    Some((method, target))
+}
+
+/// A minimal HTTP endpoint: every GET of /metrics gets a fresh exposition (Prometheus computes
+/// rates). One connection at a time, each bounded to a second of reading and one write.
+fn serve(addr: &str, dirs: &[PathBuf], opts: &ShmOptions, count: Option<u64>) -> Result<(), String> {
     let listener = TcpListener::bind(addr).map_err(|e| format!("--listen {addr}: {e}"))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     eprintln!("tickbus stat: serving Prometheus metrics on http://{local}/metrics");
     let mut served = 0;
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
-        // Slow or silent clients cannot hold the endpoint.
-        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
         let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
-        let mut req = [0u8; 1024];
-        let n = conn.read(&mut req).unwrap_or(0);
-        let line = String::from_utf8_lossy(&req[..n]);
-        let path = line.split_whitespace().nth(1).unwrap_or("");
-        let (status, body) = if path == "/metrics" || path == "/" {
-            ("200 OK", prometheus(&snapshot(dir, opts)))
-        } else {
-            ("404 Not Found", "tickbus stat serves /metrics\n".to_owned())
+        let (status, body) = match request_target(&mut conn) {
+            Some((m, t)) if (m == "GET" || m == "HEAD") && (t == "/metrics" || t == "/") => {
+                ("200 OK", prometheus(&snapshot(dirs, opts)))
+            }
+            Some((m, _)) if m != "GET" && m != "HEAD" => ("405 Method Not Allowed", "GET /metrics\n".to_owned()),
+            _ => ("404 Not Found", "tickbus stat serves /metrics\n".to_owned()),
         };
-        let _ = write!(
-            conn,
+        let reply = format!(
             "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
-        served += 1;
+        let _ = conn.write_all(reply.as_bytes());
+        let _ = conn.shutdown(std::net::Shutdown::Write);
+        if status.starts_with("200") {
+            served += 1;
+        }
         if count.is_some_and(|c| served >= c) {
             break;
         }

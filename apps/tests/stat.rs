@@ -175,7 +175,8 @@ fn stat_reports_exactly_what_a_live_process_did_and_a_killed_one_as_stale() {
 
     // Prometheus, printed and served, carries the same figures.
     let labels = format!(
-        "pid=\"{pid}\",program=\"{}\",role=\"publisher\",transport=\"shm\",stream=\"11\",name=\"{rel}\"",
+        "pid=\"{pid}\",record=\"{}\",program=\"{}\",role=\"publisher\",transport=\"shm\",stream=\"11\",name=\"{rel}\"",
+        p1["record"],
         p1["program"].as_str().unwrap()
     );
     let want = format!("tickbus_full_total{{{labels}}} 3\n");

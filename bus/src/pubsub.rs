@@ -50,8 +50,11 @@ impl<M: RingMemory> Publisher<M> {
     pub fn send<T: Message>(&mut self, msg: &mut T) -> Result<u64, ClaimError> {
         let now = self.tsc.now();
         msg.header_mut().stamp(self.writer.config().stream_id, self.writer.position(), now);
-        self.writer.counters().set(crate::counters::Counter::LastActivityTsc, now);
-        self.writer.publish(msg.as_bytes())
+        let r = self.writer.publish(msg.as_bytes());
+        if r.is_ok() {
+            self.writer.counters().set(crate::counters::Counter::LastActivityTsc, now);
+        }
+        r
     }
 
     /// Like [`Publisher::send`] but takes the message by value and hands it back on failure, so

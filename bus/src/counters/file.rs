@@ -1,6 +1,8 @@
 //! The process's counters file: made with the first stream, records handed out and taken back,
 //! removed with the last stream. Set-up and tear-down only; never on a hot path.
-use std::path::PathBuf;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -16,31 +18,78 @@ pub(super) const NAME_MAX: usize = 64;
 pub(super) const COUNTERS_AT: usize = 128;
 pub(super) const FILE_BYTES: usize = HEADER + CAPACITY * RECORD;
 
-/// Where counters files live: `$TICKBUS_COUNTERS_DIR`, or `/dev/shm/tickbus-counters`.
+/// Where this user's counters files live: `$TICKBUS_COUNTERS_DIR`, or
+/// `/dev/shm/tickbus-counters-<uid>` (one folder per user, 0700: nobody else can plant or swap a
+/// file in it). It must be on tmpfs (or hugetlbfs): on a disk file system, writeback would turn
+/// a counter store on the hot path into a page fault.
 pub fn counters_dir() -> PathBuf {
-    std::env::var_os("TICKBUS_COUNTERS_DIR").map_or_else(|| PathBuf::from("/dev/shm/tickbus-counters"), PathBuf::from)
+    std::env::var_os("TICKBUS_COUNTERS_DIR").map_or_else(
+        || PathBuf::from(format!("/dev/shm/tickbus-counters-{}", crate::sys::process::euid())),
+        PathBuf::from,
+    )
+}
+
+/// Every folder `stat` reads by default: `$TICKBUS_COUNTERS_DIR` if set, else every user's
+/// folder in /dev/shm that this user may read (root: all of them).
+pub fn counters_dirs() -> Vec<PathBuf> {
+    if std::env::var_os("TICKBUS_COUNTERS_DIR").is_some() {
+        return vec![counters_dir()];
+    }
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("tickbus-counters-")))
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
 }
 
 struct File {
     map: memmap2::MmapMut,
+    /// The mapping's start, taken once from `as_mut_ptr` (its provenance covers the whole map);
+    /// every access goes through it, atomically.
+    base: NonNull<u8>,
     path: PathBuf,
+    ino: u64,
     pid: u64,
     used: Mutex<[bool; CAPACITY]>,
 }
 
+// SAFETY: `base` points into `map`, owned by this struct; all access through it is atomic.
+unsafe impl Send for File {}
+// SAFETY: as above; `used` is behind a mutex.
+unsafe impl Sync for File {}
+
 impl File {
-    fn word(&self, offset: usize) -> &AtomicU64 {
+    fn word_ptr(&self, offset: usize) -> NonNull<AtomicU64> {
         assert!(offset.is_multiple_of(8) && offset + 8 <= self.map.len(), "counters word {offset} outside the file");
-        // SAFETY: in bounds and 8-aligned (the map is page-aligned); the mapping lives as long as
-        // `self`, and every access to these words after creation is atomic.
-        unsafe { &*self.map.as_ptr().add(offset).cast::<AtomicU64>() }
+        // SAFETY: in bounds (checked) of the mapping `base` starts.
+        unsafe { self.base.add(offset) }.cast()
+    }
+
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        // SAFETY: in bounds and 8-aligned (the map is page-aligned), alive as long as `self`;
+        // after creation every access to these words is atomic.
+        unsafe { self.word_ptr(offset).as_ref() }
     }
 }
 
 impl Drop for File {
-    /// The last stream closed: nothing is left to read.
+    /// The last stream closed: nothing is left to read. Under the registry's lock, and only if
+    /// the name still holds this file (a new one may have been made in the meantime), and only
+    /// in the process that made it (a forked child's copy must not touch its parent's file).
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        if crate::sys::process::pid() != self.pid {
+            return;
+        }
+        let _guard = CURRENT.lock();
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == self.ino) {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -52,6 +101,10 @@ pub(super) struct Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        // A forked child's inherited stream must not free its parent's record.
+        if crate::sys::process::pid() != self.file.pid {
+            return;
+        }
         let base = HEADER + self.index * RECORD;
         self.file.word(base).store(0, Ordering::Release);
         if let Ok(mut used) = self.file.used.lock() {
@@ -71,8 +124,8 @@ pub fn register(role: Role, transport: Transport, stream_id: u32, name: &str) ->
     }
     match take(role, transport, stream_id, name) {
         Ok(slot) => {
-            let w = slot.file.word(HEADER + slot.index * RECORD + COUNTERS_AT);
-            Counters { words: Some(std::ptr::NonNull::from(w)), _keep: Keep::File(slot) }
+            let w = slot.file.word_ptr(HEADER + slot.index * RECORD + COUNTERS_AT);
+            Counters { words: Some(w), _keep: Keep::File(slot) }
         }
         Err(e) => {
             log::warn!(
@@ -88,8 +141,10 @@ pub fn register(role: Role, transport: Transport, stream_id: u32, name: &str) ->
 fn take(role: Role, transport: Transport, stream_id: u32, name: &str) -> Result<Slot, String> {
     let mut current = CURRENT.lock().map_err(|_| "the counters registry was poisoned".to_string())?;
     let pid = crate::sys::process::pid();
-    // A forked child inherits the parent's handle but must not write the parent's file.
-    let file = match current.upgrade().filter(|f| f.pid == pid) {
+    // A forked child inherits the parent's handle but must not write the parent's file; a
+    // file someone removed is made again so `stat` sees this process.
+    let live = |f: &Arc<File>| f.pid == pid && std::fs::symlink_metadata(&f.path).is_ok_and(|m| m.ino() == f.ino);
+    let file = match current.upgrade().filter(live) {
         Some(f) => f,
         None => {
             let f = Arc::new(create(pid)?);
@@ -121,32 +176,53 @@ fn take(role: Role, transport: Transport, stream_id: u32, name: &str) -> Result<
     Ok(Slot { file, index })
 }
 
-/// Makes `<dir>/<pid>.counters`: written under a temporary name, then renamed into place (a
-/// stale file of a dead process with the same pid is replaced).
-fn create(pid: u64) -> Result<File, String> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let dir = counters_dir();
-    // Shared by every user's processes, like /tmp: anyone may add a file, only its owner may
-    // remove it (the files themselves are 0600).
-    if !dir.exists() {
-        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&dir).map_err(|e| {
-            format!("cannot make {}: {e} (set TICKBUS_COUNTERS_DIR to a writable folder)", dir.display())
-        })?;
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777));
+/// The folder, made 0700 if missing; refused unless it is a real folder of ours that nobody
+/// else can write (a symlink or a shared folder would let another user plant or swap files).
+fn checked_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
+    let m = std::fs::symlink_metadata(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    let euid = crate::sys::process::euid();
+    if !m.is_dir() || m.uid() != euid || m.permissions().mode() & 0o022 != 0 {
+        return Err(format!(
+            "{} must be a folder of uid {euid} that no one else can write (it is {}, uid {}, mode {:o}): \
+             remove it, or set TICKBUS_COUNTERS_DIR to a private folder on tmpfs",
+            dir.display(),
+            if m.is_symlink() {
+                "a symlink"
+            } else if m.is_dir() {
+                "a folder"
+            } else {
+                "not a folder"
+            },
+            m.uid(),
+            m.permissions().mode() & 0o7777
+        ));
     }
+    Ok(())
+}
+
+/// Makes `<dir>/<pid>.counters`: written under a temporary name (created exclusively, never
+/// through a symlink), then renamed into place (a stale file of a dead process with the same
+/// pid is replaced).
+fn create(pid: u64) -> Result<File, String> {
+    let dir = counters_dir();
+    checked_dir(&dir)?;
     let path = dir.join(format!("{pid}.counters"));
     let tmp = dir.join(format!("{pid}.counters.tmp"));
+    let _ = std::fs::remove_file(&tmp); // a crash's leftover: our pid, our folder
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)
         .map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
     f.set_len(FILE_BYTES as u64).map_err(|e| format!("cannot size {}: {e}", tmp.display()))?;
-    // SAFETY: a file this process just created and alone writes; it stays mapped while `File` lives.
+    let ino = f.metadata().map_err(|e| e.to_string())?.ino();
+    // SAFETY: a file this process just created exclusively in a folder only its user can write;
+    // it stays mapped while `File` lives.
     let mut map = unsafe { memmap2::MmapMut::map_mut(&f) }.map_err(|e| format!("cannot map {}: {e}", tmp.display()))?;
     let tsc = crate::time::Tsc::new();
     let unix_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
@@ -170,5 +246,6 @@ fn create(pid: u64) -> Result<File, String> {
     let n = name.len().min(64);
     h[64..64 + n].copy_from_slice(&name[..n]);
     std::fs::rename(&tmp, &path).map_err(|e| format!("cannot rename {} into place: {e}", tmp.display()))?;
-    Ok(File { map, path, pid, used: Mutex::new([false; CAPACITY]) })
+    let base = NonNull::new(map.as_mut_ptr()).ok_or("an empty mapping")?;
+    Ok(File { map, base, path, ino, pid, used: Mutex::new([false; CAPACITY]) })
 }

@@ -1,5 +1,5 @@
-//! Live counters in shared memory, one file per process, readable by any process (`tickbus
-//! stat`), like Aeron's CnC counters.
+//! Live counters in shared memory, one file per process, read by `tickbus stat` running as the
+//! same user (or root), like Aeron's CnC counters.
 //!
 //! Every publisher and subscriber, on every transport, owns one record in its process's
 //! counters file and is the only writer of it. Updating a counter is a relaxed load and store
@@ -10,7 +10,9 @@
 //! # File layout (little-endian, version 1)
 //!
 //! `<dir>/<pid>.counters`, mode 0600, `dir` = `$TICKBUS_COUNTERS_DIR` or
-//! `/dev/shm/tickbus-counters`. Made under a temporary name and renamed into place whole.
+//! `/dev/shm/tickbus-counters-<uid>` (0700, refused if it is a symlink, someone else's, or
+//! writable by others). Made under a temporary name (created exclusively, never through a
+//! symlink) and renamed into place whole. Readers read it with one `read`, never map it.
 //!
 //! | offset | size | field |
 //! |---|---|---|
@@ -50,7 +52,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 #[cfg(not(loom))]
-pub use file::{counters_dir, register};
+pub use file::{counters_dir, counters_dirs, register};
 #[cfg(not(loom))]
 pub use read::{prune, scan, CountersFile, Liveness, StreamRecord};
 
@@ -78,7 +80,8 @@ pub enum Counter {
     Laps = 6,
     /// RDMA work completions polled.
     Completions = 7,
-    /// RDMA work completions with an error status (all statuses).
+    /// RDMA work completions of the stream's own sends, writes and receives with an error
+    /// status (multicast recovery READs report through the subscriber's recovery error).
     Errors = 8,
     /// ... of which IBV_WC_RETRY_EXC_ERR (the peer stopped answering).
     ErrRetryExceeded = 9,
@@ -228,7 +231,8 @@ impl Counters {
     /// Counters nobody else can read (rings used inside one process, tests).
     pub fn private() -> Counters {
         let block: Box<[AtomicU64; COUNTERS]> = Box::new(std::array::from_fn(|_| AtomicU64::new(0)));
-        let words = Some(NonNull::from(&block[0]));
+        // From the whole array, so the pointer may reach every counter (not just the first).
+        let words = Some(NonNull::from(&*block).cast::<AtomicU64>());
         Counters { words, _keep: Keep::Private(block) }
     }
 

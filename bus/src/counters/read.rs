@@ -1,7 +1,12 @@
 //! Reading counters files from any process (`tickbus stat`): every file in the folder, each
 //! checked (magic, version, sizes) and marked live or stale.
+//!
+//! A file is read with one `read` into a buffer, never mapped: its owner (or anyone who could
+//! write the folder) may shrink it, make it a FIFO or a symlink, and none of that may crash,
+//! hang or mislead the reader. A figure read while its owner updates it is one update old.
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::file::{CAPACITY, COUNTERS_AT, HEADER, MAGIC, NAME_AT, NAME_MAX, RECORD, VERSION};
 use super::{Counter, Role, Transport, COUNTERS};
@@ -47,6 +52,10 @@ pub struct CountersFile {
     pub streams: Vec<StreamRecord>,
 }
 
+/// Records a reader accepts in one file (the writer makes `CAPACITY`; later versions may make
+/// more): bounds what a hostile file can make the reader allocate.
+const MAX_RECORDS: usize = CAPACITY * 16;
+
 /// Reads every `*.counters` file in `dir`; a file that cannot be read or is not a counters file
 /// is reported by name with what is wrong, and the others are still read.
 pub fn scan(dir: &Path) -> (Vec<CountersFile>, Vec<String>) {
@@ -64,8 +73,8 @@ pub fn scan(dir: &Path) -> (Vec<CountersFile>, Vec<String>) {
     (files, errors)
 }
 
-/// Removes the files in `dir` whose process is gone; returns each with why. Files that are not
-/// counters files are left alone.
+/// Removes the files in `dir` whose process is gone, and their leftover `*.counters.tmp`;
+/// returns each with why. Files that are not counters files are left alone.
 pub fn prune(dir: &Path) -> Vec<(PathBuf, String)> {
     let (files, _) = scan(dir);
     let mut removed = Vec::new();
@@ -76,58 +85,73 @@ pub fn prune(dir: &Path) -> Vec<(PathBuf, String)> {
             }
         }
     }
+    let Ok(entries) = std::fs::read_dir(dir) else { return removed };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_suffix(".counters.tmp").and_then(|p| p.parse::<u64>().ok()) else { continue };
+        if !crate::sys::process::alive(pid) && std::fs::remove_file(e.path()).is_ok() {
+            removed.push((e.path(), format!("half-made by process {pid}, which is gone")));
+        }
+    }
     removed
 }
 
 fn read_file(path: &Path) -> Result<CountersFile, String> {
-    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let len = f.metadata().map_err(|e| e.to_string())?.len() as usize;
-    if len < HEADER {
-        return Err(format!("{len} bytes is too short for a counters file (header {HEADER})"));
+    // Never through a symlink, never blocking on a FIFO; only a regular file is read.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    if !f.metadata().map_err(|e| e.to_string())?.is_file() {
+        return Err("not a regular file".into());
     }
-    // SAFETY: read-only mapping, read only through atomic loads (the owner writes it live); a
-    // file shrunk under us would fault, which only a hostile owner could do to its own file.
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| e.to_string())?;
-    let word = |off: usize| -> u64 {
-        // SAFETY: callers stay below `len` (checked above and per record), 8-aligned offsets
-        // in a page-aligned mapping that lives for this function.
-        unsafe { &*map.as_ptr().add(off).cast::<AtomicU64>() }.load(Ordering::Relaxed)
+    let mut bytes = Vec::new();
+    f.take((HEADER + MAX_RECORDS * RECORD) as u64).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    let word = |off: usize| -> Option<u64> {
+        bytes.get(off..off + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
     };
-    if word(0) != MAGIC {
+    let len = bytes.len();
+    let header =
+        |off| word(off).ok_or_else(|| format!("{len} bytes is too short for a counters file (header {HEADER})"));
+    if header(0)? != MAGIC {
         return Err("not a tickbus counters file (bad magic)".into());
     }
-    let version = word(8) as u32;
-    let (header, record, capacity) = ((word(8) >> 32) as usize, word(16) as u32 as usize, (word(16) >> 32) as usize);
-    if version != VERSION || header != HEADER || record != RECORD {
+    let (w8, w16) = (header(8)?, header(16)?);
+    let version = w8 as u32;
+    let (header_bytes, record, capacity) = ((w8 >> 32) as usize, w16 as u32 as usize, (w16 >> 32) as usize);
+    if version != VERSION || header_bytes != HEADER || record != RECORD {
         return Err(format!(
-            "counters layout version {version} (header {header}, record {record}); this tickbus reads version \
+            "counters layout version {version} (header {header_bytes}, record {record}); this tickbus reads version \
              {VERSION}: use the tickbus that wrote it"
         ));
     }
-    if capacity > CAPACITY * 16 || len < HEADER + capacity * RECORD {
+    if capacity > MAX_RECORDS || len < HEADER + capacity * RECORD {
         return Err(format!("{capacity} records do not fit its {len} bytes"));
     }
-    let pid = word(24);
-    let start = word(32);
-    let liveness = match crate::sys::process::start_time(pid) {
-        Some(s) if s == start && crate::sys::process::alive(pid) => Liveness::Live,
+    let pid = header(24)?;
+    let start = header(32)?;
+    let liveness = match crate::sys::process::proc_stat(pid) {
+        Some((b'Z', _)) => Liveness::Stale { reason: format!("process {pid} exited (a zombie not yet reaped)") },
+        Some((_, s)) if s == start && crate::sys::process::alive(pid) => Liveness::Live,
         Some(_) => Liveness::Stale { reason: format!("pid {pid} now belongs to another process") },
         None => Liveness::Stale { reason: format!("process {pid} is gone (crashed or killed)") },
     };
-    let bytes_at = |off: usize, n: usize| -> Vec<u8> {
-        (0..n.div_ceil(8)).flat_map(|k| word(off + 8 * k).to_le_bytes()).take(n).collect()
+    let text = |off: usize, n: usize| -> String {
+        let b = &bytes[off..off + n];
+        let s = String::from_utf8_lossy(b).trim_end_matches('\0').to_string();
+        // Names come from the file: no control characters reach a terminal.
+        s.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
     };
-    let program = String::from_utf8_lossy(&bytes_at(64, 64)).trim_end_matches('\0').to_string();
+    let program = text(64, 64);
     let mut streams = Vec::new();
     for index in 0..capacity {
         let base = HEADER + index * RECORD;
-        // Acquire pairs with the owner's Release when it took the record: the rest is whole.
-        // SAFETY: as for `word`.
-        let state = unsafe { &*map.as_ptr().add(base).cast::<AtomicU64>() }.load(Ordering::Acquire);
-        if state != 1 {
+        let w = |off: usize| word(base + off).expect("inside the records checked above");
+        if w(0) != 1 {
             continue;
         }
-        let kinds = word(base + 8);
+        let kinds = w(8);
         let role = match kinds as u32 {
             1 => Role::Publisher,
             2 => Role::Subscriber,
@@ -139,10 +163,9 @@ fn read_file(path: &Path) -> Result<CountersFile, String> {
             3 => Transport::UdMcast,
             t => return Err(format!("record {index} has transport {t}, not 1..=3")),
         };
-        let ids = word(base + 16);
-        let name_len = ((ids >> 32) as usize).min(NAME_MAX);
-        let name = String::from_utf8_lossy(&bytes_at(base + NAME_AT, name_len)).into_owned();
-        let counters = std::array::from_fn(|k| word(base + COUNTERS_AT + 8 * k));
+        let ids = w(16);
+        let name = text(base + NAME_AT, ((ids >> 32) as usize).min(NAME_MAX));
+        let counters = std::array::from_fn(|k| w(COUNTERS_AT + 8 * k));
         streams.push(StreamRecord { index, role, transport, stream_id: ids as u32, name, counters });
     }
     Ok(CountersFile {
@@ -150,9 +173,9 @@ fn read_file(path: &Path) -> Result<CountersFile, String> {
         pid,
         program,
         liveness,
-        ticks_per_ns: f64::from_bits(word(40)),
-        tsc_at_create: word(48),
-        unix_ns_at_create: word(56),
+        ticks_per_ns: f64::from_bits(header(40)?),
+        tsc_at_create: header(48)?,
+        unix_ns_at_create: header(56)?,
         streams,
     })
 }
@@ -187,6 +210,8 @@ mod tests {
         assert_eq!((rb.get(Counter::Gaps), rb.get(Counter::Missed)), (1, 3));
         let mode = std::fs::metadata(&path).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()));
         assert_eq!(mode.unwrap() & 0o777, 0o600);
+        let dmode = std::fs::metadata(&dir).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()));
+        assert_eq!(dmode.unwrap() & 0o022, 0, "nobody else can write the folder");
         drop(a);
         let (files, _) = scan(&dir);
         let mine = files.iter().find(|f| f.path == path).unwrap();
@@ -196,22 +221,34 @@ mod tests {
     }
 
     #[test]
-    fn a_file_that_is_not_a_counters_file_is_named_and_skipped() {
+    fn hostile_files_are_named_and_skipped_and_never_block_or_crash_the_reader() {
         let dir = std::env::temp_dir().join(format!("counters-bad-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("1.counters"), vec![7u8; 4096]).unwrap();
         std::fs::write(dir.join("2.counters"), b"short").unwrap();
-        let mut v1 = vec![0u8; FILE_BYTES_FOR_TEST];
-        v1[..8].copy_from_slice(&MAGIC.to_le_bytes());
-        v1[8..12].copy_from_slice(&2u32.to_le_bytes());
-        std::fs::write(dir.join("3.counters"), v1).unwrap();
+        let mut v = vec![0u8; super::super::file::FILE_BYTES];
+        v[..8].copy_from_slice(&MAGIC.to_le_bytes());
+        v[8..12].copy_from_slice(&2u32.to_le_bytes());
+        std::fs::write(dir.join("3.counters"), &v).unwrap();
+        // A header that promises more records than the file holds.
+        v[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        v[12..16].copy_from_slice(&(HEADER as u32).to_le_bytes());
+        v[16..20].copy_from_slice(&(RECORD as u32).to_le_bytes());
+        v[20..24].copy_from_slice(&1000u32.to_le_bytes());
+        std::fs::write(dir.join("4.counters"), &v).unwrap();
+        // A FIFO would block a plain open; a symlink would lead elsewhere.
+        let fifo = std::ffi::CString::new(dir.join("5.counters").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("6.counters")).unwrap();
         let (files, errors) = scan(&dir);
         assert!(files.is_empty());
-        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert_eq!(errors.len(), 6, "{errors:?}");
         assert!(errors[0].contains("bad magic") && errors[1].contains("too short"), "{errors:?}");
         assert!(errors[2].contains("version 2") && errors[2].contains("use the tickbus that wrote it"), "{errors:?}");
+        assert!(errors[3].contains("1000 records do not fit"), "{errors:?}");
+        assert!(errors[4].contains("not a regular file"), "{errors:?}");
+        assert!(errors[5].contains("symbolic links") || errors[5].contains("loop"), "{errors:?}");
         let _ = std::fs::remove_dir_all(dir);
     }
-
-    const FILE_BYTES_FOR_TEST: usize = super::super::file::FILE_BYTES;
 }

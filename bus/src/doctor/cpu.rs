@@ -25,6 +25,23 @@ pub(super) fn tsc() -> Finding {
             base(Status::Ok, "invariant (CPUID 0x80000007 EDX[8]): timestamps tick at one rate on every core")
                 .fact("invariant", true)
         }
+        // The kernel still trusts a TSC of constant rate as its clocksource (many cloud VMs hide
+        // the invariant bit): figures hold unless the host sleeps deeply, so a warning.
+        Some(false)
+            if constant
+                && read("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+                    .is_some_and(|c| c == "tsc") =>
+        {
+            base(
+                Status::Warn,
+                "not advertised invariant (CPUID 0x80000007 EDX[8] clear), but constant-rate and the kernel's \
+             clocksource: timestamps hold while no core enters a deep sleep state",
+            )
+            .fact("invariant", false)
+            .remedy(
+                "on a VM, ask for invtsc (QEMU/KVM `-cpu host,+invtsc`); on metal, check the BIOS's C-state settings",
+            )
+        }
         Some(false) => base(
             Status::Fail,
             "not invariant (CPUID 0x80000007 EDX[8] clear): TSC timestamps drift with frequency and sleep states, \
@@ -89,8 +106,15 @@ pub(super) fn cores(cores: &[usize]) -> Vec<Finding> {
     let isolated = parse_cpu_list(&read("/sys/devices/system/cpu/isolated").unwrap_or_default());
     let nohz = parse_cpu_list(&read("/sys/devices/system/cpu/nohz_full").unwrap_or_default());
     let cmdline = read("/proc/cmdline").unwrap_or_default();
-    let rcu_nocbs =
-        cmdline.split_whitespace().find_map(|a| a.strip_prefix("rcu_nocbs=")).map(parse_cpu_list).unwrap_or_default();
+    // rcu_nocbs=LIST; a bare rcu_nocbs or rcu_nocbs=all offloads every CPU, and the kernel
+    // offloads nohz_full CPUs by itself.
+    let online = parse_cpu_list(&read("/sys/devices/system/cpu/online").unwrap_or_default());
+    let mut rcu_nocbs: Vec<usize> = match cmdline.split_whitespace().find(|a| a.starts_with("rcu_nocbs")) {
+        Some("rcu_nocbs") | Some("rcu_nocbs=all") => online,
+        Some(a) => a.strip_prefix("rcu_nocbs=").map(parse_cpu_list).unwrap_or_default(),
+        None => Vec::new(),
+    };
+    rcu_nocbs.extend(nohz.iter().copied());
     let irqs = irq_affinities();
     let mut out = Vec::new();
     for &c in cores {
@@ -163,6 +187,11 @@ fn irq_affinities() -> Option<Vec<(u32, Vec<usize>)>> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc/irq").ok()?.flatten() {
         let Some(n) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        // Only IRQs with a handler can fire: the kernel lists each handler as a folder here.
+        let handled = std::fs::read_dir(e.path()).is_ok_and(|d| d.flatten().any(|h| h.path().is_dir()));
+        if !handled {
+            continue;
+        }
         // The effective affinity is where it lands; the requested one is the fallback.
         let l = read(e.path().join("effective_affinity_list"))
             .filter(|s| !s.is_empty())
@@ -189,6 +218,7 @@ fn irq_finding(c: usize, irqs: &Option<Vec<(u32, Vec<usize>)>>) -> Finding {
         .fact("irqs", &list)
         .remedy(format!(
             "steer them to other cores: for each N, echo <other cpus> > /proc/irq/N/smp_affinity_list; \
-             with irqbalance set IRQBALANCE_BANNED_CPULIST={c}"
+             with irqbalance set IRQBALANCE_BANNED_CPULIST={c}; managed IRQs (NVMe queues) refuse that: \
+             boot with isolcpus=managed_irq,{c}"
         ))
 }

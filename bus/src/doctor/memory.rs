@@ -102,8 +102,15 @@ fn mount(ring_dir: &Path) -> Finding {
     }
 }
 
-/// Whether this process holds CAP_IPC_LOCK (bit 14 of CapEff), which exempts it from the limit.
+/// Whether this process holds CAP_IPC_LOCK (bit 14 of CapEff) in the initial user namespace,
+/// which exempts it from the limit (RDMA registration checks the capability there: inside a
+/// rootless container it does not count).
 fn cap_ipc_lock() -> bool {
+    let map = read("/proc/self/uid_map").unwrap_or_default();
+    let initial_ns = map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"];
+    if !initial_ns {
+        return false;
+    }
     let status = read("/proc/self/status").unwrap_or_default();
     status
         .lines()

@@ -33,13 +33,23 @@ pub(super) fn devices(require: bool) -> Vec<Finding> {
             out.push(port_finding(&name, &dev, &port));
         }
     }
+    // A port that is down fails the host only if no port is up: a dual-port NIC with one cable
+    // is fine, and says which port to use.
+    let any_active = out.iter().any(|f| f.facts.get("state").is_some_and(|s| s == "ACTIVE"));
+    for f in &mut out {
+        let down_only = f.facts.get("state").is_some_and(|s| s != "ACTIVE") && f.detail.starts_with("port not ACTIVE:");
+        if any_active && down_only && f.status == Status::Fail {
+            f.status = Status::Warn;
+        }
+    }
     out
 }
 
 /// The largest IB MTU a RoCE port gets from its netdev: the kernel takes off the RoCE headers
-/// (GRH 40, UDP 8, BTH 12, extended headers 32, ICRC 4: 96 bytes) and rounds down.
-fn roce_mtu(netdev_mtu: u64) -> u64 {
-    let room = netdev_mtu.saturating_sub(96);
+/// and rounds down. NIC drivers take 96 bytes (iboe_get_mtu: GRH 40, UDP 8, BTH 12, extended
+/// headers 32, ICRC 4); rdma_rxe takes 80 (RXE_MAX_HDR_LENGTH).
+fn roce_mtu(netdev_mtu: u64, headers: u64) -> u64 {
+    let room = netdev_mtu.saturating_sub(headers);
     [4096, 2048, 1024, 512, 256].into_iter().find(|&m| m <= room).unwrap_or(0)
 }
 
@@ -93,6 +103,7 @@ fn port_finding(name: &str, dev: &Path, port: &Path) -> Finding {
         .fact("driver", driver.as_deref().unwrap_or(if soft { soft_name } else { "unknown" }));
     let mut parts = vec![format!("{state} ({phys}), {link}, {rate}")];
     let mut fails: Vec<&str> = Vec::new();
+    let mut small_mtu = false;
     let mut remedies: Vec<String> = Vec::new();
     if state != "ACTIVE" {
         fails.push("port not ACTIVE");
@@ -101,10 +112,11 @@ fn port_finding(name: &str, dev: &Path, port: &Path) -> Finding {
             netdev.as_deref().unwrap_or("<netdev>")
         ));
     }
-    if link == "Ethernet" {
+    let iwarp = read(dev.join("node_type")).is_some_and(|t| t.contains("RNIC"));
+    if link == "Ethernet" && !iwarp {
         let nd = netdev.clone().unwrap_or_default();
         let nd_mtu = read(format!("/sys/class/net/{nd}/mtu")).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-        let mtu = roce_mtu(nd_mtu);
+        let mtu = roce_mtu(nd_mtu, if soft { 80 } else { 96 });
         let gids = rocev2_gids(port);
         f = f.fact("netdev", &nd).fact("netdev_mtu", nd_mtu).fact("active_mtu", mtu).fact("rocev2_gids", gids.len());
         parts.push(format!("active MTU {mtu} ({nd} MTU {nd_mtu}), {} RoCE v2 GIDs", gids.len()));
@@ -113,6 +125,7 @@ fn port_finding(name: &str, dev: &Path, port: &Path) -> Finding {
             remedies.push(format!("give {nd} an IP address (RoCE v2 GIDs are made from its addresses)"));
         }
         if mtu < 1024 {
+            small_mtu = true;
             remedies.push(format!("raise {nd}'s MTU (ip link set {nd} mtu 9000) for a RoCE MTU of 4096"));
         }
     }
@@ -129,6 +142,9 @@ fn port_finding(name: &str, dev: &Path, port: &Path) -> Finding {
         f.status = Status::Warn;
         f.detail.push_str(": software RDMA in the kernel, right for tests, microseconds slower than a NIC");
         remedies.push("use a RoCE or InfiniBand NIC for figures that matter".into());
+    } else if small_mtu {
+        f.status = Status::Warn;
+        f.detail.push_str(": an active MTU below 1024 splits every message over 1 KiB into packets");
     }
     if !remedies.is_empty() {
         f.remedy = Some(remedies.join("; "));
@@ -142,11 +158,12 @@ mod tests {
 
     #[test]
     fn roce_mtu_is_the_largest_ib_mtu_that_fits_the_netdev_after_roce_headers() {
-        assert_eq!(roce_mtu(1500), 1024);
-        assert_eq!(roce_mtu(9000), 4096);
-        assert_eq!(roce_mtu(4200), 4096);
-        assert_eq!(roce_mtu(4191), 2048);
-        assert_eq!(roce_mtu(65536), 4096);
-        assert_eq!(roce_mtu(100), 0);
+        assert_eq!(roce_mtu(1500, 96), 1024);
+        assert_eq!(roce_mtu(9000, 96), 4096);
+        assert_eq!(roce_mtu(4200, 96), 4096);
+        assert_eq!(roce_mtu(4191, 96), 2048);
+        assert_eq!(roce_mtu(4191, 80), 4096, "rxe's headers are smaller");
+        assert_eq!(roce_mtu(65536, 96), 4096);
+        assert_eq!(roce_mtu(100, 96), 0);
     }
 }

@@ -291,7 +291,10 @@ impl<M: RingMemory> RingReader<M> {
             match slot::read_copy(s, &self.geo, pos, &mut self.buf) {
                 SlotState::Empty => return None,
                 SlotState::Lapped { seen } => return Some(Recv::Gap(self.resync(seen))),
-                SlotState::Ready { aborted: true, .. } => self.position = pos.wrapping_add(1),
+                SlotState::Ready { aborted: true, .. } => {
+                    self.position = pos.wrapping_add(1);
+                    self.counters.set(Counter::Position, self.position);
+                }
                 SlotState::Ready { len, aborted: false } => {
                     self.position = pos.wrapping_add(1);
                     self.count_message(len);
@@ -330,6 +333,7 @@ impl<M: RingMemory> RingReader<M> {
                     self.position = pos.wrapping_add(1);
                     let (len, aborted) = slot::read_len(self.words.range(slot, self.geo.slot_words), &self.geo);
                     if aborted {
+                        self.counters.set(Counter::Position, self.position);
                         continue;
                     }
                     self.count_message(len);

@@ -6,7 +6,7 @@
 mod prometheus;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::counters::{self, Counter, Liveness, Role, Transport};
 use crate::shm::{self, PublisherState, ShmOptions};
@@ -47,8 +47,9 @@ pub struct StreamView {
     /// keeps that counter.
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub idle_s: Option<f64>,
-    #[cfg_attr(feature = "serde", serde(skip))]
-    index: usize,
+    /// The record's index in its process's counters file (tells apart two ends of one stream
+    /// in one process).
+    pub record: usize,
 }
 
 impl StreamView {
@@ -58,7 +59,7 @@ impl StreamView {
     }
 
     fn key(&self) -> (u64, usize, &str) {
-        (self.pid, self.index, &self.name)
+        (self.pid, self.record, &self.name)
     }
 }
 
@@ -174,9 +175,15 @@ fn ring(name: &str, opts: &ShmOptions) -> Result<RingView, String> {
     })
 }
 
-/// Reads every counters file in `dir` and every ring, and joins them.
-pub fn snapshot(dir: &Path, opts: &ShmOptions) -> Snapshot {
-    let (files, mut errors) = counters::scan(dir);
+/// Reads every counters file in `dirs` (see [`counters::counters_dirs`]) and every ring, and
+/// joins them.
+pub fn snapshot(dirs: &[PathBuf], opts: &ShmOptions) -> Snapshot {
+    let (mut files, mut errors) = (Vec::new(), Vec::new());
+    for dir in dirs {
+        let (f, e) = counters::scan(dir);
+        files.extend(f);
+        errors.extend(e);
+    }
     let (rings, ring_errors) = rings(opts);
     errors.extend(ring_errors);
     let now = unix_ns();
@@ -209,7 +216,7 @@ pub fn snapshot(dir: &Path, opts: &ShmOptions) -> Snapshot {
                 msgs_per_s: None,
                 mb_per_s: None,
                 idle_s,
-                index: r.index,
+                record: r.index,
             });
         }
     }
@@ -220,23 +227,33 @@ pub fn snapshot(dir: &Path, opts: &ShmOptions) -> Snapshot {
     Snapshot { unix_ns: now, streams, rings, errors }
 }
 
-/// A live subscriber's distance behind its publisher's position, when that is known here.
+/// A live subscriber's distance behind its publisher's position, when that is known here: the
+/// ring of that name (shm; a name cut to the record's 64 bytes is not trusted), or the live
+/// publisher of the same transport and stream, with the same name if there is one, else the
+/// only one.
 fn lag(s: &StreamView, all: &[StreamView], rings: &[RingView]) -> Option<u64> {
     if !s.live || s.role != Role::Subscriber.name() {
         return None;
     }
     let head = if s.transport == Transport::Shm.name() {
+        if s.name.len() >= 64 {
+            return None;
+        }
         rings.iter().find(|r| r.name == s.name).map(|r| r.position)
     } else {
-        let mut pubs = all.iter().filter(|p| {
-            p.live && p.role == Role::Publisher.name() && p.transport == s.transport && p.stream_id == s.stream_id
-        });
-        match (pubs.next(), pubs.next()) {
-            (Some(p), None) => Some(p.get(Counter::Position)),
+        let pubs: Vec<&StreamView> = all
+            .iter()
+            .filter(|p| {
+                p.live && p.role == Role::Publisher.name() && p.transport == s.transport && p.stream_id == s.stream_id
+            })
+            .collect();
+        let named: Vec<&StreamView> = pubs.iter().copied().filter(|p| p.name == s.name).collect();
+        match (named.as_slice(), pubs.as_slice()) {
+            ([p], _) | ([], [p]) => Some(p.get(Counter::Position)),
             _ => None, // none here, or ambiguous
         }
-    };
-    head.map(|h| h.saturating_sub(s.get(Counter::Position)))
+    }?;
+    Some(head.saturating_sub(s.get(Counter::Position)))
 }
 
 impl Snapshot {

@@ -22,8 +22,9 @@ pub fn prometheus(snap: &Snapshot) -> String {
     let mut out = String::new();
     let labels = |s: &super::StreamView| {
         format!(
-            "pid=\"{}\",program=\"{}\",role=\"{}\",transport=\"{}\",stream=\"{}\",name=\"{}\"",
+            "pid=\"{}\",record=\"{}\",program=\"{}\",role=\"{}\",transport=\"{}\",stream=\"{}\",name=\"{}\"",
             s.pid,
+            s.record,
             escape(&s.program),
             s.role,
             s.transport,
@@ -91,10 +92,10 @@ mod tests {
             msgs_per_s: None,
             mb_per_s: None,
             idle_s: None,
-            index: 0,
+            record: 0,
         };
         let text = prometheus(&Snapshot { unix_ns: 1, streams: vec![s], rings: vec![], errors: vec![] });
-        let l = r#"pid="7",program="a\"b",role="subscriber",transport="shm",stream="3",name="md""#;
+        let l = r#"pid="7",record="0",program="a\"b",role="subscriber",transport="shm",stream="3",name="md""#;
         assert!(text.contains(&format!("tickbus_gaps_total{{{l}}} 30\n")), "{text}");
         assert!(text.contains(&format!("tickbus_position{{{l}}} 0\n")), "{text}");
         assert!(text.contains(&format!("tickbus_lag{{{l}}} 4\n")), "{text}");

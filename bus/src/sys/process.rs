@@ -31,10 +31,25 @@ pub fn memlock_limit() -> std::io::Result<(Option<u64>, Option<u64>)> {
 /// When process `pid` started, in clock ticks since boot (field 22 of /proc/PID/stat): with the
 /// pid, it names one process for good, so a recycled pid is never taken for a crashed one.
 pub fn start_time(pid: u64) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    proc_stat(pid).map(|(_, start)| start)
+}
+
+/// Process `pid`'s state letter (field 3: `R`, `S`, `Z` for a zombie, ...) and start time.
+pub fn proc_stat(pid: u64) -> Option<(u8, u64)> {
+    // Bytes, not a String: the command name may be cut mid-character and is not UTF-8 then.
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces: count from its end.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let rest = &stat[stat.iter().rposition(|&b| b == b')')? + 1..];
+    let mut fields = rest.split(|b| b.is_ascii_whitespace()).filter(|f| !f.is_empty());
+    let state = *fields.next()?.first()?;
+    let start = std::str::from_utf8(fields.nth(18)?).ok()?.parse().ok()?;
+    Some((state, start))
+}
+
+/// This process's effective uid.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 #[cfg(test)]
@@ -59,5 +74,6 @@ mod tests {
         let id = u64::from(child.id());
         child.wait().unwrap();
         assert_eq!(start_time(id), None);
+        assert!(matches!(proc_stat(pid()), Some((b'R' | b'S', s)) if s == mine));
     }
 }

@@ -84,10 +84,12 @@ pub struct SlotRx(Arc<Ring>, u64, Vec<u64>);
 
 impl Ring {
     /// The first payload word of slot `k`: its `n` words are contiguous (a slot is `stride`
-    /// adjacent chunks).
+    /// adjacent chunks). Taken from the whole buffer, so the pointer may reach all of them; the
+    /// words are atomics (interior mutability), so writing through it is allowed.
     #[inline(always)]
     fn payload(&self, k: usize) -> *mut u64 {
-        self.chunks[k * self.stride].0[0].as_ptr()
+        debug_assert!((k + 1) * self.stride <= self.chunks.len());
+        self.chunks.as_ptr().cast::<u64>().cast_mut().wrapping_add(k * self.stride * 16)
     }
 }
 
