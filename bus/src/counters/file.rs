@@ -139,14 +139,18 @@ pub fn register(role: Role, transport: Transport, stream_id: u32, name: &str) ->
 }
 
 fn take(role: Role, transport: Transport, stream_id: u32, name: &str) -> Result<Slot, String> {
+    // A file given up below is dropped only after the lock is released (declared first, dropped
+    // last): if it is the last handle, its Drop takes the lock itself.
+    let mut _given_up: Option<Arc<File>> = None;
     let mut current = CURRENT.lock().map_err(|_| "the counters registry was poisoned".to_string())?;
     let pid = crate::sys::process::pid();
     // A forked child inherits the parent's handle but must not write the parent's file; a
     // file someone removed is made again so `stat` sees this process.
     let live = |f: &Arc<File>| f.pid == pid && std::fs::symlink_metadata(&f.path).is_ok_and(|m| m.ino() == f.ino);
-    let file = match current.upgrade().filter(live) {
-        Some(f) => f,
-        None => {
+    let file = match current.upgrade() {
+        Some(f) if live(&f) => f,
+        other => {
+            _given_up = other;
             let f = Arc::new(create(pid)?);
             *current = Arc::downgrade(&f);
             f
