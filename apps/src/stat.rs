@@ -52,8 +52,8 @@ pub fn run(a: StatArgs, opts: &ShmOptions) -> Result<(), String> {
         }
         return Ok(());
     };
-    if !(secs.is_finite() && secs > 0.0) {
-        return Err(format!("--watch {secs}: the refresh interval must be a positive number of seconds"));
+    if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+        return Err(format!("--watch {secs}: the refresh interval must be a number of seconds above 0, at most a day"));
     }
     let stop = crate::pipeline::stop_flag()?;
     let mut prev = snapshot(&dir, opts);
