@@ -32,7 +32,7 @@ pub struct StatArgs {
     #[arg(long, conflicts_with_all = ["watch", "listen"])]
     prune: bool,
     /// Where the counters files are (default: $TICKBUS_COUNTERS_DIR, or every
-    /// /dev/shm/tickbus-counters-<uid> this user can read).
+    /// /dev/shm/tickbus-counters-UID folder this user can read).
     #[arg(long)]
     counters_dir: Option<PathBuf>,
 }
