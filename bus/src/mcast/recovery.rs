@@ -182,7 +182,10 @@ impl RecoveryClient {
         let batch = u64::from(batch.max(1)).min(history.slots);
         let buf = HugeBuf::hugepages_or_pages(history.slot_bytes * batch as usize, false)?;
         let landing = MemoryRegion::register(ctx, buf, ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0)?;
-        let qp = PreparedRc::new(ctx, RcOptions { access: 0, ..RcOptions::default() })?;
+        // A READ in flight must outlive a short path outage (a link flap, a switch reboot): its
+        // retry budget (2^16 x 4.096 us x 7 tries, ~1.9 s) is about READ_PATIENCE, which bounds
+        // the wait anyway. The default (~0.47 s) let a 0.4 s cut turn recovery off.
+        let qp = PreparedRc::new(ctx, RcOptions { access: 0, timeout: 16, ..RcOptions::default() })?;
         ctl.send(&format!("EP {}", qp.endpoint(None)))?;
         let qp = qp.connect(&remote)?;
         let ready = ctl.recv()?;
