@@ -433,19 +433,18 @@ mod tests {
         Row::new(name.into(), kind, String::new(), h)
     }
 
+    fn rtt_64(rows: Vec<Row>) -> Section {
+        Section { mode: "rtt".into(), size: 64, rate: None, rows }
+    }
+
     #[test]
     fn a_floor_tickbus_beats_by_more_than_ten_percent_is_marked_suspect() {
-        let mut sec = Section {
-            mode: "rtt".into(),
-            size: 64,
-            rate: None,
-            rows: vec![
-                row("floor (cache-line ping-pong)", Kind::Floor, 100),
-                row("floor, same payload", Kind::Floor, 200),
-                row("floor, close call", Kind::Floor, 160),
-                row("tickbus shm", Kind::Tickbus, 150),
-            ],
-        };
+        let mut sec = rtt_64(vec![
+            row("floor (cache-line ping-pong)", Kind::Floor, 100),
+            row("floor, same payload", Kind::Floor, 200),
+            row("floor, close call", Kind::Floor, 160),
+            row("tickbus shm", Kind::Tickbus, 150),
+        ]);
         sec.ratios();
         assert_eq!(sec.rows[0].suspect, None, "a floor below tickbus is a floor");
         let w = sec.rows[1].suspect.as_deref().expect("tickbus at 150 beats a 200 ns floor by 25%");
@@ -459,17 +458,12 @@ mod tests {
 
     #[test]
     fn ratios_are_against_the_floor_and_the_best_peer_and_the_files_read_back() {
-        let mut sec = Section {
-            mode: "rtt".into(),
-            size: 64,
-            rate: None,
-            rows: vec![
-                row("floor", Kind::Floor, 100),
-                row("tickbus shm", Kind::Tickbus, 150),
-                row("a", Kind::Peer, 300),
-                row("b", Kind::Peer, 200),
-            ],
-        };
+        let mut sec = rtt_64(vec![
+            row("floor", Kind::Floor, 100),
+            row("tickbus shm", Kind::Tickbus, 150),
+            row("a", Kind::Peer, 300),
+            row("b", Kind::Peer, 200),
+        ]);
         sec.ratios();
         assert_eq!(sec.rows[1].x_floor.as_ref().unwrap()[0], 1.5);
         assert_eq!(sec.rows[1].x_best_peer.as_ref().unwrap()[0], 0.75);

@@ -23,10 +23,8 @@ pub(super) const FILE_BYTES: usize = HEADER + CAPACITY * RECORD;
 /// file in it). It must be on tmpfs (or hugetlbfs): on a disk file system, writeback would turn
 /// a counter store on the hot path into a page fault.
 pub fn counters_dir() -> PathBuf {
-    std::env::var_os("TICKBUS_COUNTERS_DIR").map_or_else(
-        || PathBuf::from(format!("/dev/shm/tickbus-counters-{}", crate::sys::process::euid())),
-        PathBuf::from,
-    )
+    std::env::var_os("TICKBUS_COUNTERS_DIR")
+        .map_or_else(|| PathBuf::from(format!("/dev/shm/tickbus-counters-{}", crate::sys::fs::euid())), PathBuf::from)
 }
 
 /// Every folder `stat` reads by default: `$TICKBUS_COUNTERS_DIR` if set, else every user's
@@ -186,7 +184,7 @@ fn checked_dir(dir: &Path) -> Result<(), String> {
     use std::os::unix::fs::DirBuilderExt;
     let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
     let m = std::fs::symlink_metadata(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-    let euid = crate::sys::process::euid();
+    let euid = crate::sys::fs::euid();
     if !m.is_dir() || m.uid() != euid || m.permissions().mode() & 0o022 != 0 {
         return Err(format!(
             "{} must be a folder of uid {euid} that no one else can write (it is {}, uid {}, mode {:o}): \

@@ -133,7 +133,7 @@ fn read_file(path: &Path) -> Result<CountersFile, String> {
     let start = header(32)?;
     let liveness = match crate::sys::process::proc_stat(pid) {
         Some((b'Z', _)) => Liveness::Stale { reason: format!("process {pid} exited (a zombie not yet reaped)") },
-        Some((_, s)) if s == start && crate::sys::process::alive(pid) => Liveness::Live,
+        Some((_, s)) if s == start => Liveness::Live,
         Some(_) => Liveness::Stale { reason: format!("pid {pid} now belongs to another process") },
         None => Liveness::Stale { reason: format!("process {pid} is gone (crashed or killed)") },
     };

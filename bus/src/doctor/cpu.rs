@@ -17,7 +17,7 @@ fn invariant_tsc() -> Option<bool> {
 }
 
 pub(super) fn tsc() -> Finding {
-    let flags = cpu_flags();
+    let flags = cpu_flags(&read("/proc/cpuinfo").unwrap_or_default());
     let constant = flags.iter().any(|f| f == "constant_tsc");
     let base = |status, detail: &str| Finding::new("tsc", status, detail).fact("constant_tsc", constant);
     match invariant_tsc() {
@@ -57,8 +57,8 @@ pub(super) fn tsc() -> Finding {
     }
 }
 
-fn cpu_flags() -> Vec<String> {
-    let info = read("/proc/cpuinfo").unwrap_or_default();
+/// The first CPU's flags in `/proc/cpuinfo` text `info`.
+pub(super) fn cpu_flags(info: &str) -> Vec<String> {
     info.lines()
         .find(|l| l.starts_with("flags"))
         .and_then(|l| l.split_once(':'))
@@ -103,7 +103,7 @@ pub(super) fn cores(cores: &[usize]) -> Vec<Finding> {
         )
         .remedy("pass the cores your busy-polling threads pin to (e.g. --cores 2,3)")];
     }
-    let isolated = parse_cpu_list(&read("/sys/devices/system/cpu/isolated").unwrap_or_default());
+    let isolated = crate::sys::cpu::isolated_cpus();
     let nohz = parse_cpu_list(&read("/sys/devices/system/cpu/nohz_full").unwrap_or_default());
     let cmdline = read("/proc/cmdline").unwrap_or_default();
     // rcu_nocbs=LIST; a bare rcu_nocbs or rcu_nocbs=all offloads every CPU, and the kernel

@@ -45,7 +45,7 @@ pub(super) fn identity() -> Identity {
     let field = |k: &str| {
         cpuinfo.lines().find(|l| l.starts_with(k)).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string())
     };
-    let hypervisor = field("flags").is_some_and(|f| f.split_whitespace().any(|x| x == "hypervisor"));
+    let hypervisor = super::cpu::cpu_flags(&cpuinfo).iter().any(|x| x == "hypervisor");
     let vendor = read("/sys/class/dmi/id/sys_vendor").filter(|s| !s.is_empty());
     let virtualization = match (hypervisor, vendor) {
         (false, _) => "bare metal".to_string(),

@@ -67,8 +67,10 @@ fn hugetlbfs_mounts() -> Vec<(String, String)> {
 fn mount(ring_dir: &Path) -> Finding {
     let mounts = hugetlbfs_mounts();
     let listed = mounts.iter().map(|(m, s)| format!("{m} (pagesize {s})")).collect::<Vec<_>>().join(", ");
-    // The longest mount point that holds the ring folder is the file system rings land on.
-    let covering = mounts.iter().filter(|(m, _)| ring_dir.starts_with(m)).max_by_key(|(m, _)| m.len());
+    // Whether rings land on hugetlbfs is the shm publisher's own check (statfs of the folder);
+    // the longest hugetlbfs mount point holding the folder names the mount and its page size.
+    let on_hugetlbfs = crate::shm::hugetlbfs_problem(ring_dir).is_none();
+    let covering = mounts.iter().filter(|(m, _)| on_hugetlbfs && ring_dir.starts_with(m)).max_by_key(|(m, _)| m.len());
     let d = ring_dir.display();
     match covering {
         Some((m, size)) if size == "2M" || size == "default" => {

@@ -163,10 +163,12 @@ impl Diagnosis {
 pub fn diagnose(opts: &DoctorOptions) -> Diagnosis {
     let mut findings = vec![cpu::tsc(), cpu::clocksource()];
     findings.extend(memory::hugepages(&opts.hugepage_dir, opts.min_free_hugepages));
-    let rdma_here = std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
+    // Listed once: the ports decide whether memlock matters, and are reported last.
+    let rdma = rdma::devices(opts.require_rdma);
+    let rdma_here = rdma.iter().any(|f| f.facts.contains_key("state"));
     findings.push(memory::memlock(opts.memlock_bytes, opts.require_rdma || rdma_here));
     findings.extend(cpu::cores(&opts.cores));
-    findings.extend(rdma::devices(opts.require_rdma));
+    findings.extend(rdma);
     Diagnosis { identity: identity::identity(), findings }
 }
 

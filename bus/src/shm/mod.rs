@@ -24,6 +24,7 @@ pub(crate) mod tests;
 pub use error::ShmError;
 pub use mapping::{Backing, ShmMemory};
 pub use options::{HugepagePolicy, ShmOptions};
+pub(crate) use publisher::hugetlbfs_problem;
 pub use publisher::{open_publisher, ConsumerStatus, ShmPublisher};
 pub use subscriber::{open_consumer, open_observer, open_observer_uncounted, PublisherState, ShmSubscriber};
 

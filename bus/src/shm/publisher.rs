@@ -143,8 +143,8 @@ pub fn open_publisher(name: &str, cfg: &RingConfig, opts: &ShmOptions) -> Result
     open_at(dir.open_or_create_ring(name)?, &opts.fallback_dir.join(name), Backing::Fallback { reason }, cfg)
 }
 
-/// Why `dir` cannot hold hugepage rings, or None if it can.
-fn hugetlbfs_problem(dir: &Path) -> Option<String> {
+/// Why `dir` cannot hold hugepage rings, or None if it can (also `tickbus doctor`'s test).
+pub(crate) fn hugetlbfs_problem(dir: &Path) -> Option<String> {
     let mount = dir.ancestors().find(|p| p.exists())?;
     match sys::fs::is_hugetlbfs(mount) {
         Ok(true) => None,

@@ -46,12 +46,6 @@ pub fn proc_stat(pid: u64) -> Option<(u8, u64)> {
     Some((state, start))
 }
 
-/// This process's effective uid.
-pub fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
