@@ -28,7 +28,7 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
     // A day's market data, normalised; a quarter on the md ring before the loops start, the
     // rest published while they are measured (so the gateway's quote path is measured too).
     let mut day = Vec::new();
-    write_itch(DayConfig { seed: 11, stocks: 8, messages: 20_000 }, &mut day).unwrap();
+    write_itch(DayConfig::new(11, 8, 20_000), &mut day).unwrap();
     let md_cfg = RingConfig::for_payload(Mode::Lossy, 1, 128, 1 << 16);
     let mut md = shm::open_publisher("md", &md_cfg, &opts).unwrap();
     let mut norm = Normalizer::new();
@@ -157,7 +157,7 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("day.itch");
     let mut day = Vec::new();
-    write_itch(DayConfig { seed: 12, stocks: 8, messages: 20_000 }, &mut day).unwrap();
+    write_itch(DayConfig::new(12, 8, 20_000), &mut day).unwrap();
     std::fs::write(&file, &day).unwrap();
     let (mut norm, mut ticks) = (Normalizer::new(), 0u64);
     let itch_messages = frames(&day).count() as u64;
@@ -252,7 +252,7 @@ fn over_rdma_the_exchange_and_trader_loops_make_only_doorbell_syscalls_and_no_al
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("day.itch");
     let mut day = Vec::new();
-    write_itch(DayConfig { seed: 13, stocks: 6, messages: 1200 }, &mut day).unwrap();
+    write_itch(DayConfig::new(13, 6, 1200), &mut day).unwrap();
     std::fs::write(&file, &day).unwrap();
     let itch_messages = frames(&day).count() as u64;
     let mut ticks = 0u64;

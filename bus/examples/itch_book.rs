@@ -13,7 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(path) => std::fs::read(&path).map_err(|e| format!("reading {path}: {e}"))?,
         None => {
             let mut day = Vec::new();
-            write_itch(DayConfig { seed: 7, stocks: 4, messages: 50_000 }, &mut day)?;
+            write_itch(DayConfig::new(7, 4, 50_000), &mut day)?;
             day
         }
     };

@@ -38,6 +38,7 @@
 //!
 //! Under `--cfg loom` only the ring protocol (on loom's atomics) is built, for model checking.
 #![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
 
 pub mod agent;
 pub mod counters;

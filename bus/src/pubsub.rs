@@ -16,10 +16,12 @@ pub struct Publisher<M: RingMemory> {
 }
 
 impl<M: RingMemory> Publisher<M> {
+    /// A publisher writing through `writer`, stamping messages with this host's TSC.
     pub fn new(writer: RingWriter<M>) -> Self {
         Publisher { writer, tsc: Tsc::new() }
     }
 
+    /// The ring's layout.
     pub fn config(&self) -> &RingConfig {
         self.writer.config()
     }

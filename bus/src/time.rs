@@ -17,6 +17,7 @@ pub struct Tsc {
 }
 
 impl Tsc {
+    /// A reader of this core's TSC.
     pub fn new() -> Tsc {
         Tsc {
             #[cfg(not(target_arch = "x86_64"))]
@@ -71,10 +72,12 @@ pub fn ticks_per_ns() -> f64 {
 /// Converts TSC deltas to nanoseconds with one fixed calibration.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TscScale {
+    /// Ticks per nanosecond.
     pub ticks_per_ns: f64,
 }
 
 impl TscScale {
+    /// Ticks as nanoseconds.
     #[inline(always)]
     pub fn to_ns(&self, ticks: u64) -> f64 {
         ticks as f64 / self.ticks_per_ns

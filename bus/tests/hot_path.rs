@@ -147,7 +147,7 @@ fn the_tick_to_trade_path_makes_no_syscall_and_no_allocation() {
 
     let o = opts("ttt");
     let mut day = Vec::new();
-    write_itch(DayConfig { seed: 3, stocks: 20, messages: 20_000 }, &mut day).unwrap();
+    write_itch(DayConfig::new(3, 20, 20_000), &mut day).unwrap();
     let msgs: Vec<Vec<u8>> = frames(&day).map(|r| r.unwrap().message.as_bytes().to_vec()).collect();
     let n = msgs.len() as u64;
     let md_cfg = RingConfig::for_payload(Mode::Reliable, 1, 64, 32_768);

@@ -10,19 +10,33 @@ use crate::orders::{CancelOrder, NewOrder, ReplaceOrder};
 /// A decoded message of any type, borrowing the buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AnyMessage<'a> {
+    /// A [`Quote`].
     Quote(&'a Quote),
+    /// A [`Trade`].
     Trade(&'a Trade),
+    /// An [`OrderAdd`].
     OrderAdd(&'a OrderAdd),
+    /// An [`OrderModify`].
     OrderModify(&'a OrderModify),
+    /// An [`OrderDelete`].
     OrderDelete(&'a OrderDelete),
+    /// An [`OrderExecute`].
     OrderExecute(&'a OrderExecute),
+    /// A [`BookSnapshot`].
     BookSnapshot(&'a BookSnapshot),
+    /// A [`FeedGap`].
     FeedGap(&'a FeedGap),
+    /// A [`NewOrder`].
     NewOrder(&'a NewOrder),
+    /// A [`CancelOrder`].
     CancelOrder(&'a CancelOrder),
+    /// A [`ReplaceOrder`].
     ReplaceOrder(&'a ReplaceOrder),
+    /// An [`ExecAck`].
     ExecAck(&'a ExecAck),
+    /// An [`ExecFill`].
     ExecFill(&'a ExecFill),
+    /// An [`ExecReject`].
     ExecReject(&'a ExecReject),
 }
 

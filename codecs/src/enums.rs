@@ -5,11 +5,14 @@
 #[repr(u8)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
+    /// A buy.
     Buy = 1,
+    /// A sell.
     Sell = 2,
 }
 
 impl Side {
+    /// The side a wire byte encodes (None for a value this build does not know).
     pub fn from_wire(v: u8) -> Option<Side> {
         match v {
             1 => Some(Side::Buy),
@@ -23,13 +26,18 @@ impl Side {
 #[repr(u8)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimeInForce {
+    /// Good for the trading day.
     Day = 0,
+    /// Fill what can be filled at once, cancel the rest.
     ImmediateOrCancel = 1,
+    /// Fill all at once or cancel all.
     FillOrKill = 2,
+    /// Rests until cancelled.
     GoodTillCancel = 3,
 }
 
 impl TimeInForce {
+    /// The time in force a wire byte encodes (None for a value this build does not know).
     pub fn from_wire(v: u8) -> Option<TimeInForce> {
         match v {
             0 => Some(TimeInForce::Day),
@@ -45,11 +53,14 @@ impl TimeInForce {
 #[repr(u8)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrdType {
+    /// At the limit price or better.
     Limit = 1,
+    /// At the best price available.
     Market = 2,
 }
 
 impl OrdType {
+    /// The order type a wire byte encodes (None for a value this build does not know).
     pub fn from_wire(v: u8) -> Option<OrdType> {
         match v {
             1 => Some(OrdType::Limit),

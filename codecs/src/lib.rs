@@ -11,6 +11,7 @@
 //! Decoding is zero-copy: [`Message::parse`] checks length, type and version once and returns a
 //! reference into the buffer; after that no accessor can panic.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 #[cfg(not(target_endian = "little"))]
 compile_error!("tickbus-codecs lays messages out little-endian on the wire; big-endian targets are unsupported");

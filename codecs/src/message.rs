@@ -8,19 +8,33 @@ use crate::header::{Header, HEADER_LEN};
 #[repr(u16)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MsgType {
+    /// Top of book: best bid and ask: [`Quote`](crate::md::Quote).
     Quote = 1,
+    /// A trade printed: [`Trade`](crate::md::Trade).
     Trade = 2,
+    /// An order added to the book: [`OrderAdd`](crate::md::OrderAdd).
     OrderAdd = 3,
+    /// A resting order changed price or quantity: [`OrderModify`](crate::md::OrderModify).
     OrderModify = 4,
+    /// A resting order removed: [`OrderDelete`](crate::md::OrderDelete).
     OrderDelete = 5,
+    /// A resting order executed: [`OrderExecute`](crate::md::OrderExecute).
     OrderExecute = 6,
+    /// A price-level snapshot of one instrument: [`BookSnapshot`](crate::md::BookSnapshot).
     BookSnapshot = 7,
+    /// Messages the feed handler lost: [`FeedGap`](crate::md::FeedGap).
     FeedGap = 8,
+    /// A new order: [`NewOrder`](crate::orders::NewOrder).
     NewOrder = 16,
+    /// A cancel of an order: [`CancelOrder`](crate::orders::CancelOrder).
     CancelOrder = 17,
+    /// A cancel/replace of an order: [`ReplaceOrder`](crate::orders::ReplaceOrder).
     ReplaceOrder = 18,
+    /// The venue accepted an order: [`ExecAck`](crate::exec::ExecAck).
     ExecAck = 32,
+    /// An order traded: [`ExecFill`](crate::exec::ExecFill).
     ExecFill = 33,
+    /// The venue refused an order: [`ExecReject`](crate::exec::ExecReject).
     ExecReject = 34,
 }
 
@@ -58,22 +72,64 @@ impl fmt::Display for MsgType {
 /// Why bytes did not decode as a message. Never allocates; every variant names what was wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
+    /// Fewer bytes than a header.
     #[error("message truncated: {got} bytes, a header alone needs {HEADER_LEN}")]
-    TooShortForHeader { got: usize },
+    TooShortForHeader {
+        /// The bytes given.
+        got: usize,
+    },
+    /// A type this build does not know.
     #[error("unknown message type {found}: the publisher speaks a newer schema; upgrade tickbus-codecs")]
-    UnknownType { found: u16 },
+    UnknownType {
+        /// The wire type found.
+        found: u16,
+    },
+    /// Another type than the one asked for.
     #[error("expected a {expected} message, found type {found}")]
-    WrongType { expected: MsgType, found: u16 },
+    WrongType {
+        /// The type asked for.
+        expected: MsgType,
+        /// The wire type found.
+        found: u16,
+    },
     #[error(
         "{msg_type} version {found} is not supported (this build reads version {supported}); upgrade the older side"
     )]
-    UnsupportedVersion { msg_type: MsgType, found: u16, supported: u16 },
+    /// A version of the type this build does not read.
+    UnsupportedVersion {
+        /// The type.
+        msg_type: MsgType,
+        /// The version found.
+        found: u16,
+        /// The version this build reads.
+        supported: u16,
+    },
+    /// A buffer of another length than the type's.
     #[error("{msg_type} must be {expected} bytes, the buffer holds {got}")]
-    WrongLength { msg_type: MsgType, expected: usize, got: usize },
+    WrongLength {
+        /// The type.
+        msg_type: MsgType,
+        /// The type's size.
+        expected: usize,
+        /// The buffer's length.
+        got: usize,
+    },
+    /// A header whose length field disagrees with the type's size.
     #[error("{msg_type} header says length {declared}, but the type is {expected} bytes: corrupt or foreign frame")]
-    LengthFieldMismatch { msg_type: MsgType, expected: usize, declared: u32 },
+    LengthFieldMismatch {
+        /// The type.
+        msg_type: MsgType,
+        /// The type's size.
+        expected: usize,
+        /// The header's length field.
+        declared: u32,
+    },
+    /// A buffer not 8-byte aligned (zero-copy parsing needs it).
     #[error("buffer for {msg_type} is not 8-byte aligned; use Message::read (copies) or an aligned buffer")]
-    Misaligned { msg_type: MsgType },
+    Misaligned {
+        /// The type.
+        msg_type: MsgType,
+    },
 }
 
 /// A fixed-layout bus message: `#[repr(C)]`, starts with a [`Header`], 8-byte aligned fields.

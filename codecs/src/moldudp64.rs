@@ -19,8 +19,11 @@ pub const END_OF_SESSION: u16 = 0xFFFF;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 pub struct MoldHeader {
+    /// The session's name (ASCII, space-padded).
     pub session: [u8; 10],
+    /// The sequence number of the packet's first message (of the next message, in a heartbeat).
     pub sequence: U64,
+    /// Messages in the packet ([`HEARTBEAT`], [`END_OF_SESSION`] mark the special packets).
     pub count: U16,
 }
 const _: () = assert!(core::mem::size_of::<MoldHeader>() == HEADER_LEN);
@@ -28,14 +31,40 @@ const _: () = assert!(core::mem::size_of::<MoldHeader>() == HEADER_LEN);
 /// Why a packet is malformed; offsets are within the packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum MoldError {
+    /// Fewer bytes than a header.
     #[error("packet of {got} bytes is shorter than the 20-byte MoldUDP64 header")]
-    TooShort { got: usize },
+    TooShort {
+        /// The packet's length.
+        got: usize,
+    },
+    /// A message that runs past the packet's end.
     #[error("message {index} at offset {offset} overruns the packet ({need} bytes needed, {have} left)")]
-    Overrun { index: u16, offset: usize, need: usize, have: usize },
+    Overrun {
+        /// The message's index in the packet (from 0).
+        index: u16,
+        /// Its offset in the packet.
+        offset: usize,
+        /// Bytes it needs.
+        need: usize,
+        /// Bytes left.
+        have: usize,
+    },
+    /// Bytes after the declared messages.
     #[error("packet declares {declared} messages but has {trailing} bytes after message {parsed}")]
-    Trailing { declared: u16, parsed: u16, trailing: usize },
+    Trailing {
+        /// Messages the header declares.
+        declared: u16,
+        /// Messages parsed.
+        parsed: u16,
+        /// Bytes left after them.
+        trailing: usize,
+    },
+    /// A sequence past any real session.
     #[error("sequence {sequence} is past any real session (above 2^62): a damaged or forged packet")]
-    Sequence { sequence: u64 },
+    Sequence {
+        /// The sequence found.
+        sequence: u64,
+    },
 }
 
 /// Sequences above this are refused: no session comes near it, and sequence arithmetic on what
@@ -45,14 +74,18 @@ pub const MAX_SEQUENCE: u64 = 1 << 62;
 /// What kind of packet it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PacketKind {
+    /// A packet of messages.
     Messages,
+    /// A heartbeat: no messages; its sequence is the next message's.
     Heartbeat,
+    /// The session's end: no more messages will follow.
     EndOfSession,
 }
 
 /// A validated packet: after [`Packet::parse`], iterating its messages cannot fail or panic.
 #[derive(Debug, Clone, Copy)]
 pub struct Packet<'a> {
+    /// The packet's header.
     pub header: &'a MoldHeader,
     body: &'a [u8],
 }
@@ -85,6 +118,7 @@ impl<'a> Packet<'a> {
         Ok(Packet { header, body })
     }
 
+    /// What kind of packet it is.
     pub fn kind(&self) -> PacketKind {
         match self.header.count.get() {
             HEARTBEAT => PacketKind::Heartbeat,
@@ -131,6 +165,8 @@ pub struct PacketBuilder {
 }
 
 impl PacketBuilder {
+    /// A builder of packets of session `session` starting at `first_sequence`, each at most
+    /// `max_len` bytes.
     pub fn new(session: [u8; 10], first_sequence: u64, max_len: usize) -> PacketBuilder {
         let mut b =
             PacketBuilder { session, next: first_sequence, max_len, buf: Vec::with_capacity(max_len), count: 0 };
@@ -196,14 +232,29 @@ pub struct GapTracker {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arrival {
     /// Messages `from..to` are new and in order.
-    InOrder { from: u64, to: u64 },
+    InOrder {
+        /// The first new sequence.
+        from: u64,
+        /// One past the last new sequence.
+        to: u64,
+    },
     /// Messages `missing_from..missing_to` never arrived (re-request them); `from..to` are new.
-    Gap { missing_from: u64, missing_to: u64, from: u64, to: u64 },
+    Gap {
+        /// The first missing sequence.
+        missing_from: u64,
+        /// One past the last missing.
+        missing_to: u64,
+        /// The first new sequence.
+        from: u64,
+        /// One past the last new sequence.
+        to: u64,
+    },
     /// Everything in the packet was seen before (a duplicate from a redundant feed).
     Duplicate,
 }
 
 impl GapTracker {
+    /// A tracker expecting sequence 1 (a session's first).
     pub fn new() -> GapTracker {
         GapTracker { next: 1 }
     }

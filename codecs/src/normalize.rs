@@ -30,15 +30,22 @@ use crate::message::Message;
 /// A normalised message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Md {
+    /// An order added.
     Add(OrderAdd),
+    /// An order executed.
     Execute(OrderExecute),
+    /// An order's price or size changed.
     Modify(OrderModify),
+    /// An order removed.
     Delete(OrderDelete),
+    /// A trade printed.
     Trade(Trade),
+    /// A top-of-book quote.
     Quote(Quote),
 }
 
 impl Md {
+    /// The message's bytes, as published.
     pub fn as_bytes(&self) -> &[u8] {
         match self {
             Md::Add(m) => m.as_bytes(),
@@ -50,6 +57,7 @@ impl Md {
         }
     }
 
+    /// The message's header, to stamp sequence and TSC before publishing.
     pub fn header_mut(&mut self) -> &mut Header {
         match self {
             Md::Add(m) => m.header_mut(),

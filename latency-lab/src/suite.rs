@@ -169,7 +169,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
         bar.suspend(|| eprintln!("latency-lab: {msg}"));
     };
 
-    let day = DayConfig { seed: 1, stocks: 100, messages: a.itch_messages };
+    let day = DayConfig::new(1, 100, a.itch_messages);
     // The generated day, unless every part that would replay it has a file or is skipped.
     let mut day_bytes = Vec::new();
     if a.itch.is_none() && !(skip(Part::Ttt) && skip(Part::Pipeline)) || !skip(Part::Journal) {
@@ -452,7 +452,7 @@ pub fn rdma(
         rep.sections.push(sec);
     }
     if pipe.rounds > 0 {
-        let day = DayConfig { seed: 1, stocks: 20, messages: pipe.messages * 2 };
+        let day = DayConfig::new(1, 20, pipe.messages * 2);
         let mut bytes = Vec::new();
         write_itch(day, &mut bytes)?;
         std::fs::create_dir_all(&a.out)?;

@@ -127,7 +127,7 @@ pub fn generate(itch: Option<&Path>, pcap: Option<&Path>, seed: u64, stocks: u16
     if itch.is_none() && pcap.is_none() {
         return Err("nothing to write: give --itch FILE and/or --pcap FILE".into());
     }
-    let cfg = DayConfig { seed, stocks, messages };
+    let cfg = DayConfig::new(seed, stocks, messages);
     let create =
         |p: &Path| File::create(p).map(BufWriter::new).map_err(|e| format!("cannot create {}: {e}", p.display()));
     if let Some(p) = itch {

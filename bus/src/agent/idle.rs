@@ -8,17 +8,33 @@ pub enum IdleStrategy {
     /// Spin with a CPU pause: lowest latency, burns the core.
     BusySpin,
     /// Spin `spins` times, then yield the core each idle cycle.
-    SpinThenYield { spins: u32 },
+    SpinThenYield {
+        /// Idle cycles spent spinning before yielding.
+        spins: u32,
+    },
     /// Spin, then yield, then park with exponential backoff from `min_park` to `max_park`.
-    Backoff { spins: u32, yields: u32, min_park: Duration, max_park: Duration },
+    Backoff {
+        /// Idle cycles spent spinning.
+        spins: u32,
+        /// Idle cycles spent yielding after the spins.
+        yields: u32,
+        /// The first park's length.
+        min_park: Duration,
+        /// The longest park (each doubles up to it).
+        max_park: Duration,
+    },
 }
 
 /// What one idle step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdleAction {
+    /// Work was done: nothing to wait for.
     None,
+    /// Spun with a CPU pause.
     Spin,
+    /// Yielded the core.
     Yield,
+    /// Parked the thread this long.
     Park(Duration),
 }
 
@@ -31,6 +47,7 @@ pub struct Idler {
 }
 
 impl Idler {
+    /// A fresh idler for `strategy` (no idle cycles yet).
     pub fn new(strategy: IdleStrategy) -> Idler {
         Idler { strategy, idle_cycles: 0, park: Duration::ZERO }
     }

@@ -29,6 +29,7 @@ pub struct Composite {
 }
 
 impl Composite {
+    /// One agent that runs `agents` in order each duty cycle, named after them all (`a+b`).
     pub fn new(agents: Vec<Box<dyn Agent>>) -> Composite {
         let name = agents.iter().map(|a| a.name()).collect::<Vec<_>>().join("+");
         Composite { name, agents }

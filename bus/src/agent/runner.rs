@@ -12,6 +12,7 @@ use crate::time::Tsc;
 /// Where a thread got pinned and whether the kernel keeps other work off that core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pinning {
+    /// The core the thread runs on.
     pub core: usize,
     /// Listed in /sys/devices/system/cpu/isolated. If false, the scheduler may put other
     /// threads on the core and latency tails will show it.
@@ -40,7 +41,9 @@ pub struct AgentRunner {
 #[derive(Debug, thiserror::Error)]
 #[error("agent {agent} panicked: {message}")]
 pub struct AgentPanicked {
+    /// The agent's name.
     pub agent: String,
+    /// The panic's message.
     pub message: String,
 }
 
@@ -65,6 +68,7 @@ impl AgentRunner {
         Ok(AgentRunner { stop, handle: Some(handle), pinning })
     }
 
+    /// Where the agent's thread was pinned (None when not asked to pin).
     pub fn pinning(&self) -> Option<Pinning> {
         self.pinning
     }

@@ -161,7 +161,9 @@ impl Counter {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Role {
+    /// Publishes on the stream.
     Publisher = 1,
+    /// Subscribes to the stream.
     Subscriber = 2,
 }
 
@@ -169,12 +171,16 @@ pub enum Role {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Transport {
+    /// A ring in shared memory on this host.
     Shm = 1,
+    /// RDMA-WRITE over reliable connected QPs.
     RdmaRc = 2,
+    /// UD multicast.
     UdMcast = 3,
 }
 
 impl Role {
+    /// Its name as `tickbus stat` shows it (`publisher`, `subscriber`).
     pub fn name(self) -> &'static str {
         match self {
             Role::Publisher => "publisher",
@@ -184,6 +190,7 @@ impl Role {
 }
 
 impl Transport {
+    /// Its name as `tickbus stat` shows it (`shm`, `rdma-rc`, `ud-mcast`).
     pub fn name(self) -> &'static str {
         match self {
             Transport::Shm => "shm",

@@ -14,9 +14,11 @@ use super::{Counter, Role, Transport, COUNTERS};
 /// Whether the process that owns a counters file is still the one running.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Liveness {
+    /// The owner is running: the figures are current.
     Live,
     /// The process is gone (or its pid was reused): the figures are its last, not current.
     Stale {
+        /// Why the process is taken for gone.
         reason: String,
     },
 }
@@ -24,15 +26,22 @@ pub enum Liveness {
 /// One stream's record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamRecord {
+    /// The record's index in its file.
     pub index: usize,
+    /// Which end of the stream.
     pub role: Role,
+    /// Which transport.
     pub transport: Transport,
+    /// The stream.
     pub stream_id: u32,
+    /// The ring (shm), the endpoint (rdma-rc) or the group (ud-mcast).
     pub name: String,
+    /// Every counter's value, indexed by [`Counter`].
     pub counters: [u64; COUNTERS],
 }
 
 impl StreamRecord {
+    /// A counter's value.
     pub fn get(&self, c: Counter) -> u64 {
         self.counters[c as usize]
     }
@@ -41,14 +50,21 @@ impl StreamRecord {
 /// One process's counters file, read at one instant.
 #[derive(Debug, Clone)]
 pub struct CountersFile {
+    /// The file read.
     pub path: PathBuf,
+    /// The owner's pid.
     pub pid: u64,
+    /// The owner's program name.
     pub program: String,
+    /// Whether the owner is still running.
     pub liveness: Liveness,
+    /// The owner's TSC rate (ticks per ns).
     pub ticks_per_ns: f64,
     /// The owner's TSC and Unix time when it made the file: converts its TSC counters to time.
     pub tsc_at_create: u64,
+    /// The owner's Unix time (ns) when it made the file.
     pub unix_ns_at_create: u64,
+    /// The stream records in use.
     pub streams: Vec<StreamRecord>,
 }
 

@@ -6,6 +6,7 @@ use super::read;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Identity {
+    /// The host's name.
     pub hostname: String,
     /// Kernel release (`uname -r`).
     pub kernel: String,

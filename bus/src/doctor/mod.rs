@@ -52,6 +52,7 @@ impl Status {
 pub struct Finding {
     /// What was checked, e.g. `tsc`, `hugepages`, `core 2 isolation`, `rdma rxe0 port 1`.
     pub check: String,
+    /// Ready, a warning, or a problem to fix.
     pub status: Status,
     /// What was found, in a sentence.
     pub detail: String,
@@ -116,7 +117,9 @@ impl Default for DoctorOptions {
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Diagnosis {
+    /// The machine checked.
     pub identity: Identity,
+    /// Every check's result, in the order they ran.
     pub findings: Vec<Finding>,
 }
 

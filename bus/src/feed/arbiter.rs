@@ -12,7 +12,9 @@ use tickbus_codecs::moldudp64::{Packet, PacketKind};
 /// Where a packet came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Line {
+    /// The primary multicast line.
     A,
+    /// The secondary (redundant) multicast line.
     B,
     /// The retransmission server's answer to a re-request.
     Retransmit,
@@ -22,14 +24,32 @@ pub enum Line {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Out<'a> {
     /// The next message of the stream, in order, once.
-    Message { sequence: u64, message: &'a [u8] },
+    Message {
+        /// Its MoldUDP64 sequence number.
+        sequence: u64,
+        /// The message bytes, borrowed from the packet or the hold.
+        message: &'a [u8],
+    },
     /// Ask the retransmission server for `count` messages from `sequence`.
-    Rerequest { sequence: u64, count: u16 },
+    Rerequest {
+        /// The first sequence to ask for.
+        sequence: u64,
+        /// How many.
+        count: u16,
+    },
     /// Messages `[from, to)` were not recovered in time: the stream goes on after them.
-    Lost { from: u64, to: u64 },
+    Lost {
+        /// The first sequence lost.
+        from: u64,
+        /// One past the last sequence lost.
+        to: u64,
+    },
     /// From here on the stream is MoldUDP64 session `session` (its sequences start again at
     /// 1); everything before belonged to the previous one, whose end was given up explicitly.
-    Session { session: [u8; 10] },
+    Session {
+        /// The new session's name.
+        session: [u8; 10],
+    },
 }
 
 /// Timing of the arbitration, in ns of the caller's clock.
@@ -48,6 +68,7 @@ pub struct ArbiterOptions {
     /// Most messages held behind a gap, and most bytes of them (beyond either the open gap is
     /// given up early and what did not fit is re-requested later).
     pub max_held: usize,
+    /// Most bytes of messages held behind a gap.
     pub max_held_bytes: usize,
     /// A packet reaching further than this beyond what the stream is known to have reached is
     /// believed only when a second packet agrees (the other line's copy, or the packet after
@@ -75,8 +96,11 @@ impl Default for ArbiterOptions {
 /// What the arbiter has seen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ArbiterStats {
+    /// Packets from line A.
     pub packets_a: u64,
+    /// Packets from line B.
     pub packets_b: u64,
+    /// Packets from the retransmission server.
     pub packets_retransmit: u64,
     /// Messages delivered in order.
     pub delivered: u64,
@@ -84,9 +108,11 @@ pub struct ArbiterStats {
     pub duplicates: u64,
     /// Messages recovered by re-request.
     pub recovered: u64,
+    /// Re-requests asked for.
     pub rerequests: u64,
     /// Messages given up, and in how many gaps.
     pub lost: u64,
+    /// Gaps given up.
     pub gaps: u64,
     /// Packets of another session (ignored).
     pub other_session: u64,
@@ -126,6 +152,8 @@ pub struct Arbiter {
 }
 
 impl Arbiter {
+    /// An arbiter with `opts`, before any packet (it follows the first session it sees unless
+    /// `opts.session` names one).
     pub fn new(opts: ArbiterOptions) -> Arbiter {
         Arbiter {
             opts,
@@ -142,6 +170,7 @@ impl Arbiter {
         }
     }
 
+    /// What it has seen so far.
     pub fn stats(&self) -> ArbiterStats {
         self.stats
     }

@@ -3,36 +3,121 @@ use std::path::PathBuf;
 
 use super::format::FormatError;
 
+/// Why a journal could not be opened, read or written. Every message names the file (and offset
+/// where it matters) and what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
+    /// A filesystem call failed.
     #[error("{what} {path}: {source}")]
-    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    Io {
+        /// What was being done (opening, reading, syncing ...).
+        what: &'static str,
+        /// The file or folder it was done to.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
     /// A segment that is not one of ours, of another version, or whose header is damaged.
     #[error("{path}: {error}")]
-    Segment { path: PathBuf, error: FormatError },
+    Segment {
+        /// The segment file.
+        path: PathBuf,
+        /// What is wrong with its header.
+        error: FormatError,
+    },
     /// A damaged record before the end of the data: everything before it was readable.
     #[error("{path}: {error}; every record before offset {offset} is intact. The journal is damaged there: copy out what precedes it (tickbus journal tools read up to it), or restore the segment from a copy")]
-    Corrupt { path: PathBuf, offset: u64, error: FormatError },
+    Corrupt {
+        /// The segment file.
+        path: PathBuf,
+        /// Byte offset of the damaged record; every record before it is intact.
+        offset: u64,
+        /// What is wrong with the record.
+        error: FormatError,
+    },
+    /// A damaged record with intact records after it, found when reopening to record on: damage,
+    /// not a torn write, so recording is refused.
     #[error("{path}: {error} at offset {offset}, but intact records follow at offset {next_intact}: that is damage, not a torn tail, and recording on would leave those records unread behind an end-of-segment record. Move the journal aside (readers read it up to the damage) and record into a new folder")]
-    DamagedNotTorn { path: PathBuf, offset: u64, error: FormatError, next_intact: u64 },
+    DamagedNotTorn {
+        /// The segment file.
+        path: PathBuf,
+        /// Byte offset of the damaged record.
+        offset: u64,
+        /// What is wrong with the record.
+        error: FormatError,
+        /// Byte offset of the next intact record.
+        next_intact: u64,
+    },
+    /// A segment that is not the last ends without its end-of-segment record.
     #[error("{path}: the segment ends at offset {offset} without its end-of-segment record, but segment {next} follows: a segment was cut short")]
-    CutShort { path: PathBuf, offset: u64, next: u64 },
+    CutShort {
+        /// The segment cut short.
+        path: PathBuf,
+        /// Where its records end.
+        offset: u64,
+        /// The number of the segment that follows it.
+        next: u64,
+    },
+    /// A segment number is missing between the segments present.
     #[error("{dir}: segment {missing} is missing between the segments present")]
-    Missing { dir: PathBuf, missing: u64 },
+    Missing {
+        /// The journal folder.
+        dir: PathBuf,
+        /// The number of the missing segment.
+        missing: u64,
+    },
+    /// The folder holds no segments.
     #[error("{dir} holds no journal segments (*.tbj): is it the right folder?")]
-    Empty { dir: PathBuf },
+    Empty {
+        /// The folder opened.
+        dir: PathBuf,
+    },
+    /// The folder holds another stream's journal.
     #[error("{dir} holds a journal of stream {found}, not {wanted}: record into another folder")]
-    Stream { dir: PathBuf, found: u32, wanted: u32 },
+    Stream {
+        /// The journal folder.
+        dir: PathBuf,
+        /// The stream its segments record.
+        found: u32,
+        /// The stream asked for.
+        wanted: u32,
+    },
+    /// A message larger than a record holds.
     #[error("a {len}-byte message is larger than a journal record holds ({max} bytes)")]
-    TooLarge { len: usize, max: usize },
+    TooLarge {
+        /// The message's length in bytes.
+        len: usize,
+        /// The most a record holds ([`MAX_PAYLOAD`](super::format::MAX_PAYLOAD)).
+        max: usize,
+    },
+    /// Another process is recording into the folder (it holds the writer lock).
     #[error("{dir} is being recorded into by another process (it holds {dir}/writer.lock): one recorder per journal; stop it first or record into another folder")]
-    Busy { dir: PathBuf },
+    Busy {
+        /// The journal folder.
+        dir: PathBuf,
+    },
+    /// Records handed to `append_records` are not laid out as `format::emit` lays them out.
     #[error("records handed to append_records are malformed ({why}): pass records as format::emit lays them out")]
-    Queued { why: &'static str },
+    Queued {
+        /// What is wrong with them.
+        why: &'static str,
+    },
+    /// A sequence (or sequence plus gap count) past [`MAX_SEQUENCE`](super::format::MAX_SEQUENCE).
     #[error("sequence {sequence} (+{count}) is out of range: a record covers 1 to 2^62 positions below 2^62")]
-    Range { sequence: u64, count: u64 },
+    Range {
+        /// The record's first sequence.
+        sequence: u64,
+        /// How many positions it covers.
+        count: u64,
+    },
+    /// A sequence not after the last one recorded.
     #[error("sequence {sequence} is not after the last one recorded ({last}): a journal holds a stream in order")]
-    Order { sequence: u64, last: u64 },
+    Order {
+        /// The sequence offered.
+        sequence: u64,
+        /// The last sequence the journal holds.
+        last: u64,
+    },
 }
 
 impl JournalError {

@@ -31,6 +31,7 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const DATA_START: usize = 4096;
 /// Bytes of description of what was recorded, kept in every segment header.
 pub const SOURCE_BYTES: usize = 256;
+/// Bytes of a record's fixed front ([`RecordHeader`]).
 pub const RECORD_HEADER_BYTES: usize = 32;
 /// Bytes after the payload: CRC and a reserved word.
 pub const RECORD_TRAILER_BYTES: usize = 8;
@@ -38,19 +39,26 @@ pub const RECORD_TRAILER_BYTES: usize = 8;
 pub const MAX_PAYLOAD: usize = 1 << 20;
 
 /// Record kinds.
+/// A message record: its payload is one message.
 pub const KIND_MESSAGE: u8 = 1;
+/// A gap record: messages from its sequence on were missed (count in the payload).
 pub const KIND_GAP: u8 = 2;
+/// The segment's last record: the journal goes on in the next segment.
 pub const KIND_END: u8 = 3;
 
 /// The fixed part of every segment's first page.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct SegmentHeader {
+    /// [`MAGIC`]: identifies a tickbus journal segment.
     pub magic: u64,
+    /// [`FORMAT_VERSION`] of the writer.
     pub version: u32,
     /// Where records start (DATA_START).
     pub data_start: u32,
+    /// The stream recorded.
     pub stream_id: u32,
+    /// Bytes of `source` in use.
     pub source_len: u32,
     /// This segment's number (its file name).
     pub segment_index: u64,
@@ -59,16 +67,21 @@ pub struct SegmentHeader {
     /// The recorder's TSC rate, and a wall-clock reading taken at `tsc_anchor`: receive TSCs
     /// convert to wall time as `wall_anchor_ns + (tsc - tsc_anchor) / ticks_per_ns`.
     pub ticks_per_ns_bits: u64,
+    /// The TSC reading the wall-clock anchor was taken at.
     pub tsc_anchor: u64,
+    /// Wall-clock nanoseconds since the Unix epoch at `tsc_anchor`.
     pub wall_anchor_ns: u64,
+    /// When the segment was created (Unix nanoseconds).
     pub created_unix_ns: u64,
     /// What was recorded (UTF-8, `source_len` bytes used).
     pub source: [u8; SOURCE_BYTES],
     /// CRC-32C of every byte above.
     pub crc: u32,
+    /// Zero; room for a later version.
     pub reserved: u32,
 }
 
+/// Bytes of a [`SegmentHeader`].
 pub const SEGMENT_HEADER_BYTES: usize = size_of::<SegmentHeader>();
 
 const _: () = {
@@ -93,12 +106,19 @@ const _: () = {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct RecordHeader {
+    /// Payload bytes (not counting padding to 8 bytes).
     pub len: u32,
+    /// [`KIND_MESSAGE`], [`KIND_GAP`] or [`KIND_END`].
     pub kind: u8,
+    /// Zero; room for a later version.
     pub flags: u8,
+    /// Zero; room for a later version.
     pub reserved: u16,
+    /// The stream position of the message (or the first one missed).
     pub sequence: u64,
+    /// The publisher's TSC in the message header (0 when the stream has none).
     pub publish_tsc: u64,
+    /// The recorder's TSC when it took the message off the stream.
     pub receive_tsc: u64,
 }
 
@@ -115,26 +135,79 @@ const _: () = {
 /// Why bytes are not a valid record or header. Offsets are within the segment file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum FormatError {
+    /// The file does not start with [`MAGIC`].
     #[error("not a tickbus journal segment (magic {found:#018x})")]
-    NotAJournal { found: u64 },
+    NotAJournal {
+        /// The first eight bytes, as a little-endian u64.
+        found: u64,
+    },
+    /// A segment written by another format version.
     #[error("journal format version {found}, this build reads {FORMAT_VERSION}: read it with the tickbus version that wrote it")]
-    Version { found: u32 },
+    Version {
+        /// The version the segment says.
+        found: u32,
+    },
+    /// The segment header's CRC-32C does not match its bytes.
     #[error("the segment header's checksum does not match: the header is corrupt (restore the segment from a copy; later segments read on their own)")]
     HeaderCrc,
+    /// A header field out of range or inconsistent with another.
     #[error("the segment header is inconsistent: {what} (restore the segment from a copy)")]
-    BadHeader { what: &'static str },
+    BadHeader {
+        /// Which field and why.
+        what: &'static str,
+    },
+    /// The file ends inside a record.
     #[error("record at offset {offset} is cut short: {need} bytes needed, {have} left")]
-    Truncated { offset: u64, need: usize, have: usize },
+    Truncated {
+        /// Byte offset of the record.
+        offset: u64,
+        /// Bytes the record needs.
+        need: usize,
+        /// Bytes left in the file.
+        have: usize,
+    },
+    /// A record kind this version does not know.
     #[error("record at offset {offset} has unknown kind {kind}")]
-    Kind { offset: u64, kind: u8 },
+    Kind {
+        /// Byte offset of the record.
+        offset: u64,
+        /// The kind byte found.
+        kind: u8,
+    },
+    /// A record that claims more payload than a record holds.
     #[error("record at offset {offset} claims {len} payload bytes, more than the {MAX_PAYLOAD} a record holds")]
-    Length { offset: u64, len: u32 },
+    Length {
+        /// Byte offset of the record.
+        offset: u64,
+        /// The payload length claimed.
+        len: u32,
+    },
+    /// A record whose CRC-32C does not match its bytes.
     #[error("record at offset {offset} fails its CRC-32C check (stored {stored:#010x}, computed {computed:#010x})")]
-    Crc { offset: u64, stored: u32, computed: u32 },
+    Crc {
+        /// Byte offset of the record.
+        offset: u64,
+        /// The CRC in the record's trailer.
+        stored: u32,
+        /// The CRC of the bytes read.
+        computed: u32,
+    },
+    /// A record whose sequence (plus gap count) is past [`MAX_SEQUENCE`].
     #[error("record at offset {offset} says sequence {sequence} (+{count}), past any real stream (2^62)")]
-    Sequence { offset: u64, sequence: u64, count: u64 },
+    Sequence {
+        /// Byte offset of the record.
+        offset: u64,
+        /// The sequence it says.
+        sequence: u64,
+        /// The positions it covers.
+        count: u64,
+    },
+    /// Zeros where a record should be, with intact records after them.
     #[error("zeros at offset {offset} where a record should be, with intact records after them (a hole, e.g. pages lost to a power failure)")]
-    Hole { offset: u64 },
+    Hole {
+        /// Byte offset of the zeros.
+        offset: u64,
+    },
 }
 
 /// Sequences (and sequence + gap count) above this are refused: stream positions never get
@@ -149,9 +222,11 @@ pub const fn record_bytes(len: usize) -> usize {
 /// What a record is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind<'a> {
+    /// A message, borrowed from the segment.
     Message(&'a [u8]),
     /// `count` messages from the record's sequence on were missed.
     Gap {
+        /// How many messages were missed.
         count: u64,
     },
     /// The journal goes on in the next segment.
@@ -161,9 +236,13 @@ pub enum Kind<'a> {
 /// A record read from a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record<'a> {
+    /// The stream position of the message (or the first one missed).
     pub sequence: u64,
+    /// The publisher's TSC in the message header.
     pub publish_tsc: u64,
+    /// The recorder's TSC when it took the message off the stream.
     pub receive_tsc: u64,
+    /// What the record holds.
     pub kind: Kind<'a>,
 }
 
@@ -239,6 +318,7 @@ impl SegmentHeader {
         String::from_utf8_lossy(&self.source[..(self.source_len as usize).min(SOURCE_BYTES)]).into_owned()
     }
 
+    /// The recorder's TSC rate (ticks per nanosecond).
     pub fn ticks_per_ns(&self) -> f64 {
         f64::from_bits(self.ticks_per_ns_bits)
     }

@@ -5,15 +5,19 @@
 use core::mem::size_of;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
+/// One index entry: where a message record with a given sequence sits in its segment.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct IndexEntry {
+    /// The record's stream position.
     pub sequence: u64,
+    /// The recorder's TSC when it received the message (for replays that start at a time).
     pub receive_tsc: u64,
     /// Byte offset of the record in its segment.
     pub offset: u64,
 }
 
+/// Bytes of an [`IndexEntry`] in an index file.
 pub const ENTRY_BYTES: usize = size_of::<IndexEntry>();
 const _: () = assert!(ENTRY_BYTES == 24);
 

@@ -16,8 +16,11 @@ use super::writer::{index_path, segment_path, segments};
 /// One segment of an open journal.
 #[derive(Debug, Clone)]
 pub struct SegmentInfo {
+    /// The segment's number (its file name).
     pub index: u64,
+    /// The segment file.
     pub path: PathBuf,
+    /// Its header, as read and checked at open.
     pub header: SegmentHeader,
     /// Its index entries (loaded at open: small).
     pub entries: Vec<IndexEntry>,
@@ -74,10 +77,12 @@ impl JournalReader {
         Ok(JournalReader { dir: dir.to_owned(), segments: segs.into() })
     }
 
+    /// The journal folder.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    /// The segments, in order.
     pub fn segments(&self) -> &[SegmentInfo] {
         &self.segments
     }

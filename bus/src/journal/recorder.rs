@@ -28,13 +28,18 @@ use super::format::{self, MAX_PAYLOAD};
 /// What a recorder takes from a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Taken<'a> {
+    /// A message at a stream position.
     Message {
+        /// The message's stream position.
         position: u64,
+        /// The message bytes, borrowed from the source.
         payload: &'a [u8],
     },
     /// Messages `[from, to)` were lost before the recorder could take them.
     Gap {
+        /// The first position lost.
         from: u64,
+        /// One past the last position lost.
         to: u64,
     },
 }
@@ -68,9 +73,11 @@ pub trait Tap {
 pub struct RecorderStats {
     /// Messages taken and queued, and their payload bytes.
     pub messages: AtomicU64,
+    /// Payload bytes of those messages.
     pub bytes: AtomicU64,
     /// Gap records, and the messages they say were missed.
     pub gaps: AtomicU64,
+    /// Messages those gap records say were missed.
     pub missed: AtomicU64,
     /// Messages skipped because the journal already held them (after a restart).
     pub skipped: AtomicU64,
@@ -118,22 +125,41 @@ impl Default for RecorderOptions {
 /// Why recording stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
+    /// The journal refused a write.
     #[error(transparent)]
     Journal(#[from] JournalError),
+    /// The stream being recorded failed (its error, as text).
     #[error("the source failed: {0}")]
     Source(String),
+    /// A message larger than the queue to the writer thread.
     #[error("a {len}-byte message does not fit the {queue} bytes of queue to the writer thread: give the recorder a larger queue")]
-    TooLarge { len: usize, queue: usize },
+    TooLarge {
+        /// The message's length in bytes.
+        len: usize,
+        /// The queue's size in bytes.
+        queue: usize,
+    },
+    /// The writer thread stopped (its panic or error, as text).
     #[error("the journal writer thread stopped: {0}")]
     Writer(String),
     /// A reliable source delivered positions past what the journal holds: they were released
     /// to someone else (e.g. the consumer line of another process was taken over).
     #[error("the reliable source is at position {position} but the journal holds the stream only up to {expected}: messages {expected}..{position} were consumed elsewhere (was another consumer's line taken?) and cannot be recorded; nothing was released for them by this recorder. Record into a new folder, or give the recorder a consumer line of its own")]
-    Skipped { expected: u64, position: u64 },
+    Skipped {
+        /// The next position the journal expects.
+        expected: u64,
+        /// The position the source delivered.
+        position: u64,
+    },
     /// The source delivered a position the journal already holds where no redelivery can be:
     /// it restarted (a new ring, a restarted publisher) and numbers a new run from the start.
     #[error("the source went back to position {position}, below {expected} which the journal already holds: it restarted (a new ring or a restarted publisher) and its positions now name other messages, so nothing of the new run was recorded here. Record it into a new journal folder")]
-    Restarted { expected: u64, position: u64 },
+    Restarted {
+        /// The next position the journal expects.
+        expected: u64,
+        /// The position the source delivered.
+        position: u64,
+    },
 }
 
 /// Records one stream into one journal.
@@ -212,6 +238,7 @@ impl Recorder {
         })
     }
 
+    /// The recorder's live counters, shared with any thread that reports them.
     pub fn stats(&self) -> &Arc<RecorderStats> {
         &self.stats
     }

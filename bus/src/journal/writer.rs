@@ -37,6 +37,7 @@ pub enum Durability {
 pub struct JournalOptions {
     /// Bytes per segment file (records never span two). Default 64 MiB.
     pub segment_bytes: u64,
+    /// When appended records are forced to disk. Default [`Durability::None`].
     pub durability: Durability,
     /// One index entry every this many message records. Default 1024.
     pub index_every: u64,
@@ -51,6 +52,7 @@ impl Default for JournalOptions {
 /// What a journal records and how its times convert.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JournalMeta {
+    /// The stream recorded.
     pub stream_id: u32,
     /// What was recorded (e.g. `shm:md.nasdaq on host1`), kept in every segment header.
     pub source: String,
@@ -61,11 +63,13 @@ pub struct JournalMeta {
 /// What opening an existing journal found after its last intact record (a tail a crash tore).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recovery {
+    /// The segment whose tail was torn.
     pub segment: PathBuf,
     /// Where the intact records end (an end-of-segment record is there now).
     pub offset: u64,
     /// Bytes of torn tail left behind that end record (never read; nothing is truncated).
     pub cut_bytes: u64,
+    /// What was wrong at `offset`.
     pub reason: String,
 }
 
@@ -197,6 +201,7 @@ impl JournalWriter {
         self.next
     }
 
+    /// The journal folder.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

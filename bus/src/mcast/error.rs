@@ -4,30 +4,70 @@ use std::net::Ipv4Addr;
 use super::frame::FrameError;
 use crate::sys::verbs::VerbsError;
 
+/// Why a ud-mcast publisher or subscriber failed. Each message says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum McastError {
+    /// A verbs call failed (device, port, registration, QP set-up).
     #[error(transparent)]
     Verbs(#[from] VerbsError),
+    /// A socket or file call failed.
     #[error("{what}: {source}")]
-    Io { what: &'static str, source: std::io::Error },
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
     /// Setting up gap recovery (the control channel and its authentication).
     #[error("recovery set-up: {0}")]
     Setup(#[from] crate::rdma::RdmaError),
+    /// A recovery READ never completed and the provider never said why: recovery is off.
     #[error("a recovery READ did not complete within 2 s, and the provider never reported why: the publisher is gone or its path is broken; recovery is off for this subscriber")]
     RecoveryTimeout,
     #[error(
         "{group} is not an IPv4 multicast group (224.0.0.0/4); pick one, e.g. in 239.0.0.0/8 for a private fabric"
     )]
-    NotMulticast { group: Ipv4Addr },
+    /// The group is not an IPv4 multicast address.
+    NotMulticast {
+        /// The address given.
+        group: Ipv4Addr,
+    },
+    /// The message does not fit one datagram.
     #[error("a {len}-byte message does not fit one datagram: at most {max} bytes (the port's {mtu}-byte UD MTU less the 32-byte frame header); split it, or raise the netdev MTU (RoCE runs 4096 with a 9000-byte Ethernet MTU)")]
-    TooLarge { len: usize, max: usize, mtu: usize },
+    TooLarge {
+        /// The message's length.
+        len: usize,
+        /// The largest message a datagram carries.
+        max: usize,
+        /// The port's UD MTU.
+        mtu: usize,
+    },
+    /// Every send slot waits for the NIC: retry; the message was not sent.
     #[error("all {depth} send slots wait for the NIC to complete: the NIC is behind the publisher; retry (the message was not sent)")]
-    SendQueueFull { depth: u64 },
+    SendQueueFull {
+        /// The send queue's depth.
+        depth: u64,
+    },
+    /// A work completion with an error status.
     #[error("{side}: {status_name} (status {status}): {remedy}")]
-    Completion { side: &'static str, status: u32, status_name: &'static str, remedy: &'static str },
+    Completion {
+        /// Which queue (send, receive or recovery).
+        side: &'static str,
+        /// The verbs status code.
+        status: u32,
+        /// Its name.
+        status_name: &'static str,
+        /// What usually causes it and what to do.
+        remedy: &'static str,
+    },
     /// The subscriber dropped one datagram that was not a frame of ours; it keeps going.
     #[error("dropped a datagram on group {group}: {error}")]
-    Frame { group: Ipv4Addr, error: FrameError },
+    Frame {
+        /// The group the datagram came on.
+        group: Ipv4Addr,
+        /// What was wrong with it.
+        error: FrameError,
+    },
 }
 
 impl McastError {

@@ -48,6 +48,8 @@ pub struct McastPublisherOptions {
     /// The stream's shared secret: the queue key is derived from it ([`stream_qkey`]), and
     /// recovery requires it.
     pub token: Option<Vec<u8>>,
+    /// Fail when the history buffer cannot be on hugepages (instead of falling back to 4 KiB
+    /// pages).
     pub require_hugepages: bool,
     /// How long one recovery handshake may take.
     pub handshake_timeout: Duration,
@@ -290,6 +292,7 @@ impl McastPublisher {
         HEADER_BYTES + len <= self.inline_max
     }
 
+    /// The multicast group published to.
     pub fn group(&self) -> Ipv4Addr {
         self.group
     }

@@ -29,11 +29,14 @@ pub struct McastSubscriberOptions {
     pub qkey: u32,
     /// The stream's shared secret: the queue key is derived from it (as the publisher's).
     pub token: Option<Vec<u8>>,
+    /// Fail when the receive buffers cannot be on hugepages (instead of falling back to 4 KiB
+    /// pages).
     pub require_hugepages: bool,
     /// Largest gap believed from one frame (with recovery, at least the history's size); a
     /// longer jump needs `confirm` consecutive frames, or as many heartbeats (see
     /// `wire::sequencer`), so one forged far-ahead frame cannot make the real stream "late".
     pub max_jump: u64,
+    /// Frames (or heartbeats) in a row that must agree before a jump past `max_jump` is believed.
     pub confirm: u32,
     /// How long the current publisher run must be silent before another run (a restarted
     /// publisher, a new session) is followed.
@@ -58,10 +61,13 @@ impl Default for McastSubscriberOptions {
 /// What a subscriber has seen besides the messages it delivered.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct McastStats {
+    /// Messages delivered.
     pub delivered: u64,
     /// Messages reported lost in gaps.
     pub missed: u64,
+    /// Gaps reported.
     pub gaps: u64,
+    /// Heartbeats received.
     pub heartbeats: u64,
     /// Datagrams that were not tickbus frames (each also returned as an error once).
     pub malformed: u64,
@@ -406,10 +412,12 @@ impl McastSubscriber {
         self.slot_bytes - GRH_BYTES - super::frame::HEADER_BYTES
     }
 
+    /// What it has seen so far.
     pub fn stats(&self) -> McastStats {
         self.stats
     }
 
+    /// The multicast group joined.
     pub fn group(&self) -> Ipv4Addr {
         self.group
     }

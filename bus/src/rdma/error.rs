@@ -3,34 +3,93 @@
 use crate::ring::ClaimError;
 use crate::sys::verbs::VerbsError;
 
+/// Why an rdma-rc publisher or subscriber failed. Each message says what failed and what to check.
 #[derive(Debug, thiserror::Error)]
 pub enum RdmaError {
+    /// A verbs call failed (device, port, registration, QP set-up).
     #[error(transparent)]
     Verbs(#[from] VerbsError),
+    /// A socket or file call failed.
     #[error("{what}: {source}")]
-    Io { what: &'static str, source: std::io::Error },
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The subscriber could not reach the publisher's control address.
     #[error("connecting to {addr}: {source}; is the publisher listening there?")]
-    Connect { addr: String, source: std::io::Error },
+    Connect {
+        /// The address tried.
+        addr: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The control handshake failed (a timeout, a wrong token, a malformed line).
     #[error("handshake with {peer} failed: {reason}")]
-    Handshake { peer: String, reason: String },
+    Handshake {
+        /// The other side's address.
+        peer: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The other side refused the handshake and said why.
     #[error("{peer} refused the handshake: {reason}")]
-    Refused { peer: String, reason: String },
+    Refused {
+        /// The other side's address.
+        peer: String,
+        /// Its reason.
+        reason: String,
+    },
+    /// A WRITE completed with an error status; the subscriber is dropped.
     #[error("subscriber {subscriber}: {status_name} (status {status}): {remedy}")]
-    Completion { subscriber: usize, status: u32, status_name: &'static str, remedy: &'static str },
+    Completion {
+        /// The subscriber's index.
+        subscriber: usize,
+        /// The verbs status code.
+        status: u32,
+        /// Its name.
+        status_name: &'static str,
+        /// What usually causes it and what to check.
+        remedy: &'static str,
+    },
+    /// A subscriber's WRITEs stopped completing and the provider never said why; it is dropped.
     #[error("subscriber {subscriber} completed {completed} of {need} WRITEs and held publishing back for four times its QP retry budget: it is dead or its path is broken, and the provider never reported it; dropped")]
-    Unresponsive { subscriber: usize, completed: u64, need: u64 },
+    Unresponsive {
+        /// The subscriber's index.
+        subscriber: usize,
+        /// WRITEs completed.
+        completed: u64,
+        /// WRITEs the publisher waited for.
+        need: u64,
+    },
     /// Lossy mode: a WRITE to this subscriber still read a mirror slot the writer had to reuse;
     /// the publisher never waits for one subscriber, so it was dropped.
     #[error("subscriber {subscriber} ({peer}) fell a whole ring behind on the fabric (its WRITEs did not complete): dropped so the others are not slowed; it may reconnect")]
-    TooSlow { subscriber: usize, peer: String },
+    TooSlow {
+        /// The subscriber's index.
+        subscriber: usize,
+        /// Its address.
+        peer: String,
+    },
     /// The subscriber closed its control connection (it left, or its process ended).
     #[error("subscriber {subscriber} closed its control connection (it left or its process ended); dropped")]
-    Left { subscriber: usize },
+    Left {
+        /// The subscriber's index.
+        subscriber: usize,
+    },
     /// The subscriber broke the protocol (e.g. a credit that went backwards): dropped.
     #[error("subscriber {subscriber} broke the protocol: {reason}; dropped")]
-    Protocol { subscriber: usize, reason: String },
+    Protocol {
+        /// The subscriber's index.
+        subscriber: usize,
+        /// What it did.
+        reason: String,
+    },
+    /// A slot could not be claimed (full in reliable mode, or a message larger than a slot).
     #[error(transparent)]
     Claim(#[from] ClaimError),
+    /// Publishing needs at least one connected subscriber.
     #[error("no subscriber connected; accept one first")]
     NoSubscriber,
 }

@@ -30,9 +30,12 @@ use crate::time::Tsc;
 pub struct PublisherOptions {
     /// Shared secret both sides prove they know; no endpoint or key is sent before both proofs.
     pub token: Vec<u8>,
+    /// WRITE (the subscriber polls its ring) or WRITE_WITH_IMM (it also takes a completion per
+    /// message).
     pub write_mode: WriteMode,
     /// One signalled WRITE every this many per subscriber (selective signalling).
     pub signal_every: u32,
+    /// The queue pairs' depths, inline size and retry budget.
     pub rc: RcOptions,
     /// How long one subscriber's handshake may take, all of it.
     pub handshake_timeout: Duration,
@@ -43,6 +46,8 @@ pub struct PublisherOptions {
 }
 
 impl PublisherOptions {
+    /// Options for a publisher whose subscribers prove they know `token`, with defaults for the
+    /// rest.
     pub fn new(token: impl Into<Vec<u8>>) -> PublisherOptions {
         PublisherOptions {
             token: token.into(),
@@ -83,7 +88,9 @@ struct Conn {
 /// What the publisher knows about a connected subscriber.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubscriberInfo {
+    /// The subscriber's control address.
     pub peer: String,
+    /// The consumer line it holds on the publisher's ring (reliable mode).
     pub consumer: usize,
     /// The next position to ship to it.
     pub shipped: u64,
@@ -189,10 +196,12 @@ impl RdmaPublisher {
         self.local_addr
     }
 
+    /// The ring's layout (every subscriber's mirror has the same).
     pub fn config(&self) -> &RingConfig {
         self.writer.config()
     }
 
+    /// Messages published so far (the next position).
     pub fn position(&self) -> u64 {
         self.writer.position()
     }
@@ -207,6 +216,7 @@ impl RdmaPublisher {
         self.ctx.name()
     }
 
+    /// Every connected subscriber, as the publisher sees it now (allocates).
     pub fn subscribers(&self) -> Vec<SubscriberInfo> {
         self.conns
             .iter()

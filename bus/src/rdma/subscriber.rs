@@ -19,17 +19,22 @@ use crate::wire::transcript::Role;
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct SubscriberOptions {
+    /// The stream's shared secret (the publisher's `token`).
     pub token: Vec<u8>,
+    /// The queue pair's depths, inline size and retry budget.
     pub rc: RcOptions,
     /// How long connecting may take, all of it (including waiting for the publisher to take it in).
     pub timeout: Duration,
+    /// Device name (None: TICKBUS_RDMA_DEVICE, else the first device).
     pub device: Option<String>,
+    /// Require hugepages for the ring (else fall back to 4 KiB pages).
     pub require_hugepages: bool,
     /// Receives kept posted in WRITE_WITH_IMM mode (at most `rc.max_recv_wr`).
     pub recv_depth: u32,
 }
 
 impl SubscriberOptions {
+    /// Options for a subscriber that proves it knows `token`, with defaults for the rest.
     pub fn new(token: impl Into<Vec<u8>>) -> SubscriberOptions {
         SubscriberOptions {
             token: token.into(),
@@ -203,10 +208,12 @@ impl RdmaSubscriber {
         Ok(RdmaSubscriber { reader, ring, qp, credits, stream, landed: start, control: ctl, _ctx: ctx })
     }
 
+    /// The ring's layout, as the publisher sent it.
     pub fn config(&self) -> &RingConfig {
         &self.stream.ring
     }
 
+    /// How the publisher delivers (WRITE or WRITE_WITH_IMM).
     pub fn write_mode(&self) -> WriteMode {
         self.stream.write_mode
     }

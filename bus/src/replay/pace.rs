@@ -5,7 +5,10 @@
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Pace {
     /// At the recording's own pace (its timestamps), times `speed` (2.0: twice as fast).
-    AsRecorded { speed: f64 },
+    AsRecorded {
+        /// Multiplies the recording's pace (2.0 replays twice as fast).
+        speed: f64,
+    },
     /// A fixed rate, messages per second.
     Rate(f64),
     /// As fast as the transport takes them.
@@ -16,16 +19,22 @@ pub enum Pace {
 /// exchange time for ITCH, UTC for journals and captures) and/or by sequence, ends inclusive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Window {
+    /// First time of day to replay (ns since midnight).
     pub from_time: Option<u64>,
+    /// Last time of day to replay (ns since midnight).
     pub to_time: Option<u64>,
+    /// First sequence to replay.
     pub from_sequence: Option<u64>,
+    /// Last sequence to replay.
     pub to_sequence: Option<u64>,
 }
 
 /// What the window says of one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InWindow {
+    /// Before the window: skip it.
     Before,
+    /// In the window: replay it.
     In,
     /// Past the end: stop.
     After,

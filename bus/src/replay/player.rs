@@ -11,6 +11,7 @@ use crate::time::Tsc;
 /// What a replay did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Played {
+    /// Messages published.
     pub published: u64,
     /// Journal gap records met (what the recording itself lacks).
     pub gap_records: u64,
@@ -18,14 +19,17 @@ pub struct Played {
     pub skipped: u64,
     /// TSC of the first message's due time and of the last publish.
     pub first_tsc: u64,
+    /// TSC of the last publish.
     pub last_tsc: u64,
 }
 
 /// Why a replay stopped early.
 #[derive(Debug, thiserror::Error)]
 pub enum PlayError {
+    /// The recording could not be read.
     #[error(transparent)]
     Source(#[from] ReplayError),
+    /// The publish callback failed (its error, as text).
     #[error("publishing: {0}")]
     Publish(String),
 }
@@ -40,10 +44,13 @@ pub struct Player {
 }
 
 impl Player {
+    /// A player of `source` for the messages in `window`, at `pace`; `ticks_per_ns` converts the
+    /// recording's times to TSC ticks, and `looping` starts over at the end.
     pub fn new(source: Source, window: Window, pace: Pace, ticks_per_ns: f64, looping: bool) -> Player {
         Player { source, window, pace, ticks_per_ns, looping }
     }
 
+    /// The recording being replayed.
     pub fn source(&self) -> &Source {
         &self.source
     }

@@ -31,30 +31,70 @@ pub struct Item<'a> {
 /// Why a replay source failed; each names the file and where.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
+    /// The journal could not be read.
     #[error(transparent)]
     Journal(#[from] JournalError),
+    /// An ITCH file is malformed.
     #[error("{path}: {source}")]
-    Itch { path: PathBuf, source: ItchError },
+    Itch {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, and at which offset.
+        source: ItchError,
+    },
+    /// A capture could not be read.
     #[error("{path}: {source}")]
-    Capture { path: PathBuf, source: CaptureError },
+    Capture {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, and at which packet.
+        source: CaptureError,
+    },
+    /// A captured datagram is not a MoldUDP64 packet.
     #[error("{path}: datagram {packet} is not a MoldUDP64 packet: {reason} (if the capture holds other traffic too, pick the feed's datagrams with --port)")]
-    Mold { path: PathBuf, packet: u64, reason: String },
+    Mold {
+        /// The capture.
+        path: PathBuf,
+        /// The packet's number in the capture (from 1).
+        packet: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A filesystem call failed.
     #[error("{what} {path}: {source}")]
-    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    Io {
+        /// What was being done (opening, reading, mapping).
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The path is no kind of recording this reads.
     #[error("{path} is neither a journal folder, an ITCH file nor a pcap/pcapng capture")]
-    Unknown { path: PathBuf },
+    Unknown {
+        /// The path given.
+        path: PathBuf,
+    },
 }
 
 /// What kind of recording a path holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceKind {
+    /// A journal folder (written by the recorder).
     Journal,
+    /// A NASDAQ ITCH 5.0 file (length-prefixed messages, as NASDAQ publishes them).
     Itch,
+    /// A pcap or pcapng capture of MoldUDP64 datagrams.
     Capture,
 }
 
-/// A recording being replayed.
-pub enum Source {
+/// A recording being replayed: made by [`open`] or [`open_window`], read with
+/// [`Source::next`]. Its reading state is private, so only those can make one.
+pub struct Source(State);
+
+/// Where each kind of recording is read from, and how far.
+enum State {
     Journal {
         reader: JournalReader,
         cursor: Cursor,
@@ -82,7 +122,9 @@ pub enum Source {
 /// Where a journal replay starts (found through the index, and again on every loop).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JournalStart {
+    /// From the first record.
     Beginning,
+    /// From this stream position.
     Sequence(u64),
     /// Wall time, ns since the Unix epoch.
     Time(u64),
@@ -120,7 +162,7 @@ pub fn open_window(path: &Path, window: &Window, port: Option<u16>) -> Result<So
             (None, None) => JournalStart::Beginning,
         };
         let cursor = from.cursor(&reader)?;
-        return Ok(Source::Journal { reader, cursor, from });
+        return Ok(Source(State::Journal { reader, cursor, from }));
     }
     let file = File::open(path).map_err(|e| io("opening", e))?;
     let mut head = [0u8; 8];
@@ -133,7 +175,7 @@ pub fn open_window(path: &Path, window: &Window, port: Option<u16>) -> Result<So
             Some(p) => reader.with_port(p),
             None => reader,
         });
-        return Ok(Source::Capture {
+        return Ok(Source(State::Capture {
             path: path.to_owned(),
             reader,
             packet: Vec::new(),
@@ -143,7 +185,7 @@ pub fn open_window(path: &Path, window: &Window, port: Option<u16>) -> Result<So
             time: 0,
             left: 0,
             port,
-        });
+        }));
     }
     // SAFETY: mapped read-only, and every byte is read through ITCH framing that checks each
     // length against what is left, so changed bytes are an error, never an out-of-bounds read.
@@ -151,54 +193,55 @@ pub fn open_window(path: &Path, window: &Window, port: Option<u16>) -> Result<So
     // while it is replayed (a truncation would fault with SIGBUS, as for any mapped file).
     let map = unsafe { Mmap::map(&file) }.map_err(|e| io("mapping", e))?;
     if n >= 3 && itch::frames(&map[..]).next().is_some_and(|r| r.is_ok()) {
-        return Ok(Source::Itch { path: path.to_owned(), map, at: 0, index: 0 });
+        return Ok(Source(State::Itch { path: path.to_owned(), map, at: 0, index: 0 }));
     }
     Err(ReplayError::Unknown { path: path.to_owned() })
 }
 
 impl Source {
+    /// What kind of recording this is.
     pub fn kind(&self) -> SourceKind {
-        match self {
-            Source::Journal { .. } => SourceKind::Journal,
-            Source::Itch { .. } => SourceKind::Itch,
-            Source::Capture { .. } => SourceKind::Capture,
+        match &self.0 {
+            State::Journal { .. } => SourceKind::Journal,
+            State::Itch { .. } => SourceKind::Itch,
+            State::Capture { .. } => SourceKind::Capture,
         }
     }
 
     /// The stream a journal recorded (None for other recordings).
     pub fn stream_id(&self) -> Option<u32> {
-        match self {
-            Source::Journal { reader, .. } => Some(reader.stream_id()),
+        match &self.0 {
+            State::Journal { reader, .. } => Some(reader.stream_id()),
             _ => None,
         }
     }
 
     /// Bytes to go through, for a progress bar (None when unknown).
     pub fn size(&self) -> Option<u64> {
-        match self {
-            Source::Itch { map, .. } => Some(map.len() as u64),
+        match &self.0 {
+            State::Itch { map, .. } => Some(map.len() as u64),
             _ => None,
         }
     }
 
     /// Bytes gone through.
     pub fn offset(&self) -> u64 {
-        match self {
-            Source::Itch { at, .. } => *at as u64,
-            Source::Journal { cursor, .. } => cursor.location().1,
-            Source::Capture { reader, .. } => reader.packets(),
+        match &self.0 {
+            State::Itch { at, .. } => *at as u64,
+            State::Journal { cursor, .. } => cursor.location().1,
+            State::Capture { reader, .. } => reader.packets(),
         }
     }
 
     /// Back to the start (for looping).
     pub fn rewind(&mut self) -> Result<(), ReplayError> {
-        match self {
-            Source::Journal { reader, cursor, from } => *cursor = from.cursor(reader)?,
-            Source::Itch { at, index, .. } => {
+        match &mut self.0 {
+            State::Journal { reader, cursor, from } => *cursor = from.cursor(reader)?,
+            State::Itch { at, index, .. } => {
                 *at = 0;
                 *index = 0;
             }
-            Source::Capture { path, port, .. } => {
+            State::Capture { path, port, .. } => {
                 let (p, port) = (path.clone(), *port);
                 *self = open(&p, None, port)?;
             }
@@ -209,8 +252,11 @@ impl Source {
     /// The next item, `Ok(None)` at the end.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Item<'_>>, ReplayError> {
-        match self {
-            Source::Journal { cursor, .. } => {
+        if matches!(self.0, State::Capture { .. }) {
+            return self.next_captured();
+        }
+        match &mut self.0 {
+            State::Journal { cursor, .. } => {
                 let Some((rec, wall)) = cursor.next_timed()? else { return Ok(None) };
                 let time = Some(wall);
                 Ok(Some(match rec.kind {
@@ -221,7 +267,7 @@ impl Source {
                     Kind::End => unreachable!("cursors do not deliver end records"),
                 }))
             }
-            Source::Itch { path, map, at, index } => {
+            State::Itch { path, map, at, index } => {
                 let mut frames = itch::frames(&map[*at..]);
                 match frames.next() {
                     None => Ok(None),
@@ -239,12 +285,14 @@ impl Source {
                     }
                 }
             }
-            Source::Capture { .. } => self.next_captured(),
+            State::Capture { .. } => unreachable!("captures are read by next_captured"),
         }
     }
 
     fn next_captured(&mut self) -> Result<Option<Item<'_>>, ReplayError> {
-        let Source::Capture { path, reader, packet, packet_no, at, seq, time, left, .. } = self else { unreachable!() };
+        let State::Capture { path, reader, packet, packet_no, at, seq, time, left, .. } = &mut self.0 else {
+            unreachable!()
+        };
         while *left == 0 {
             let Some(d) =
                 reader.next_datagram().map_err(|source| ReplayError::Capture { path: path.clone(), source })?

@@ -38,6 +38,7 @@ pub const MAX_CONSUMERS: usize = 16;
 pub const SLOT_OVERHEAD: usize = 24;
 /// Smallest and largest slot sizes accepted.
 pub const MIN_SLOT_SIZE: usize = 32;
+/// Largest slot size accepted (1 MiB).
 pub const MAX_SLOT_SIZE: usize = 1 << 20;
 
 pub(crate) const LINE_WORDS: usize = 16;
@@ -93,14 +94,23 @@ impl Mode {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct Descriptor {
+    /// [`MAGIC`]: identifies a tickbus ring.
     pub magic: u64,
+    /// The layout version that made the ring.
     pub layout_version: u64,
+    /// 0 reliable, 1 lossy ([`Mode`]).
     pub mode: u64,
+    /// Bytes per slot.
     pub slot_size: u64,
+    /// Slots in the ring.
     pub slot_count: u64,
+    /// The stream carried.
     pub stream_id: u64,
+    /// Consumer lines (reliable mode).
     pub max_consumers: u64,
+    /// The creator's TSC rate (ticks per ns, f64 bits), so readers in other processes convert TSCs.
     pub ticks_per_ns_bits: u64,
+    /// When the ring was created (Unix nanoseconds).
     pub created_unix_ns: u64,
 }
 
@@ -120,11 +130,13 @@ const _: () = {
 /// What a creator chooses for a new ring.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RingConfig {
+    /// Reliable (the slowest consumer holds the publisher back) or lossy (readers may be lapped).
     pub mode: Mode,
     /// Bytes per slot, a multiple of 8; payloads up to `slot_size - 24` fit.
     pub slot_size: usize,
     /// Slots in the ring, a power of two >= 2.
     pub slot_count: usize,
+    /// The stream carried; subscribers check it.
     pub stream_id: u32,
     /// Reliable mode: how many consumers must consume each message (1..=16). Lossy: ignored.
     pub max_consumers: usize,

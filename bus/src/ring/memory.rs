@@ -15,7 +15,9 @@ use super::sync::AtomicU64;
 /// not freed, not moved) for as long as `self` exists, and that other processes or threads may
 /// only touch through atomic operations or the ring protocol.
 pub unsafe trait RingMemory {
+    /// The first word of the region.
     fn base(&self) -> *const AtomicU64;
+    /// The region's length in 8-byte words.
     fn len_words(&self) -> usize;
 }
 

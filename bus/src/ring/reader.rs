@@ -32,7 +32,9 @@ pub enum StartAt {
 /// A message or a gap, in stream order.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Recv<'a> {
+    /// The next message.
     Message(Delivery<'a>),
+    /// Messages were lost (lossy mode: the publisher lapped the reader).
     Gap(Gap),
 }
 
@@ -41,6 +43,7 @@ pub enum Recv<'a> {
 pub struct Delivery<'a> {
     /// The message's position (its per-stream sequence number).
     pub position: u64,
+    /// The message bytes, borrowed from the ring.
     pub payload: &'a [u8],
 }
 
@@ -63,6 +66,7 @@ impl Gap {
 /// What a ring header says right now (for operators and tools; allocates).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RingStatus {
+    /// The ring's layout.
     pub config: RingConfig,
     /// Messages published so far (the next position).
     pub producer_position: u64,
@@ -70,13 +74,16 @@ pub struct RingStatus {
     pub producer_token: u64,
     /// Publishers that have attached so far.
     pub epoch: u64,
+    /// The consumer lines (reliable mode; empty for lossy rings).
     pub consumers: Vec<ConsumerLine>,
 }
 
 /// One consumer line of a reliable ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConsumerLine {
+    /// Which line this is.
     pub index: usize,
+    /// Everything below this position has been consumed.
     pub position: u64,
     /// Owner token (pid); 0 if none attached.
     pub owner: u64,

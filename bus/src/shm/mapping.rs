@@ -15,7 +15,10 @@ pub enum Backing {
     /// 2 MiB pages on hugetlbfs: no TLB misses on the ring.
     Hugepages,
     /// 4 KiB pages on /dev/shm, with the reason hugepages were not used.
-    Fallback { reason: String },
+    Fallback {
+        /// Why hugepages were not used.
+        reason: String,
+    },
 }
 
 /// A mapped ring file. Keeps the file open: its open file description holds the publisher's
@@ -28,10 +31,12 @@ pub struct ShmMemory {
 }
 
 impl ShmMemory {
+    /// The ring file.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// What memory the ring lives in.
     pub fn backing(&self) -> &Backing {
         &self.backing
     }

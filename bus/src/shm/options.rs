@@ -22,6 +22,7 @@ pub struct ShmOptions {
     pub hugepage_dir: PathBuf,
     /// The fallback folder. Default `/dev/shm/tickbus`, or `$TICKBUS_SHM_DIR`.
     pub fallback_dir: PathBuf,
+    /// Whether hugepages are required, preferred (the default) or not used.
     pub hugepages: HugepagePolicy,
 }
 

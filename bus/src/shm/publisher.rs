@@ -15,11 +15,13 @@ use crate::sys;
 /// One consumer line of a reliable ring as the publisher sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConsumerStatus {
+    /// Which line this is.
     pub index: usize,
     /// Everything below this position has been consumed.
     pub position: u64,
     /// The owner's pid; 0 if no consumer is attached.
     pub pid: u64,
+    /// Whether its owner is still running.
     pub alive: bool,
 }
 

@@ -13,17 +13,23 @@ use crate::sys;
 /// What the ring header and the OS say about the publisher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PublisherState {
+    /// A publisher is attached and its process is running.
     Live {
+        /// Its pid.
         pid: u64,
+        /// How many publishers have attached to the ring so far.
         epoch: u64,
     },
     /// The publisher closed the ring cleanly; a new one may attach and continue.
     Closed {
+        /// How many publishers have attached to the ring so far.
         epoch: u64,
     },
     /// The publisher died without closing; no more messages will come until one reclaims it.
     Dead {
+        /// Its pid.
         pid: u64,
+        /// How many publishers have attached to the ring so far.
         epoch: u64,
     },
 }
@@ -34,10 +40,12 @@ pub struct ShmSubscriber {
 }
 
 impl ShmSubscriber {
+    /// The ring file.
     pub fn path(&self) -> &std::path::Path {
         self.inner.reader().memory().path()
     }
 
+    /// What memory the ring lives in.
     pub fn backing(&self) -> &Backing {
         self.inner.reader().memory().backing()
     }

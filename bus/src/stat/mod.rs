@@ -18,7 +18,9 @@ pub use prometheus::prometheus;
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct StreamView {
+    /// The owning process.
     pub pid: u64,
+    /// Its program name.
     pub program: String,
     /// The owning process is running: the figures are current.
     pub live: bool,
@@ -29,6 +31,7 @@ pub struct StreamView {
     pub role: String,
     /// `shm`, `rdma-rc` or `ud-mcast`.
     pub transport: String,
+    /// The stream.
     pub stream_id: u32,
     /// The ring (shm), the endpoint (rdma-rc) or the group (ud-mcast).
     pub name: String,
@@ -41,6 +44,7 @@ pub struct StreamView {
     /// Messages and MB per second since the previous snapshot (`stat --watch`).
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub msgs_per_s: Option<f64>,
+    /// Payload megabytes (10^6 bytes) per second since the previous snapshot.
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub mb_per_s: Option<f64>,
     /// Seconds since the last message this publisher stamped (`last_activity_tsc`), when it
@@ -67,11 +71,15 @@ impl StreamView {
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ConsumerView {
+    /// Which line this is.
     pub index: usize,
+    /// Everything below this position has been consumed.
     pub position: u64,
+    /// Messages published that it has not consumed yet.
     pub lag: u64,
     /// The owner's pid; 0 when free.
     pub pid: u64,
+    /// Whether its owner is still running.
     pub alive: bool,
 }
 
@@ -79,20 +87,27 @@ pub struct ConsumerView {
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct RingView {
+    /// The ring's name.
     pub name: String,
+    /// The ring file.
     pub path: PathBuf,
     /// `hugepages` or `fallback`.
     pub backing: String,
     /// `reliable` or `lossy`.
     pub mode: String,
+    /// The stream carried.
     pub stream_id: u32,
+    /// Bytes per slot.
     pub slot_size: usize,
+    /// Slots in the ring.
     pub slot_count: usize,
     /// Messages published so far.
     pub position: u64,
     /// `live`, `closed` or `dead`.
     pub publisher: String,
+    /// The publisher's pid (0 once it closed).
     pub publisher_pid: u64,
+    /// The consumer lines (reliable rings).
     pub consumers: Vec<ConsumerView>,
 }
 
@@ -100,8 +115,11 @@ pub struct RingView {
 #[derive(Debug, Clone, Default, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Snapshot {
+    /// When the snapshot was taken (Unix nanoseconds).
     pub unix_ns: u64,
+    /// Every stream end's counters record, live and stale.
     pub streams: Vec<StreamView>,
+    /// Every shm ring file.
     pub rings: Vec<RingView>,
     /// Files that could not be read, each with what was wrong.
     pub errors: Vec<String>,

@@ -26,6 +26,7 @@ use crate::ring::{Mode, RingConfig, MAX_CONSUMERS};
 
 /// Protocol version; bumped on any change to the lines above.
 pub const PROTOCOL_VERSION: u32 = 2;
+/// The protocol's name in every hello line.
 pub const MAGIC: &str = "tickbus-rdma";
 /// Longest line either side accepts, in bytes (with its newline).
 pub const MAX_LINE: usize = 4096;
@@ -36,24 +37,31 @@ pub const QUOTE_MAX: usize = 64;
 /// placement) or WRITE_WITH_IMM (subscriber polls its CQ; the spec guarantees the data landed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteMode {
+    /// Plain RDMA WRITE: the subscriber polls its ring's memory.
     Write,
+    /// RDMA WRITE_WITH_IMM: the subscriber polls its completion queue.
     WriteWithImm,
 }
 
 /// What the publisher tells a subscriber after authentication.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StreamConfig {
+    /// The ring's layout, which the subscriber's ring copies.
     pub ring: RingConfig,
     /// The consumer line this subscriber owns in the publisher's mirror (reliable mode).
     pub consumer: usize,
+    /// How the publisher delivers.
     pub write_mode: WriteMode,
 }
 
 /// Where a ud-mcast publisher's history lives and how it is laid out, as it announces it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct History {
+    /// The publisher run's session id (it changes when the publisher restarts).
     pub session: u64,
+    /// Bytes per history slot.
     pub slot_bytes: usize,
+    /// Slots in the history.
     pub slots: u64,
     /// The stream's queue key: datagrams with another are dropped by the subscriber's NIC.
     pub qkey: u32,
@@ -68,6 +76,7 @@ pub fn quote(line: &str) -> String {
     format!("\"{q}\"")
 }
 
+/// Bytes as lowercase hex.
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -86,6 +95,7 @@ pub fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
     Some(out)
 }
 
+/// The subscriber's hello: protocol, version, stream and its nonce.
 pub fn hello_sub(stream: u32, nonce_s: &[u8; 16]) -> String {
     format!("HELLO {MAGIC} {PROTOCOL_VERSION} {stream} {}", hex(nonce_s))
 }
@@ -102,6 +112,7 @@ pub fn parse_hello_sub(line: &str) -> Result<(u32, u32, [u8; 16]), String> {
     Ok((version, stream, nonce))
 }
 
+/// The publisher's hello: protocol, version, its nonce and its proof of the token.
 pub fn hello_pub(nonce_p: &[u8; 16], proof_p: &[u8; 32]) -> String {
     format!("HELLO {MAGIC} {PROTOCOL_VERSION} {} {}", hex(nonce_p), hex(proof_p))
 }
@@ -118,14 +129,17 @@ pub fn parse_hello_pub(line: &str) -> Result<(u32, [u8; 16], [u8; 32]), String> 
     Ok((version, nonce, proof))
 }
 
+/// The subscriber's proof of the token.
 pub fn auth(proof_s: &[u8; 32]) -> String {
     format!("AUTH {}", hex(proof_s))
 }
 
+/// Parses the subscriber's proof (None when the line is not one).
 pub fn parse_auth(line: &str) -> Option<[u8; 32]> {
     unhex::<32>(line.strip_prefix("AUTH ")?)
 }
 
+/// The line that tells a subscriber the stream's layout after authentication.
 pub fn config_line(c: &StreamConfig) -> String {
     let r = &c.ring;
     format!(
@@ -185,6 +199,7 @@ pub fn resume_line(next: Option<u64>) -> String {
     }
 }
 
+/// Parses the subscriber's resume line: the position to resume from, or None for a fresh start.
 pub fn parse_resume(line: &str) -> Result<Option<u64>, String> {
     match line.strip_prefix("RESUME ") {
         Some("-") => Ok(None),
@@ -193,12 +208,14 @@ pub fn parse_resume(line: &str) -> Result<Option<u64>, String> {
     }
 }
 
+/// Parses the publisher's start line: the position the subscriber's ring starts at.
 pub fn parse_start(line: &str) -> Result<u64, String> {
     line.strip_prefix("START ")
         .and_then(|p| p.parse().ok())
         .ok_or_else(|| format!("expected START <position>, got {}", quote(line)))
 }
 
+/// The line that tells a ud-mcast subscriber where the publisher's history is.
 pub fn history_line(h: &History) -> String {
     format!("HISTORY {} {} {} {}", h.session, h.slot_bytes, h.slots, h.qkey)
 }

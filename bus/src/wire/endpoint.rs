@@ -35,13 +35,17 @@ impl fmt::Debug for Gid {
 /// A QP endpoint and, optionally, one region of memory the peer may access through it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Endpoint {
+    /// The QP number.
     pub qpn: u32,
     /// 24 bits.
     pub psn: u32,
+    /// The port's GID (the peer's address on the fabric).
     pub gid: Gid,
     /// The region (0, 0, 0 if none): address, rkey, length. `addr + len` never wraps.
     pub addr: u64,
+    /// The region's remote key.
     pub rkey: u32,
+    /// The region's length in bytes.
     pub len: u64,
 }
 

@@ -9,30 +9,38 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 pub const MAGIC: u32 = u32::from_le_bytes(*b"TBMC");
 /// Bumped on any change to the header.
 pub const VERSION: u8 = 1;
+/// Bytes of a [`FrameHeader`].
 pub const HEADER_BYTES: usize = 32;
 /// A frame with no message: `seq` is the number the *next* message will carry, so a subscriber
 /// that missed the stream's last messages learns of the gap without waiting for more traffic.
 pub const HEARTBEAT: u8 = 1;
 
+/// The 32-byte header in front of every ud-mcast datagram's message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 #[repr(C)]
 pub struct FrameHeader {
+    /// [`MAGIC`].
     pub magic: u32,
+    /// [`VERSION`].
     pub version: u8,
     /// [`HEARTBEAT`] or 0.
     pub flags: u8,
     /// Bytes of header; a later version may grow it and older readers skip the rest.
     pub header_len: u16,
+    /// The stream; subscribers skip other streams sharing the group.
     pub stream: u32,
     /// Bytes of message after the header.
     pub len: u32,
+    /// The publisher run's session id (it changes when the publisher restarts).
     pub session: u64,
+    /// The message's sequence number (a heartbeat: the next message's).
     pub seq: u64,
 }
 
 const _: () = assert!(size_of::<FrameHeader>() == HEADER_BYTES);
 
 impl FrameHeader {
+    /// The header of message `seq` (of `len` bytes) on `stream` in `session`.
     pub fn new(stream: u32, session: u64, seq: u64, len: usize) -> FrameHeader {
         FrameHeader {
             magic: MAGIC,
@@ -46,10 +54,12 @@ impl FrameHeader {
         }
     }
 
+    /// A heartbeat's header: `next_seq` is the number the next message will carry.
     pub fn heartbeat(stream: u32, session: u64, next_seq: u64) -> FrameHeader {
         FrameHeader { flags: HEARTBEAT, ..FrameHeader::new(stream, session, next_seq, 0) }
     }
 
+    /// Whether the frame is a heartbeat.
     pub fn is_heartbeat(&self) -> bool {
         self.flags & HEARTBEAT != 0
     }
@@ -58,20 +68,50 @@ impl FrameHeader {
 /// Why a datagram is not a tickbus frame. The subscriber drops it, counts it and goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
+    /// The datagram is shorter than a frame header.
     #[error("a {got}-byte datagram is shorter than the {HEADER_BYTES}-byte frame header: something other than a tickbus publisher sends to this group")]
-    Short { got: usize },
+    Short {
+        /// Its length.
+        got: usize,
+    },
+    /// The header does not start with [`MAGIC`].
     #[error("magic {found:#010x} is not tickbus's {MAGIC:#010x}: something other than a tickbus publisher sends to this group; give the stream a group of its own")]
-    Magic { found: u32 },
+    Magic {
+        /// What it starts with.
+        found: u32,
+    },
+    /// Another frame version.
     #[error("frame version {found}, this subscriber reads version {VERSION}: run the same tickbus version on publisher and subscribers")]
-    Version { found: u8 },
+    Version {
+        /// The version it says.
+        found: u8,
+    },
+    /// A heartbeat that carries message bytes.
     #[error("a heartbeat frame carries {len} message bytes: a corrupt frame")]
-    HeartbeatLen { len: u32 },
+    HeartbeatLen {
+        /// The length it says.
+        len: u32,
+    },
+    /// A header length below [`HEADER_BYTES`].
     #[error("header length {found} is below {HEADER_BYTES}: a corrupt or foreign frame")]
-    HeaderLen { found: u16 },
+    HeaderLen {
+        /// The length it says.
+        found: u16,
+    },
+    /// The header's message length disagrees with the datagram.
     #[error("the header says {claimed} message bytes but the datagram carries {got}: a truncated or corrupt frame")]
-    Length { claimed: u32, got: usize },
+    Length {
+        /// The length the header says.
+        claimed: u32,
+        /// The bytes the datagram carries after the header.
+        got: usize,
+    },
+    /// A sequence number past any real stream.
     #[error("sequence number {seq} is beyond any real stream (2^63 or more): a corrupt or forged frame")]
-    Sequence { seq: u64 },
+    Sequence {
+        /// The number it says.
+        seq: u64,
+    },
 }
 
 /// Sequence numbers at or above this are refused: no stream gets there, and `seq + 1` can then

@@ -30,7 +30,12 @@ pub enum Verdict {
     Heartbeat,
     /// `[from, to)` are missing before this frame: recover or report them, call
     /// [`Sequencer::advance_to`]`(to)`, then offer this frame again.
-    Gap { from: u64, to: u64 },
+    Gap {
+        /// The first missing sequence.
+        from: u64,
+        /// This frame's sequence (one past the last missing).
+        to: u64,
+    },
     /// Older than the next expected frame: a duplicate or reordered copy. Drop it.
     Late,
     /// Another stream on the same group. Skip it.
@@ -80,6 +85,7 @@ pub struct Sequencer {
 const RETIRED: usize = 8;
 
 impl Sequencer {
+    /// A sequencer for `stream` that has seen nothing yet, believing jumps within `bounds`.
     pub fn new(stream: u32, bounds: Bounds) -> Sequencer {
         let bounds = Bounds { confirm: bounds.confirm.max(1), ..bounds };
         Sequencer {

@@ -17,7 +17,9 @@ use super::control::{hex, unhex};
 /// Who sent a line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// The subscriber's side of the handshake.
     Subscriber,
+    /// The publisher's side of the handshake.
     Publisher,
 }
 
@@ -63,6 +65,7 @@ pub struct Transcript {
 }
 
 impl Transcript {
+    /// An empty transcript (no lines, no key).
     pub fn new() -> Transcript {
         Transcript::default()
     }

@@ -5,8 +5,11 @@
 /// the queue links live in the orders themselves).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Level {
+    /// The price, in ITCH's Price(4) units (1/10,000 of a dollar).
     pub price: u32,
+    /// Shares resting at this price.
     pub shares: u64,
+    /// Orders resting at this price.
     pub orders: u32,
     /// Oldest order at this price (first to trade), 0 when empty.
     pub head: u64,
@@ -17,7 +20,9 @@ pub struct Level {
 /// Which side; bids sort ascending and asks descending so that the best is always last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Side {
+    /// Buy orders.
     Bid,
+    /// Sell orders.
     Ask,
 }
 
@@ -31,6 +36,7 @@ impl Side {
         }
     }
 
+    /// ITCH's buy/sell indicator for this side: `B` or `S`.
     pub fn itch(self) -> u8 {
         match self {
             Side::Bid => b'B',
@@ -56,6 +62,7 @@ pub struct Levels {
 }
 
 impl Levels {
+    /// An empty side with room for `cap` levels before it allocates.
     pub fn with_capacity(side: Side, cap: usize) -> Levels {
         Levels { side, levels: Vec::with_capacity(cap) }
     }
@@ -78,6 +85,7 @@ impl Levels {
         &self.levels
     }
 
+    /// The best level (highest bid, lowest ask), if any.
     pub fn best(&self) -> Option<&Level> {
         self.levels.last()
     }
@@ -107,6 +115,7 @@ impl Levels {
         }
     }
 
+    /// The level at `price`, if any order rests there.
     pub fn get(&self, price: u32) -> Option<&Level> {
         self.find(price).ok().map(|i| &self.levels[i])
     }
@@ -158,10 +167,12 @@ impl Levels {
         true
     }
 
+    /// Levels on this side.
     pub fn len(&self) -> usize {
         self.levels.len()
     }
 
+    /// Whether no order rests on this side.
     pub fn is_empty(&self) -> bool {
         self.levels.is_empty()
     }

@@ -22,9 +22,13 @@ use crate::itch::ItchMessage;
 /// A resting order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Order {
+    /// The stock's locate code (its index in the day's directory).
     pub locate: u16,
+    /// Which side it rests on.
     pub side: Side,
+    /// Its price, in ITCH's Price(4) units.
     pub price: u32,
+    /// Its shares still resting.
     pub shares: u32,
     /// Queue neighbours at this price (0: none).
     prev: u64,
@@ -34,7 +38,9 @@ pub struct Order {
 /// Both sides of one stock.
 #[derive(Debug, Clone)]
 pub struct StockBook {
+    /// The buy side.
     pub bids: Levels,
+    /// The sell side.
     pub asks: Levels,
 }
 
@@ -43,6 +49,7 @@ impl StockBook {
         StockBook { bids: Levels::with_capacity(Side::Bid, cap), asks: Levels::with_capacity(Side::Ask, cap) }
     }
 
+    /// One side.
     pub fn side(&self, side: Side) -> &Levels {
         match side {
             Side::Bid => &self.bids,
@@ -61,7 +68,9 @@ impl StockBook {
 /// What a message did to the book.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Update {
+    /// The stock's locate code.
     pub locate: u16,
+    /// The side that changed.
     pub side: Side,
     /// The best price or the shares at it changed on that side: what a strategy reacts to.
     pub top_changed: bool,
@@ -71,28 +80,68 @@ pub struct Update {
 /// An `UnknownOrder` is expected when the feed was joined mid-day (orders added before it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum BookError {
+    /// The message refers to an order the book does not hold.
     #[error("'{}' refers to order {reference}, which is not in the book (joined mid-day, or a lost message)", *.code as char)]
-    UnknownOrder { code: u8, reference: u64 },
+    UnknownOrder {
+        /// The ITCH message type.
+        code: u8,
+        /// The order reference number.
+        reference: u64,
+    },
+    /// An add for an order the book already holds.
     #[error("order {reference} is added twice (a replayed or duplicated message)")]
-    DuplicateOrder { reference: u64 },
+    DuplicateOrder {
+        /// The order reference number.
+        reference: u64,
+    },
+    /// An execution or cancel that takes more shares than the order has.
     #[error("'{}' takes {requested} shares from order {reference}, which has {resting}", *.code as char)]
-    Overfill { code: u8, reference: u64, resting: u32, requested: u32 },
+    Overfill {
+        /// The ITCH message type.
+        code: u8,
+        /// The order reference number.
+        reference: u64,
+        /// Shares the order has.
+        resting: u32,
+        /// Shares the message takes.
+        requested: u32,
+    },
+    /// An add whose side is neither `B` nor `S`.
     #[error("order {reference} has side {:?}, not 'B' or 'S'", *.side as char)]
-    BadSide { reference: u64, side: u8 },
+    BadSide {
+        /// The order reference number.
+        reference: u64,
+        /// The side byte found.
+        side: u8,
+    },
+    /// A message with order reference number 0.
     #[error("'{}' gives an order reference number 0, which ITCH never assigns to a displayed order", *.code as char)]
-    ZeroReference { code: u8 },
+    ZeroReference {
+        /// The ITCH message type.
+        code: u8,
+    },
     /// A normalised event for order `reference` whose `what` does not fit the book's ITCH-sized
     /// fields.
     #[error("order {reference}: {what} {value} does not fit an ITCH book")]
-    OutOfRange { reference: u64, what: &'static str, value: i64 },
+    OutOfRange {
+        /// The order reference number.
+        reference: u64,
+        /// Which value (price, shares).
+        what: &'static str,
+        /// The value that does not fit.
+        value: i64,
+    },
 }
 
 /// Share counts since the book was created; `added == executed + cancelled + deleted + replaced
 /// + resting` always holds (volume is conserved).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Totals {
+    /// Shares added.
     pub added: u64,
+    /// Shares executed.
     pub executed: u64,
+    /// Shares cancelled (partial cancels).
     pub cancelled: u64,
     /// Shares still resting when their order was deleted.
     pub deleted: u64,
@@ -298,6 +347,7 @@ impl OrderBook {
         self.orders.remove(&reference);
     }
 
+    /// The resting order with this reference number, if any.
     pub fn order(&self, reference: u64) -> Option<&Order> {
         self.orders.get(&reference)
     }
@@ -328,14 +378,17 @@ impl OrderBook {
         Some(ahead)
     }
 
+    /// Orders resting in the book.
     pub fn resting_orders(&self) -> usize {
         self.orders.len()
     }
 
+    /// Shares resting in the book.
     pub fn resting_shares(&self) -> u64 {
         self.orders.values().map(|o| u64::from(o.shares)).sum()
     }
 
+    /// Share counts since the book was created.
     pub fn totals(&self) -> Totals {
         self.totals
     }

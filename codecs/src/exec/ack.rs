@@ -9,11 +9,16 @@ use crate::message::{impl_message, MsgType};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct ExecAck {
+    /// The common header: type, version, length, sequence and the publish TSC.
     pub header: Header,
+    /// The sender's id for the order, unique per session.
     pub client_order_id: u64,
+    /// The venue's id for the order.
     pub exchange_order_id: u64,
+    /// The instrument, by the venue's numeric id.
     pub instrument_id: u32,
     _pad: u32,
+    /// The venue's timestamp, ns since midnight (exchange time).
     pub exchange_ts_ns: u64,
 }
 

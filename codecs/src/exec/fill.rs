@@ -10,16 +10,26 @@ use crate::message::{impl_message, MsgType};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct ExecFill {
+    /// The common header: type, version, length, sequence and the publish TSC.
     pub header: Header,
+    /// The sender's id for the order, unique per session.
     pub client_order_id: u64,
+    /// The venue's id for the order.
     pub exchange_order_id: u64,
+    /// The instrument, by the venue's numeric id.
     pub instrument_id: u32,
+    /// [`Side`](crate::Side) as its wire byte (`side()` decodes it).
     pub side: u8,
     _pad: [u8; 3],
+    /// The fill's price ([`PRICE_SCALE`](crate::PRICE_SCALE) fixed point).
     pub fill_px: i64,
+    /// The fill's quantity.
     pub fill_qty: u64,
+    /// Quantity still open after this fill (0: the order is done).
     pub leaves_qty: u64,
+    /// The venue's id for the execution.
     pub exec_id: u64,
+    /// The venue's timestamp, ns since midnight (exchange time).
     pub exchange_ts_ns: u64,
 }
 
@@ -37,6 +47,7 @@ const _: () = {
 };
 
 impl ExecFill {
+    /// The filled order's side, if the wire value is known.
     pub fn side(&self) -> Option<Side> {
         Side::from_wire(self.side)
     }

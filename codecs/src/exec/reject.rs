@@ -12,17 +12,26 @@ pub const REJECT_TEXT_LEN: usize = 32;
 #[repr(u16)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RejectReason {
+    /// None of the reasons below; see the text.
     Other = 0,
+    /// The venue does not trade this instrument.
     UnknownInstrument = 1,
+    /// The price is invalid (off the tick grid, outside the price band, negative).
     InvalidPrice = 2,
+    /// The quantity is invalid (zero, off the lot size, too large).
     InvalidQty = 3,
+    /// A risk limit refused it.
     RiskLimit = 4,
+    /// A cancel or replace names an order the venue does not know (or already done).
     UnknownOrder = 5,
+    /// The market is closed for this instrument.
     MarketClosed = 6,
+    /// The `client_order_id` was used before in this session.
     DuplicateId = 7,
 }
 
 impl RejectReason {
+    /// The reason a wire value encodes (None for a value this build does not know).
     pub fn from_wire(v: u16) -> Option<RejectReason> {
         use RejectReason::*;
         [Other, UnknownInstrument, InvalidPrice, InvalidQty, RiskLimit, UnknownOrder, MarketClosed, DuplicateId]
@@ -35,12 +44,18 @@ impl RejectReason {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct ExecReject {
+    /// The common header: type, version, length, sequence and the publish TSC.
     pub header: Header,
+    /// The sender's id for the order, unique per session.
     pub client_order_id: u64,
+    /// The instrument, by the venue's numeric id.
     pub instrument_id: u32,
+    /// [`RejectReason`] as its wire value (`reason()` decodes it).
     pub reason: u16,
     _pad: u16,
+    /// The venue's timestamp, ns since midnight (exchange time).
     pub exchange_ts_ns: u64,
+    /// Free text, NUL-padded ASCII.
     pub text: [u8; REJECT_TEXT_LEN],
 }
 
@@ -54,6 +69,7 @@ const _: () = {
 };
 
 impl ExecReject {
+    /// The reason, if the wire value is known.
     pub fn reason(&self) -> Option<RejectReason> {
         RejectReason::from_wire(self.reason)
     }

@@ -7,16 +7,52 @@ use super::messages::*;
 /// offset in the input and, where known, the message type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ItchError {
+    /// A type code ITCH 5.0 does not have.
     #[error("offset {offset}: unknown ITCH message type {code:#04x} ({})", printable(*.code))]
-    UnknownType { offset: u64, code: u8 },
+    UnknownType {
+        /// Byte offset of the type code.
+        offset: u64,
+        /// The code found.
+        code: u8,
+    },
+    /// A message whose frame is not its type's size.
     #[error("offset {offset}: type '{}' is {expected} bytes but the frame holds {got}", *.code as char)]
-    WrongLength { offset: u64, code: u8, expected: usize, got: usize },
+    WrongLength {
+        /// Byte offset of the message.
+        offset: u64,
+        /// Its type code.
+        code: u8,
+        /// The type's size.
+        expected: usize,
+        /// The bytes the frame holds.
+        got: usize,
+    },
+    /// The input ends inside a message.
     #[error("offset {offset}: file ends inside a message ({missing} more bytes needed)")]
-    Truncated { offset: u64, missing: usize },
+    Truncated {
+        /// Byte offset where it ends.
+        offset: u64,
+        /// Bytes still needed.
+        missing: usize,
+    },
+    /// A length prefix that contradicts the type code.
     #[error("offset {offset}: length prefix {prefix} contradicts type '{}' ({expected} bytes): corrupt or not ITCH 5.0", *.code as char)]
-    PrefixMismatch { offset: u64, code: u8, prefix: u16, expected: usize },
+    PrefixMismatch {
+        /// Byte offset of the frame.
+        offset: u64,
+        /// The type code.
+        code: u8,
+        /// The length prefix.
+        prefix: u16,
+        /// The type's size.
+        expected: usize,
+    },
+    /// A frame of no bytes.
     #[error("offset {offset}: empty frame")]
-    Empty { offset: u64 },
+    Empty {
+        /// Byte offset of the frame.
+        offset: u64,
+    },
 }
 
 impl ItchError {
@@ -48,28 +84,51 @@ fn printable(b: u8) -> char {
 /// A decoded message, borrowing its bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ItchMessage<'a> {
+    /// `S`: [`SystemEvent`].
     SystemEvent(&'a SystemEvent),
+    /// `R`: [`StockDirectory`].
     StockDirectory(&'a StockDirectory),
+    /// `H`: [`StockTradingAction`].
     StockTradingAction(&'a StockTradingAction),
+    /// `Y`: [`RegShoRestriction`].
     RegShoRestriction(&'a RegShoRestriction),
+    /// `L`: [`MarketParticipantPosition`].
     MarketParticipantPosition(&'a MarketParticipantPosition),
+    /// `V`: [`MwcbDeclineLevel`].
     MwcbDeclineLevel(&'a MwcbDeclineLevel),
+    /// `W`: [`MwcbStatus`].
     MwcbStatus(&'a MwcbStatus),
+    /// `K`: [`IpoQuotingPeriodUpdate`].
     IpoQuotingPeriodUpdate(&'a IpoQuotingPeriodUpdate),
+    /// `J`: [`LuldAuctionCollar`].
     LuldAuctionCollar(&'a LuldAuctionCollar),
+    /// `h`: [`OperationalHalt`].
     OperationalHalt(&'a OperationalHalt),
+    /// `A`: [`AddOrder`].
     AddOrder(&'a AddOrder),
+    /// `F`: [`AddOrderMpid`].
     AddOrderMpid(&'a AddOrderMpid),
+    /// `E`: [`OrderExecuted`].
     OrderExecuted(&'a OrderExecuted),
+    /// `C`: [`OrderExecutedWithPrice`].
     OrderExecutedWithPrice(&'a OrderExecutedWithPrice),
+    /// `X`: [`OrderCancel`].
     OrderCancel(&'a OrderCancel),
+    /// `D`: [`OrderDelete`].
     OrderDelete(&'a OrderDelete),
+    /// `U`: [`OrderReplace`].
     OrderReplace(&'a OrderReplace),
+    /// `P`: [`Trade`].
     Trade(&'a Trade),
+    /// `Q`: [`CrossTrade`].
     CrossTrade(&'a CrossTrade),
+    /// `B`: [`BrokenTrade`].
     BrokenTrade(&'a BrokenTrade),
+    /// `I`: [`Noii`].
     Noii(&'a Noii),
+    /// `N`: [`Rpii`].
     Rpii(&'a Rpii),
+    /// `O`: [`DirectListingCapitalRaise`].
     DirectListingCapitalRaise(&'a DirectListingCapitalRaise),
 }
 

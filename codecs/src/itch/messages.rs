@@ -10,9 +10,13 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 pub struct ItchHeader {
+    /// The message's type code (`S`, `A`, ...).
     pub msg_type: u8,
+    /// The stock's index in the day's directory (0 for messages of no stock).
     pub stock_locate: U16,
+    /// NASDAQ's internal tracking number.
     pub tracking_number: U16,
+    /// Nanoseconds since midnight, 48-bit big-endian ([`ItchHeader::timestamp_ns`] reads it).
     pub timestamp: [u8; 6],
 }
 
@@ -42,11 +46,16 @@ macro_rules! itch {
         #[repr(C)]
         #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
         pub struct $name {
+            /// Type, stock locate, tracking number and timestamp.
             pub header: ItchHeader,
-            $($(#[$fdoc])* pub $field: $ty,)*
+            $($(#[$fdoc])*
+            #[doc = concat!("The ITCH 5.0 spec's `", stringify!($field), "` field, as on the wire (`", stringify!($ty), "`).")]
+            pub $field: $ty,)*
         }
         impl $name {
+            /// The message's type code (its first byte).
             pub const CODE: u8 = $code;
+            /// The message's size in bytes, header included (the length prefix says the same).
             pub const LEN: usize = $len;
         }
         const _: () = assert!(core::mem::size_of::<$name>() == $len);

@@ -15,7 +15,9 @@ use super::dispatch::{parse, ItchError, ItchMessage, LENS};
 /// A message and where its frame starts in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record<'a> {
+    /// Byte offset of the frame (its length prefix) in the file.
     pub offset: u64,
+    /// The decoded message, borrowing the reader's buffer.
     pub message: ItchMessage<'a>,
 }
 
@@ -62,6 +64,7 @@ pub struct ItchFileReader<R: Read> {
 }
 
 impl<R: Read> ItchFileReader<R> {
+    /// A reader of `input`; it reads 64 KiB at a time, so an unbuffered `File` is fine.
     pub fn new(input: R) -> ItchFileReader<R> {
         ItchFileReader { input, buf: vec![0; BUF].into_boxed_slice(), pos: 0, end: 0, eof: false, offset: 0 }
     }

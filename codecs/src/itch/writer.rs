@@ -17,6 +17,7 @@ pub struct ItchFileWriter<W: Write> {
 }
 
 impl<W: Write> ItchFileWriter<W> {
+    /// A writer of length-prefixed ITCH frames to `out` (wrap a file in a `BufWriter`).
     pub fn new(out: W) -> ItchFileWriter<W> {
         ItchFileWriter { out, messages: 0 }
     }

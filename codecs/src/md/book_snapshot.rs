@@ -13,13 +13,17 @@ pub const SNAPSHOT_DEPTH: usize = 10;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct Level {
+    /// The level's price ([`PRICE_SCALE`](crate::PRICE_SCALE) fixed point).
     pub price: i64,
+    /// Total quantity at the level.
     pub qty: u64,
+    /// Orders resting at this price.
     pub orders: u32,
     _pad: u32,
 }
 
 impl Level {
+    /// A level at `price` with `qty` in `orders` orders.
     pub const fn new(price: i64, qty: u64, orders: u32) -> Level {
         Level { price, qty, orders, _pad: 0 }
     }
@@ -29,13 +33,20 @@ impl Level {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct BookSnapshot {
+    /// The common header: type, version, length, sequence and the publish TSC.
     pub header: Header,
+    /// The instrument, by the venue's numeric id.
     pub instrument_id: u32,
+    /// Valid levels in `bids`.
     pub bid_depth: u8,
+    /// Valid levels in `asks`.
     pub ask_depth: u8,
     _pad: [u8; 2],
+    /// The venue's timestamp, ns since midnight (exchange time).
     pub exchange_ts_ns: u64,
+    /// Bid levels, best (highest) first.
     pub bids: [Level; SNAPSHOT_DEPTH],
+    /// Ask levels, best (lowest) first.
     pub asks: [Level; SNAPSHOT_DEPTH],
 }
 

@@ -12,8 +12,11 @@ use crate::message::{impl_message, MsgType};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct FeedGap {
+    /// The common header: type, version, length, sequence and the publish TSC.
     pub header: Header,
+    /// The first sequence number lost.
     pub first_sequence: u64,
+    /// How many messages were lost.
     pub count: u64,
 }
 

@@ -10,13 +10,20 @@ use crate::message::{impl_message, MsgType};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct OrderExecute {
+    /// The common header: type, version, length, sequence and the publish TSC.
     pub header: Header,
+    /// The instrument, by the venue's numeric id.
     pub instrument_id: u32,
     _pad: u32,
+    /// The venue's order reference number.
     pub order_id: u64,
+    /// Shares executed.
     pub exec_qty: u64,
+    /// The execution's price ([`PRICE_SCALE`](crate::PRICE_SCALE) fixed point).
     pub price: i64,
+    /// The venue's match number for the execution.
     pub match_id: u64,
+    /// The venue's timestamp, ns since midnight (exchange time).
     pub exchange_ts_ns: u64,
 }
 

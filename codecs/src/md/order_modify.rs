@@ -10,12 +10,18 @@ use crate::message::{impl_message, MsgType};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct OrderModify {
+    /// The common header: type, version, length, sequence and the publish TSC.
     pub header: Header,
+    /// The instrument, by the venue's numeric id.
     pub instrument_id: u32,
     _pad: u32,
+    /// The venue's order reference number.
     pub order_id: u64,
+    /// The new price ([`PRICE_SCALE`](crate::PRICE_SCALE) fixed point).
     pub new_price: i64,
+    /// The new quantity.
     pub new_qty: u64,
+    /// The venue's timestamp, ns since midnight (exchange time).
     pub exchange_ts_ns: u64,
 }
 

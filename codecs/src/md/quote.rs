@@ -9,12 +9,18 @@ use crate::message::{impl_message, MsgType};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct Quote {
+    /// The common header: type, version, length, sequence and the publish TSC.
     pub header: Header,
+    /// The instrument, by the venue's numeric id.
     pub instrument_id: u32,
     _pad: u32,
+    /// The best bid price ([`PRICE_SCALE`](crate::PRICE_SCALE) fixed point).
     pub bid_px: i64,
+    /// Quantity at the best bid.
     pub bid_qty: u64,
+    /// The best ask price ([`PRICE_SCALE`](crate::PRICE_SCALE) fixed point).
     pub ask_px: i64,
+    /// Quantity at the best ask.
     pub ask_qty: u64,
     /// Exchange timestamp, ns since midnight (exchange local time, as ITCH sends it).
     pub exchange_ts_ns: u64,

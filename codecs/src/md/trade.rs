@@ -10,13 +10,20 @@ use crate::message::{impl_message, MsgType};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct Trade {
+    /// The common header: type, version, length, sequence and the publish TSC.
     pub header: Header,
+    /// The instrument, by the venue's numeric id.
     pub instrument_id: u32,
+    /// The aggressor's [`Side`](crate::Side) as its wire byte (0 when the venue does not say).
     pub side: u8,
     _pad: [u8; 3],
+    /// The trade's price ([`PRICE_SCALE`](crate::PRICE_SCALE) fixed point).
     pub price: i64,
+    /// Shares traded.
     pub qty: u64,
+    /// The venue's id for the trade.
     pub trade_id: u64,
+    /// The venue's timestamp, ns since midnight (exchange time).
     pub exchange_ts_ns: u64,
 }
 

@@ -9,9 +9,13 @@ use crate::message::{impl_message, MsgType};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct CancelOrder {
+    /// The common header: type, version, length, sequence and the publish TSC.
     pub header: Header,
+    /// The sender's id for the cancel, unique per session.
     pub client_order_id: u64,
+    /// The `client_order_id` of the order this acts on.
     pub orig_client_order_id: u64,
+    /// The instrument, by the venue's numeric id.
     pub instrument_id: u32,
     _pad: u32,
 }

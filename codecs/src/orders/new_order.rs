@@ -10,15 +10,25 @@ use crate::message::{impl_message, MsgType};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct NewOrder {
+    /// The common header: type, version, length, sequence and the publish TSC.
     pub header: Header,
+    /// The sender's id for the order, unique per session.
     pub client_order_id: u64,
+    /// The instrument, by the venue's numeric id.
     pub instrument_id: u32,
+    /// [`Side`](crate::Side) as its wire byte (`side()` decodes it).
     pub side: u8,
+    /// [`TimeInForce`](crate::TimeInForce) as its wire byte (`time_in_force()` decodes it).
     pub time_in_force: u8,
+    /// [`OrdType`](crate::OrdType) as its wire byte (`ord_type()` decodes it).
     pub ord_type: u8,
     _pad: u8,
+    /// The limit price ([`PRICE_SCALE`](crate::PRICE_SCALE) fixed point; ignored for market
+    /// orders).
     pub price: i64,
+    /// The quantity.
     pub qty: u64,
+    /// The trading account the order is for.
     pub account: u64,
 }
 
@@ -35,12 +45,15 @@ const _: () = {
 };
 
 impl NewOrder {
+    /// The order's side, if the wire value is known.
     pub fn side(&self) -> Option<Side> {
         Side::from_wire(self.side)
     }
+    /// The order's time in force, if the wire value is known.
     pub fn time_in_force(&self) -> Option<TimeInForce> {
         TimeInForce::from_wire(self.time_in_force)
     }
+    /// The order's type, if the wire value is known.
     pub fn ord_type(&self) -> Option<OrdType> {
         OrdType::from_wire(self.ord_type)
     }

@@ -9,12 +9,18 @@ use crate::message::{impl_message, MsgType};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct ReplaceOrder {
+    /// The common header: type, version, length, sequence and the publish TSC.
     pub header: Header,
+    /// The sender's id for the replacement, unique per session.
     pub client_order_id: u64,
+    /// The `client_order_id` of the order this acts on.
     pub orig_client_order_id: u64,
+    /// The instrument, by the venue's numeric id.
     pub instrument_id: u32,
     _pad: u32,
+    /// The new price ([`PRICE_SCALE`](crate::PRICE_SCALE) fixed point).
     pub new_price: i64,
+    /// The new quantity.
     pub new_qty: u64,
 }
 

@@ -53,7 +53,9 @@ const _: () = {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct TracedOrder {
+    /// The order.
     pub order: NewOrder,
+    /// Where and when the tick that caused it was.
     pub trace: OrderTrace,
 }
 

@@ -14,14 +14,24 @@ pub use writer::{Endpoints, MoldPcapWriter};
 /// Why a capture cannot be read (or written). Each variant says what was wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
+    /// The file starts with neither magic number (its first four bytes).
     #[error("not a pcap or pcapng capture (first bytes {0:02x?}); ITCH files are read with ItchFileReader")]
     NotACapture([u8; 4]),
+    /// The capture's link type is not Ethernet (its name).
     #[error("capture link type {0} is not Ethernet: only Ethernet captures are decoded")]
     LinkType(String),
+    /// A packet the capture library could not decode.
     #[error("packet {packet}: malformed capture: {source}")]
-    Format { packet: u64, source: pcap_file::PcapError },
+    Format {
+        /// The packet's number in the capture (from 1).
+        packet: u64,
+        /// What the capture library found wrong.
+        source: pcap_file::PcapError,
+    },
+    /// The capture could not be written.
     #[error("writing the capture: {0}")]
     Write(pcap_file::PcapError),
+    /// Reading or writing the file failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }

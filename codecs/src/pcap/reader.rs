@@ -13,7 +13,9 @@ use super::CaptureError;
 /// Which container the capture is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CaptureFormat {
+    /// The classic libpcap format.
     Pcap,
+    /// pcapng.
     PcapNg,
 }
 
@@ -33,10 +35,15 @@ impl CaptureFormat {
 /// One UDP datagram: capture time (ns since the Unix epoch), addresses and payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Datagram<'a> {
+    /// The packet's number in the capture (from 1).
     pub packet: u64,
+    /// When it was captured (ns since the Unix epoch).
     pub ts_ns: u64,
+    /// The sender's address and port.
     pub src: SocketAddrV4,
+    /// The destination's address and port (the multicast group, for a feed).
     pub dst: SocketAddrV4,
+    /// The UDP payload, borrowed from the reader.
     pub payload: &'a [u8],
 }
 
@@ -102,6 +109,7 @@ impl<R: Read> CaptureReader<R> {
         self
     }
 
+    /// Which container the capture is.
     pub fn format(&self) -> CaptureFormat {
         self.format
     }
@@ -111,6 +119,7 @@ impl<R: Read> CaptureReader<R> {
         self.packets
     }
 
+    /// Frames skipped so far, by why (not IPv4/UDP, fragments, other ports).
     pub fn skipped(&self) -> Skipped {
         self.skipped
     }

@@ -12,9 +12,13 @@ use super::CaptureError;
 /// Who sends to whom: a feed is one source multicasting to a group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Endpoints {
+    /// The source's Ethernet address.
     pub src_mac: [u8; 6],
+    /// The destination's Ethernet address (a multicast MAC for a group).
     pub dst_mac: [u8; 6],
+    /// The source's address and port.
     pub src: SocketAddrV4,
+    /// The destination's address and port.
     pub dst: SocketAddrV4,
 }
 
@@ -38,6 +42,8 @@ pub struct MoldPcapWriter<W: Write> {
 }
 
 impl<W: Write> MoldPcapWriter<W> {
+    /// A writer of an Ethernet, nanosecond-resolution pcap to `out`, framing every datagram between
+    /// `at`'s endpoints.
     pub fn new(out: W, at: Endpoints) -> Result<MoldPcapWriter<W>, CaptureError> {
         let header =
             PcapHeader { datalink: DataLink::ETHERNET, ts_resolution: TsResolution::NanoSecond, ..Default::default() };
@@ -57,6 +63,7 @@ impl<W: Write> MoldPcapWriter<W> {
         Ok(())
     }
 
+    /// Flushes and hands back the output.
     pub fn finish(self) -> Result<W, CaptureError> {
         let mut w = self.pcap.into_writer();
         w.flush()?;

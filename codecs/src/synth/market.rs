@@ -6,15 +6,18 @@
 use rand::Rng;
 use rand_distr::{Distribution, Exp, LogNormal};
 
-/// 09:30:00 and 16:00:00 in ns since midnight.
+/// The open, 09:30:00, in ns since midnight.
 pub const OPEN_NS: u64 = 34_200 * 1_000_000_000;
+/// The close, 16:00:00, in ns since midnight.
 pub const CLOSE_NS: u64 = 57_600 * 1_000_000_000;
 const MINUTES: usize = 390;
 
 /// A listed stock.
 #[derive(Debug, Clone)]
 pub struct Stock {
+    /// Its locate code (index in the directory, from 1).
     pub locate: u16,
+    /// Its ticker, space-padded ASCII as ITCH carries it.
     pub name: [u8; 8],
     /// Reference price in ITCH Price(4) units (1/10,000 dollar), a whole number of cents.
     pub price: u32,

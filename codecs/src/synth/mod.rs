@@ -32,13 +32,24 @@ use crate::itch::*;
 use crate::moldudp64::PacketBuilder;
 use crate::pcap::{CaptureError, Endpoints, MoldPcapWriter};
 
-/// What day to generate.
+/// What day to generate. Non-exhaustive so that later knobs (a session, a start time) are not
+/// breaking changes: make one with [`DayConfig::new`] or [`Default`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DayConfig {
+    /// The random seed: one seed, one day, byte for byte.
     pub seed: u64,
+    /// Stocks listed in the directory.
     pub stocks: u16,
     /// Order-flow messages (the directory, system events and crosses come on top).
     pub messages: u64,
+}
+
+impl DayConfig {
+    /// A day of `messages` order-flow messages over `stocks` stocks, generated from `seed`.
+    pub const fn new(seed: u64, stocks: u16, messages: u64) -> DayConfig {
+        DayConfig { seed, stocks, messages }
+    }
 }
 
 impl Default for DayConfig {
@@ -72,6 +83,7 @@ pub struct DayGenerator {
 }
 
 impl DayGenerator {
+    /// A generator of the day `cfg` describes, at its first message.
     pub fn new(cfg: DayConfig) -> DayGenerator {
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
         let stocks = listing(&mut rng, cfg.stocks.max(1));
@@ -103,6 +115,7 @@ impl DayGenerator {
         &self.book
     }
 
+    /// The day's stocks, in locate order.
     pub fn stocks(&self) -> &[Stock] {
         &self.stocks
     }
@@ -419,7 +432,9 @@ pub const SESSION: [u8; 10] = *b"SYNTHDAY01";
 /// What a capture holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PcapSummary {
+    /// ITCH messages written.
     pub messages: u64,
+    /// MoldUDP64 packets (datagrams) they were sent in.
     pub packets: u64,
 }
 

@@ -46,14 +46,17 @@ impl HugeBuf {
         Ok(HugeBuf { map, huge: false })
     }
 
+    /// Whether the buffer is on 2 MiB pages.
     pub fn is_huge(&self) -> bool {
         self.huge
     }
 
+    /// Its length in bytes.
     pub fn len(&self) -> usize {
         self.map.len()
     }
 
+    /// Whether it has no bytes.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
@@ -109,10 +112,12 @@ impl MemoryRegion {
         Ok(MemoryRegion { mr, buf: Backing::Within { parent: parent.clone(), offset, len }, _ctx: ctx.clone() })
     }
 
+    /// The region's start as the address a work request names.
     pub fn addr(&self) -> u64 {
         self.as_ptr() as u64
     }
 
+    /// The region's first byte.
     pub fn as_ptr(&self) -> *mut u8 {
         match &self.buf {
             Backing::Owned(b) => b.map.as_ptr() as *mut u8,
@@ -121,6 +126,7 @@ impl MemoryRegion {
         }
     }
 
+    /// The region's length in bytes.
     pub fn len(&self) -> usize {
         match &self.buf {
             Backing::Owned(b) => b.len(),
@@ -128,15 +134,18 @@ impl MemoryRegion {
         }
     }
 
+    /// Whether the region has no bytes.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// The local key work requests on this side name.
     pub fn lkey(&self) -> u32 {
         // SAFETY: mr is a live registration.
         unsafe { (*self.mr).lkey }
     }
 
+    /// The remote key a peer names to READ or WRITE the region.
     pub fn rkey(&self) -> u32 {
         // SAFETY: mr is a live registration.
         unsafe { (*self.mr).rkey }

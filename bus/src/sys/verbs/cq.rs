@@ -10,15 +10,19 @@ use super::error::VerbsError;
 /// One work completion, copied out of the CQ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Completion {
+    /// The work request's id, as posted.
     pub wr_id: u64,
     /// ibv_wc_status (0 = success).
     pub status: u32,
     /// ibv_wc_opcode.
     pub opcode: u32,
+    /// Bytes transferred (receives).
     pub byte_len: u32,
     /// Immediate data (host byte order) when the completion carried one.
     pub imm: Option<u32>,
+    /// The local QP the completion belongs to.
     pub qp_num: u32,
+    /// The sender's QP number (UD receives).
     pub src_qp: u32,
 }
 
@@ -27,6 +31,7 @@ impl Completion {
     pub const EMPTY: Completion =
         Completion { wr_id: 0, status: 0, opcode: 0, byte_len: 0, imm: None, qp_num: 0, src_qp: 0 };
 
+    /// Whether the work request succeeded.
     pub fn is_ok(&self) -> bool {
         self.status == ffi::ibv_wc_status::IBV_WC_SUCCESS
     }
@@ -48,6 +53,7 @@ pub struct CompletionQueue {
 unsafe impl Send for CompletionQueue {}
 
 impl CompletionQueue {
+    /// A completion queue of `depth` entries on `ctx`'s device.
     pub fn new(ctx: &Arc<Context>, depth: u32) -> Result<CompletionQueue, VerbsError> {
         // SAFETY: ctx is open; no channel or context pointer is passed.
         let cq = unsafe { ffi::ibv_create_cq(ctx.ctx, depth as i32, std::ptr::null_mut(), std::ptr::null_mut(), 0) };

@@ -34,11 +34,15 @@ pub(crate) fn gid_to_ffi(g: Gid) -> ffi::ibv_gid {
 /// What the transport needs to know about the port it uses.
 #[derive(Debug, Clone, Copy)]
 pub struct PortInfo {
+    /// The port number (from 1).
     pub port: u8,
+    /// The GID table index used (a RoCE v2 IPv4 GID).
     pub gid_index: u8,
+    /// The GID at that index.
     pub gid: Gid,
     /// Active MTU as the verbs enum (IBV_MTU_1024 = 3, ...).
     pub active_mtu: u32,
+    /// The largest message the port carries.
     pub max_msg_sz: u32,
 }
 
@@ -123,10 +127,12 @@ impl Context {
         Ok(Arc::new(Context { ctx, pd, name: dev_name, port }))
     }
 
+    /// The device's name (e.g. `rxe0`, `mlx5_0`).
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The port in use.
     pub fn port(&self) -> &PortInfo {
         &self.port
     }

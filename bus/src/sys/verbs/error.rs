@@ -3,18 +3,48 @@
 /// A verbs call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum VerbsError {
+    /// No RDMA device (or none of that name).
     #[error("no RDMA device{}: load a provider (e.g. `rdma link add rxe0 type rxe netdev eth0`), or run the suite in the Soft-RoCE guest (tools/rig/rig)", .name.as_ref().map(|n| format!(" named {n:?}")).unwrap_or_default())]
-    NoDevice { name: Option<String> },
+    NoDevice {
+        /// The device asked for, if one was named.
+        name: Option<String>,
+    },
+    /// The port is not active.
     #[error("port {port} of {device} is not active (state {state}): check the link under it (`rdma link`, `ip link`)")]
-    PortDown { device: String, port: u8, state: u32 },
+    PortDown {
+        /// The device.
+        device: String,
+        /// The port number.
+        port: u8,
+        /// Its state (the verbs enum).
+        state: u32,
+    },
     #[error(
         "{device} port {port} has no RoCE v2 IPv4 GID: give its netdev an IPv4 address, or set TICKBUS_RDMA_GID_INDEX"
     )]
-    NoGid { device: String, port: u8 },
+    /// The port has no RoCE v2 IPv4 GID.
+    NoGid {
+        /// The device.
+        device: String,
+        /// The port number.
+        port: u8,
+    },
+    /// A verbs or system call failed.
     #[error("{call} failed: {source}{}", hint(.call))]
-    Call { call: &'static str, source: std::io::Error },
+    Call {
+        /// Which call.
+        call: &'static str,
+        /// The errno it left.
+        source: std::io::Error,
+    },
+    /// A buffer required on hugepages could not be mapped there.
     #[error("hugepage buffer of {bytes} bytes unavailable ({source}): reserve hugepages (echo 64 > /proc/sys/vm/nr_hugepages) or allow 4 KiB pages")]
-    NoHugepages { bytes: usize, source: std::io::Error },
+    NoHugepages {
+        /// The buffer's size.
+        bytes: usize,
+        /// The mapping's error.
+        source: std::io::Error,
+    },
 }
 
 fn hint(call: &str) -> &'static str {

@@ -14,14 +14,18 @@ pub use crate::wire::endpoint::Endpoint;
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct RcOptions {
+    /// Send queue depth: work requests in flight at once.
     pub max_send_wr: u32,
+    /// Receive queue depth (WRITE_WITH_IMM receivers).
     pub max_recv_wr: u32,
+    /// Largest payload asked for inline sends (the provider may grant less).
     pub max_inline: u32,
     /// Local ACK timeout exponent: 4.096 us * 2^timeout per retry.
     pub timeout: u8,
     /// Transport retries before RETRY_EXC_ERR (a dead peer surfaces after about
     /// (retry_cnt + 1) * 4.096 us * 2^timeout). At most 6: Soft-RoCE treats 7 as "retry forever".
     pub retry_cnt: u8,
+    /// Receiver-not-ready retries before RNR_RETRY_EXC_ERR (7: forever).
     pub rnr_retry: u8,
     /// What the remote side may do to our memory through this QP (ibv_access_flags).
     pub access: u32,
@@ -67,6 +71,7 @@ pub struct PreparedRc {
 unsafe impl Send for PreparedRc {}
 
 impl PreparedRc {
+    /// A QP in RESET on `ctx` with its own send and receive CQs, ready to be connected.
     pub fn new(ctx: &Arc<Context>, opts: RcOptions) -> Result<PreparedRc, VerbsError> {
         let send_cq = CompletionQueue::new(ctx, opts.max_send_wr)?;
         let recv_cq = CompletionQueue::new(ctx, opts.max_recv_wr.max(1))?;
@@ -172,10 +177,13 @@ pub const MAX_CHAIN: usize = 32;
 /// One RDMA WRITE work request.
 #[derive(Clone, Copy)]
 pub struct WriteWr {
+    /// The work request's id, as its completion reports it.
     pub wr_id: u64,
     /// The local bytes to write.
     pub sge: ffi::ibv_sge,
+    /// Where to write on the peer (an address in its registered region).
     pub remote_addr: u64,
+    /// The peer region's remote key.
     pub rkey: u32,
     /// Immediate data: makes it a WRITE_WITH_IMM that completes on the receiver's CQ.
     pub imm: Option<u32>,
@@ -188,9 +196,13 @@ pub struct WriteWr {
 /// One RDMA READ work request: copies `sge.length` bytes at `remote_addr` into `sge`.
 #[derive(Clone, Copy)]
 pub struct ReadWr {
+    /// The work request's id, as its completion reports it.
     pub wr_id: u64,
+    /// The local bytes to read into.
     pub sge: ffi::ibv_sge,
+    /// Where to read on the peer (an address in its registered region).
     pub remote_addr: u64,
+    /// The peer region's remote key.
     pub rkey: u32,
 }
 
@@ -209,10 +221,12 @@ impl ConnectedRc {
         self.max_inline
     }
 
+    /// The send completion queue (WRITE and READ completions).
     pub fn send_cq(&mut self) -> &mut CompletionQueue {
         &mut self.inner.send_cq
     }
 
+    /// The receive completion queue (WRITE_WITH_IMM arrivals).
     pub fn recv_cq(&mut self) -> &mut CompletionQueue {
         &mut self.inner.recv_cq
     }

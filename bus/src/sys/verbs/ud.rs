@@ -28,6 +28,7 @@ pub struct UdQp {
 unsafe impl Send for UdQp {}
 
 impl UdQp {
+    /// A UD QP in RTS on `ctx`, with one CQ of `2 * depth` entries and the queue key `qkey`.
     pub fn new(ctx: &Arc<Context>, depth: u32, qkey: u32) -> Result<UdQp, VerbsError> {
         let cq = CompletionQueue::new(ctx, depth * 2)?;
         // SAFETY: zeroed attrs are valid; CQ and PD are live.
@@ -70,6 +71,7 @@ impl UdQp {
         Ok(me)
     }
 
+    /// The QP number datagrams are addressed to.
     pub fn qpn(&self) -> u32 {
         // SAFETY: qp is live.
         unsafe { (*self.qp).qp_num }
@@ -80,6 +82,7 @@ impl UdQp {
         self.max_inline
     }
 
+    /// The completion queue (sends and receives).
     pub fn cq(&mut self) -> &mut CompletionQueue {
         &mut self.cq
     }
@@ -179,6 +182,8 @@ pub struct AddressHandle {
 unsafe impl Send for AddressHandle {}
 
 impl AddressHandle {
+    /// An address handle routing datagrams to `dgid` (a unicast GID or a multicast group's) from
+    /// `ctx`'s port.
     pub fn new(ctx: &Arc<Context>, dgid: Gid) -> Result<AddressHandle, VerbsError> {
         let port = ctx.port();
         // SAFETY: zeroed ah_attr is valid; the fields for a global (RoCE) route are set.
