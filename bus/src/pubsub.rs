@@ -122,7 +122,9 @@ impl<M: RingMemory, T: Message> MsgClaim<'_, M, T> {
     /// Stamps the publish TSC and publishes; returns the position.
     #[inline]
     pub fn commit(mut self) -> u64 {
-        self.claim.store_word(TSC_WORD, self.tsc.now());
+        let now = self.tsc.now();
+        self.claim.store_word(TSC_WORD, now);
+        self.claim.counters().set(crate::counters::Counter::LastActivityTsc, now);
         self.claim.commit()
     }
 }
@@ -200,6 +202,7 @@ impl<'a> Delivery<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::counters::Counter;
     use crate::ring::{HeapMemory, Mode, StartAt};
     use tickbus_codecs::md::Quote;
     use tickbus_codecs::orders::NewOrder;
@@ -207,7 +210,8 @@ mod tests {
     fn pair(mode: Mode) -> (Publisher<std::sync::Arc<HeapMemory>>, Subscriber<std::sync::Arc<HeapMemory>>) {
         let cfg = RingConfig::for_payload(mode, 5, 128, 2);
         let mem = HeapMemory::new(cfg.ring_bytes());
-        let w = RingWriter::create(mem.clone(), &cfg, 1, 0).unwrap();
+        let mut w = RingWriter::create(mem.clone(), &cfg, 1, 0).unwrap();
+        w.set_counters(crate::counters::Counters::private());
         let r = match mode {
             Mode::Lossy => RingReader::observer(mem, StartAt::Latest).unwrap(),
             Mode::Reliable => RingReader::consumer_by_token(mem, 2).unwrap(),
@@ -225,7 +229,9 @@ mod tests {
         let got = d.decode::<Quote>().unwrap();
         assert_eq!((got.bid_px, got.header.stream_id, got.header.sequence), (42, 5, 0));
         assert!(got.header.publish_tsc > 0);
+        let tsc = got.header.publish_tsc;
         assert!(matches!(d.decode_any(), Ok(AnyMessage::Quote(_))));
+        assert_eq!(p.writer().counters().get(Counter::LastActivityTsc), tsc, "send records its stamp");
         assert!(d.decode::<NewOrder>().is_err());
     }
 
@@ -253,6 +259,11 @@ mod tests {
         let o = d.decode::<NewOrder>().unwrap();
         assert_eq!((o.qty, o.header.sequence, o.header.stream_id), (300, 0, 5));
         assert!(o.header.publish_tsc > 0);
+        assert_eq!(
+            p.writer().counters().get(Counter::LastActivityTsc),
+            o.header.publish_tsc,
+            "commit records its stamp"
+        );
     }
 
     #[test]

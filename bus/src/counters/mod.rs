@@ -99,8 +99,11 @@ pub enum Counter {
     Lost = 15,
     /// Heartbeats sent (publisher) or received (subscriber).
     Heartbeats = 16,
-    /// TSC of the last message this publisher stamped through `Publisher::send` (shm); 0 until
-    /// then and on every path that never reads the clock (raw `publish`, subscribers, RDMA).
+    /// TSC of the last message this publisher stamped (typed `send`, `offer` or a typed claim's
+    /// `commit`, on shm and rdma-rc). 0 until then, and on paths that never read the clock:
+    /// raw-byte `publish` (the caller owns the bytes and their timestamps) and subscribers
+    /// (reading the TSC per message would cost the receive path; `stat --watch` shows their
+    /// flow as msgs/s instead).
     LastActivityTsc = 17,
     /// Subscribers an rdma-rc publisher serves (its QPs). For shm, `stat` reads the ring's
     /// consumer lines instead.

@@ -395,8 +395,13 @@ impl RdmaPublisher {
     /// Stamps a message's header (stream, sequence, raw TSC) and publishes it.
     #[inline]
     pub fn send<T: tickbus_codecs::Message>(&mut self, msg: &mut T) -> Result<u64, RdmaError> {
-        msg.header_mut().stamp(self.writer.config().stream_id, self.writer.position(), self.tsc.now());
-        self.publish(zerocopy::IntoBytes::as_bytes(msg))
+        let now = self.tsc.now();
+        msg.header_mut().stamp(self.writer.config().stream_id, self.writer.position(), now);
+        let r = self.publish(zerocopy::IntoBytes::as_bytes(msg));
+        if r.is_ok() {
+            self.writer.counters().set(Counter::LastActivityTsc, now);
+        }
+        r
     }
 
     /// Before positions `first .. first + n` are written, every subscriber's WRITEs must be done

@@ -329,6 +329,11 @@ impl<M: RingMemory> Claim<'_, M> {
         self.writer.position
     }
 
+    /// The writer's live counters (a typed claim records its publish TSC there).
+    pub fn counters(&self) -> &Counters {
+        self.writer.counters()
+    }
+
     /// Publishes the slot; returns its position.
     #[inline(always)]
     pub fn commit(mut self) -> u64 {
