@@ -52,6 +52,8 @@ fn frame_len(rest: &[u8], offset: u64) -> Result<usize, ItchError> {
 }
 
 const BUF: usize = 1 << 16;
+/// The largest frame: a two-byte length prefix and the largest message (NOII, 50 bytes).
+const MAX_FRAME: usize = 52;
 
 /// Reads ITCH messages one at a time from any `Read`, without a per-message allocation or copy.
 pub struct ItchFileReader<R: Read> {
@@ -76,8 +78,34 @@ impl<R: Read> ItchFileReader<R> {
 
     /// The next message, `Ok(None)` at a clean end of file, or an error naming the offset (the
     /// reader cannot resynchronise after one: framing is lost).
+    ///
+    /// Why it is two paths: while a whole largest frame is buffered, a frame is one bounds check,
+    /// a table look-up of its length and a view, with nothing that can run short; everything
+    /// else (a frame across the buffer's end, a refill, the end of the file, an error) takes the
+    /// slow path, which accepts and refuses exactly the same bytes.
     #[inline]
     pub fn next_record(&mut self) -> Result<Option<Record<'_>>, std::io::Error> {
+        let pos = self.pos;
+        if let Some(&[p0, p1, code, ..]) = self.buf[..self.end].get(pos..pos + MAX_FRAME) {
+            let len = usize::from(LENS[usize::from(code)]);
+            let prefix = usize::from(u16::from_be_bytes([p0, p1]));
+            if len != 0 && (prefix == 0 || prefix == len) {
+                let offset = self.offset;
+                self.pos = pos + 2 + len;
+                self.offset = offset + 2 + len as u64;
+                // Cannot fail: the body is exactly the size of the type its first byte names.
+                let message = parse(&self.buf[pos + 2..pos + 2 + len], offset + 2).map_err(invalid)?;
+                return Ok(Some(Record { offset, message }));
+            }
+        }
+        self.next_record_slow()
+    }
+
+    /// [`ItchFileReader::next_record`] near the buffer's end, at the end of the file, or for a
+    /// frame that is wrong.
+    #[cold]
+    #[inline(never)]
+    fn next_record_slow(&mut self) -> Result<Option<Record<'_>>, std::io::Error> {
         loop {
             let rest = &self.buf[self.pos..self.end];
             match frame_len(rest, self.offset) {
@@ -283,6 +311,37 @@ mod tests {
             assert!(err.contains("file ends inside a message"), "chunk {chunk}: {err}");
             let err = ItchFileReader::new(Trickle(cut, chunk)).for_each(|_| {}).unwrap_err().to_string();
             assert!(err.contains("file ends inside a message"), "chunk {chunk}: {err}");
+        }
+    }
+
+    /// Damage deep inside a file, where the reader takes its fast path (a whole largest frame
+    /// buffered): it stops at the same frame with the same error as the in-memory walk.
+    #[test]
+    fn damage_mid_file_is_refused_where_the_walk_refuses_it() {
+        let mut day = Vec::new();
+        crate::synth::write_itch(crate::synth::DayConfig::new(4, 5, 5_000), &mut day).unwrap();
+        let at = crate::itch::frames(&day).nth(2_000).unwrap().unwrap().offset as usize;
+        type Damage = fn(&mut [u8]);
+        let damages: [(&str, Damage); 3] = [
+            ("a contradicting prefix", |f| f[1] = f[1].wrapping_add(1)),
+            ("an unknown type", |f| f[2] = b'Z'),
+            ("a one-byte prefix", |f| f[..2].copy_from_slice(&[0, 1])),
+        ];
+        for (what, damage) in damages {
+            let mut bad = day.clone();
+            damage(&mut bad[at..]);
+            let walk_err = crate::itch::frames(&bad).find_map(|r| r.err()).expect("the walk refuses it");
+            let mut r = ItchFileReader::new(&bad[..]);
+            let mut before = 0;
+            let err = loop {
+                match r.next_record() {
+                    Ok(Some(_)) => before += 1,
+                    Ok(None) => panic!("{what}: read to the end"),
+                    Err(e) => break e.to_string(),
+                }
+            };
+            assert_eq!(err, walk_err.to_string(), "{what}");
+            assert_eq!(before, 2_000, "{what}: every message before the damage is delivered");
         }
     }
 }
