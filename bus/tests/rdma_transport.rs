@@ -32,6 +32,7 @@ fn main() {
         Trial::test("steady_state_publish_and_poll_make_no_allocation_and_only_doorbell_syscalls", hot_path),
         Trial::test("publish_batch_rings_one_doorbell_per_burst_and_keeps_order", batch),
         Trial::test("subscriber_sees_its_publisher_go", publisher_gone),
+        Trial::test("each_accept_takes_in_one_of_several_waiting_subscribers", accept_each),
     ];
     common::rdma_test_main("rdma_transport", "TICKBUS_RT_ROLE", child, tests);
 }
@@ -109,6 +110,52 @@ fn reliable(write_mode: WriteMode) -> Result<(), Failed> {
     assert_eq!(peer.expect("ok")?, format!("ok {n}"));
     assert!(fulls > 0, "back-pressure never engaged in {n} messages on a 256-slot ring");
     peer.finish()
+}
+
+/// Several subscribers finish their handshakes before the publisher accepts: N accepts take
+/// in N of them, one each (an accept that took in the others too left the next one waiting for
+/// a subscriber that never came).
+fn accept_each() -> Result<(), Failed> {
+    let mut p = publisher(Mode::Lossy, 256, WriteMode::Write, |_| {})?;
+    let addr = p.local_addr();
+    let subs: Vec<_> = (0..3)
+        .map(|_| {
+            let mut so = SubscriberOptions::new(TOKEN);
+            so.device = Some(common::rdma_devices().1);
+            std::thread::spawn(move || RdmaSubscriber::connect(addr, 11, &so).map_err(|e| e.to_string()))
+        })
+        .collect();
+    // Long enough for all three handshakes to finish and wait for the publisher.
+    std::thread::sleep(Duration::from_secs(2));
+    let mut peers = Vec::new();
+    for k in 0..3 {
+        let info = p.accept(Duration::from_secs(20)).map_err(|e| format!("accept {k}: {e}"))?;
+        peers.push(info.peer);
+    }
+    peers.sort_unstable();
+    peers.dedup();
+    assert_eq!(peers.len(), 3, "three distinct subscribers taken in: {peers:?}");
+    let mut subs: Vec<RdmaSubscriber> =
+        subs.into_iter().map(|t| t.join().expect("subscriber thread")).collect::<Result<_, _>>()?;
+    assert_eq!(p.subscribers().len(), 3);
+    let mut buf = [0u8; PAYLOAD];
+    fill(0, &mut buf);
+    p.publish(&buf)?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for (k, s) in subs.iter_mut().enumerate() {
+        loop {
+            match s.try_recv()? {
+                Some(Recv::Message(m)) => {
+                    assert_eq!(m.position, 0, "subscriber {k}");
+                    break;
+                }
+                Some(Recv::Gap(g)) => return Err(format!("subscriber {k}: gap {g:?}").into()),
+                None if Instant::now() > deadline => return Err(format!("subscriber {k}: nothing in 10 s").into()),
+                None => p.poll(),
+            };
+        }
+    }
+    Ok(())
 }
 
 fn lossy_paused() -> Result<(), Failed> {

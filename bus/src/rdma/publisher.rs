@@ -244,7 +244,11 @@ impl RdmaPublisher {
                 return match ev {
                     Event::Joined(j) => {
                         let info = self.adopt_one(*j);
-                        self.poll();
+                        // What poll does, but without taking in other subscribers that are
+                        // ready: each accept returns one, so N accepts take in N.
+                        let upto = self.writer.position();
+                        let _ = self.make_room(upto, 0);
+                        self.ship_all(upto);
                         Ok(info)
                     }
                     Event::Refused { error, .. } => Err(error),
