@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# The latency lab's RDMA run: in one Soft-RoCE guest boot, perftest (ib_write_lat, ib_send_lat UD)
-# first, then tickbus rdma-rc ping-pong (WRITE and WRITE_WITH_IMM) and ud-mcast ping-pong
-# (rxe0 <-> rxe1) at 32, 64, 288 and 1344 B, each beside perftest's RTT for the same verb and size,
-# then the trading pipeline over RDMA (tickbus exchange on rxe0, tickbus trader on rxe1) in rounds,
-# each after perftest's one-way UD and RC figures measured again. The report lands in lab-report/rdma/,
-# where the main job (tools/lab.sh) picks it up. TCG emulation makes absolute figures ~20x slower
-# than hardware: read the ratios.
+# The latency lab's RDMA run, in one Soft-RoCE guest boot (rxe0 <-> rxe1):
+# - RTT at 32, 64, 288 and 1344 B: in each of --rounds rounds, perftest's ib_write_lat and
+#   ib_send_lat (UD) first, then tickbus rdma-rc ping-pong (WRITE and WRITE_WITH_IMM) and ud-mcast
+#   ping-pong; each round gives its own ratio and the report the median with its spread (TCG's
+#   speed drifts 3-5x within a boot, so perftest measured once beside all of tickbus's runs is no
+#   yardstick);
+# - message rate at 64 and 1344 B, the same way: ib_write_bw then tickbus rdma-rc (reliable,
+#   publish_batch), ib_send_bw (UD) then tickbus ud-mcast;
+# - the trading pipeline over RDMA (tickbus exchange on rxe0, tickbus trader on rxe1) in rounds,
+#   each after perftest's one-way UD and RC figures measured again.
+# The report lands in lab-report/rdma/, where the main job (tools/lab.sh) picks it up. TCG
+# emulation makes absolute figures ~20x slower than hardware: read the ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "${TICKBUS_LAB_BUILT:-0}" = 1 ] || tools/lab-build.sh
 out=$(pwd)/lab-report/rdma
 mkdir -p "$out"
 iters=${TICKBUS_LAB_RDMA_ITERATIONS:-2000}
-exec tools/rig/rig run --hugepages 64 --timeout 1500 --share "$out" -- \
-  tools/rig/guest-perftest.sh "$out" "$iters" -- \
+rounds=${TICKBUS_LAB_RDMA_ROUNDS:-3}
+exec tools/rig/rig run --hugepages 64 --timeout 2400 --share "$out" -- \
   target/release/latency-lab rdma --devices rxe0,rxe1 --sizes 32,64,288,1344 --iterations "$iters" \
-    --perftest "$out/perftest.json" --out "$out"
+    --rounds "$rounds" --out "$out"

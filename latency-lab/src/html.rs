@@ -132,6 +132,14 @@ pub fn write(rep: &Report, dir: &Path) -> std::io::Result<()> {
     if let Some(r) = &rep.pipeline_rdma {
         pre("Trading pipeline over RDMA", "pipeline-rdma", &crate::pipeline::rdma_table(r), &mut o);
     }
+    for f in &rep.fanout {
+        let key = format!("fanout-{}", crate::report::slug(&f.transport));
+        pre(&format!("Fan-out on {}", f.transport), &key, &f.table(), &mut o);
+        plot(dir, &f.plot_file(), &mut o);
+    }
+    if let Some(v) = &rep.rdma_versus {
+        pre("RDMA beside perftest, in alternating rounds", "rdma-versus", &crate::rdma_rounds::table(v), &mut o);
+    }
     for sec in &rep.sections {
         let what = match sec.rate {
             Some(r) => format!("one-way at {} msg/s, {} B", crate::report::rate_name(r), sec.size),

@@ -4,6 +4,7 @@
 //! Owns: choosing what to run, running it on pinned cores, and the report. Never: tunes a
 //! figure, or prints a number without the floor and the peers measured in the same run.
 mod compare;
+mod fanout;
 mod harness;
 mod html;
 mod itch_bench;
@@ -16,7 +17,10 @@ mod perftest;
 mod pipeline;
 mod plot;
 #[cfg(feature = "rdma")]
+mod rdma_fanout;
+#[cfg(feature = "rdma")]
 mod rdma_pingpong;
+mod rdma_rounds;
 mod report;
 mod soak;
 mod suite;
@@ -105,6 +109,12 @@ pub struct SuiteArgs {
     /// The `tickbus` binary the pipeline runs (default: beside latency-lab).
     #[arg(long)]
     pub tickbus: Option<PathBuf>,
+    /// Fan-out's rate (messages per second, open loop).
+    #[arg(long, default_value_t = 100_000)]
+    pub fanout_rate: u64,
+    /// Seconds per fan-out run (one per subscriber count).
+    #[arg(long, default_value_t = 2.0)]
+    pub fanout_seconds: f64,
     /// Skip parts of the suite (a misspelt part is an error, not ignored).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub skip: Vec<Part>,
@@ -130,6 +140,8 @@ pub enum Part {
     Itch,
     /// The journal: recorder, read, replay pacing, sustained recording.
     Journal,
+    /// Fan-out: one shm ring read by 1, 2 and 4 consumer processes.
+    Fanout,
 }
 
 #[derive(Subcommand, Debug)]
@@ -171,6 +183,22 @@ enum Cmd {
         /// ITCH messages per pipeline round.
         #[arg(long, default_value_t = 1000)]
         pipeline_messages: u64,
+        /// Rounds of perftest then tickbus, for each size's RTT and each message rate: the
+        /// report gives the median ratio and its spread (TCG's speed drifts within a boot).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Sizes of the message-rate runs beside ib_write_bw and ib_send_bw UD (none: skip).
+        #[arg(long, value_delimiter = ',', default_values_t = [64usize, 1344])]
+        rate_sizes: Vec<usize>,
+        /// Messages per message-rate run (tickbus's and perftest's alike).
+        #[arg(long, default_value_t = 20_000)]
+        rate_messages: u64,
+        /// Fan-out to 1, 2 and 4 subscribers (rdma-rc and ud-mcast): the publisher's paced rate.
+        #[arg(long, default_value_t = 1_000)]
+        fanout_rate: u64,
+        /// Messages per fan-out run (0: no fan-out).
+        #[arg(long, default_value_t = 2_000)]
+        fanout_messages: u64,
     },
     /// A reliable shm stream at a fixed rate for minutes, read by consumer processes: every
     /// message checked (lost, reordered, torn), memory sampled, one-way percentiles per minute
@@ -248,9 +276,23 @@ fn main() -> ExitCode {
                 return ExitCode::from(compare::exit::INCOMPLETE);
             }
         },
-        Some(Cmd::Rdma { devices, sizes, iterations, perftest, pipeline_rounds, pipeline_rate, pipeline_messages }) => {
+        Some(Cmd::Rdma {
+            devices,
+            sizes,
+            iterations,
+            perftest,
+            pipeline_rounds,
+            pipeline_rate,
+            pipeline_messages,
+            rounds,
+            rate_sizes,
+            rate_messages,
+            fanout_rate,
+            fanout_messages,
+        }) => {
             let p = suite::RdmaPipeline { rounds: pipeline_rounds, rate: pipeline_rate, messages: pipeline_messages };
-            suite::rdma(&cli.suite, &devices, &sizes, iterations, perftest.as_deref(), &p)
+            let v = suite::RdmaVersus { rounds, rate_sizes, rate_messages, fanout_rate, fanout_messages };
+            suite::rdma(&cli.suite, &devices, &sizes, iterations, perftest.as_deref(), &p, &v)
         }
         Some(Cmd::Soak { minutes, rate, consumers }) => {
             let s = &cli.suite;

@@ -1,7 +1,12 @@
 //! perftest's figures from the same guest boot, beside ours: ib_write_lat and ib_send_lat report
 //! one-way latency (half the round trip), so an RTT is twice the typical (median) figure.
+use std::error::Error;
 use std::fmt::Write as _;
 use std::path::Path;
+#[cfg(feature = "rdma")]
+use std::process::{Child, Command, Stdio};
+#[cfg(feature = "rdma")]
+use std::time::Duration;
 
 use crate::report::Row;
 
@@ -42,7 +47,7 @@ pub fn parse(json: &str) -> Vec<Lat> {
 
 /// A table of our RDMA RTTs, each beside 2 x the one-way figures of its perftest baseline
 /// ([`BASELINES`]) for `size`.
-pub fn compare(path: &Path, size: usize, rows: &[Row]) -> Result<String, Box<dyn std::error::Error>> {
+pub fn compare(path: &Path, size: usize, rows: &[Row]) -> Result<String, Box<dyn Error>> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     let entries = parse(&text);
     let mut s = String::new();
@@ -67,6 +72,87 @@ pub fn compare(path: &Path, size: usize, rows: &[Row]) -> Result<String, Box<dyn
         }
     }
     Ok(s)
+}
+
+/// The rig's first device's address (rxe0 on veth0), where perftest's server listens.
+#[cfg(feature = "rdma")]
+pub const PEER_ADDR: &str = "169.254.77.1";
+
+/// A perftest server, killed if the run is abandoned.
+#[cfg(feature = "rdma")]
+struct Server(Child);
+
+#[cfg(feature = "rdma")]
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs perftest's `tool` (with `extra` arguments) between the two devices, server on the
+/// first, for `size` bytes and `iters` iterations, and returns the client's result line split
+/// into fields (perftest's table: bytes, iterations, then the tool's figures).
+#[cfg(feature = "rdma")]
+fn run(tool: &str, extra: &[&str], devices: (&str, &str), size: usize, iters: u64) -> Result<Vec<f64>, Box<dyn Error>> {
+    let common = |dev: &str| {
+        let mut c = Command::new(tool);
+        c.args(extra).args(["-d", dev, "-s", &size.to_string(), "-n", &iters.to_string(), "-F"]);
+        c
+    };
+    let server = Server(
+        common(devices.0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting {tool} (install perftest): {e}"))?,
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let out = common(devices.1).arg(PEER_ADDR).output()?;
+    drop(server);
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() >= 5 && f[0].parse::<usize>() == Ok(size))
+        .map(|f| f.iter().filter_map(|x| x.parse().ok()).collect())
+        .ok_or_else(|| {
+            format!("{tool} {size} B gave no result: {text} {}", String::from_utf8_lossy(&out.stderr)).into()
+        })
+}
+
+/// perftest's one-way latency in ns, typical (median) and p99: `ib_write_lat` or
+/// `ib_send_lat` (whose table is bytes, iterations, t_min, t_max, t_typical, t_avg, t_stdev,
+/// p99, p99.9 in µs).
+#[cfg(feature = "rdma")]
+pub fn one_way(
+    tool: &str,
+    extra: &[&str],
+    devices: (&str, &str),
+    size: usize,
+    iters: u64,
+) -> Result<(u64, u64), Box<dyn Error>> {
+    let f = run(tool, extra, devices, size, iters)?;
+    match f[..] {
+        [_, _, _, _, typical, _, _, p99, ..] => Ok(((typical * 1000.0) as u64, (p99 * 1000.0) as u64)),
+        _ => Err(format!("{tool} {size} B: unexpected result line {f:?}").into()),
+    }
+}
+
+/// perftest's message rate, messages per second: `ib_write_bw` or `ib_send_bw` (whose table
+/// is bytes, iterations, BW peak, BW average (MB/s), MsgRate (Mpps)).
+#[cfg(feature = "rdma")]
+pub fn msg_rate(
+    tool: &str,
+    extra: &[&str],
+    devices: (&str, &str),
+    size: usize,
+    iters: u64,
+) -> Result<f64, Box<dyn Error>> {
+    let f = run(tool, extra, devices, size, iters)?;
+    match f[..] {
+        [_, _, _, _, mpps, ..] if mpps > 0.0 => Ok(mpps * 1e6),
+        _ => Err(format!("{tool} {size} B: unexpected result line {f:?}").into()),
+    }
 }
 
 #[cfg(test)]

@@ -536,40 +536,6 @@ pub struct RdmaPipeline {
     pub messages: u64,
 }
 
-/// perftest's typical one-way latency in ns: `tool` (with `extra` arguments) between the two
-/// devices, server on the first, for `size` bytes.
-#[cfg(feature = "rdma")]
-fn perftest_one_way(
-    tool: &str,
-    extra: &[&str],
-    devices: (&str, &str),
-    size: usize,
-    iters: u64,
-) -> Result<u64, Box<dyn Error>> {
-    let common = |dev: &str| {
-        let mut c = Command::new(tool);
-        c.args(extra).args(["-d", dev, "-s", &size.to_string(), "-n", &iters.to_string(), "-F"]);
-        c
-    };
-    let server = Kill(Some(common(devices.0).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?));
-    std::thread::sleep(Duration::from_secs(1));
-    let out = common(devices.1).arg(PEER_ADDR).output()?;
-    drop(server);
-    let text = String::from_utf8_lossy(&out.stdout);
-    // columns: bytes iterations t_min t_max t_typical t_avg t_stdev p99 p99.9 (µs, one way)
-    let typical = text
-        .lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|f| f.len() >= 9 && f[0].parse::<usize>().is_ok())
-        .and_then(|f| f[4].parse::<f64>().ok())
-        .ok_or_else(|| format!("{tool} gave no result: {text}"))?;
-    Ok((typical * 1000.0) as u64)
-}
-
-/// The rig's first device's address (rxe0 on veth0), where perftest's server listens.
-#[cfg(feature = "rdma")]
-const PEER_ADDR: &str = "169.254.77.1";
-
 /// `pipe.rounds` rounds of: perftest UD and RC one-way, then the pipeline over RDMA at
 /// `pipe.rate` (`pipe.messages` ITCH messages), exchange on `devices.0` and trader on
 /// `devices.1`.
@@ -587,8 +553,8 @@ pub fn rdma_rounds(
     let mut out = Vec::new();
     let mut hops = Vec::new();
     for round in 0..rounds {
-        let ud = perftest_one_way("ib_send_lat", &["-c", "UD"], devices, MD_PAYLOAD, perftest_iters)?;
-        let rc = perftest_one_way("ib_write_lat", &[], devices, ORDER_PAYLOAD, perftest_iters)?;
+        let ud = crate::perftest::one_way("ib_send_lat", &["-c", "UD"], devices, MD_PAYLOAD, perftest_iters)?.0;
+        let rc = crate::perftest::one_way("ib_write_lat", &[], devices, ORDER_PAYLOAD, perftest_iters)?.0;
         let (ex, tr) = rdma_pipeline(tickbus, itch, devices, rate, messages, round)?;
         let h: Vec<Hop> =
             serde_json::from_value::<Vec<RawHop>>(ex["gateway"]["hops_ns"].clone())?.into_iter().map(to_hop).collect();

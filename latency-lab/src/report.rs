@@ -253,6 +253,12 @@ pub struct Report {
     /// The pipeline over RDMA in the Soft-RoCE guest, beside perftest (latency-lab rdma).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline_rdma: Option<crate::pipeline::RdmaRun>,
+    /// Fan-out to 1, 2 and 4 subscribers: shm on the host, rdma-rc and ud-mcast in the guest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fanout: Vec<crate::fanout::FanoutReport>,
+    /// tickbus over RDMA beside perftest in alternating rounds (latency-lab rdma).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma_versus: Option<crate::rdma_rounds::Versus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
@@ -324,6 +330,9 @@ impl Report {
         if let Some(r) = &self.pipeline_rdma {
             let _ = writeln!(s, "{}", crate::pipeline::rdma_table(r));
         }
+        if let Some(v) = &self.rdma_versus {
+            let _ = writeln!(s, "{}", crate::rdma_rounds::table(v));
+        }
         for sec in &self.sections {
             let _ = writeln!(s, "{}", sec.table());
         }
@@ -338,6 +347,9 @@ impl Report {
                 );
             }
             let _ = writeln!(s);
+        }
+        for f in &self.fanout {
+            let _ = writeln!(s, "{}", f.table());
         }
         if let Some(i) = &self.itch {
             let _ = writeln!(s, "{}", i.table());
@@ -393,6 +405,9 @@ impl Report {
         }
         if !self.pipeline.is_empty() {
             crate::pipeline::stacked_plot(&self.pipeline, &dir.join("pipeline-hops.svg"))?;
+        }
+        for f in &self.fanout {
+            f.plot(&dir.join(f.plot_file()))?;
         }
         crate::html::write(self, dir)?;
         Ok(dir.canonicalize().unwrap_or_else(|_| dir.to_owned()))

@@ -64,14 +64,26 @@ fn rss_kb(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// Runs the soak and writes `soak.json` and `soak.txt` into `out`. Fails if any message was
-/// lost, reordered or torn, or if memory grew.
-pub fn run(minutes: u64, rate: u64, consumers: usize, cores: (usize, usize), out: &Path) -> Result<(), Box<dyn Error>> {
+/// What one run of the stream gave.
+pub struct Streamed {
+    pub late_sends: u64,
+    pub publisher_rss_kb: Vec<u64>,
+    /// Each publish's cost on the publisher's core (TSC before and after, retries included).
+    pub publish_cost: Histogram<u64>,
+    pub per_minute: Vec<Minute>,
+    /// Messages each consumer received, in order and intact.
+    pub delivered: Vec<u64>,
+    pub violations: u64,
+}
+
+/// A reliable shm stream of `total` 64-byte messages at `rate` msg/s from a publisher thread
+/// on `cores.0` to `consumers` consumer processes on `cores.1`: what the soak and the fan-out
+/// run.
+pub fn stream(rate: u64, total: u64, consumers: usize, cores: (usize, usize)) -> Result<Streamed, Box<dyn Error>> {
     let opts = ShmOptions::default();
-    let name = format!("lab-soak-{}", std::process::id());
+    let name = format!("lab-stream-{}-{consumers}", std::process::id());
     let mut cfg = RingConfig::for_payload(Mode::Reliable, 77, PAYLOAD, SLOTS);
     cfg.max_consumers = consumers;
-    let total = rate * minutes * 60;
     let mut p = shm::open_publisher(&name, &cfg, &opts)?;
     let mut children: Vec<Child> = (0..consumers)
         .map(|i| {
@@ -93,15 +105,17 @@ pub fn run(minutes: u64, rate: u64, consumers: usize, cores: (usize, usize), out
     let deadline = Instant::now() + Duration::from_secs(10);
     while p.consumer_status().iter().filter(|c| c.alive).count() < consumers {
         if Instant::now() > deadline {
-            return Err("the soak's consumers did not attach within 10 s".into());
+            return Err("the stream's consumers did not attach within 10 s".into());
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     let ticks_per_ns = cfg.ticks_per_ns;
     let me = std::process::id();
-    let publisher = std::thread::spawn(move || -> Result<(u64, Vec<u64>), String> {
+    let publisher = std::thread::spawn(move || -> Result<(u64, Vec<u64>, Histogram<u64>), String> {
         pin(cores.0).map_err(|e| e.to_string())?;
         let tsc = Tsc::new();
+        let scale = TscScale { ticks_per_ns };
+        let mut cost: Histogram<u64> = histogram();
         let period = ticks_per_ns * 1e9 / rate as f64;
         let minute = rate * 60;
         let start = tsc.now() + (ticks_per_ns * 1e6) as u64;
@@ -109,8 +123,10 @@ pub fn run(minutes: u64, rate: u64, consumers: usize, cores: (usize, usize), out
         let mut buf = [0u8; PAYLOAD];
         for i in 0..total {
             let intended = start + (i as f64 * period) as u64;
-            while tsc.now() < intended {
+            let mut before = tsc.now();
+            while before < intended {
                 std::hint::spin_loop();
+                before = tsc.now();
             }
             buf[..8].copy_from_slice(&i.to_le_bytes());
             buf[8..16].copy_from_slice(&intended.to_le_bytes());
@@ -122,13 +138,15 @@ pub fn run(minutes: u64, rate: u64, consumers: usize, cores: (usize, usize), out
                 }
                 std::hint::spin_loop();
             }
+            cost.saturating_record(scale.delta_ns(before, tsc.now()).max(1));
             if (i + 1).is_multiple_of(minute) {
                 rss.push(rss_kb(me));
             }
         }
-        Ok((late, rss))
+        Ok((late, rss, cost))
     });
-    let (late_sends, publisher_rss_kb) = publisher.join().map_err(|_| "the soak's publisher panicked")??;
+    let (late_sends, publisher_rss_kb, publish_cost) =
+        publisher.join().map_err(|_| "the stream's publisher panicked")??;
     let mut per_minute = Vec::new();
     let (mut delivered, mut violations) = (Vec::new(), 0);
     for (i, (mut c, r)) in children.drain(..).zip(readers).enumerate() {
@@ -144,20 +162,28 @@ pub fn run(minutes: u64, rate: u64, consumers: usize, cores: (usize, usize), out
             }
         }
         if !status.success() || delivered.len() != i + 1 {
-            return Err(format!("soak consumer {i} failed ({status}): {lines:?}").into());
+            return Err(format!("stream consumer {i} failed ({status}): {lines:?}").into());
         }
     }
     drop(shm::remove(&name, &opts));
+    Ok(Streamed { late_sends, publisher_rss_kb, publish_cost, per_minute, delivered, violations })
+}
+
+/// Runs the soak and writes `soak.json` and `soak.txt` into `out`. Fails if any message was
+/// lost, reordered or torn, or if memory grew.
+pub fn run(minutes: u64, rate: u64, consumers: usize, cores: (usize, usize), out: &Path) -> Result<(), Box<dyn Error>> {
+    let total = rate * minutes * 60;
+    let s = stream(rate, total, consumers, cores)?;
     let report = SoakReport {
         minutes,
         rate,
         consumers,
         published: total,
-        delivered,
-        violations,
-        late_sends,
-        publisher_rss_kb,
-        per_minute,
+        delivered: s.delivered,
+        violations: s.violations,
+        late_sends: s.late_sends,
+        publisher_rss_kb: s.publisher_rss_kb,
+        per_minute: s.per_minute,
     };
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join("soak.json"), serde_json::to_string_pretty(&report)?)?;

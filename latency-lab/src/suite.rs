@@ -152,6 +152,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
         !skip(Part::Itch),
         !skip(Part::Journal),
         !skip(Part::Pipeline),
+        !skip(Part::Fanout),
     ];
     let n_steps = (steps[0] as u64)
         + if steps[1] { a.sizes.len() as u64 } else { 0 }
@@ -159,7 +160,8 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
         + steps[3] as u64
         + steps[4] as u64
         + steps[5] as u64
-        + if steps[6] { a.rates.len() as u64 } else { 0 };
+        + if steps[6] { a.rates.len() as u64 } else { 0 }
+        + steps[7] as u64;
     let bar = ProgressBar::new(n_steps);
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed} elapsed]").expect("valid template"),
@@ -311,6 +313,11 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
         rep.throughput_ratios();
         bar.inc(1);
     }
+    if !skip(Part::Fanout) {
+        step("fan-out: one shm ring, 1, 2 and 4 consumer processes".into());
+        rep.fanout.push(crate::fanout::run(a.fanout_rate, a.fanout_seconds, &[1, 2, 4], cores)?);
+        bar.inc(1);
+    }
     if !skip(Part::Itch) {
         step("ITCH decode and book update beside itchy".into());
         rep.itch = Some(crate::itch_bench::run(day, 5, ticks_per_ns)?);
@@ -368,6 +375,8 @@ fn merge_rdma(rep: &mut Report, path: &Path) {
     match serde_json::from_str::<Report>(&text) {
         Ok(r) => {
             rep.pipeline_rdma = r.pipeline_rdma;
+            rep.rdma_versus = r.rdma_versus;
+            rep.fanout.extend(r.fanout);
             rep.environment_rdma = r.environment;
             for mut s in r.sections {
                 s.mode = format!("rdma-guest-{}", s.mode);
@@ -412,6 +421,19 @@ pub fn echo(
 
 pub use crate::pipeline::RdmaPipeline;
 
+/// `latency-lab rdma`'s rounds beside perftest: how many, and the message-rate runs' sizes and
+/// message count.
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+#[derive(Debug, Clone)]
+pub struct RdmaVersus {
+    pub rounds: usize,
+    pub rate_sizes: Vec<usize>,
+    pub rate_messages: u64,
+    /// Fan-out to 1, 2 and 4 subscribers: paced rate and messages per count (0: none).
+    pub fanout_rate: u64,
+    pub fanout_messages: u64,
+}
+
 #[cfg(feature = "rdma")]
 pub fn rdma(
     a: &SuiteArgs,
@@ -420,9 +442,11 @@ pub fn rdma(
     iterations: u64,
     perftest: Option<&Path>,
     pipe: &RdmaPipeline,
+    vs: &RdmaVersus,
 ) -> Result<(), Box<dyn Error>> {
     use crate::mcast_pingpong::UdMcast;
     use crate::rdma_pingpong::RdmaRc;
+    use crate::rdma_rounds::{mcast_rate, rc_rate, Versus, VsRow};
     use tickbus::rdma::WriteMode;
     let d: Vec<&str> = devices.split(',').collect();
     let [da, db] = d[..] else {
@@ -433,23 +457,78 @@ pub fn rdma(
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let mut rep = Report { machine: machine(), command, cores, ticks_per_ns, ..Default::default() };
     rep.diagnose(true);
+    let rounds = vs.rounds.max(1);
+    let mut versus = Versus { rounds: rounds as u32, ..Versus::default() };
     for &size in sizes {
         let spec = RunSpec { size, iterations, warmup: (iterations / 10).max(10), cores, ticks_per_ns };
+        // Per transport (WRITE, WRITE_WITH_IMM, ud-mcast): tickbus's RTT p50 and perftest's RTT.
+        let mut per: [(Vec<f64>, Vec<f64>); 3] = Default::default();
         let mut rows = Vec::new();
-        for mode in [WriteMode::Write, WriteMode::WriteWithImm] {
-            let mut t = RdmaRc { devices: (da.into(), db.into()), write_mode: mode, note: String::new() };
+        for round in 1..=rounds {
+            eprintln!("latency-lab: {size} B round {round}/{rounds}: perftest, then tickbus ...");
+            let (write, _) = crate::perftest::one_way("ib_write_lat", &[], (da, db), size, iterations)?;
+            let (send, _) = crate::perftest::one_way("ib_send_lat", &["-c", "UD"], (da, db), size, iterations)?;
+            rows.clear();
+            for mode in [WriteMode::Write, WriteMode::WriteWithImm] {
+                let mut t = RdmaRc { devices: (da.into(), db.into()), write_mode: mode, note: String::new() };
+                eprintln!("latency-lab: {} {size} B ...", t.name());
+                rows.push(pp(&mut t, &spec)?);
+            }
+            let mut t = UdMcast::new((da.into(), db.into()));
             eprintln!("latency-lab: {} {size} B ...", t.name());
             rows.push(pp(&mut t, &spec)?);
+            for (k, row) in rows.iter().enumerate() {
+                per[k].0.push(row.ns[0] as f64);
+                per[k].1.push(2.0 * if k < 2 { write } else { send } as f64);
+            }
         }
-        let mut t = UdMcast::new((da.into(), db.into()));
-        eprintln!("latency-lab: {} {size} B ...", t.name());
-        rows.push(pp(&mut t, &spec)?);
+        for (k, row) in rows.iter().enumerate() {
+            let tool = if k < 2 { "ib_write_lat" } else { "ib_send_lat UD" };
+            let (ours, theirs) = std::mem::take(&mut per[k]);
+            versus.rtt.push(VsRow::new(&row.name, tool, size, ours, theirs, String::new()));
+        }
+        // The report's section and plots: the last round's runs.
         let mut sec = Section { mode: "rtt".into(), size, rate: None, rows };
         sec.ratios();
         if let Some(p) = perftest {
             rep.notes.push(crate::perftest::compare(p, size, &sec.rows)?);
         }
         rep.sections.push(sec);
+    }
+    for &size in &vs.rate_sizes {
+        let n = vs.rate_messages;
+        let (mut rc, mut rc_pt, mut ud, mut ud_pt) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut rc_got, mut ud_got) = (Vec::new(), Vec::new());
+        for round in 1..=rounds {
+            eprintln!("latency-lab: message rate {size} B round {round}/{rounds}: perftest, then tickbus ...");
+            rc_pt.push(crate::perftest::msg_rate("ib_write_bw", &[], (da, db), size, n)?);
+            let r = rc_rate((da, db), size, n, ticks_per_ns)?;
+            rc.push(r.msgs_per_s);
+            rc_got.push((r.delivered, r.missed));
+            ud_pt.push(crate::perftest::msg_rate("ib_send_bw", &["-c", "UD"], (da, db), size, n)?);
+            let r = mcast_rate((da, db), size, n, round as u8)?;
+            ud.push(r.msgs_per_s);
+            ud_got.push((r.delivered, r.missed));
+        }
+        let got = |v: &[(u64, u64)]| {
+            let each: Vec<String> = v.iter().map(|(d, m)| format!("{d}+{m}")).collect();
+            format!("{n} messages a round; delivered+missed per round: {}", each.join(" "))
+        };
+        versus.rate.push(VsRow::new(
+            "tickbus rdma-rc (reliable, publish_batch)",
+            "ib_write_bw",
+            size,
+            rc,
+            rc_pt,
+            got(&rc_got),
+        ));
+        versus.rate.push(VsRow::new("tickbus ud-mcast", "ib_send_bw UD", size, ud, ud_pt, got(&ud_got)));
+    }
+    rep.rdma_versus = Some(versus);
+    if vs.fanout_messages > 0 {
+        let (r, m) = (vs.fanout_rate, vs.fanout_messages);
+        rep.fanout.push(crate::rdma_fanout::rc((da, db), r, m, &[1, 2, 4], ticks_per_ns)?);
+        rep.fanout.push(crate::rdma_fanout::mcast((da, db), r, m, &[1, 2, 4], ticks_per_ns)?);
     }
     if pipe.rounds > 0 {
         let day = DayConfig::new(1, 20, pipe.messages * 2);
@@ -478,6 +557,7 @@ pub fn rdma(
     _: u64,
     _: Option<&Path>,
     _: &RdmaPipeline,
+    _: &RdmaVersus,
 ) -> Result<(), Box<dyn Error>> {
     Err("this latency-lab was built without RDMA: cargo build --release -p tickbus-lab --features rdma".into())
 }

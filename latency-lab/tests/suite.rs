@@ -38,6 +38,10 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         "50000",
         "--record-seconds",
         "0.5",
+        "--fanout-rate",
+        "20000",
+        "--fanout-seconds",
+        "0.25",
         "--rdma-report",
         "/nonexistent/report.json",
         "--out",
@@ -90,6 +94,19 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     let pacing = rep["sections"].as_array().unwrap().iter().find(|s| s["mode"] == "replay-pacing-error").unwrap();
     assert_eq!(pacing["rows"].as_array().unwrap().len(), 2, "replay pacing beside its floor");
     assert!(text.contains("journal: 50000 messages"), "{text}");
+    // Fan-out: one ring read by 1, 2 and 4 consumer processes, every message delivered to each
+    // (the run fails otherwise), the publisher's cost and each subscriber's latency reported.
+    let fan = rep["fanout"].as_array().expect("a fan-out section");
+    assert_eq!(fan.len(), 1, "shm on the host (rdma-rc and ud-mcast come from the guest's report)");
+    assert_eq!((fan[0]["transport"].as_str(), fan[0]["messages"].as_u64()), (Some("shm"), Some(5_000)));
+    let rows = fan[0]["rows"].as_array().unwrap();
+    assert_eq!(rows.iter().map(|r| r["subscribers"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 2, 4]);
+    for r in rows {
+        let n = r["subscribers"].as_u64().unwrap() as usize;
+        assert!(r["publish_p50_ns"].as_u64().unwrap() > 0, "{r}");
+        assert_eq!(r["sub_p50_ns"].as_array().unwrap().len(), n, "a latency per subscriber: {r}");
+    }
+    assert!(text.contains("FAN-OUT on shm"), "{text}");
     // The trading pipeline ran as real processes (`tickbus exchange` and `tickbus trader`, the
     // binary cargo builds beside this one), counts exact, every hop timed, floors beside.
     let pipe = rep["pipeline"].as_array().expect("a pipeline section");
@@ -226,10 +243,10 @@ fn render_html(rep: &Value, out: &Path) {
         assert!(dom.contains(&format!("data-plot=\"{key}.svg\"")), "plot {key}.svg not in the rendered page");
         keys += 1;
     }
-    for t in ["settings", "environment", "pipeline", "throughput", "itch", "journal"] {
+    for t in ["settings", "environment", "pipeline", "throughput", "itch", "journal", "fanout-shm"] {
         assert!(dom.contains(&format!("data-table=\"{t}\"")), "{t} not in the rendered page");
     }
-    assert!(dom.contains("data-plot=\"pipeline-hops.svg\""));
+    assert!(dom.contains("data-plot=\"pipeline-hops.svg\"") && dom.contains("data-plot=\"fanout-shm.svg\""));
     assert!(dom.matches("<svg").count() > keys, "every plot inline, the pipeline's too");
     assert!(!dom.contains("class=\"warn\">plot"), "a plot was missing when the page was written");
     let shot = out.join("index.png");
@@ -252,7 +269,7 @@ fn render_html(rep: &Value, out: &Path) {
 fn the_demo_replays_a_given_itch_file_and_names_a_missing_one() {
     let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/itch/ex20101224.TEST_ITCH_50");
     let out = std::env::temp_dir().join(format!("lab-itch-{}", std::process::id()));
-    let skip = "pipeline,pingpong,openloop,throughput,itch,journal";
+    let skip = "pipeline,pingpong,openloop,throughput,itch,journal,fanout";
     let base = ["--skip", skip, "--ttt-rate", "200000", "--rdma-report", "/nonexistent", "--out"];
     let mut args = base.to_vec();
     args.extend([out.to_str().unwrap(), "--itch", file]);

@@ -1,0 +1,262 @@
+//! tickbus over RDMA beside perftest, in alternating rounds within one guest boot.
+//!
+//! Why rounds: under QEMU TCG the guest's speed drifts 3-5x within a boot, so perftest measured
+//! once before all of tickbus's runs made ratios of 0.5x-1.2x out of the same code. Here each
+//! round runs perftest and then tickbus back to back, each round gives its own ratio, and the
+//! report gives the median ratio with its spread.
+//!
+//! Two yardsticks: latency (tickbus's ping-pong RTT p50 beside twice perftest's typical one-way
+//! figure, `ib_write_lat` for rdma-rc and `ib_send_lat` UD for ud-mcast) and message rate
+//! (tickbus publishing flat out beside `ib_write_bw` and `ib_send_bw` UD, same size, same
+//! message count).
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+/// Every comparison of one `latency-lab rdma` run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Versus {
+    pub rounds: u32,
+    /// RTT p50 against 2 x perftest's typical one-way latency: lower is better (1.0: as fast).
+    pub rtt: Vec<VsRow>,
+    /// Messages per second against perftest's message rate: higher is better.
+    pub rate: Vec<VsRow>,
+}
+
+/// One tickbus transport at one size beside its perftest yardstick, round by round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VsRow {
+    pub name: String,
+    pub tool: String,
+    pub size: usize,
+    /// Per round: tickbus's figure (RTT p50 ns, or msgs/s) ...
+    pub ours: Vec<f64>,
+    /// ... and perftest's, measured just before it in the same round.
+    pub theirs: Vec<f64>,
+    /// ours / theirs per round.
+    pub ratios: Vec<f64>,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// What the figure does not say by itself (rate rows: what the subscriber received).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+impl VsRow {
+    /// A row from per-round figures (same length, perftest's all positive).
+    #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+    pub fn new(name: &str, tool: &str, size: usize, ours: Vec<f64>, theirs: Vec<f64>, note: String) -> VsRow {
+        assert_eq!(ours.len(), theirs.len(), "one perftest figure per round");
+        let ratios: Vec<f64> = ours.iter().zip(&theirs).map(|(o, t)| o / t).collect();
+        let mut sorted = ratios.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = match sorted.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => sorted[n / 2],
+            n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+        };
+        let (min, max) = (sorted.first().copied().unwrap_or(f64::NAN), sorted.last().copied().unwrap_or(f64::NAN));
+        VsRow { name: name.into(), tool: tool.into(), size, ours, theirs, ratios, median, min, max, note }
+    }
+}
+
+/// Both tables as text.
+pub fn table(v: &Versus) -> String {
+    let mut s = String::new();
+    let mut one = |title: &str, unit: &str, rows: &[VsRow], fmt: fn(f64) -> String| {
+        let _ = writeln!(s, "{title} ({} rounds, perftest then tickbus in each; median ratio [min-max])", v.rounds);
+        for r in rows {
+            let per: Vec<String> =
+                r.ours.iter().zip(&r.theirs).map(|(o, t)| format!("{}/{}", fmt(*o), fmt(*t))).collect();
+            let _ = writeln!(
+                s,
+                "  {:<34} {:>5} B  {:.2}x {} [{:.2}-{:.2}]   {unit} per round: {}{}",
+                r.name,
+                r.size,
+                r.median,
+                r.tool,
+                r.min,
+                r.max,
+                per.join(" "),
+                if r.note.is_empty() { String::new() } else { format!("  ({})", r.note) }
+            );
+        }
+        let _ = writeln!(s);
+    };
+    if !v.rtt.is_empty() {
+        one("RDMA RTT p50 beside 2 x perftest's typical one-way", "ns tickbus/perftest", &v.rtt, |x| format!("{x:.0}"));
+    }
+    if !v.rate.is_empty() {
+        one("RDMA message rate beside perftest's bandwidth tools", "msg/s tickbus/perftest", &v.rate, |x| {
+            format!("{x:.0}")
+        });
+    }
+    s
+}
+
+#[cfg(feature = "rdma")]
+pub use run::{mcast_rate, rc_rate};
+
+#[cfg(feature = "rdma")]
+mod run {
+    use std::error::Error;
+    use std::net::Ipv4Addr;
+    use std::time::{Duration, Instant};
+
+    use tickbus::mcast::{McastError, McastPublisher, McastPublisherOptions, McastSubscriber, McastSubscriberOptions};
+    use tickbus::rdma::{PublisherOptions, RdmaError, RdmaPublisher, RdmaSubscriber, SubscriberOptions};
+    use tickbus::ring::ClaimError;
+    use tickbus::{Mode, Recv, RingConfig};
+
+    use crate::transport::message;
+
+    /// One flat-out run: its rate and what the subscriber received.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct RateRun {
+        pub msgs_per_s: f64,
+        pub delivered: u64,
+        pub missed: u64,
+    }
+
+    /// Longest a rate run may take, whatever the guest's speed.
+    const LIMIT: Duration = Duration::from_secs(120);
+
+    /// rdma-rc, reliable: `messages` messages of `size` bytes published with `publish_batch`
+    /// (one chained post per burst, selective signalling) from `devices.0` to a subscriber on
+    /// `devices.1` that reads them all. The rate runs from the first publish to the subscriber
+    /// holding the last message: every message delivered, none dropped, the credit loop
+    /// included (perftest's `ib_write_bw` has no receiver in its loop).
+    pub fn rc_rate(
+        devices: (&str, &str),
+        size: usize,
+        messages: u64,
+        ticks_per_ns: f64,
+    ) -> Result<RateRun, Box<dyn Error>> {
+        let cfg = RingConfig { ticks_per_ns, ..RingConfig::for_payload(Mode::Reliable, 1, size.max(8), 1024) };
+        let mut po = PublisherOptions::new("latency-lab-rate");
+        po.device = Some(devices.0.into());
+        let mut so = SubscriberOptions::new("latency-lab-rate");
+        so.device = Some(devices.1.into());
+        let mut tx = RdmaPublisher::bind("127.0.0.1:0".parse()?, &cfg, po)?;
+        let addr = tx.local_addr();
+        let sub = std::thread::spawn(move || RdmaSubscriber::connect(addr, 1, &so).map_err(|e| e.to_string()));
+        tx.accept(Duration::from_secs(30))?;
+        let mut rx = sub.join().map_err(|_| "subscriber thread panicked")??;
+        let reader = std::thread::spawn(move || -> Result<(u64, u64, Instant), String> {
+            let (mut delivered, mut missed) = (0u64, 0u64);
+            let deadline = Instant::now() + LIMIT;
+            while delivered + missed < messages {
+                match rx.try_recv() {
+                    Ok(Some(Recv::Message(_))) => delivered += 1,
+                    Ok(Some(Recv::Gap(g))) => missed += g.missed(),
+                    Ok(None) if Instant::now() > deadline => {
+                        return Err(format!("rdma-rc rate: {delivered} of {messages} delivered in {LIMIT:?}"))
+                    }
+                    // Emulated vCPUs: let rxe's kernel threads have the core when idle.
+                    Ok(None) => std::thread::yield_now(),
+                    Err(e) => return Err(format!("rdma-rc rate: receive failed: {e}")),
+                }
+            }
+            Ok((delivered, missed, Instant::now()))
+        });
+        let msg = message(size);
+        let batch: Vec<&[u8]> = vec![&msg[..]; tx.max_batch()];
+        let (t0, mut sent) = (Instant::now(), 0u64);
+        while sent < messages {
+            let k = batch.len().min((messages - sent) as usize);
+            match tx.publish_batch(&batch[..k]) {
+                Ok((_, n)) => sent += n as u64,
+                Err(RdmaError::Claim(ClaimError::Full { .. })) => std::thread::yield_now(),
+                Err(e) => return Err(format!("rdma-rc rate: publish failed after {sent}: {e}").into()),
+            }
+            if let Some((peer, e)) = tx.take_dropped().into_iter().next() {
+                return Err(format!("rdma-rc rate: subscriber {peer} dropped: {e}").into());
+            }
+            if t0.elapsed() > LIMIT {
+                return Err(format!("rdma-rc rate: {sent} of {messages} published in {LIMIT:?}").into());
+            }
+        }
+        while !reader.is_finished() {
+            tx.poll();
+            std::thread::yield_now();
+        }
+        let (delivered, missed, done) = reader.join().map_err(|_| "reader thread panicked")??;
+        Ok(RateRun { msgs_per_s: messages as f64 / (done - t0).as_secs_f64(), delivered, missed })
+    }
+
+    /// ud-mcast: `messages` datagrams of `size` bytes sent flat out from `devices.0` to a group
+    /// a subscriber on `devices.1` has joined (reading as it goes). The rate is the sender's,
+    /// from the first send to the NIC completing the last (`flush`), as `ib_send_bw`'s is; what
+    /// the subscriber received and missed (UD drops what its receive queue cannot hold) is
+    /// reported beside it.
+    pub fn mcast_rate(devices: (&str, &str), size: usize, messages: u64, group: u8) -> Result<RateRun, Box<dyn Error>> {
+        let group = Ipv4Addr::new(239, 77, 3, group);
+        let mut so = McastSubscriberOptions::default();
+        so.device = Some(devices.1.into());
+        let mut rx = McastSubscriber::join(group, 1, &so)?;
+        let mut po = McastPublisherOptions::default();
+        po.device = Some(devices.0.into());
+        let mut tx = McastPublisher::new(group, 1, &po)?;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sent_all = done.clone();
+        let reader = std::thread::spawn(move || -> Result<(u64, u64), String> {
+            let (mut delivered, mut missed) = (0u64, 0u64);
+            let mut quiet_since: Option<Instant> = None;
+            let deadline = Instant::now() + LIMIT;
+            while delivered + missed < messages && Instant::now() < deadline {
+                match rx.try_recv() {
+                    Ok(Some(Recv::Message(_))) => (delivered, quiet_since) = (delivered + 1, None),
+                    Ok(Some(Recv::Gap(g))) => (missed, quiet_since) = (missed + g.missed(), None),
+                    Ok(None) if sent_all.load(std::sync::atomic::Ordering::Acquire) => {
+                        // The last datagrams may be the ones lost: stop once the group is quiet.
+                        let since = *quiet_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() > Duration::from_millis(500) {
+                            break;
+                        }
+                        std::thread::yield_now();
+                    }
+                    Ok(None) => std::thread::yield_now(),
+                    Err(McastError::Frame { .. }) => {}
+                    Err(e) => return Err(format!("ud-mcast rate: receive failed: {e}")),
+                }
+            }
+            Ok((delivered, missed))
+        });
+        let msg = message(size);
+        let (t0, mut sent) = (Instant::now(), 0u64);
+        while sent < messages {
+            match tx.publish(&msg) {
+                Ok(_) => sent += 1,
+                Err(McastError::SendQueueFull { .. }) => std::hint::spin_loop(),
+                Err(e) => return Err(format!("ud-mcast rate: publish failed after {sent}: {e}").into()),
+            }
+            if t0.elapsed() > LIMIT {
+                return Err(format!("ud-mcast rate: {sent} of {messages} sent in {LIMIT:?}").into());
+            }
+        }
+        tx.flush(Duration::from_secs(10))?;
+        let secs = t0.elapsed().as_secs_f64();
+        done.store(true, std::sync::atomic::Ordering::Release);
+        let (delivered, missed) = reader.join().map_err(|_| "reader thread panicked")??;
+        Ok(RateRun { msgs_per_s: messages as f64 / secs, delivered, missed })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_take_the_median_ratio_and_its_spread() {
+        let r =
+            VsRow::new("t", "ib_write_lat", 64, vec![300.0, 100.0, 240.0], vec![200.0, 100.0, 100.0], String::new());
+        assert_eq!(r.ratios, vec![1.5, 1.0, 2.4]);
+        assert_eq!((r.median, r.min, r.max), (1.5, 1.0, 2.4));
+        let even = VsRow::new("t", "x", 64, vec![1.0, 3.0], vec![1.0, 1.0], String::new());
+        assert_eq!(even.median, 2.0);
+        let v = Versus { rounds: 3, rtt: vec![r], rate: vec![] };
+        let t = table(&v);
+        assert!(t.contains("1.50x ib_write_lat [1.00-2.40]") && t.contains("300/200 100/100 240/100"), "{t}");
+    }
+}
