@@ -5,8 +5,11 @@
 #   ping-pong; each round gives its own ratio and the report the median with its spread (TCG's
 #   speed drifts 3-5x within a boot, so perftest measured once beside all of tickbus's runs is no
 #   yardstick);
-# - message rate at 64 and 1344 B, the same way: ib_write_bw then tickbus rdma-rc (reliable,
-#   publish_batch), ib_send_bw (UD) then tickbus ud-mcast;
+# - message rate at 64 and 1344 B, the same way: ib_write_bw and tickbus rdma-rc (reliable,
+#   publish_batch), ib_send_bw (UD) and tickbus ud-mcast (perftest first in odd rounds, tickbus
+#   first in even ones, for the RTTs too);
+# - fan-out: a paced publisher to 1, 2 and 4 subscribers, rdma-rc (a QP each) and ud-mcast (one
+#   group): the publisher's cost per message and each subscriber's latency;
 # - the trading pipeline over RDMA (tickbus exchange on rxe0, tickbus trader on rxe1) in rounds,
 #   each after perftest's one-way UD and RC figures measured again.
 # The report lands in lab-report/rdma/, where the main job (tools/lab.sh) picks it up. TCG

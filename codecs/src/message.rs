@@ -92,10 +92,10 @@ pub enum DecodeError {
         /// The wire type found.
         found: u16,
     },
+    /// A version of the type this build does not read.
     #[error(
         "{msg_type} version {found} is not supported (this build reads version {supported}); upgrade the older side"
     )]
-    /// A version of the type this build does not read.
     UnsupportedVersion {
         /// The type.
         msg_type: MsgType,

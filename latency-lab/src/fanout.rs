@@ -42,11 +42,15 @@ pub struct FanoutReport {
 /// Runs the stream for each count in `counts`; fails if any subscriber lost, reordered or tore
 /// a message.
 pub fn run(rate: u64, seconds: f64, counts: &[usize], cores: (usize, usize)) -> Result<FanoutReport, Box<dyn Error>> {
+    if !(seconds > 0.0 && seconds < 60.0) {
+        // Consumers report per minute of stream: one line each below a minute.
+        return Err(format!("--fanout-seconds takes more than 0 and less than 60 (got {seconds})").into());
+    }
     let messages = ((rate as f64 * seconds) as u64).max(1);
     let mut rows = Vec::new();
     for &n in counts {
         eprintln!("latency-lab: fan-out to {n} consumer processes, {messages} messages at {rate} msg/s ...");
-        let s = crate::soak::stream(rate, messages, n, cores)?;
+        let s = crate::soak::stream("fanout", rate, messages, n, cores, true)?;
         if s.violations != 0 || s.delivered.iter().any(|d| *d != messages) {
             return Err(format!(
                 "fan-out to {n}: delivered {:?} of {messages}, {} violations",
@@ -56,6 +60,11 @@ pub fn run(rate: u64, seconds: f64, counts: &[usize], cores: (usize, usize)) -> 
         }
         let mut mins = s.per_minute.clone();
         mins.sort_by_key(|m| m.consumer);
+        if mins.len() != n || mins.iter().any(|m| m.messages != messages) {
+            return Err(
+                format!("fan-out to {n}: expected one record of {messages} messages per consumer: {mins:?}").into()
+            );
+        }
         rows.push(FanoutRow {
             subscribers: n,
             publish_p50_ns: s.publish_cost.value_at_quantile(0.5),

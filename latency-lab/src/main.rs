@@ -167,8 +167,8 @@ enum Cmd {
         sizes: Vec<usize>,
         #[arg(long, default_value_t = 2_000)]
         iterations: u64,
-        /// perftest.json from the same boot (tools/rig/guest-perftest.sh), for ib_write_lat and
-        /// ib_send_lat (UD) beside.
+        /// Also compare against a perftest.json written by tools/rig/guest-perftest.sh (perftest
+        /// run once, before; the rounds measure perftest beside tickbus without it).
         #[arg(long)]
         perftest: Option<PathBuf>,
         /// Rounds of the trading pipeline over RDMA (`tickbus exchange` on the first device,

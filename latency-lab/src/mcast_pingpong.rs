@@ -51,6 +51,9 @@ impl PollRecv for McastSubscriber {
     fn poll_recv(&mut self) -> Result<Option<Recv<'_>>, Self::Error> {
         self.try_recv()
     }
+    fn skippable(e: &McastError) -> bool {
+        matches!(e, McastError::Frame { .. })
+    }
 }
 
 impl InProcess for UdMcast {

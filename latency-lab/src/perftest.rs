@@ -78,21 +78,28 @@ pub fn compare(path: &Path, size: usize, rows: &[Row]) -> Result<String, Box<dyn
 #[cfg(feature = "rdma")]
 pub const PEER_ADDR: &str = "169.254.77.1";
 
-/// A perftest server, killed if the run is abandoned.
+/// A perftest process, killed (if still running) when dropped.
 #[cfg(feature = "rdma")]
-struct Server(Child);
+struct Killed(Child);
 
 #[cfg(feature = "rdma")]
-impl Drop for Server {
+impl Drop for Killed {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
 }
 
+/// Longest one perftest client may run (a UD client that lost its last datagrams can wait in
+/// its closing handshake forever).
+#[cfg(feature = "rdma")]
+const CLIENT_LIMIT: Duration = Duration::from_secs(300);
+
 /// Runs perftest's `tool` (with `extra` arguments) between the two devices, server on the
-/// first, for `size` bytes and `iters` iterations, and returns the client's result line split
-/// into fields (perftest's table: bytes, iterations, then the tool's figures).
+/// first, for `size` bytes and `iters` iterations, and returns the client's result line as
+/// numbers (perftest's table: bytes, iterations, then the tool's figures). The client is tried
+/// up to three times with a fresh server (under emulation the server may not listen yet after
+/// its head start) and killed if it outlives [`CLIENT_LIMIT`].
 #[cfg(feature = "rdma")]
 fn run(tool: &str, extra: &[&str], devices: (&str, &str), size: usize, iters: u64) -> Result<Vec<f64>, Box<dyn Error>> {
     let common = |dev: &str| {
@@ -100,24 +107,48 @@ fn run(tool: &str, extra: &[&str], devices: (&str, &str), size: usize, iters: u6
         c.args(extra).args(["-d", dev, "-s", &size.to_string(), "-n", &iters.to_string(), "-F"]);
         c
     };
-    let server = Server(
-        common(devices.0)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("starting {tool} (install perftest): {e}"))?,
-    );
-    std::thread::sleep(Duration::from_secs(1));
-    let out = common(devices.1).arg(PEER_ADDR).output()?;
-    drop(server);
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|f| f.len() >= 5 && f[0].parse::<usize>() == Ok(size))
-        .map(|f| f.iter().filter_map(|x| x.parse().ok()).collect())
-        .ok_or_else(|| {
-            format!("{tool} {size} B gave no result: {text} {}", String::from_utf8_lossy(&out.stderr)).into()
-        })
+    let mut last = String::new();
+    for attempt in 1..=3 {
+        let server = Killed(
+            common(devices.0)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("starting {tool} (install perftest): {e}"))?,
+        );
+        std::thread::sleep(Duration::from_secs(attempt));
+        let client = Killed(common(devices.1).arg(PEER_ADDR).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?);
+        let deadline = std::time::Instant::now() + CLIENT_LIMIT;
+        let mut client = client;
+        while client.0.try_wait()?.is_none() {
+            if std::time::Instant::now() > deadline {
+                return Err(format!("{tool} {size} B did not finish within {CLIENT_LIMIT:?} (killed)").into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut out = String::new();
+        let mut err = String::new();
+        if let Some(mut o) = client.0.stdout.take() {
+            std::io::Read::read_to_string(&mut o, &mut out)?;
+        }
+        if let Some(mut e) = client.0.stderr.take() {
+            std::io::Read::read_to_string(&mut e, &mut err)?;
+        }
+        drop(server);
+        let line = out
+            .lines()
+            .map(str::split_whitespace)
+            .map(Iterator::collect::<Vec<_>>)
+            .find(|f| f.len() >= 5 && f[0].parse::<usize>() == Ok(size) && f[1].parse::<u64>().is_ok());
+        if let Some(f) = line {
+            return f
+                .iter()
+                .map(|x| x.parse::<f64>().map_err(|_| format!("{tool} {size} B: {x:?} in result line {f:?}").into()))
+                .collect();
+        }
+        last = format!("{out} {err}");
+    }
+    Err(format!("{tool} {size} B gave no result in 3 tries: {last}").into())
 }
 
 /// perftest's one-way latency in ns, typical (median) and p99: `ib_write_lat` or

@@ -41,6 +41,11 @@ impl Rx for RdmaRx {
 pub trait PollRecv {
     type Error: std::fmt::Display;
     fn poll_recv(&mut self) -> Result<Option<Recv<'_>>, Self::Error>;
+    /// Whether the receiver dropped one bad input and goes on (ud-mcast: a datagram that is
+    /// not a frame of the stream); such an error is counted, not fatal.
+    fn skippable(_e: &Self::Error) -> bool {
+        false
+    }
 }
 
 impl PollRecv for RdmaSubscriber {

@@ -65,7 +65,11 @@ impl VsRow {
 pub fn table(v: &Versus) -> String {
     let mut s = String::new();
     let mut one = |title: &str, unit: &str, rows: &[VsRow], fmt: fn(f64) -> String| {
-        let _ = writeln!(s, "{title} ({} rounds, perftest then tickbus in each; median ratio [min-max])", v.rounds);
+        let _ = writeln!(
+            s,
+            "{title} ({} rounds, perftest and tickbus back to back in each, in turn first; median ratio [min-max])",
+            v.rounds
+        );
         for r in rows {
             let per: Vec<String> =
                 r.ours.iter().zip(&r.theirs).map(|(o, t)| format!("{}/{}", fmt(*o), fmt(*t))).collect();
@@ -85,18 +89,26 @@ pub fn table(v: &Versus) -> String {
         let _ = writeln!(s);
     };
     if !v.rtt.is_empty() {
-        one("RDMA RTT p50 beside 2 x perftest's typical one-way", "ns tickbus/perftest", &v.rtt, |x| format!("{x:.0}"));
+        one(
+            "RDMA RTT p50 beside 2 x perftest's typical one-way, lower is better",
+            "ns tickbus/perftest",
+            &v.rtt,
+            |x| format!("{x:.0}"),
+        );
     }
     if !v.rate.is_empty() {
-        one("RDMA message rate beside perftest's bandwidth tools", "msg/s tickbus/perftest", &v.rate, |x| {
-            format!("{x:.0}")
-        });
+        one(
+            "RDMA message rate beside perftest's bandwidth tools, higher is better",
+            "msg/s tickbus/perftest",
+            &v.rate,
+            |x| format!("{x:.0}"),
+        );
     }
     s
 }
 
 #[cfg(feature = "rdma")]
-pub use run::{mcast_rate, rc_rate};
+pub use run::{mcast_rate, rc_rate, RateRun};
 
 #[cfg(feature = "rdma")]
 mod run {
@@ -117,6 +129,11 @@ mod run {
         pub msgs_per_s: f64,
         pub delivered: u64,
         pub missed: u64,
+        /// Messages the subscriber received per second of the run (ud-mcast: below the
+        /// sender's rate when its receive queue overflowed).
+        pub goodput: f64,
+        /// Datagrams that were not frames of the stream (skipped).
+        pub foreign: u64,
     }
 
     /// Longest a rate run may take, whatever the guest's speed.
@@ -182,7 +199,14 @@ mod run {
             std::thread::yield_now();
         }
         let (delivered, missed, done) = reader.join().map_err(|_| "reader thread panicked")??;
-        Ok(RateRun { msgs_per_s: messages as f64 / (done - t0).as_secs_f64(), delivered, missed })
+        if delivered != messages || missed != 0 {
+            return Err(format!(
+                "rdma-rc rate: a reliable stream delivered {delivered} of {messages}, {missed} missed"
+            )
+            .into());
+        }
+        let rate = messages as f64 / (done - t0).as_secs_f64();
+        Ok(RateRun { msgs_per_s: rate, delivered, missed, goodput: rate, foreign: 0 })
     }
 
     /// ud-mcast: `messages` datagrams of `size` bytes sent flat out from `devices.0` to a group
@@ -200,8 +224,8 @@ mod run {
         let mut tx = McastPublisher::new(group, 1, &po)?;
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let sent_all = done.clone();
-        let reader = std::thread::spawn(move || -> Result<(u64, u64), String> {
-            let (mut delivered, mut missed) = (0u64, 0u64);
+        let reader = std::thread::spawn(move || -> Result<(u64, u64, u64), String> {
+            let (mut delivered, mut missed, mut foreign) = (0u64, 0u64, 0u64);
             let mut quiet_since: Option<Instant> = None;
             let deadline = Instant::now() + LIMIT;
             while delivered + missed < messages && Instant::now() < deadline {
@@ -217,11 +241,11 @@ mod run {
                         std::thread::yield_now();
                     }
                     Ok(None) => std::thread::yield_now(),
-                    Err(McastError::Frame { .. }) => {}
+                    Err(McastError::Frame { .. }) => foreign += 1,
                     Err(e) => return Err(format!("ud-mcast rate: receive failed: {e}")),
                 }
             }
-            Ok((delivered, missed))
+            Ok((delivered, missed, foreign))
         });
         let msg = message(size);
         let (t0, mut sent) = (Instant::now(), 0u64);
@@ -238,8 +262,11 @@ mod run {
         tx.flush(Duration::from_secs(10))?;
         let secs = t0.elapsed().as_secs_f64();
         done.store(true, std::sync::atomic::Ordering::Release);
-        let (delivered, missed) = reader.join().map_err(|_| "reader thread panicked")??;
-        Ok(RateRun { msgs_per_s: messages as f64 / secs, delivered, missed })
+        let (delivered, missed, foreign) = reader.join().map_err(|_| "reader thread panicked")??;
+        if delivered == 0 {
+            return Err(format!("ud-mcast rate: the subscriber received none of {messages} messages").into());
+        }
+        Ok(RateRun { msgs_per_s: messages as f64 / secs, delivered, missed, goodput: delivered as f64 / secs, foreign })
     }
 }
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
-use tickbus::shm::{self, ShmOptions};
+use tickbus::shm::{self, PublisherState, ShmOptions};
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, Recv, RingConfig};
 
@@ -49,7 +49,7 @@ pub struct SoakReport {
     pub delivered: Vec<u64>,
     /// Out of order, missing or torn messages seen (must be 0).
     pub violations: u64,
-    /// Publishes that left later than intended (the ring was full or the publisher late).
+    /// Publishes that found the ring full (a consumer a whole ring behind) and were retried.
     pub late_sends: u64,
     pub publisher_rss_kb: Vec<u64>,
     pub per_minute: Vec<Minute>,
@@ -68,7 +68,8 @@ fn rss_kb(pid: u32) -> u64 {
 pub struct Streamed {
     pub late_sends: u64,
     pub publisher_rss_kb: Vec<u64>,
-    /// Each publish's cost on the publisher's core (TSC before and after, retries included).
+    /// Each publish's cost on the publisher's core (TSC before and after, retries on a full
+    /// ring included), when asked for.
     pub publish_cost: Histogram<u64>,
     pub per_minute: Vec<Minute>,
     /// Messages each consumer received, in order and intact.
@@ -76,16 +77,45 @@ pub struct Streamed {
     pub violations: u64,
 }
 
+/// The consumer processes and the ring of one stream: killed and removed if the run ends early.
+struct Cleanup {
+    children: Vec<Child>,
+    name: String,
+    opts: ShmOptions,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = shm::remove(&self.name, &self.opts);
+    }
+}
+
+/// Longest a publish may wait on a full ring before the stream is given up (a consumer that
+/// stopped reading without dying holds a reliable ring forever).
+const FULL_PATIENCE: Duration = Duration::from_secs(10);
+
 /// A reliable shm stream of `total` 64-byte messages at `rate` msg/s from a publisher thread
-/// on `cores.0` to `consumers` consumer processes on `cores.1`: what the soak and the fan-out
-/// run.
-pub fn stream(rate: u64, total: u64, consumers: usize, cores: (usize, usize)) -> Result<Streamed, Box<dyn Error>> {
+/// on `cores.0` to `consumers` consumer processes on `cores.1`: what the soak (`what`: "soak")
+/// and the fan-out run. `measure_cost` times every publish (one more TSC read per message).
+pub fn stream(
+    what: &str,
+    rate: u64,
+    total: u64,
+    consumers: usize,
+    cores: (usize, usize),
+    measure_cost: bool,
+) -> Result<Streamed, Box<dyn Error>> {
     let opts = ShmOptions::default();
-    let name = format!("lab-stream-{}-{consumers}", std::process::id());
+    let name = format!("lab-{what}-{}-{consumers}", std::process::id());
     let mut cfg = RingConfig::for_payload(Mode::Reliable, 77, PAYLOAD, SLOTS);
     cfg.max_consumers = consumers;
     let mut p = shm::open_publisher(&name, &cfg, &opts)?;
-    let mut children: Vec<Child> = (0..consumers)
+    let mut guard = Cleanup { children: Vec::new(), name: name.clone(), opts: opts.clone() };
+    guard.children = (0..consumers)
         .map(|i| {
             Command::new(std::env::current_exe()?)
                 .args(["__soak-consumer", "--ring", &name, "--index", &i.to_string()])
@@ -94,7 +124,8 @@ pub fn stream(rate: u64, total: u64, consumers: usize, cores: (usize, usize)) ->
                 .spawn()
         })
         .collect::<Result<_, _>>()?;
-    let readers: Vec<_> = children
+    let readers: Vec<_> = guard
+        .children
         .iter_mut()
         .map(|c| {
             let out = c.stdout.take().expect("piped");
@@ -105,7 +136,7 @@ pub fn stream(rate: u64, total: u64, consumers: usize, cores: (usize, usize)) ->
     let deadline = Instant::now() + Duration::from_secs(10);
     while p.consumer_status().iter().filter(|c| c.alive).count() < consumers {
         if Instant::now() > deadline {
-            return Err("the stream's consumers did not attach within 10 s".into());
+            return Err(format!("the {what}'s consumers did not attach within 10 s").into());
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -130,27 +161,40 @@ pub fn stream(rate: u64, total: u64, consumers: usize, cores: (usize, usize)) ->
             }
             buf[..8].copy_from_slice(&i.to_le_bytes());
             buf[8..16].copy_from_slice(&intended.to_le_bytes());
-            let mut first = true;
-            while p.publish(&buf).is_err() {
-                if first {
-                    late += 1;
-                    first = false;
+            let mut full_since = None;
+            loop {
+                match p.publish(&buf) {
+                    Ok(_) => break,
+                    Err(e) if e.is_retryable() => {
+                        let since = *full_since.get_or_insert_with(|| {
+                            late += 1;
+                            Instant::now()
+                        });
+                        if since.elapsed() > FULL_PATIENCE {
+                            return Err(format!("message {i}: the ring stayed full for {FULL_PATIENCE:?}: {e}"));
+                        }
+                        std::hint::spin_loop();
+                    }
+                    Err(e) => return Err(format!("message {i}: {e}")),
                 }
-                std::hint::spin_loop();
             }
-            cost.saturating_record(scale.delta_ns(before, tsc.now()).max(1));
+            if measure_cost {
+                cost.saturating_record(scale.delta_ns(before, tsc.now()).max(1));
+            }
             if (i + 1).is_multiple_of(minute) {
                 rss.push(rss_kb(me));
             }
         }
         Ok((late, rss, cost))
     });
-    let (late_sends, publisher_rss_kb, publish_cost) =
-        publisher.join().map_err(|_| "the stream's publisher panicked")??;
+    let (late_sends, publisher_rss_kb, publish_cost) = publisher
+        .join()
+        .map_err(|_| format!("the {what}'s publisher panicked"))?
+        .map_err(|e| format!("the {what}'s publisher: {e}"))?;
     let mut per_minute = Vec::new();
     let (mut delivered, mut violations) = (Vec::new(), 0);
-    for (i, (mut c, r)) in children.drain(..).zip(readers).enumerate() {
-        let status = c.wait()?;
+    for (i, r) in readers.into_iter().enumerate() {
+        let status = guard.children[i].wait()?;
         let lines = r.join().map_err(|_| "a reader panicked")?;
         for l in &lines {
             if let Some(j) = l.strip_prefix("minute ") {
@@ -162,10 +206,10 @@ pub fn stream(rate: u64, total: u64, consumers: usize, cores: (usize, usize)) ->
             }
         }
         if !status.success() || delivered.len() != i + 1 {
-            return Err(format!("stream consumer {i} failed ({status}): {lines:?}").into());
+            return Err(format!("{what} consumer {i} failed ({status}): {lines:?}").into());
         }
     }
-    drop(shm::remove(&name, &opts));
+    drop(guard);
     Ok(Streamed { late_sends, publisher_rss_kb, publish_cost, per_minute, delivered, violations })
 }
 
@@ -173,7 +217,7 @@ pub fn stream(rate: u64, total: u64, consumers: usize, cores: (usize, usize)) ->
 /// lost, reordered or torn, or if memory grew.
 pub fn run(minutes: u64, rate: u64, consumers: usize, cores: (usize, usize), out: &Path) -> Result<(), Box<dyn Error>> {
     let total = rate * minutes * 60;
-    let s = stream(rate, total, consumers, cores)?;
+    let s = stream("soak", rate, total, consumers, cores, false)?;
     let report = SoakReport {
         minutes,
         rate,
@@ -280,7 +324,12 @@ pub fn consumer(ring: &str, index: usize, total: u64, core: usize) -> Result<(),
             }
             Some(Recv::Gap(_)) => violations += 1,
             None => {
-                idle += 1;
+                idle = idle.wrapping_add(1);
+                // Now and then, whether anyone still publishes: a consumer never outlives its
+                // stream spinning (its publisher's run ended early).
+                if idle.is_multiple_of(1 << 20) && !matches!(s.publisher_state(), PublisherState::Live { .. }) {
+                    return Err(format!("consumer {index}: the publisher is gone at message {next} of {total}").into());
+                }
                 if idle > 8 {
                     std::thread::yield_now(); // share core B with the other consumer
                 }

@@ -465,9 +465,17 @@ pub fn rdma(
         let mut per: [(Vec<f64>, Vec<f64>); 3] = Default::default();
         let mut rows = Vec::new();
         for round in 1..=rounds {
-            eprintln!("latency-lab: {size} B round {round}/{rounds}: perftest, then tickbus ...");
-            let (write, _) = crate::perftest::one_way("ib_write_lat", &[], (da, db), size, iterations)?;
-            let (send, _) = crate::perftest::one_way("ib_send_lat", &["-c", "UD"], (da, db), size, iterations)?;
+            // Odd rounds perftest first, even rounds tickbus first: a drift within a round
+            // does not push every ratio the same way.
+            let perftest_first = round % 2 == 1;
+            let order = if perftest_first { "perftest, then tickbus" } else { "tickbus, then perftest" };
+            eprintln!("latency-lab: {size} B round {round}/{rounds}: {order} ...");
+            let perftest = || -> Result<(u64, u64), Box<dyn Error>> {
+                let (write, _) = crate::perftest::one_way("ib_write_lat", &[], (da, db), size, iterations)?;
+                let (send, _) = crate::perftest::one_way("ib_send_lat", &["-c", "UD"], (da, db), size, iterations)?;
+                Ok((write, send))
+            };
+            let mut yardstick = if perftest_first { Some(perftest()?) } else { None };
             rows.clear();
             for mode in [WriteMode::Write, WriteMode::WriteWithImm] {
                 let mut t = RdmaRc { devices: (da.into(), db.into()), write_mode: mode, note: String::new() };
@@ -477,6 +485,10 @@ pub fn rdma(
             let mut t = UdMcast::new((da.into(), db.into()));
             eprintln!("latency-lab: {} {size} B ...", t.name());
             rows.push(pp(&mut t, &spec)?);
+            let (write, send) = match yardstick.take() {
+                Some(y) => y,
+                None => perftest()?,
+            };
             for (k, row) in rows.iter().enumerate() {
                 per[k].0.push(row.ns[0] as f64);
                 per[k].1.push(2.0 * if k < 2 { write } else { send } as f64);
@@ -500,19 +512,38 @@ pub fn rdma(
         let (mut rc, mut rc_pt, mut ud, mut ud_pt) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut rc_got, mut ud_got) = (Vec::new(), Vec::new());
         for round in 1..=rounds {
-            eprintln!("latency-lab: message rate {size} B round {round}/{rounds}: perftest, then tickbus ...");
-            rc_pt.push(crate::perftest::msg_rate("ib_write_bw", &[], (da, db), size, n)?);
+            let perftest_first = round % 2 == 1;
+            let order = if perftest_first { "perftest, then tickbus" } else { "tickbus, then perftest" };
+            eprintln!("latency-lab: message rate {size} B round {round}/{rounds}: {order} ...");
+            let write_bw = || crate::perftest::msg_rate("ib_write_bw", &[], (da, db), size, n);
+            let send_bw = || crate::perftest::msg_rate("ib_send_bw", &["-c", "UD"], (da, db), size, n);
+            let yardstick = if perftest_first { Some(write_bw()?) } else { None };
             let r = rc_rate((da, db), size, n, ticks_per_ns)?;
+            rc_pt.push(match yardstick {
+                Some(y) => y,
+                None => write_bw()?,
+            });
             rc.push(r.msgs_per_s);
-            rc_got.push((r.delivered, r.missed));
-            ud_pt.push(crate::perftest::msg_rate("ib_send_bw", &["-c", "UD"], (da, db), size, n)?);
+            rc_got.push(r);
+            let yardstick = if perftest_first { Some(send_bw()?) } else { None };
             let r = mcast_rate((da, db), size, n, round as u8)?;
+            ud_pt.push(match yardstick {
+                Some(y) => y,
+                None => send_bw()?,
+            });
             ud.push(r.msgs_per_s);
-            ud_got.push((r.delivered, r.missed));
+            ud_got.push(r);
         }
-        let got = |v: &[(u64, u64)]| {
-            let each: Vec<String> = v.iter().map(|(d, m)| format!("{d}+{m}")).collect();
-            format!("{n} messages a round; delivered+missed per round: {}", each.join(" "))
+        let got = |v: &[crate::rdma_rounds::RateRun]| {
+            let each: Vec<String> = v.iter().map(|r| format!("{}+{}", r.delivered, r.missed)).collect();
+            let goodput: Vec<String> = v.iter().map(|r| format!("{:.0}", r.goodput)).collect();
+            let foreign: u64 = v.iter().map(|r| r.foreign).sum();
+            format!(
+                "{n} messages a round; delivered+missed per round: {}; subscriber msg/s: {}{}",
+                each.join(" "),
+                goodput.join(" "),
+                if foreign > 0 { format!("; {foreign} foreign datagrams skipped") } else { String::new() }
+            )
         };
         versus.rate.push(VsRow::new(
             "tickbus rdma-rc (reliable, publish_batch)",

@@ -42,6 +42,12 @@ fn rounds() -> Result<(), Failed> {
     if !run.status.success() {
         return Err(format!("latency-lab rdma failed: {stderr}").into());
     }
+    // Each round runs perftest and tickbus back to back, perftest first in odd rounds.
+    for want in ["64 B round 1/2: perftest, then tickbus", "64 B round 2/2: tickbus, then perftest"] {
+        if !stderr.contains(want) {
+            return Err(format!("no {want:?} in the run's log: {stderr}").into());
+        }
+    }
     let rep: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json"))?)?;
     let vs = &rep["rdma_versus"];
     if vs["rounds"] != 2 {
@@ -72,8 +78,9 @@ fn rounds() -> Result<(), Failed> {
     if !rc["note"].as_str().unwrap_or("").contains("delivered+missed per round: 2000+0 2000+0") {
         return Err(format!("reliable rdma-rc delivers every message of every round: {rc:#}").into());
     }
-    if !rate.iter().any(|r| r["tool"] == "ib_send_bw UD") {
-        return Err(format!("ud-mcast beside ib_send_bw UD: {rate:#?}").into());
+    let ud = rate.iter().find(|r| r["tool"] == "ib_send_bw UD").ok_or("no ud-mcast rate beside ib_send_bw UD")?;
+    if !ud["note"].as_str().unwrap_or("").contains("subscriber msg/s: ") {
+        return Err(format!("what the ud-mcast subscriber received is reported: {ud:#}").into());
     }
     let fan = rep["fanout"].as_array().ok_or("no fan-out")?;
     let names: Vec<&str> = fan.iter().filter_map(|f| f["transport"].as_str()).collect();

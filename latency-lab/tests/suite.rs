@@ -103,8 +103,11 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     assert_eq!(rows.iter().map(|r| r["subscribers"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 2, 4]);
     for r in rows {
         let n = r["subscribers"].as_u64().unwrap() as usize;
-        assert!(r["publish_p50_ns"].as_u64().unwrap() > 0, "{r}");
-        assert_eq!(r["sub_p50_ns"].as_array().unwrap().len(), n, "a latency per subscriber: {r}");
+        // At 20k msg/s a publish has 50 us; one that took that long would be the ring full.
+        assert!(r["publish_p50_ns"].as_u64().unwrap() < 50_000, "{r}");
+        let subs = r["sub_p50_ns"].as_array().unwrap();
+        assert_eq!(subs.len(), n, "a latency per subscriber: {r}");
+        assert!(subs.iter().all(|p| p.as_u64().unwrap() < 1_000_000_000), "{r}");
     }
     assert!(text.contains("FAN-OUT on shm"), "{text}");
     // The trading pipeline ran as real processes (`tickbus exchange` and `tickbus trader`, the

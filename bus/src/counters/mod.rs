@@ -99,8 +99,8 @@ pub enum Counter {
     Lost = 15,
     /// Heartbeats sent (publisher) or received (subscriber).
     Heartbeats = 16,
-    /// TSC of the last message this publisher stamped (typed `send`, `offer` or a typed claim's
-    /// `commit`, on shm and rdma-rc). 0 until then, and on paths that never read the clock:
+    /// TSC of the last message this publisher stamped: shm's typed `send`, `offer` and typed
+    /// claim `commit`, rdma-rc's typed `send`. 0 until then, and on paths that never read the clock:
     /// raw-byte `publish` (the caller owns the bytes and their timestamps) and subscribers
     /// (reading the TSC per message would cost the receive path; `stat --watch` shows their
     /// flow as msgs/s instead).

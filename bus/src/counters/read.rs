@@ -60,7 +60,8 @@ pub struct CountersFile {
     pub liveness: Liveness,
     /// The owner's TSC rate (ticks per ns).
     pub ticks_per_ns: f64,
-    /// The owner's TSC and Unix time when it made the file: converts its TSC counters to time.
+    /// The owner's TSC when it made the file: with `unix_ns_at_create`, converts its TSC
+    /// counters to time.
     pub tsc_at_create: u64,
     /// The owner's Unix time (ns) when it made the file.
     pub unix_ns_at_create: u64,

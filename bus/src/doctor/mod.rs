@@ -52,7 +52,7 @@ impl Status {
 pub struct Finding {
     /// What was checked, e.g. `tsc`, `hugepages`, `core 2 isolation`, `rdma rxe0 port 1`.
     pub check: String,
-    /// Ready, a warning, or a problem to fix.
+    /// Ok, info, a warning, or a problem to fix.
     pub status: Status,
     /// What was found, in a sentence.
     pub detail: String,

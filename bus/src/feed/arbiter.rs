@@ -65,7 +65,7 @@ pub struct ArbiterOptions {
     pub give_up_ns: u64,
     /// Most messages one re-request asks for.
     pub max_request: u16,
-    /// Most messages held behind a gap, and most bytes of them (beyond either the open gap is
+    /// Most messages held behind a gap (beyond it, or beyond `max_held_bytes`, the open gap is
     /// given up early and what did not fit is re-requested later).
     pub max_held: usize,
     /// Most bytes of messages held behind a gap.
@@ -110,7 +110,7 @@ pub struct ArbiterStats {
     pub recovered: u64,
     /// Re-requests asked for.
     pub rerequests: u64,
-    /// Messages given up, and in how many gaps.
+    /// Messages given up.
     pub lost: u64,
     /// Gaps given up.
     pub gaps: u64,

@@ -102,7 +102,8 @@ pub enum JournalError {
         /// What is wrong with them.
         why: &'static str,
     },
-    /// A sequence (or sequence plus gap count) past [`MAX_SEQUENCE`](super::format::MAX_SEQUENCE).
+    /// A sequence (or sequence plus gap count) past [`MAX_SEQUENCE`](super::format::MAX_SEQUENCE),
+    /// or a gap of 0 messages.
     #[error("sequence {sequence} (+{count}) is out of range: a record covers 1 to 2^62 positions below 2^62")]
     Range {
         /// The record's first sequence.

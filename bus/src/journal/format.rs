@@ -38,7 +38,6 @@ pub const RECORD_TRAILER_BYTES: usize = 8;
 /// Largest payload a record carries (a ring slot holds at most 1 MiB).
 pub const MAX_PAYLOAD: usize = 1 << 20;
 
-/// Record kinds.
 /// A message record: its payload is one message.
 pub const KIND_MESSAGE: u8 = 1;
 /// A gap record: messages from its sequence on were missed (count in the payload).
@@ -174,7 +173,8 @@ pub enum FormatError {
         /// The kind byte found.
         kind: u8,
     },
-    /// A record that claims more payload than a record holds.
+    /// A record that claims more payload than a record holds, or a gap record whose payload is
+    /// not the 8-byte count.
     #[error("record at offset {offset} claims {len} payload bytes, more than the {MAX_PAYLOAD} a record holds")]
     Length {
         /// Byte offset of the record.
@@ -192,7 +192,8 @@ pub enum FormatError {
         /// The CRC of the bytes read.
         computed: u32,
     },
-    /// A record whose sequence (plus gap count) is past [`MAX_SEQUENCE`].
+    /// A record whose sequence (plus gap count) is past [`MAX_SEQUENCE`], or a gap record of 0
+    /// messages.
     #[error("record at offset {offset} says sequence {sequence} (+{count}), past any real stream (2^62)")]
     Sequence {
         /// Byte offset of the record.

@@ -71,11 +71,11 @@ pub trait Tap {
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
 pub struct RecorderStats {
-    /// Messages taken and queued, and their payload bytes.
+    /// Messages taken and queued.
     pub messages: AtomicU64,
     /// Payload bytes of those messages.
     pub bytes: AtomicU64,
-    /// Gap records, and the messages they say were missed.
+    /// Gap records queued.
     pub gaps: AtomicU64,
     /// Messages those gap records say were missed.
     pub missed: AtomicU64,

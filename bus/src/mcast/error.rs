@@ -24,10 +24,10 @@ pub enum McastError {
     /// A recovery READ never completed and the provider never said why: recovery is off.
     #[error("a recovery READ did not complete within 2 s, and the provider never reported why: the publisher is gone or its path is broken; recovery is off for this subscriber")]
     RecoveryTimeout,
+    /// The group is not an IPv4 multicast address.
     #[error(
         "{group} is not an IPv4 multicast group (224.0.0.0/4); pick one, e.g. in 239.0.0.0/8 for a private fabric"
     )]
-    /// The group is not an IPv4 multicast address.
     NotMulticast {
         /// The address given.
         group: Ipv4Addr,

@@ -41,10 +41,11 @@ pub enum RdmaError {
         /// Its reason.
         reason: String,
     },
-    /// A WRITE completed with an error status; the subscriber is dropped.
+    /// A work completion with an error status. On the publisher, a WRITE to that subscriber
+    /// (which is dropped); on the subscriber, a receive or a credit WRITE.
     #[error("subscriber {subscriber}: {status_name} (status {status}): {remedy}")]
     Completion {
-        /// The subscriber's index.
+        /// The subscriber's consumer line (0 when the subscriber itself reports it).
         subscriber: usize,
         /// The verbs status code.
         status: u32,

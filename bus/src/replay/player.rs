@@ -17,7 +17,7 @@ pub struct Played {
     pub gap_records: u64,
     /// Messages before the window.
     pub skipped: u64,
-    /// TSC of the first message's due time and of the last publish.
+    /// TSC of the first message's due time.
     pub first_tsc: u64,
     /// TSC of the last publish.
     pub last_tsc: u64,

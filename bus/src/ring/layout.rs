@@ -36,7 +36,7 @@ pub const HEADER_BYTES: usize = 4096;
 pub const MAX_CONSUMERS: usize = 16;
 /// Bytes a slot spends on framing: lead, len/flags, trail.
 pub const SLOT_OVERHEAD: usize = 24;
-/// Smallest and largest slot sizes accepted.
+/// Smallest slot size accepted.
 pub const MIN_SLOT_SIZE: usize = 32;
 /// Largest slot size accepted (1 MiB).
 pub const MAX_SLOT_SIZE: usize = 1 << 20;
@@ -98,7 +98,7 @@ pub struct Descriptor {
     pub magic: u64,
     /// The layout version that made the ring.
     pub layout_version: u64,
-    /// 0 reliable, 1 lossy ([`Mode`]).
+    /// 1 lossy, 2 reliable ([`Mode`]).
     pub mode: u64,
     /// Bytes per slot.
     pub slot_size: u64,

@@ -41,7 +41,7 @@ pub struct StreamView {
     /// is known on this host: the ring header, or a live publisher record of the same stream).
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub lag: Option<u64>,
-    /// Messages and MB per second since the previous snapshot (`stat --watch`).
+    /// Messages per second since the previous snapshot (`stat --watch`).
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub msgs_per_s: Option<f64>,
     /// Payload megabytes (10^6 bytes) per second since the previous snapshot.

@@ -18,7 +18,8 @@ pub struct ExecAck {
     /// The instrument, by the venue's numeric id.
     pub instrument_id: u32,
     _pad: u32,
-    /// The venue's timestamp, ns since midnight (exchange time).
+    /// The venue's timestamp in ns, on the venue's clock (tickbus's gateway: ns since it
+    /// started).
     pub exchange_ts_ns: u64,
 }
 

@@ -25,11 +25,13 @@ pub struct ExecFill {
     pub fill_px: i64,
     /// The fill's quantity.
     pub fill_qty: u64,
-    /// Quantity still open after this fill (0: the order is done).
+    /// Quantity of the order not filled by this fill. An immediate-or-cancel venue (tickbus's
+    /// gateway) cancels it at once, so it is what was cancelled; 0: filled in full.
     pub leaves_qty: u64,
     /// The venue's id for the execution.
     pub exec_id: u64,
-    /// The venue's timestamp, ns since midnight (exchange time).
+    /// The venue's timestamp in ns, on the venue's clock (tickbus's gateway: ns since it
+    /// started).
     pub exchange_ts_ns: u64,
 }
 

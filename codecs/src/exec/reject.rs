@@ -53,9 +53,10 @@ pub struct ExecReject {
     /// [`RejectReason`] as its wire value (`reason()` decodes it).
     pub reason: u16,
     _pad: u16,
-    /// The venue's timestamp, ns since midnight (exchange time).
+    /// The venue's timestamp in ns, on the venue's clock (tickbus's gateway: ns since it
+    /// started).
     pub exchange_ts_ns: u64,
-    /// Free text, NUL-padded ASCII.
+    /// Free text, UTF-8, NUL-padded ([`ExecReject::set_text`] fills it).
     pub text: [u8; REJECT_TEXT_LEN],
 }
 

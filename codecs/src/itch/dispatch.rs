@@ -30,7 +30,8 @@ pub enum ItchError {
     /// The input ends inside a message.
     #[error("offset {offset}: file ends inside a message ({missing} more bytes needed)")]
     Truncated {
-        /// Byte offset where it ends.
+        /// Byte offset where the input runs short (the frame's start when even its length
+        /// prefix and type are cut).
         offset: u64,
         /// Bytes still needed.
         missing: usize,

@@ -55,7 +55,8 @@ macro_rules! itch {
         impl $name {
             /// The message's type code (its first byte).
             pub const CODE: u8 = $code;
-            /// The message's size in bytes, header included (the length prefix says the same).
+            /// The message's size in bytes, header included (a non-zero length prefix says the
+            /// same).
             pub const LEN: usize = $len;
         }
         const _: () = assert!(core::mem::size_of::<$name>() == $len);

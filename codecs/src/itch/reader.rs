@@ -54,6 +54,14 @@ fn frame_len(rest: &[u8], offset: u64) -> Result<usize, ItchError> {
 const BUF: usize = 1 << 16;
 /// The largest frame: a two-byte length prefix and the largest message (NOII, 50 bytes).
 const MAX_FRAME: usize = 52;
+// The fast path slices a whole frame out of MAX_FRAME buffered bytes: no type may be longer.
+const _: () = {
+    let mut i = 0;
+    while i < LENS.len() {
+        assert!(LENS[i] as usize + 2 <= MAX_FRAME);
+        i += 1;
+    }
+};
 
 /// Reads ITCH messages one at a time from any `Read`, without a per-message allocation or copy.
 pub struct ItchFileReader<R: Read> {

@@ -14,7 +14,8 @@ pub struct Trade {
     pub header: Header,
     /// The instrument, by the venue's numeric id.
     pub instrument_id: u32,
-    /// The aggressor's [`Side`](crate::Side) as its wire byte (0 when the venue does not say).
+    /// [`Side`](crate::Side) as its wire byte, as the feed gives it (normalised from ITCH `P`:
+    /// the side of the resting non-displayed order matched); 0 when the feed does not say.
     pub side: u8,
     _pad: [u8; 3],
     /// The trade's price ([`PRICE_SCALE`](crate::PRICE_SCALE) fixed point).
@@ -38,7 +39,7 @@ const _: () = {
 };
 
 impl Trade {
-    /// The aggressor side, if the wire value is known.
+    /// The side (see the `side` field), if the wire value is known.
     pub fn side(&self) -> Option<Side> {
         Side::from_wire(self.side)
     }

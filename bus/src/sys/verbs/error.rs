@@ -19,10 +19,10 @@ pub enum VerbsError {
         /// Its state (the verbs enum).
         state: u32,
     },
+    /// The port has no RoCE v2 IPv4 GID.
     #[error(
         "{device} port {port} has no RoCE v2 IPv4 GID: give its netdev an IPv4 address, or set TICKBUS_RDMA_GID_INDEX"
     )]
-    /// The port has no RoCE v2 IPv4 GID.
     NoGid {
         /// The device.
         device: String,

@@ -71,7 +71,7 @@ pub struct PreparedRc {
 unsafe impl Send for PreparedRc {}
 
 impl PreparedRc {
-    /// A QP in RESET on `ctx` with its own send and receive CQs, ready to be connected.
+    /// A QP in INIT on `ctx` with its own send and receive CQs, ready to be connected.
     pub fn new(ctx: &Arc<Context>, opts: RcOptions) -> Result<PreparedRc, VerbsError> {
         let send_cq = CompletionQueue::new(ctx, opts.max_send_wr)?;
         let recv_cq = CompletionQueue::new(ctx, opts.max_recv_wr.max(1))?;
