@@ -113,8 +113,9 @@ pub fn stream(
     let name = format!("lab-{what}-{}-{consumers}", std::process::id());
     let mut cfg = RingConfig::for_payload(Mode::Reliable, 77, PAYLOAD, SLOTS);
     cfg.max_consumers = consumers;
-    let mut p = shm::open_publisher(&name, &cfg, &opts)?;
+    // Declared before the publisher, so dropped after it: the ring is removed once unpublished.
     let mut guard = Cleanup { children: Vec::new(), name: name.clone(), opts: opts.clone() };
+    let mut p = shm::open_publisher(&name, &cfg, &opts)?;
     guard.children = (0..consumers)
         .map(|i| {
             Command::new(std::env::current_exe()?)
