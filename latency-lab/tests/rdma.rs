@@ -35,7 +35,7 @@ fn rounds() -> Result<(), Failed> {
     let out = std::env::temp_dir().join(format!("lab-rdma-{}", std::process::id()));
     let run = Command::new(env!("CARGO_BIN_EXE_latency-lab"))
         .args(["rdma", "--devices", &format!("{a},{b}"), "--sizes", "64", "--iterations", "200", "--rounds", "2"])
-        .args(["--rate-sizes", "64", "--rate-messages", "2000", "--fanout-rate", "500", "--fanout-messages", "300"])
+        .args(["--rate-sizes", "64", "--rate-messages", "5000", "--fanout-rate", "500", "--fanout-messages", "300"])
         .args(["--pipeline-rounds", "0", "--out", out.to_str().unwrap()])
         .output()?;
     let stderr = String::from_utf8_lossy(&run.stderr);
@@ -75,7 +75,7 @@ fn rounds() -> Result<(), Failed> {
     }
     let rate = vs["rate"].as_array().ok_or("no rate rows")?;
     let rc = rate.iter().find(|r| r["tool"] == "ib_write_bw").ok_or("no rdma-rc rate beside ib_write_bw")?;
-    if !rc["note"].as_str().unwrap_or("").contains("delivered+missed per round: 2000+0 2000+0") {
+    if !rc["note"].as_str().unwrap_or("").contains("delivered+missed per round: 5000+0 5000+0") {
         return Err(format!("reliable rdma-rc delivers every message of every round: {rc:#}").into());
     }
     let ud = rate.iter().find(|r| r["tool"] == "ib_send_bw UD").ok_or("no ud-mcast rate beside ib_send_bw UD")?;
