@@ -52,6 +52,18 @@ impl Start {
     }
 }
 
+/// Spins until the TSC reaches `due` (an open-loop message's intended send time); returns
+/// the first reading at or past it.
+#[inline(always)]
+pub fn spin_until(tsc: &Tsc, due: u64) -> u64 {
+    let mut now = tsc.now();
+    while now < due {
+        std::hint::spin_loop();
+        now = tsc.now();
+    }
+    now
+}
+
 pub fn pin(core: usize) -> std::io::Result<()> {
     tickbus::agent::pin_current_thread(core).map(|_| ())
 }
@@ -172,9 +184,7 @@ pub fn open_loop<T: InProcess>(t: &mut T, spec: &RunSpec, rate: u64) -> Result<O
         let mut late = 0;
         for i in 0..total {
             let intended = start + (i as f64 * period) as u64;
-            while tsc.now() < intended {
-                std::hint::spin_loop();
-            }
+            spin_until(&tsc, intended);
             let mut first = true;
             while !tx.try_send(intended) {
                 if first {

@@ -21,7 +21,7 @@ use tickbus::shm::{self, ShmOptions};
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, RingConfig};
 
-use crate::harness::{histogram, pin};
+use crate::harness::{histogram, pin, spin_until};
 use crate::report::{Kind as RowKind, Row, Section};
 
 const PAYLOAD: usize = 64;
@@ -281,9 +281,7 @@ fn pacing_here(itch: &Path, rate: u64, n: u64, rounds: u32, ticks_per_ns: f64) -
         let start = tsc.now() + (ticks_per_ns * 1e6) as u64;
         for i in 0..n {
             let due = start + (i as f64 * period) as u64;
-            while tsc.now() < due {
-                std::hint::spin_loop();
-            }
+            spin_until(&tsc, due);
             floor_h.saturating_record(scale.delta_ns(due, tsc.now()).max(1));
         }
         // The replay: the same intended times, an ITCH day read from a memory map, published.
@@ -379,9 +377,7 @@ fn sustained_here(rate: u64, seconds: f64, cores: (usize, usize), ticks_per_ns: 
     let give_up = t0 + Duration::from_secs_f64(seconds * 3.0 + 10.0);
     for i in 0..total {
         let due = start + (i as f64 * period) as u64;
-        while tsc.now() < due {
-            std::hint::spin_loop();
-        }
+        spin_until(&tsc, due);
         buf[..8].copy_from_slice(&i.to_le_bytes());
         let mut first = true;
         while let Err(e) = p.publish(&buf) {

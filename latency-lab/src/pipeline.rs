@@ -22,7 +22,7 @@ use tickbus::shm::{self, ShmOptions};
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, Recv, RingConfig, StartAt};
 
-use crate::harness::{histogram, pin};
+use crate::harness::{histogram, pin, spin_until};
 
 /// Payload of a normalised market-data slot and of a traced order (what the two process
 /// crossings carry).
@@ -322,9 +322,7 @@ pub fn hop_floor(
             let give_up = Instant::now() + Duration::from_secs_f64(count as f64 / rate as f64 + 30.0);
             for i in 0..count {
                 let due = start + (i as f64 * period) as u64;
-                while tsc.now() < due {
-                    std::hint::spin_loop();
-                }
+                spin_until(&tsc, due);
                 buf[..8].copy_from_slice(&due.to_le_bytes());
                 while p.publish(&buf).is_err() {
                     if Instant::now() >= give_up {

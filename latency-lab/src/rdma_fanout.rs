@@ -15,7 +15,7 @@ use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, Recv, RingConfig};
 
 use crate::fanout::{FanoutReport, FanoutRow};
-use crate::harness::histogram;
+use crate::harness::{histogram, spin_until};
 use crate::transport::{message, put_stamp, stamp_of};
 
 /// Longest one subscriber count may take, whatever the guest's speed.
@@ -84,11 +84,7 @@ fn publish_paced(
     let mut late = 0;
     for i in 0..messages {
         let intended = start + (i as f64 * period) as u64;
-        let mut before = tsc.now();
-        while before < intended {
-            std::hint::spin_loop();
-            before = tsc.now();
-        }
+        let before = spin_until(&tsc, intended);
         put_stamp(&mut buf, intended);
         let mut first = true;
         while !publish(&buf)? {

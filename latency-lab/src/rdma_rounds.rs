@@ -108,7 +108,7 @@ pub fn table(v: &Versus) -> String {
 }
 
 #[cfg(feature = "rdma")]
-pub use run::{mcast_rate, rc_rate, RateRun};
+pub use run::{back_to_back, mcast_rate, rc_rate, RateRun};
 
 #[cfg(feature = "rdma")]
 mod run {
@@ -134,6 +134,28 @@ mod run {
         pub goodput: f64,
         /// Datagrams that were not frames of the stream (skipped).
         pub foreign: u64,
+    }
+
+    /// Runs `perftest` and `ours` back to back and returns (perftest's figure, ours). Odd
+    /// rounds run perftest first, even rounds tickbus first, so a drift within a round does not
+    /// push every ratio the same way.
+    pub fn back_to_back<P, O>(
+        size: usize,
+        what: &str,
+        round: usize,
+        rounds: usize,
+        perftest: impl FnOnce() -> Result<P, Box<dyn Error>>,
+        ours: impl FnOnce() -> Result<O, Box<dyn Error>>,
+    ) -> Result<(P, O), Box<dyn Error>> {
+        if round % 2 == 1 {
+            eprintln!("latency-lab: {what}{size} B round {round}/{rounds}: perftest, then tickbus ...");
+            let p = perftest()?;
+            Ok((p, ours()?))
+        } else {
+            eprintln!("latency-lab: {what}{size} B round {round}/{rounds}: tickbus, then perftest ...");
+            let o = ours()?;
+            Ok((perftest()?, o))
+        }
     }
 
     /// Longest a rate run may take, whatever the guest's speed.

@@ -18,7 +18,7 @@ use tickbus::shm::{self, PublisherState, ShmOptions};
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, Recv, RingConfig};
 
-use crate::harness::{histogram, pin};
+use crate::harness::{histogram, pin, spin_until};
 
 const PAYLOAD: usize = 64;
 const SLOTS: usize = 4096;
@@ -155,11 +155,7 @@ pub fn stream(
         let mut buf = [0u8; PAYLOAD];
         for i in 0..total {
             let intended = start + (i as f64 * period) as u64;
-            let mut before = tsc.now();
-            while before < intended {
-                std::hint::spin_loop();
-                before = tsc.now();
-            }
+            let before = spin_until(&tsc, intended);
             buf[..8].copy_from_slice(&i.to_le_bytes());
             buf[8..16].copy_from_slice(&intended.to_le_bytes());
             let mut full_since = None;

@@ -446,7 +446,7 @@ pub fn rdma(
 ) -> Result<(), Box<dyn Error>> {
     use crate::mcast_pingpong::UdMcast;
     use crate::rdma_pingpong::RdmaRc;
-    use crate::rdma_rounds::{mcast_rate, rc_rate, Versus, VsRow};
+    use crate::rdma_rounds::{back_to_back, mcast_rate, rc_rate, Versus, VsRow};
     use tickbus::rdma::WriteMode;
     let d: Vec<&str> = devices.split(',').collect();
     let [da, db] = d[..] else {
@@ -465,30 +465,25 @@ pub fn rdma(
         let mut per: [(Vec<f64>, Vec<f64>); 3] = Default::default();
         let mut rows = Vec::new();
         for round in 1..=rounds {
-            // Odd rounds perftest first, even rounds tickbus first: a drift within a round
-            // does not push every ratio the same way.
-            let perftest_first = round % 2 == 1;
-            let order = if perftest_first { "perftest, then tickbus" } else { "tickbus, then perftest" };
-            eprintln!("latency-lab: {size} B round {round}/{rounds}: {order} ...");
             let perftest = || -> Result<(u64, u64), Box<dyn Error>> {
                 let (write, _) = crate::perftest::one_way("ib_write_lat", &[], (da, db), size, iterations)?;
                 let (send, _) = crate::perftest::one_way("ib_send_lat", &["-c", "UD"], (da, db), size, iterations)?;
                 Ok((write, send))
             };
-            let mut yardstick = if perftest_first { Some(perftest()?) } else { None };
-            rows.clear();
-            for mode in [WriteMode::Write, WriteMode::WriteWithImm] {
-                let mut t = RdmaRc { devices: (da.into(), db.into()), write_mode: mode, note: String::new() };
+            let tickbus = || -> Result<Vec<Row>, Box<dyn Error>> {
+                let mut rows = Vec::new();
+                for mode in [WriteMode::Write, WriteMode::WriteWithImm] {
+                    let mut t = RdmaRc { devices: (da.into(), db.into()), write_mode: mode, note: String::new() };
+                    eprintln!("latency-lab: {} {size} B ...", t.name());
+                    rows.push(pp(&mut t, &spec)?);
+                }
+                let mut t = UdMcast::new((da.into(), db.into()));
                 eprintln!("latency-lab: {} {size} B ...", t.name());
                 rows.push(pp(&mut t, &spec)?);
-            }
-            let mut t = UdMcast::new((da.into(), db.into()));
-            eprintln!("latency-lab: {} {size} B ...", t.name());
-            rows.push(pp(&mut t, &spec)?);
-            let (write, send) = match yardstick.take() {
-                Some(y) => y,
-                None => perftest()?,
+                Ok(rows)
             };
+            let ((write, send), round_rows) = back_to_back(size, "", round, rounds, perftest, tickbus)?;
+            rows = round_rows;
             for (k, row) in rows.iter().enumerate() {
                 per[k].0.push(row.ns[0] as f64);
                 per[k].1.push(2.0 * if k < 2 { write } else { send } as f64);
@@ -512,25 +507,27 @@ pub fn rdma(
         let (mut rc, mut rc_pt, mut ud, mut ud_pt) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut rc_got, mut ud_got) = (Vec::new(), Vec::new());
         for round in 1..=rounds {
-            let perftest_first = round % 2 == 1;
-            let order = if perftest_first { "perftest, then tickbus" } else { "tickbus, then perftest" };
-            eprintln!("latency-lab: message rate {size} B round {round}/{rounds}: {order} ...");
-            let write_bw = || crate::perftest::msg_rate("ib_write_bw", &[], (da, db), size, n);
-            let send_bw = || crate::perftest::msg_rate("ib_send_bw", &["-c", "UD"], (da, db), size, n);
-            let yardstick = if perftest_first { Some(write_bw()?) } else { None };
-            let r = rc_rate((da, db), size, n, ticks_per_ns)?;
-            rc_pt.push(match yardstick {
-                Some(y) => y,
-                None => write_bw()?,
-            });
+            let what = "message rate ";
+            let (pt, r) = back_to_back(
+                size,
+                what,
+                round,
+                rounds,
+                || crate::perftest::msg_rate("ib_write_bw", &[], (da, db), size, n),
+                || rc_rate((da, db), size, n, ticks_per_ns),
+            )?;
+            rc_pt.push(pt);
             rc.push(r.msgs_per_s);
             rc_got.push(r);
-            let yardstick = if perftest_first { Some(send_bw()?) } else { None };
-            let r = mcast_rate((da, db), size, n, round as u8)?;
-            ud_pt.push(match yardstick {
-                Some(y) => y,
-                None => send_bw()?,
-            });
+            let (pt, r) = back_to_back(
+                size,
+                what,
+                round,
+                rounds,
+                || crate::perftest::msg_rate("ib_send_bw", &["-c", "UD"], (da, db), size, n),
+                || mcast_rate((da, db), size, n, round as u8),
+            )?;
+            ud_pt.push(pt);
             ud.push(r.msgs_per_s);
             ud_got.push(r);
         }
