@@ -69,33 +69,52 @@ pub fn pin(core: usize) -> std::io::Result<()> {
 }
 
 /// Initiator half of a ping-pong: stamp, send, wait for the echo of that stamp.
-fn initiate(tx: &mut impl Tx, rx: &mut impl Rx, tsc: &Tsc) -> (u64, u64) {
-    let t0 = tsc.now();
-    while !tx.try_send(t0) {
-        std::hint::spin_loop();
-    }
+/// How long one side of a ping-pong waits for the other before giving the run up: over an
+/// unreliable transport (ud-mcast) a lost datagram never comes back, and a run must end.
+const PATIENCE_NS: f64 = 10e9;
+
+/// Spins on `step` until it succeeds, or until `patience` TSC ticks have passed since `t0`
+/// (checked every 4096 tries, so the wait costs a counter, not a clock read per try).
+#[inline(always)]
+fn spin_on<R>(tsc: &Tsc, t0: u64, patience: u64, mut step: impl FnMut() -> Option<R>) -> Option<R> {
+    let mut tries = 0u32;
     loop {
-        if let Some(s) = rx.try_recv() {
-            debug_assert_eq!(s, t0);
-            return (t0, tsc.now());
+        if let Some(r) = step() {
+            return Some(r);
+        }
+        tries = tries.wrapping_add(1);
+        if tries.is_multiple_of(4096) && tsc.now().wrapping_sub(t0) > patience {
+            return None;
         }
         std::hint::spin_loop();
     }
 }
 
-/// Responder half: echo `n` messages.
-fn echo(tx: &mut impl Tx, rx: &mut impl Rx, n: u64) {
+/// One round trip: (send TSC, receive TSC), or None when no reply came within `patience`.
+fn initiate(tx: &mut impl Tx, rx: &mut impl Rx, tsc: &Tsc, patience: u64) -> Option<(u64, u64)> {
+    let t0 = tsc.now();
+    spin_on(tsc, t0, patience, || tx.try_send(t0).then_some(()))?;
+    let s = spin_on(tsc, t0, patience, || rx.try_recv())?;
+    debug_assert_eq!(s, t0);
+    Some((t0, tsc.now()))
+}
+
+/// Responder half: echo `n` messages; false when the initiator went quiet for `patience`.
+fn echo(tx: &mut impl Tx, rx: &mut impl Rx, n: u64, patience: u64) -> bool {
+    let tsc = Tsc::new();
     for _ in 0..n {
-        let s = loop {
-            if let Some(s) = rx.try_recv() {
-                break s;
-            }
-            std::hint::spin_loop();
-        };
-        while !tx.try_send(s) {
-            std::hint::spin_loop();
+        let t0 = tsc.now();
+        let Some(s) = spin_on(&tsc, t0, patience, || rx.try_recv()) else { return false };
+        if spin_on(&tsc, t0, patience, || tx.try_send(s).then_some(())).is_none() {
+            return false;
         }
     }
+    true
+}
+
+/// [`PATIENCE_NS`] in TSC ticks.
+fn patience(ticks_per_ns: f64) -> u64 {
+    (PATIENCE_NS * ticks_per_ns) as u64
 }
 
 /// Closed-loop RTT of an in-process transport.
@@ -105,12 +124,13 @@ pub fn ping_pong<T: InProcess>(t: &mut T, spec: &RunSpec) -> Result<Histogram<u6
     let total = spec.warmup + spec.iterations;
     let ready = Start::new();
     let ready_b = ready.clone();
-    let core_b = spec.cores.1;
+    let (core_b, wait) = (spec.cores.1, patience(spec.ticks_per_ns));
     let responder = std::thread::Builder::new().name("pong".into()).spawn(move || -> std::io::Result<()> {
         let setup =
             pin(core_b).map_err(|e| e.to_string()).and_then(|_| ping_rx.prepare().and_then(|_| pong_tx.prepare()));
         ready_b.go(setup)?;
-        echo(&mut pong_tx, &mut ping_rx, total);
+        // A responder left waiting ends by itself; the initiator reports why.
+        echo(&mut pong_tx, &mut ping_rx, total, wait);
         Ok(())
     })?;
     let spec = *spec;
@@ -131,11 +151,19 @@ fn initiator_loop(tx: &mut impl Tx, rx: &mut impl Rx, spec: &RunSpec) -> std::io
     let tsc = Tsc::new();
     let scale = TscScale { ticks_per_ns: spec.ticks_per_ns };
     let mut h = histogram();
-    for _ in 0..spec.warmup {
-        initiate(tx, rx, &tsc);
+    let wait = patience(spec.ticks_per_ns);
+    let lost = |k: u64| {
+        std::io::Error::other(format!(
+            "round trip {k} of {}: no reply within {} s (a lost message, or the other side stopped)",
+            spec.warmup + spec.iterations,
+            PATIENCE_NS / 1e9
+        ))
+    };
+    for k in 0..spec.warmup {
+        initiate(tx, rx, &tsc, wait).ok_or_else(|| lost(k))?;
     }
-    for _ in 0..spec.iterations {
-        let (t0, t1) = initiate(tx, rx, &tsc);
+    for k in 0..spec.iterations {
+        let (t0, t1) = initiate(tx, rx, &tsc, wait).ok_or_else(|| lost(spec.warmup + k))?;
         h.saturating_record(scale.delta_ns(t0, t1).max(1));
     }
     Ok(h)
@@ -285,7 +313,11 @@ pub fn echo_child<T: CrossProcess>(
     rx.prepare()?;
     tx.prepare()?;
     println!("ready");
-    echo(&mut tx, &mut rx, total);
+    if !echo(&mut tx, &mut rx, total, patience(ticks_per_ns)) {
+        return Err(
+            format!("no ping within {} s: the initiator stopped or a message was lost", PATIENCE_NS / 1e9).into()
+        );
+    }
     Ok(())
 }
 
@@ -391,5 +423,28 @@ mod tests {
         assert!(e.contains("cannot subscribe"), "{e}");
         assert!(open_loop(&mut Broken, &spec(10), 1_000).unwrap_err().to_string().contains("cannot subscribe"));
         assert!(throughput(&mut Broken, &spec(10)).unwrap_err().to_string().contains("cannot subscribe"));
+    }
+
+    /// A channel whose message is lost: sends succeed, nothing ever arrives.
+    struct Lost;
+    impl Tx for Lost {
+        fn try_send(&mut self, _: u64) -> bool {
+            true
+        }
+    }
+    impl Rx for Lost {
+        fn try_recv(&mut self) -> Option<u64> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_lost_message_ends_the_round_trip_and_the_echo_instead_of_spinning_forever() {
+        let tsc = Tsc::new();
+        let wait = patience(tickbus::time::ticks_per_ns()) / 100; // 100 ms
+        let t = std::time::Instant::now();
+        assert_eq!(initiate(&mut Lost, &mut Lost, &tsc, wait), None, "no reply: given up");
+        assert!(!echo(&mut Lost, &mut Lost, 5, wait), "no ping: the responder gives up too");
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "both within their patience: {:?}", t.elapsed());
     }
 }
