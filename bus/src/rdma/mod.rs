@@ -7,9 +7,10 @@
 //!
 //! Design: the publisher keeps a *mirror* of the ring in its own registered memory and publishes
 //! into it with the ordinary [`crate::ring::RingWriter`]; each published slot is then copied to
-//! every subscriber's ring at the same offset with one RDMA WRITE of the whole slot (inline when
-//! it fits). One WRITE is placed in address order by rxe and real NICs, so the slot's lead word
-//! lands first and its trail (validity) word last: the subscriber runs the unchanged ring reader
+//! every subscriber's ring at the same offset with one RDMA WRITE of the slot's window (its lead
+//! word, the 8 bytes before the slot, through its trail; inline when it fits). One WRITE is placed
+//! in address order by rxe and real NICs, so the lead word lands first and the trail (validity)
+//! word last: the subscriber runs the unchanged ring reader
 //! over its own memory. The spec does not promise that order; [`WriteMode::WriteWithImm`] makes
 //! each WRITE also complete on the subscriber's CQ, which the subscriber polls before reading.
 //!

@@ -18,7 +18,7 @@ use super::acceptor::{Acceptor, Back, Event, Joined, Shared};
 use super::error::RdmaError;
 use super::handshake::WriteMode;
 use crate::counters::{Counter, Counters, Role, Transport};
-use crate::ring::{ClaimError, Mode, RingConfig, RingWriter, HEADER_BYTES};
+use crate::ring::{layout::slot_window_offset, ClaimError, Mode, RingConfig, RingWriter};
 use crate::sys::verbs::{
     ffi, Completion, ConnectedRc, Context, HugeBuf, MemoryRegion, PreparedRc, RcOptions, WriteWr, MAX_CHAIN,
 };
@@ -613,7 +613,7 @@ impl Shipper {
     #[inline]
     fn wr(&self, c: &Conn, pos: u64) -> WriteWr {
         let ordinal = c.posted + (pos - c.shipped);
-        let off = HEADER_BYTES + (pos % self.count) as usize * self.slot_size;
+        let off = slot_window_offset((pos % self.count) as usize, self.slot_size);
         WriteWr {
             wr_id: ordinal,
             sge: self.mirror.sge(off, self.slot_size),

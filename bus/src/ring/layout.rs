@@ -8,19 +8,28 @@
 //!         producer_position (next position to write) | producer_epoch | producer_token (pid)
 //!  byte 256 + 128*i ------ consumer line i, i < MAX_CONSUMERS (reliable mode) -----------------
 //!         position (next position it will read) | owner_token (pid, 0 = free) | attach_count
+//!  byte 4088 ------------- lead word of slot 0 (the header's last word)
 //!  byte 4096 ------------- slot 0, slot 1, ... slot_count-1, each slot_size bytes -------------
 //!
-//!  one slot (slot_size bytes, a multiple of 8):
-//!  +0  lead  u64   position+1, stored FIRST (seqlock begin; an overwrite changes it first)
-//!  +8  len   u32 | flags u32
-//!  +16 payload, len bytes (read as whole words)
-//!  ... unused
-//!  slot_size-8  trail u64   position+1, stored LAST with Release (the validity word)
+//!  one slot (slot_size bytes, a multiple of 64 by default, so every payload starts on a line):
+//!  +0             payload, len bytes (read as whole words)
+//!  ...            unused
+//!  slot_size-24   len   u32 | flags u32
+//!  slot_size-16   trail u64   position+1, stored LAST with Release (the validity word)
+//!  slot_size-8    lead  u64   of the NEXT slot: position+1, stored FIRST (seqlock begin)
 //! ```
-//! Lines are 128 bytes apart because adjacent-line prefetchers pull cache lines in pairs.
-//! `trail` at the very end matters for RDMA: one WRITE covering the slot places bytes in address
-//! order on rxe and real NICs, so the validity word lands last; `lead` lands first, so a reader
-//! that copied a slot being overwritten sees `lead` changed when it re-checks.
+//! A slot's *window* is its lead word (the 8 bytes before it) through its trail: contiguous, one
+//! RDMA WRITE each, windows of neighbouring slots never overlap. Lines are 128 bytes apart
+//! because adjacent-line prefetchers pull cache lines in pairs.
+//!
+//! Why this order (layout 2): the payload starts on a cache line, so a reader's vector copy of
+//! it never splits a line (layout 1 put it 16 bytes in; moving the lab's same-payload floor 8
+//! bytes off its line made it as slow as tickbus at 288 and 1344 B), and `len` shares the trail's line, which the
+//! reader already holds when it sees the trail, so the payload's loads need not wait for a
+//! second miss to learn how many bytes to read.
+//! The trail at the window's end matters for RDMA: one WRITE covering the window places bytes in
+//! address order on rxe and real NICs, so the validity word lands last; `lead` lands first, so a
+//! reader that copied a slot being overwritten sees `lead` changed when it re-checks.
 use core::mem::{offset_of, size_of};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -29,7 +38,7 @@ use super::error::LayoutError;
 /// "TICKBUS1" as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"TICKBUS1");
 /// Bumped whenever any offset in this file changes.
-pub const LAYOUT_VERSION: u64 = 1;
+pub const LAYOUT_VERSION: u64 = 2;
 /// Bytes before slot 0.
 pub const HEADER_BYTES: usize = 4096;
 /// Consumer lines in the header; the most reliable-mode consumers a ring can have.
@@ -50,9 +59,15 @@ pub(crate) const W_CONSUMERS: usize = 32;
 pub(crate) const C_POSITION: usize = 0;
 pub(crate) const C_OWNER: usize = 1;
 pub(crate) const C_ATTACHES: usize = 2;
+/// Word indices inside a slot's window (see the module doc): lead, then the payload; `len` and
+/// `trail` are the window's last two words.
 pub(crate) const SLOT_LEAD: usize = 0;
-pub(crate) const SLOT_LEN: usize = 1;
-pub(crate) const SLOT_PAYLOAD: usize = 2;
+pub(crate) const SLOT_PAYLOAD: usize = 1;
+/// Byte offset, from a ring's start, of the window of the slot at `index` (its lead word, 8
+/// bytes before the slot): where an RDMA WRITE of that slot goes.
+pub const fn slot_window_offset(index: usize, slot_size: usize) -> usize {
+    HEADER_BYTES - 8 + index * slot_size
+}
 
 /// Word index of consumer line `index`'s position word: what a reliable consumer (or, over RDMA,
 /// the remote subscriber's credit WRITE) updates and the publisher's limit check reads.
@@ -64,7 +79,8 @@ pub const fn consumer_position_word(index: usize) -> usize {
 pub(crate) const FLAG_ABORTED: u64 = 1 << 32;
 
 const _: () = {
-    assert!(W_CONSUMERS * 8 + MAX_CONSUMERS * LINE_WORDS * 8 <= HEADER_BYTES);
+    // The header's last word is slot 0's lead.
+    assert!(W_CONSUMERS * 8 + MAX_CONSUMERS * LINE_WORDS * 8 <= HEADER_BYTES - 8);
     assert!(W_PRODUCER_POSITION * 8 == 128);
     assert!(W_CONSUMERS * 8 == 256);
     assert!(size_of::<Descriptor>() <= 128);
@@ -259,10 +275,12 @@ impl Geometry {
         }
     }
 
-    /// Index of the first word of the slot that holds `position`.
+    /// Index of the first word of the window of the slot that holds `position`: its lead word,
+    /// the word before the slot (the header's last word for slot 0). The window is `slot_words`
+    /// long and ends with the slot's trail.
     #[inline(always)]
     pub fn slot(&self, position: u64) -> usize {
-        HEADER_BYTES / 8 + (position & self.mask) as usize * self.slot_words
+        HEADER_BYTES / 8 - 1 + (position & self.mask) as usize * self.slot_words
     }
 
     pub fn consumer(i: usize) -> usize {
@@ -310,17 +328,31 @@ mod tests {
             Err(LayoutError::NotARing { found_magic: 7 })
         ));
         assert!(matches!(
-            RingConfig::from_descriptor(&Descriptor { layout_version: 2, ..d }),
-            Err(LayoutError::VersionMismatch { found: 2, supported: 1 })
+            RingConfig::from_descriptor(&Descriptor { layout_version: 1, ..d }),
+            Err(LayoutError::VersionMismatch { found: 1, supported: 2 })
         ));
         assert!(RingConfig::from_descriptor(&Descriptor { mode: 3, ..d }).is_err());
     }
 
     #[test]
-    fn geometry_places_slots_after_the_header() {
+    fn geometry_places_slot_windows_one_word_before_each_slot() {
         let c = RingConfig::for_payload(Mode::Lossy, 1, 64, 4);
         let g = Geometry::new(&c);
-        assert_eq!(g.slot(0), 512);
-        assert_eq!(g.slot(5), 512 + 16);
+        // Slot 0's lead is the header's last word; its payload starts the first slot line.
+        assert_eq!(g.slot(0), 511);
+        assert_eq!(g.slot(0) + SLOT_PAYLOAD, HEADER_BYTES / 8);
+        assert_eq!(g.slot(5), 511 + 16);
+        assert_eq!(g.slot(5) * 8, slot_window_offset(5 % 4, c.slot_size));
+        // Windows tile the ring: each ends where the next begins, and the last ends inside it.
+        for k in 0..3u64 {
+            assert_eq!(g.slot(k) + g.slot_words, g.slot(k + 1));
+        }
+        assert!((g.slot(3) + g.slot_words) * 8 <= c.ring_bytes());
+        // Every payload starts on a 64-byte line and len and trail share the window's last line.
+        for k in 0..4u64 {
+            let w = g.slot(k);
+            assert_eq!((w + SLOT_PAYLOAD) * 8 % 64, 0, "slot {k}'s payload is not line-aligned");
+            assert_eq!((w + g.slot_words - 2) * 8 / 64, (w + g.slot_words - 1) * 8 / 64, "slot {k}");
+        }
     }
 }

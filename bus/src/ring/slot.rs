@@ -1,17 +1,17 @@
 //! The per-slot seqlock: how a publisher writes one slot and how a reader copies one out.
 //!
 //! Writer: `lead := pos+1` (Relaxed), Release fence, payload words, `len`, `trail := pos+1` (Release).
-//! Reader: `trail` (Acquire) == pos+1, copy `len` and payload, Acquire fence, `lead` still pos+1.
+//! Reader: `trail` (Acquire) == pos+1, `len`, copy payload, Acquire fence, `lead` still pos+1.
 //! If any payload word the reader copied came from a later overwrite, the fences make the
 //! overwrite's `lead` store visible to the re-check, so a torn copy is always detected. RDMA gets
 //! the same guarantee from in-order placement of one WRITE (lead first, trail last).
 //!
-//! Every function takes the slot as one bounds-checked slice of words (`Words::range`), so the
-//! word indices below cannot leave it. Positions come from memory a hostile peer may have
+//! Every function takes the slot's window (lead word, payload, `len`, trail: see `layout`) as one
+//! bounds-checked slice of words (`Words::range`), so the word indices below cannot leave it. Positions come from memory a hostile peer may have
 //! written, so `pos + 1` wraps instead of overflowing.
 #[cfg(not(loom))]
 use super::layout::SLOT_OVERHEAD;
-use super::layout::{Geometry, FLAG_ABORTED, SLOT_LEAD, SLOT_LEN, SLOT_PAYLOAD};
+use super::layout::{Geometry, FLAG_ABORTED, SLOT_LEAD, SLOT_PAYLOAD};
 use super::sync::{fence, AtomicU64, Ordering};
 
 /// What a reader found in the slot of the position it expects.
@@ -36,6 +36,12 @@ fn trail(s: &[AtomicU64]) -> &AtomicU64 {
     &s[s.len() - 1]
 }
 
+/// Beside the trail, in the line the reader already holds once it sees the trail published.
+#[inline(always)]
+fn len_word(s: &[AtomicU64]) -> &AtomicU64 {
+    &s[s.len() - 2]
+}
+
 /// Marks the slot `s` as being written for `pos`. Must precede any payload store.
 #[inline(always)]
 pub(crate) fn begin(s: &[AtomicU64], pos: u64) {
@@ -47,7 +53,7 @@ pub(crate) fn begin(s: &[AtomicU64], pos: u64) {
 /// plain moves and keep a racing lapped reader free of undefined behaviour.
 #[inline(always)]
 pub(crate) fn write_payload(s: &[AtomicU64], payload: &[u8]) {
-    let words = &s[SLOT_PAYLOAD..s.len() - 1];
+    let words = &s[SLOT_PAYLOAD..s.len() - 2];
     let mut chunks = payload.chunks_exact(8);
     let mut out = words.iter();
     for (c, w) in (&mut chunks).zip(&mut out) {
@@ -66,7 +72,7 @@ pub(crate) fn write_payload(s: &[AtomicU64], payload: &[u8]) {
 /// Publishes the slot `s` of `pos` holding `len` payload bytes.
 #[inline(always)]
 pub(crate) fn commit(s: &[AtomicU64], pos: u64, len: usize, flags: u64) {
-    s[SLOT_LEN].store(len as u64 | flags, Ordering::Relaxed);
+    len_word(s).store(len as u64 | flags, Ordering::Relaxed);
     trail(s).store(stamp(pos), Ordering::Release);
 }
 
@@ -96,7 +102,7 @@ pub(crate) fn read_copy(s: &[AtomicU64], g: &Geometry, pos: u64, out: &mut [u64]
         SlotState::Ready { .. } => {}
         other => return other,
     }
-    let lenw = s[SLOT_LEN].load(Ordering::Relaxed);
+    let lenw = len_word(s).load(Ordering::Relaxed);
     let len = ((lenw & 0xFFFF_FFFF) as usize).min(g.max_payload);
     let words = len.div_ceil(8).min(out.len());
     for (o, w) in out[..words].iter_mut().zip(&s[SLOT_PAYLOAD..]) {
@@ -113,7 +119,7 @@ pub(crate) fn read_copy(s: &[AtomicU64], g: &Geometry, pos: u64, out: &mut [u64]
 /// Reads length and flags of a slot that cannot be overwritten (reliable mode, already peeked).
 #[inline(always)]
 pub(crate) fn read_len(s: &[AtomicU64], g: &Geometry) -> (usize, bool) {
-    let lenw = s[SLOT_LEN].load(Ordering::Relaxed);
+    let lenw = len_word(s).load(Ordering::Relaxed);
     (((lenw & 0xFFFF_FFFF) as usize).min(g.max_payload), lenw & FLAG_ABORTED != 0)
 }
 
