@@ -14,6 +14,7 @@ pub mod memory;
 mod reader;
 mod slot;
 pub(crate) mod sync;
+mod wide;
 mod writer;
 
 #[cfg(all(test, loom))]

@@ -49,24 +49,12 @@ pub(crate) fn begin(s: &[AtomicU64], pos: u64) {
     fence(Ordering::Release);
 }
 
-/// Stores `payload` as whole words (the tail word zero-padded). Relaxed atomic stores compile to
-/// plain moves and keep a racing lapped reader free of undefined behaviour.
+/// Stores `payload` as whole words (the tail word zero-padded), as relaxed atomic stores (16 bytes
+/// at a time where that is still one, see `wide`), so a racing lapped reader is free of
+/// undefined behaviour.
 #[inline(always)]
 pub(crate) fn write_payload(s: &[AtomicU64], payload: &[u8]) {
-    let words = &s[SLOT_PAYLOAD..s.len() - 2];
-    let mut chunks = payload.chunks_exact(8);
-    let mut out = words.iter();
-    for (c, w) in (&mut chunks).zip(&mut out) {
-        w.store(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]), Ordering::Relaxed);
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        let mut last = [0u8; 8];
-        last[..rest.len()].copy_from_slice(rest);
-        if let Some(w) = out.next() {
-            w.store(u64::from_le_bytes(last), Ordering::Relaxed);
-        }
-    }
+    super::wide::store(&s[SLOT_PAYLOAD..s.len() - 2], payload);
 }
 
 /// Publishes the slot `s` of `pos` holding `len` payload bytes.
