@@ -93,9 +93,7 @@ pub(crate) fn read_copy(s: &[AtomicU64], g: &Geometry, pos: u64, out: &mut [u64]
     let lenw = len_word(s).load(Ordering::Relaxed);
     let len = ((lenw & 0xFFFF_FFFF) as usize).min(g.max_payload);
     let words = len.div_ceil(8).min(out.len());
-    for (o, w) in out[..words].iter_mut().zip(&s[SLOT_PAYLOAD..]) {
-        *o = w.load(Ordering::Relaxed);
-    }
+    super::wide::load(&s[SLOT_PAYLOAD..s.len() - 2], &mut out[..words]);
     fence(Ordering::Acquire);
     let lead = s[SLOT_LEAD].load(Ordering::Relaxed);
     if lead != stamp(pos) {
