@@ -11,7 +11,11 @@
 # - fan-out: a paced publisher to 1, 2 and 4 subscribers, rdma-rc (a QP each) and ud-mcast (one
 #   group): the publisher's cost per message and each subscriber's latency;
 # - the trading pipeline over RDMA (tickbus exchange on rxe0, tickbus trader on rxe1) in rounds,
-#   each after perftest's one-way UD and RC figures measured again.
+#   each after perftest's one-way UD and RC figures measured again;
+# - then, in a second boot of the rig's two guests, ud-mcast fan-out with the publisher in one
+#   guest and 1, 2 and 4 subscribers in the other (fanout-hosts.json): in one guest the
+#   subscribers' receive work runs in the publisher's kernel, here in another kernel, as behind a
+#   switch.
 # The report lands in lab-report/rdma/, where the main job (tools/lab.sh) picks it up. TCG
 # emulation makes absolute figures ~20x slower than hardware: read the ratios.
 set -euo pipefail
@@ -21,6 +25,9 @@ out=$(pwd)/lab-report/rdma
 mkdir -p "$out"
 iters=${TICKBUS_LAB_RDMA_ITERATIONS:-2000}
 rounds=${TICKBUS_LAB_RDMA_ROUNDS:-3}
-exec tools/rig/rig run --hugepages 64 --timeout 2400 --share "$out" -- \
+rm -f "$out/fanout-hosts.json"
+tools/rig/rig run --hugepages 64 --timeout 2400 --share "$out" -- \
   target/release/latency-lab rdma --devices rxe0,rxe1 --sizes 32,64,288,1344 --iterations "$iters" \
     --rounds "$rounds" --out "$out"
+tools/rig/rig run --guests 2 --hugepages 32 --timeout 900 --share "$out" -- \
+  target/release/latency-lab rdma-fanout-hosts --rate 1000 --messages 2000 --out "$out"

@@ -35,7 +35,7 @@ tools/rig/selftest.sh
 # fan-out.
 RDMA_TESTS=(verbs_smoke rdma_transport rdma_hostile mcast_transport mcast_hostile examples_rdma two_hosts
   tickbus-apps:trading_rdma tickbus-apps:trading_two_hosts tickbus-apps:doctor_rdma
-  tickbus-apps:stat_rdma tickbus-lab:rdma)
+  tickbus-apps:stat_rdma tickbus-lab:rdma tickbus-lab:fanout_two_hosts)
 for entry in "${RDMA_TESTS[@]}"; do
   pkg=tickbus t=$entry
   if [[ $entry == *:* ]]; then pkg=${entry%%:*} t=${entry#*:}; fi

@@ -120,12 +120,18 @@ impl FanoutReport {
             v.sort_unstable();
             v.get(v.len() / 2).copied().unwrap_or(0)
         };
-        let curves = [
+        let mut curves = vec![
             ("publisher cost p50", pick(&|r| r.publish_p50_ns)),
             ("publisher cost p99", pick(&|r| r.publish_p99_ns)),
-            ("subscriber one-way p50 (median subscriber)", pick(&|r| median(&r.sub_p50_ns))),
-            ("subscriber one-way p99 (worst subscriber)", pick(&|r| r.sub_p99_ns.iter().copied().max().unwrap_or(0))),
         ];
+        // A run that could not time its subscribers (two hosts' clocks) draws no line for them.
+        if self.rows.iter().any(|r| !r.sub_p50_ns.is_empty()) {
+            curves.push(("subscriber one-way p50 (median subscriber)", pick(&|r| median(&r.sub_p50_ns))));
+            curves.push((
+                "subscriber one-way p99 (worst subscriber)",
+                pick(&|r| r.sub_p99_ns.iter().copied().max().unwrap_or(0)),
+            ));
+        }
         let xmax = self.rows.iter().map(|r| r.subscribers).max().unwrap_or(1) as f64;
         let ys = curves.iter().flat_map(|c| c.1.iter().map(|p| p.1));
         let (ymin, ymax) = ys.fold((f64::MAX, 1.0f64), |(lo, hi), y| (lo.min(y), hi.max(y)));

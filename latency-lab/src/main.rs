@@ -5,6 +5,8 @@
 //! figure, or prints a number without the floor and the peers measured in the same run.
 mod compare;
 mod fanout;
+#[cfg(feature = "rdma")]
+mod fanout_hosts;
 mod harness;
 mod html;
 mod itch_bench;
@@ -200,6 +202,18 @@ enum Cmd {
         #[arg(long, default_value_t = 2_000)]
         fanout_messages: u64,
     },
+    /// ud-mcast fan-out across the rig's two guests (tools/rig/rig run --guests 2): the publisher
+    /// in guest 0, 1, 2 and 4 subscribers in guest 1, so their receive work is another kernel's.
+    /// Guest 0 writes fanout-hosts.json into --out, which the main job adds to its report (build
+    /// with `--features rdma`; tools/lab-rdma.sh runs it)
+    RdmaFanoutHosts {
+        /// The publisher's paced rate (messages per second).
+        #[arg(long, default_value_t = 1_000)]
+        rate: u64,
+        /// Messages per subscriber count.
+        #[arg(long, default_value_t = 2_000)]
+        messages: u64,
+    },
     /// A reliable shm stream at a fixed rate for minutes, read by consumer processes: every
     /// message checked (lost, reordered, torn), memory sampled, one-way percentiles per minute
     /// (from each message's intended send time). Writes soak.json and soak.txt into --out/soak;
@@ -294,6 +308,7 @@ fn main() -> ExitCode {
             let v = suite::RdmaVersus { rounds, rate_sizes, rate_messages, fanout_rate, fanout_messages };
             suite::rdma(&cli.suite, &devices, &sizes, iterations, perftest.as_deref(), &p, &v)
         }
+        Some(Cmd::RdmaFanoutHosts { rate, messages }) => suite::rdma_fanout_hosts(&cli.suite.out, rate, messages),
         Some(Cmd::Soak { minutes, rate, consumers }) => {
             let s = &cli.suite;
             soak::run(minutes, rate, consumers, (s.core_a, s.core_b), &s.out.join("soak"))

@@ -28,7 +28,7 @@ type Seen = (Histogram<u64>, u64, u64);
 /// time stamped in it), until `messages` are accounted for (delivered or reported lost), or
 /// the publisher is done and the stream has been quiet for half a second, or [`LIMIT`].
 /// Datagrams that are not frames of the stream (ud-mcast reports each once) are skipped.
-fn subscriber<S: crate::rdma_pingpong::PollRecv + Send + 'static>(
+pub(crate) fn subscriber<S: crate::rdma_pingpong::PollRecv + Send + 'static>(
     mut s: S,
     messages: u64,
     scale: TscScale,
@@ -68,7 +68,7 @@ fn subscriber<S: crate::rdma_pingpong::PollRecv + Send + 'static>(
 /// message; false: retry), each stamped with its intended send time, so a stall shows in the
 /// latency of every later message. A publish's cost runs from its first attempt to the one
 /// that took it, retries included, as the shm fan-out measures it.
-fn publish_paced(
+pub(crate) fn publish_paced(
     rate: u64,
     messages: u64,
     ticks_per_ns: f64,

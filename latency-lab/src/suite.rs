@@ -252,6 +252,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
             };
             let mut rows: Vec<Row> = Vec::new();
             let mut uncounted = tickbus_shm::TickbusShmUncounted::default();
+            let mut lossy = tickbus_shm::TickbusShmLossy::default();
             for _ in 0..ROUNDS {
                 let spec = per_round;
                 let mut round = vec![
@@ -261,6 +262,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
                 ];
                 round.extend(streams.each(|t| t.ping_pong(&spec))?);
                 round.push(pp(&mut uncounted, &spec)?);
+                round.push(pp(&mut lossy, &spec)?);
                 if size == 64 {
                     round.insert(4, pp2(&tickbus_shm::TickbusShmProcesses::default(), &spec)?);
                     #[cfg(feature = "peers")]
@@ -389,6 +391,16 @@ fn merge_rdma(rep: &mut Report, path: &Path) {
             rep.notes.extend(r.notes);
         }
         Err(e) => rep.notes.push(format!("{} is not a lab report ({e}); RDMA figures left out", path.display())),
+    }
+    let hosts = path.with_file_name(FANOUT_HOSTS);
+    match std::fs::read_to_string(&hosts) {
+        Ok(text) => match serde_json::from_str::<crate::fanout::FanoutReport>(&text) {
+            Ok(f) => rep.fanout.push(f),
+            Err(e) => rep.notes.push(format!("{} is not a fan-out report ({e}); left out", hosts.display())),
+        },
+        Err(_) => {
+            rep.notes.push(format!("no two-guest fan-out: {} not found (tools/lab-rdma.sh writes it)", hosts.display()))
+        }
     }
 }
 
@@ -576,6 +588,36 @@ pub fn rdma(
     eprintln!("latency-lab: report written to {}", at.display());
     Ok(())
 }
+
+/// `latency-lab rdma-fanout-hosts`: guest 1 subscribes, guest 0 publishes and writes
+/// `fanout-hosts.json` into `out`.
+#[cfg(feature = "rdma")]
+pub fn rdma_fanout_hosts(out: &Path, rate: u64, messages: u64) -> Result<(), Box<dyn Error>> {
+    let var = |k: &str| {
+        std::env::var(k)
+            .map_err(|_| format!("{k} is not set: run this in the rig's two guests (tools/rig/rig run --guests 2)"))
+    };
+    if var("RIG_GUESTS")? != "2" {
+        return Err("rdma-fanout-hosts needs the rig's two guests (tools/rig/rig run --guests 2)".into());
+    }
+    if var("RIG_GUEST")? == "1" {
+        return crate::fanout_hosts::subscriber_side(var("RIG_PEER_ADDR")?.parse()?);
+    }
+    let ticks_per_ns = Tsc::new().measure_ticks_per_ns(Duration::from_millis(200));
+    let r = crate::fanout_hosts::publisher_side(rate, messages, &[1, 2, 4], ticks_per_ns)?;
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join(FANOUT_HOSTS), serde_json::to_string_pretty(&r)?)?;
+    eprint!("{}", r.table());
+    Ok(())
+}
+
+#[cfg(not(feature = "rdma"))]
+pub fn rdma_fanout_hosts(_: &Path, _: u64, _: u64) -> Result<(), Box<dyn Error>> {
+    Err("this latency-lab was built without RDMA: cargo build --release -p tickbus-lab --features rdma".into())
+}
+
+/// The two-guest ud-mcast fan-out's file, beside the one-guest RDMA report.
+pub const FANOUT_HOSTS: &str = "fanout-hosts.json";
 
 #[cfg(not(feature = "rdma"))]
 pub fn rdma(

@@ -59,7 +59,7 @@ impl Rx for ShmRx {
                 self.buf[..n].copy_from_slice(m.payload);
                 Some(stamp_of(&self.buf))
             }
-            Recv::Gap(g) => panic!("a reliable consumer cannot be lapped: {g:?}"),
+            Recv::Gap(g) => panic!("ping-pong keeps one message in flight: nothing can be lapped, yet {g:?}"),
         }
     }
 }
@@ -127,6 +127,36 @@ impl InProcess for TickbusShmUncounted {
         let r = self.0.channel(size, ticks_per_ns);
         tickbus::counters::set_enabled(true);
         r
+    }
+}
+
+/// Lossy rings read by observers, tickbus's market-data path: the reader copies each slot out
+/// under the seqlock (it may be lapped) instead of reading it in place, and the publisher never
+/// waits. Ping-pong keeps one message in flight, so nothing is lapped here; what it measures is
+/// the observer's copy and re-check beside the reliable consumer's in-place read.
+#[derive(Default)]
+pub struct TickbusShmLossy(pub TickbusShm);
+
+impl InProcess for TickbusShmLossy {
+    type Tx = ShmTx;
+    type Rx = ShmRx;
+    fn name(&self) -> String {
+        "tickbus shm (lossy, observer)".into()
+    }
+    fn note(&self) -> String {
+        self.0.backing.clone()
+    }
+    fn channel(&mut self, size: usize, ticks_per_ns: f64) -> Result<(ShmTx, ShmRx), Box<dyn Error>> {
+        let name = format!("lab-lossy-{}-{}", std::process::id(), self.0.made.len());
+        self.0.made.push(name.clone());
+        let c = RingConfig { ticks_per_ns, ..RingConfig::for_payload(Mode::Lossy, 1, size.max(8), SLOTS) };
+        let p = shm::open_publisher(&name, &c, &self.0.opts)?;
+        self.0.backing =
+            format!("{:?}, lossy, {} slots of {} B, observer copies out", p.backing(), c.slot_count, c.slot_size);
+        let remove = RemoveOnDrop { name: name.clone(), opts: self.0.opts.clone() };
+        let tx = ShmTx { p, buf: message(size), _file: remove };
+        let s = shm::open_observer(&name, tickbus::StartAt::Latest, &self.0.opts)?;
+        Ok((tx, ShmRx { s, buf: message(size) }))
     }
 }
 
