@@ -8,25 +8,37 @@
 //!         producer_position (next position to write) | producer_epoch | producer_token (pid)
 //!  byte 256 + 128*i ------ consumer line i, i < MAX_CONSUMERS (reliable mode) -----------------
 //!         position (next position it will read) | owner_token (pid, 0 = free) | attach_count
-//!  byte 4088 ------------- lead word of slot 0 (the header's last word)
+//!  byte 4088 ------------- lead word of slot 0 when slots are over 128 bytes (else unused)
 //!  byte 4096 ------------- slot 0, slot 1, ... slot_count-1, each slot_size bytes -------------
 //!
-//!  one slot (slot_size bytes, a multiple of 64 by default, so every payload starts on a line):
-//!  +0             payload, len bytes (read as whole words)
+//!  one slot of over 128 bytes (a multiple of 64 by default):
+//!  +0             payload, len bytes (read as whole words), starting on a cache line
 //!  ...            unused
 //!  slot_size-24   len   u32 | flags u32
 //!  slot_size-16   trail u64   position+1, stored LAST with Release (the validity word)
-//!  slot_size-8    lead  u64   of the NEXT slot: position+1, stored FIRST (seqlock begin)
-//! ```
-//! A slot's *window* is its lead word (the 8 bytes before it) through its trail: contiguous, one
-//! RDMA WRITE each, windows of neighbouring slots never overlap. Lines are 128 bytes apart
-//! because adjacent-line prefetchers pull cache lines in pairs.
+//!  slot_size-8    lead  u64   of the slot after it: position+1, stored FIRST (seqlock begin);
+//!                             the ring's last slot leaves this word unused (slot 0's is at 4088)
 //!
-//! Why this order (layout 2): the payload starts on a cache line, so a reader's vector copy of
-//! it never splits a line (layout 1 put it 16 bytes in; moving the lab's same-payload floor 8
-//! bytes off its line made it as slow as tickbus at 288 and 1344 B), and `len` shares the trail's line, which the
-//! reader already holds when it sees the trail, so the payload's loads need not wait for a
-//! second miss to learn how many bytes to read.
+//!  one slot of at most 128 bytes (one or two lines):
+//!  +0             lead  u64   position+1, stored FIRST (seqlock begin)
+//!  +8             payload, len bytes (read as whole words)
+//!  ...            unused
+//!  slot_size-16   len   u32 | flags u32
+//!  slot_size-8    trail u64   position+1, stored LAST with Release (the validity word)
+//! ```
+//! A slot's *window* is its lead word through its trail: contiguous, `slot_size` bytes, one RDMA
+//! WRITE each, and windows of neighbouring slots never overlap. In both shapes the window is
+//! `lead | payload | ... | len | trail`; only where it starts differs (8 bytes before the slot,
+//! or at it). Lines are 128 bytes apart because adjacent-line prefetchers pull lines in pairs.
+//!
+//! Why (layout 2): `len` shares the trail's line, which the reader already holds when it sees
+//! the trail, so the payload's loads need not wait for a second miss to learn how many bytes to
+//! read (layout 1 had `len` in the first line). Above 128 bytes the payload also starts on a
+//! line, so a reader's vector copy never splits lines: moving the lab's same-payload floor 8
+//! bytes off its line made it as slow as tickbus at 288 and 1344 B. That costs the writer one
+//! more line (the lead's, in the previous slot), which the ping-pong showed is worth it from 288
+//! B up but not in a one- or two-line slot (32 B: 1.13-1.23x the floor with the lead outside,
+//! 0.94-1.07x with it inside), so small slots keep their lead inside.
 //! The trail at the window's end matters for RDMA: one WRITE covering the window places bytes in
 //! address order on rxe and real NICs, so the validity word lands last; `lead` lands first, so a
 //! reader that copied a slot being overwritten sees `lead` changed when it re-checks.
@@ -63,10 +75,23 @@ pub(crate) const C_ATTACHES: usize = 2;
 /// `trail` are the window's last two words.
 pub(crate) const SLOT_LEAD: usize = 0;
 pub(crate) const SLOT_PAYLOAD: usize = 1;
-/// Byte offset, from a ring's start, of the window of the slot at `index` (its lead word, 8
-/// bytes before the slot): where an RDMA WRITE of that slot goes.
+/// Slots up to this size keep their lead word inside (see the module doc).
+pub const LEAD_INSIDE_MAX: usize = 128;
+
+/// How many bytes before its slot a window starts: 8 (the lead in the previous slot's last word)
+/// for slots over [`LEAD_INSIDE_MAX`] bytes, else 0.
+pub const fn window_shift(slot_size: usize) -> usize {
+    if slot_size > LEAD_INSIDE_MAX {
+        8
+    } else {
+        0
+    }
+}
+
+/// Byte offset, from a ring's start, of the window of the slot at `index` (from its lead word to
+/// its trail): where an RDMA WRITE of that slot goes.
 pub const fn slot_window_offset(index: usize, slot_size: usize) -> usize {
-    HEADER_BYTES - 8 + index * slot_size
+    HEADER_BYTES - window_shift(slot_size) + index * slot_size
 }
 
 /// Word index of consumer line `index`'s position word: what a reliable consumer (or, over RDMA,
@@ -259,6 +284,8 @@ impl RingConfig {
 /// Word arithmetic for an attached ring: precomputed so the hot path is shifts and adds.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Geometry {
+    /// Word index of slot 0's window.
+    pub first: usize,
     pub slot_words: usize,
     pub mask: u64,
     pub count: u64,
@@ -267,7 +294,9 @@ pub(crate) struct Geometry {
 
 impl Geometry {
     pub fn new(cfg: &RingConfig) -> Geometry {
+        super::wide::detect();
         Geometry {
+            first: slot_window_offset(0, cfg.slot_size) / 8,
             slot_words: cfg.slot_size / 8,
             mask: cfg.slot_count as u64 - 1,
             count: cfg.slot_count as u64,
@@ -275,12 +304,12 @@ impl Geometry {
         }
     }
 
-    /// Index of the first word of the window of the slot that holds `position`: its lead word,
-    /// the word before the slot (the header's last word for slot 0). The window is `slot_words`
-    /// long and ends with the slot's trail.
+    /// Index of the first word of the window of the slot that holds `position`: its lead word
+    /// (the word before the slot for slots over 128 bytes, the slot's first word otherwise). The
+    /// window is `slot_words` long and ends with the slot's trail.
     #[inline(always)]
     pub fn slot(&self, position: u64) -> usize {
-        HEADER_BYTES / 8 - 1 + (position & self.mask) as usize * self.slot_words
+        self.first + (position & self.mask) as usize * self.slot_words
     }
 
     pub fn consumer(i: usize) -> usize {
@@ -335,24 +364,46 @@ mod tests {
     }
 
     #[test]
-    fn geometry_places_slot_windows_one_word_before_each_slot() {
-        let c = RingConfig::for_payload(Mode::Lossy, 1, 64, 4);
+    fn large_slots_start_their_window_one_word_before_the_slot_with_the_payload_on_a_line() {
+        let c = RingConfig::for_payload(Mode::Lossy, 1, 288, 4);
+        assert_eq!(c.slot_size, 320);
         let g = Geometry::new(&c);
         // Slot 0's lead is the header's last word; its payload starts the first slot line.
         assert_eq!(g.slot(0), 511);
         assert_eq!(g.slot(0) + SLOT_PAYLOAD, HEADER_BYTES / 8);
-        assert_eq!(g.slot(5), 511 + 16);
+        assert_eq!(g.slot(5), 511 + 40);
         assert_eq!(g.slot(5) * 8, slot_window_offset(5 % 4, c.slot_size));
-        // Windows tile the ring: each ends where the next begins, and the last ends inside it.
-        for k in 0..3u64 {
-            assert_eq!(g.slot(k) + g.slot_words, g.slot(k + 1));
-        }
-        assert!((g.slot(3) + g.slot_words) * 8 <= c.ring_bytes());
-        // Every payload starts on a 64-byte line and len and trail share the window's last line.
+        windows_tile(&c, &g);
         for k in 0..4u64 {
             let w = g.slot(k);
             assert_eq!((w + SLOT_PAYLOAD) * 8 % 64, 0, "slot {k}'s payload is not line-aligned");
             assert_eq!((w + g.slot_words - 2) * 8 / 64, (w + g.slot_words - 1) * 8 / 64, "slot {k}");
         }
+    }
+
+    #[test]
+    fn small_slots_keep_their_lead_inside_and_touch_only_their_own_lines() {
+        for payload in [8, 32, 40, 64, 104] {
+            let c = RingConfig::for_payload(Mode::Lossy, 1, payload, 4);
+            assert!(c.slot_size <= LEAD_INSIDE_MAX, "{payload} B");
+            let g = Geometry::new(&c);
+            assert_eq!(g.slot(0), HEADER_BYTES / 8, "{payload} B");
+            assert_eq!(g.slot(3) * 8, slot_window_offset(3, c.slot_size));
+            windows_tile(&c, &g);
+            for k in 0..4u64 {
+                // The whole window is the slot itself.
+                let start = HEADER_BYTES / 8 + k as usize * g.slot_words;
+                assert_eq!(g.slot(k), start, "{payload} B, slot {k}");
+            }
+        }
+    }
+
+    /// Each window ends where the next begins, and the last one ends inside the ring.
+    fn windows_tile(c: &RingConfig, g: &Geometry) {
+        for k in 0..c.slot_count as u64 - 1 {
+            assert_eq!(g.slot(k) + g.slot_words, g.slot(k + 1));
+        }
+        assert!((g.slot(c.slot_count as u64 - 1) + g.slot_words) * 8 <= c.ring_bytes());
+        assert!(g.slot(0) * 8 >= W_CONSUMERS * 8 + MAX_CONSUMERS * LINE_WORDS * 8);
     }
 }

@@ -2,7 +2,9 @@
 //!
 //! Owns: the memory layout of a ring (see [`layout`]), the slot seqlock, the writer and reader
 //! state machines. Never: does I/O, reads a clock, allocates after attach, or makes a syscall;
-//! tests drive it deterministically and loom model-checks its synchronisation.
+//! tests drive it deterministically and loom model-checks its synchronisation (with the payload
+//! copied a word at a time: the 16-byte assembly copy of `wide` is argued from the hardware and
+//! tested, not modelled).
 //!
 //! A ring is a header plus `slot_count` fixed-size slots. Position `n` lives in slot
 //! `n % slot_count`; its validity word holds `n + 1` once published. Lossy rings never make the

@@ -4,20 +4,32 @@
 //!
 //! Why: a slot's payload words are stored with relaxed atomics so a lapped reader racing the
 //! writer is not undefined behaviour, but LLVM never merges or vectorises atomic stores. At
-//! 1344 B that is 168 scalar stores where `memcpy` does 21; in the lab's ping-pong the word loop
+//! 1344 B that is 168 scalar stores where an AVX-512 `memcpy` does 21; in the lab's ping-pong the word loop
 //! cost about 15-20% of the round trip against the same-payload floor (the same build with a
 //! plain `memcpy`, which is not sound beside lapped readers, closed that gap).
 //!
 //! How it stays sound: the copy is inline assembly whose hardware behaviour is one that the
 //! Rust code it replaces (relaxed `AtomicU64` stores, one per word) could also have. Each store is
-//! a 16-byte-aligned `movdqa`, which the Intel and AMD manuals guarantee is single-copy atomic on
+//! a 16-byte-aligned `vmovdqa` (VEX.128), which the Intel and AMD manuals guarantee is single-copy atomic on
 //! every processor that enumerates AVX; a reader's 8-byte atomic load of either half therefore
 //! sees the old or the new word, never a mix, exactly as if the two halves had been stored one
 //! after the other with nothing in between (and a 16-byte load sees what two 8-byte loads with
-//! nothing in between would). Without AVX, or where the ring side is not 16-byte aligned (heap
-//! rings), or under loom, the word loop runs instead. Wider (32- or 64-byte) vector accesses
-//! would be faster still, but no manual promises they do not tear inside a word.
+//! nothing in between would). Without AVX, where the ring side is not 16-byte aligned (slots of
+//! at most 128 bytes, whose payload starts 8 bytes in), or under loom, the word loop runs
+//! instead. Wider (32- or 64-byte) vector accesses would be faster still, but no manual promises
+//! they do not tear inside a word.
+//!
+//! Loom models the word loop, not this assembly: its correctness rests on the hardware argument
+//! above and on the tests below, which check every length byte for byte.
 use super::sync::{AtomicU64, Ordering};
+
+/// Asks the CPU once whether it has AVX, so the hot path only reads std's cached answer (the
+/// first question is a CPUID, which a hypervisor may trap). Called when a ring is attached.
+#[inline]
+pub(crate) fn detect() {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    let _ = std::arch::is_x86_feature_detected!("avx");
+}
 
 /// Stores `payload` into `words` as whole little-endian words, the last one zero-padded.
 /// `payload` must fit: `payload.len() <= 8 * words.len()` (the writer's reserve checks it against
@@ -53,21 +65,22 @@ pub(crate) fn load(words: &[AtomicU64], out: &mut [u64]) {
     }
 }
 
-/// Stores the payload's whole 16-byte pairs of words with `movdqa` where that is an atomic 16-byte
+/// Stores the payload's whole 16-byte pairs of words with `vmovdqa` where that is an atomic 16-byte
 /// store (AVX, aligned destination); returns how many bytes it stored (a multiple of 16; 0 if it
 /// could not).
 #[cfg(all(target_arch = "x86_64", not(loom)))]
 #[inline(always)]
 fn store_pairs(words: &[AtomicU64], payload: &[u8]) -> usize {
     let pairs = payload.len() / 16;
+    assert!(pairs * 2 <= words.len(), "{pairs} pairs of words into {} words", words.len());
     let dst = words.as_ptr() as *mut u8;
     if pairs == 0 || !(dst as usize).is_multiple_of(16) || !std::arch::is_x86_feature_detected!("avx") {
         return 0;
     }
-    // SAFETY: `pairs * 16 <= payload.len() <= 8 * words.len()` (asserted by `store`), so every
+    // SAFETY: `pairs * 16 <= payload.len()` and `2 * pairs <= words.len()` (asserted), so every
     // load stays inside `payload` and every store inside `words`; `dst` is 16-byte aligned
-    // (checked), as `movdqa` needs. The words are atomics that others only touch atomically (the
-    // RingMemory contract), and each `movdqa` is a single-copy-atomic 16-byte store on AVX
+    // (checked), as `vmovdqa` needs. The words are atomics that others only touch atomically (the
+    // RingMemory contract), and each `vmovdqa` (VEX.128) is a single-copy-atomic 16-byte store on AVX
     // processors (checked above), so the block behaves as relaxed atomic stores of those words
     // (module doc). It clobbers only its named operands and the flags, and uses no stack.
     unsafe {
@@ -76,14 +89,14 @@ fn store_pairs(words: &[AtomicU64], payload: &[u8]) -> usize {
             "test {lines}, {lines}",
             "jz 3f",
             "2:",
-            "movdqu {a}, xmmword ptr [{src}]",
-            "movdqu {b}, xmmword ptr [{src} + 16]",
-            "movdqu {c}, xmmword ptr [{src} + 32]",
-            "movdqu {d}, xmmword ptr [{src} + 48]",
-            "movdqa xmmword ptr [{dst}], {a}",
-            "movdqa xmmword ptr [{dst} + 16], {b}",
-            "movdqa xmmword ptr [{dst} + 32], {c}",
-            "movdqa xmmword ptr [{dst} + 48], {d}",
+            "vmovdqu {a}, xmmword ptr [{src}]",
+            "vmovdqu {b}, xmmword ptr [{src} + 16]",
+            "vmovdqu {c}, xmmword ptr [{src} + 32]",
+            "vmovdqu {d}, xmmword ptr [{src} + 48]",
+            "vmovdqa xmmword ptr [{dst}], {a}",
+            "vmovdqa xmmword ptr [{dst} + 16], {b}",
+            "vmovdqa xmmword ptr [{dst} + 32], {c}",
+            "vmovdqa xmmword ptr [{dst} + 48], {d}",
             "add {src}, 64",
             "add {dst}, 64",
             "dec {lines}",
@@ -92,8 +105,8 @@ fn store_pairs(words: &[AtomicU64], payload: &[u8]) -> usize {
             "test {rest}, {rest}",
             "jz 5f",
             "4:",
-            "movdqu {a}, xmmword ptr [{src}]",
-            "movdqa xmmword ptr [{dst}], {a}",
+            "vmovdqu {a}, xmmword ptr [{src}]",
+            "vmovdqa xmmword ptr [{dst}], {a}",
             "add {src}, 16",
             "add {dst}, 16",
             "dec {rest}",
@@ -119,26 +132,27 @@ fn store_pairs(_: &[AtomicU64], _: &[u8]) -> usize {
     0
 }
 
-/// Loads whole 16-byte pairs of words with `movdqa` where that is an atomic 16-byte load (AVX,
+/// Loads whole 16-byte pairs of words with `vmovdqa` where that is an atomic 16-byte load (AVX,
 /// aligned source); returns how many words it loaded (even; 0 if it could not).
 #[cfg(all(target_arch = "x86_64", not(loom)))]
 #[inline(always)]
 fn load_pairs(words: &[AtomicU64], out: &mut [u64]) -> usize {
     let pairs = out.len() / 2;
+    assert!(pairs * 2 <= words.len(), "{pairs} pairs of words out of {} words", words.len());
     let src = words.as_ptr() as *const u8;
     if pairs == 0 || !(src as usize).is_multiple_of(16) || !std::arch::is_x86_feature_detected!("avx") {
         return 0;
     }
-    // SAFETY: `2 * pairs <= out.len() <= words.len()` (asserted by `load`), so every load stays
-    // inside `words` and every store inside `out`, which we hold exclusively; `src` is 16-byte
-    // aligned (checked), as `movdqa` needs, and each `movdqa` is a single-copy-atomic 16-byte
+    // SAFETY: `2 * pairs <= out.len()` and `2 * pairs <= words.len()` (asserted), so every load
+    // stays inside `words` and every store inside `out`, which we hold exclusively; `src` is
+    // 16-byte aligned (checked), as `vmovdqa` needs, and each `vmovdqa` is a single-copy-atomic 16-byte
     // load on AVX processors (checked), so the block behaves as relaxed atomic loads of those
     // words (module doc). It clobbers only its named operands and the flags, and uses no stack.
     unsafe {
         core::arch::asm!(
             "2:",
-            "movdqa {a}, xmmword ptr [{src}]",
-            "movdqu xmmword ptr [{dst}], {a}",
+            "vmovdqa {a}, xmmword ptr [{src}]",
+            "vmovdqu xmmword ptr [{dst}], {a}",
             "add {src}, 16",
             "add {dst}, 16",
             "dec {n}",
@@ -170,8 +184,8 @@ mod tests {
         let payload: Vec<u8> = (0..200u32).map(|i| (i * 7 + 3) as u8).collect();
         for offset in [0usize, 1] {
             for len in 0..=200 {
-                // 32 words of sentinel, 16-byte aligned at word 0 (Box<[AtomicU64]> is only
-                // 8-aligned, so align by hand inside a larger buffer).
+                // 32 words of sentinel, 16-byte aligned at word 0 (a Vec of u64-sized words
+                // promises only 8-byte alignment, so align by hand inside a larger buffer).
                 let buf: Vec<AtomicU64> = (0..40).map(|_| AtomicU64::new(u64::MAX)).collect();
                 let first = (0..2).find(|k| (buf[*k..].as_ptr() as usize).is_multiple_of(16)).unwrap() + offset;
                 let words = &buf[first..first + 32];
