@@ -32,7 +32,7 @@ pub(crate) fn authenticate_subscriber(ctl: &mut Control, token: &[u8], stream_id
     let (version, stream, nonce_s) = wire::parse_hello_sub(&hello).map_err(|r| ctl.refuse(r))?;
     if version != PROTOCOL_VERSION {
         return Err(
-            ctl.refuse(format!("protocol version {version} unsupported; this publisher speaks {PROTOCOL_VERSION}"))
+            ctl.refuse(format!("protocol version {version} unsupported; this publisher speaks {PROTOCOL_VERSION}: run the same tickbus version on both sides"))
         );
     }
     if stream != stream_id {
@@ -57,7 +57,9 @@ pub(crate) fn authenticate_to_publisher(ctl: &mut Control, token: &[u8], stream_
     let hello = ctl.recv()?;
     let (version, nonce_p, proof_p) = wire::parse_hello_pub(&hello).map_err(|r| ctl.refuse(r))?;
     if version != PROTOCOL_VERSION {
-        return Err(ctl.refuse(format!("publisher speaks protocol {version}, this subscriber {PROTOCOL_VERSION}")));
+        return Err(ctl.refuse(format!(
+            "publisher speaks protocol {version}, this subscriber {PROTOCOL_VERSION}: run the same tickbus version on both sides"
+        )));
     }
     if !check_proof(token, Role::Publisher, &nonce_s, &nonce_p, &proof_p) {
         return Err(ctl.refuse("the publisher failed authentication: wrong token".into()));

@@ -17,7 +17,7 @@
 //! Credits (reliable mode): the subscriber RDMA-WRITEs its consumer position into its consumer
 //! line in the publisher's mirror header, lazily (every ring/4 messages and when it runs dry).
 //! The writer's limit check reads that local word: the publisher never waits on the network.
-//! The rkey a subscriber gets covers only the mirror's header page.
+//! The rkey a subscriber gets covers only its consumer line's 8-byte position word in the mirror.
 //!
 //! Syscalls: none on the poll path. Posting is a user-space doorbell on real NICs; Soft-RoCE's
 //! provider rings it with one `write` per post, which the hot-path test counts.

@@ -24,8 +24,11 @@
 //! echoed back whole.
 use crate::ring::{Mode, RingConfig, MAX_CONSUMERS};
 
-/// Protocol version; bumped on any change to the lines above.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// Protocol version; bumped on any change to the lines above, and on any change to the ring's
+/// slot layout ([`crate::ring::layout::LAYOUT_VERSION`]): the publisher WRITEs slots into the
+/// subscriber's ring, so both must lay them out alike. 3: ring layout 2.
+pub const PROTOCOL_VERSION: u32 = 3;
+const _: () = assert!(crate::ring::layout::LAYOUT_VERSION == 2, "bump PROTOCOL_VERSION with the ring layout");
 /// The protocol's name in every hello line.
 pub const MAGIC: &str = "tickbus-rdma";
 /// Longest line either side accepts, in bytes (with its newline).
