@@ -1,6 +1,8 @@
 //! A ring whose memory anyone may have written (a corrupt or hostile ring file, a hostile
 //! RDMA peer): a valid geometry is built from the first bytes, the rest of the input overwrites
-//! the header's words and the slots (and, if the first byte says so, the descriptor too). Then
+//! the header's producer and first consumer lines, then the slots from slot 0's window on (and,
+//! if the first byte says so, the descriptor first), so an input of a few KiB reaches every
+//! word of several slots: lead, payload, len and trail. Then
 //! observers, a consumer and a writer attach and run. Nothing may panic or read out of bounds;
 //! a delivered payload is never longer than a slot holds.
 #![no_main]
@@ -22,8 +24,12 @@ fuzz_target!(|data: &[u8]| {
     drop(RingWriter::create(mem.clone(), &cfg, 1, 0).expect("a valid config"));
     let skip_descriptor = data[0] & 2 == 0;
     let words = mem.len_words();
+    // Header words 16..48 (producer line, consumer line 0), then the slot windows.
+    let header_from = if skip_descriptor { 16 } else { 0 };
+    let header = 48 - header_from;
+    let first_window = tickbus::ring::layout::slot_window_offset(0, cfg.slot_size) / 8;
     for (i, chunk) in data[4..].chunks(8).enumerate() {
-        let i = if skip_descriptor { i + 16 } else { i };
+        let i = if i < header { header_from + i } else { first_window + (i - header) };
         if i >= words {
             break;
         }

@@ -170,9 +170,12 @@ fn open_at(file: std::fs::File, path: &Path, backing: Backing, cfg: &RingConfig)
         requested: Box::new(*cfg),
     };
     if len < need && len >= HEADER_BYTES as u64 {
-        // An initialised ring smaller than requested has another layout: say so before touching it.
-        if let Some(existing) = read_existing_config(&file) {
-            return Err(mismatch(existing));
+        // An initialised ring smaller than requested has another layout (or layout version, or
+        // is not a ring): say so before touching it.
+        match read_existing_config(&file) {
+            Some(Ok(existing)) => return Err(mismatch(existing)),
+            Some(Err(source)) => return Err(ShmError::Layout { path: path.to_owned(), source }),
+            None => {}
         }
     }
     if len < need {
@@ -199,13 +202,15 @@ fn open_at(file: std::fs::File, path: &Path, backing: Backing, cfg: &RingConfig)
     Ok(ShmPublisher { inner: Publisher::new(writer), reclaimed_from, backing, path: path.to_owned() })
 }
 
-/// The config of an initialised ring file, read with plain file I/O (None if not initialised).
-fn read_existing_config(file: &std::fs::File) -> Option<RingConfig> {
+/// The config of an initialised ring file, read with plain file I/O: None if not initialised
+/// (no magic yet), an error if its descriptor is not one this build can use (another layout
+/// version, not a ring).
+fn read_existing_config(file: &std::fs::File) -> Option<Result<RingConfig, LayoutError>> {
     use std::os::unix::fs::FileExt;
     let mut d = [0u8; core::mem::size_of::<crate::ring::layout::Descriptor>()];
     file.read_exact_at(&mut d, 0).ok()?;
     let desc = <crate::ring::layout::Descriptor as zerocopy::FromBytes>::read_from_bytes(&d).ok()?;
-    (desc.magic != 0).then(|| RingConfig::from_descriptor(&desc).ok()).flatten()
+    (desc.magic != 0).then(|| RingConfig::from_descriptor(&desc))
 }
 
 /// The pid the ring header names as publisher (0 if unreadable), for the "already active" error.

@@ -135,6 +135,14 @@ fn foreign_files_and_other_versions_are_refused_by_name() {
     std::fs::write(&vpath, &bytes).unwrap();
     let err = open_observer("v", StartAt::Latest, &d.0).err().unwrap();
     assert!(err.to_string().contains("layout version 99"), "{err}");
+
+    // A publisher asking for a bigger ring over a ring of another layout version is refused
+    // before the file is resized (nothing of the old ring may change).
+    let size = bytes.len() as u64;
+    let big = RingConfig::for_payload(Mode::Lossy, 1, 1344, 1024);
+    let err = open_publisher("v", &big, &d.0).err().unwrap();
+    assert!(err.to_string().contains("layout version 99"), "{err}");
+    assert_eq!(std::fs::metadata(&vpath).unwrap().len(), size, "a refused ring must not be resized");
 }
 
 #[test]
