@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The latency lab's RDMA run, in one Soft-RoCE guest boot (rxe0 <-> rxe1):
+# The latency lab's RDMA run: one Soft-RoCE guest boot (rxe0 <-> rxe1) for
 # - RTT at 32, 64, 288 and 1344 B: in each of --rounds rounds, perftest's ib_write_lat and
 #   ib_send_lat (UD) first, then tickbus rdma-rc ping-pong (WRITE and WRITE_WITH_IMM) and ud-mcast
 #   ping-pong; each round gives its own ratio and the report the median with its spread (TCG's
@@ -29,5 +29,7 @@ rm -f "$out/fanout-hosts.json"
 tools/rig/rig run --hugepages 64 --timeout 2400 --share "$out" -- \
   target/release/latency-lab rdma --devices rxe0,rxe1 --sizes 32,64,288,1344 --iterations "$iters" \
     --rounds "$rounds" --out "$out"
+# An extra figure: if this boot fails, say so and go on (the report then notes it missing).
 tools/rig/rig run --guests 2 --hugepages 32 --timeout 900 --share "$out" -- \
-  target/release/latency-lab rdma-fanout-hosts --rate 1000 --messages 2000 --out "$out"
+  target/release/latency-lab rdma-fanout-hosts --rate 1000 --messages 2000 --rounds 3 --out "$out" \
+  || echo "lab-rdma: the two-guest fan-out failed (exit $?); the report will say it is missing" >&2

@@ -28,7 +28,8 @@ tools/rig/selftest.sh
 # reason; here they run in the guest, where TICKBUS_REQUIRE_RDMA=1 turns a missing device into a
 # failure. Point TICKBUS_RDMA_DEVICE at a real NIC to run them on the host instead.
 # two_hosts boots the rig's two guests (two kernels joined by a link) and cuts the link or powers
-# the peer off from inside the test.
+# the peer off from inside the test; fanout_two_hosts runs the lab's ud-mcast fan-out with the
+# subscribers in the other guest.
 # The trading apps' suites (package tickbus-apps) run `tickbus exchange` and `tickbus trader`
 # over RDMA: on rxe0/rxe1 in one guest, and across the two guests. tickbus-lab:rdma runs
 # `latency-lab rdma` at a tiny scale: perftest and tickbus in alternating rounds, message rates,

@@ -25,6 +25,9 @@ pub struct FanoutRow {
     pub sub_p99_ns: Vec<u64>,
     /// Publishes that found the ring full (a subscriber behind by a whole ring).
     pub late_sends: u64,
+    /// Per subscriber, messages delivered (empty where the run does not record them).
+    #[serde(default)]
+    pub delivered: Vec<u64>,
 }
 
 /// One transport's fan-out run.
@@ -73,6 +76,7 @@ pub fn run(rate: u64, seconds: f64, counts: &[usize], cores: (usize, usize)) -> 
             sub_p50_ns: mins.iter().map(|m| m.p50_ns).collect(),
             sub_p99_ns: mins.iter().map(|m| m.p99_ns).collect(),
             late_sends: s.late_sends,
+            delivered: s.delivered.clone(),
         });
     }
     let setup = "one reliable ring of 4096 slots, N consumer processes (sharing the second core, yielding when idle)";
@@ -89,7 +93,11 @@ impl FanoutReport {
         );
         let base = self.rows.first().map_or(1, |r| r.publish_p50_ns.max(1));
         for r in &self.rows {
-            let subs: Vec<String> = r.sub_p50_ns.iter().zip(&r.sub_p99_ns).map(|(a, b)| format!("{a}/{b}")).collect();
+            let mut subs: Vec<String> =
+                r.sub_p50_ns.iter().zip(&r.sub_p99_ns).map(|(a, b)| format!("{a}/{b}")).collect();
+            if subs.is_empty() {
+                subs.push("not measured".into());
+            }
             let _ = writeln!(
                 s,
                 "{:>11} {:>12} {:>6}   {:>8.2}x   {:<40} {:>5}",
@@ -145,7 +153,7 @@ impl FanoutReport {
             .build_cartesian_2d(0.5f64..xmax + 0.5, (ymin.min(ymax / 10.0) * 0.8..ymax * 1.3).log_scale())?;
         chart
             .configure_mesh()
-            .x_desc("subscribers (consumer processes)")
+            .x_desc("subscribers")
             .y_desc("ns")
             .x_label_formatter(&|x| format!("{x:.0}"))
             .y_label_formatter(&|y| format!("{y:.0}"))
@@ -181,6 +189,7 @@ mod tests {
             sub_p50_ns: vec![300; n],
             sub_p99_ns: vec![900; n],
             late_sends: 0,
+            delivered: vec![10; n],
         };
         FanoutReport {
             transport: "shm".into(),

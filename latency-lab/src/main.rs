@@ -210,9 +210,12 @@ enum Cmd {
         /// The publisher's paced rate (messages per second).
         #[arg(long, default_value_t = 1_000)]
         rate: u64,
-        /// Messages per subscriber count.
+        /// Messages per subscriber count and round.
         #[arg(long, default_value_t = 2_000)]
         messages: u64,
+        /// Rounds over the subscriber counts (ascending, then descending), merged per count.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
     },
     /// A reliable shm stream at a fixed rate for minutes, read by consumer processes: every
     /// message checked (lost, reordered, torn), memory sampled, one-way percentiles per minute
@@ -308,7 +311,9 @@ fn main() -> ExitCode {
             let v = suite::RdmaVersus { rounds, rate_sizes, rate_messages, fanout_rate, fanout_messages };
             suite::rdma(&cli.suite, &devices, &sizes, iterations, perftest.as_deref(), &p, &v)
         }
-        Some(Cmd::RdmaFanoutHosts { rate, messages }) => suite::rdma_fanout_hosts(&cli.suite.out, rate, messages),
+        Some(Cmd::RdmaFanoutHosts { rate, messages, rounds }) => {
+            suite::rdma_fanout_hosts(&cli.suite.out, rate, messages, rounds)
+        }
         Some(Cmd::Soak { minutes, rate, consumers }) => {
             let s = &cli.suite;
             soak::run(minutes, rate, consumers, (s.core_a, s.core_b), &s.out.join("soak"))

@@ -116,6 +116,7 @@ fn row(n: usize, messages: u64, cost: &Histogram<u64>, late: u64, subs: Vec<Seen
         sub_p50_ns: subs.iter().map(|s| s.0.value_at_quantile(0.5)).collect(),
         sub_p99_ns: subs.iter().map(|s| s.0.value_at_quantile(0.99)).collect(),
         late_sends: late,
+        delivered: subs.iter().map(|s| s.1).collect(),
     })
 }
 

@@ -395,12 +395,27 @@ fn merge_rdma(rep: &mut Report, path: &Path) {
     let hosts = path.with_file_name(FANOUT_HOSTS);
     match std::fs::read_to_string(&hosts) {
         Ok(text) => match serde_json::from_str::<crate::fanout::FanoutReport>(&text) {
-            Ok(f) => rep.fanout.push(f),
+            Ok(f) => {
+                rep.fanout.push(f);
+                rep.notes
+                    .push(format!("the two-guest fan-out comes from {} (its own boot of two guests)", hosts.display()));
+                let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+                if let (Some(h), Some(r)) = (modified(&hosts), modified(path)) {
+                    if h < r {
+                        rep.notes.push(format!(
+                            "{} is older than {}: it is from an earlier run of tools/lab-rdma.sh",
+                            hosts.display(),
+                            path.display()
+                        ));
+                    }
+                }
+            }
             Err(e) => rep.notes.push(format!("{} is not a fan-out report ({e}); left out", hosts.display())),
         },
-        Err(_) => {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             rep.notes.push(format!("no two-guest fan-out: {} not found (tools/lab-rdma.sh writes it)", hosts.display()))
         }
+        Err(e) => rep.notes.push(format!("{} could not be read ({e}); left out", hosts.display())),
     }
 }
 
@@ -592,7 +607,7 @@ pub fn rdma(
 /// `latency-lab rdma-fanout-hosts`: guest 1 subscribes, guest 0 publishes and writes
 /// `fanout-hosts.json` into `out`.
 #[cfg(feature = "rdma")]
-pub fn rdma_fanout_hosts(out: &Path, rate: u64, messages: u64) -> Result<(), Box<dyn Error>> {
+pub fn rdma_fanout_hosts(out: &Path, rate: u64, messages: u64, rounds: usize) -> Result<(), Box<dyn Error>> {
     let var = |k: &str| {
         std::env::var(k)
             .map_err(|_| format!("{k} is not set: run this in the rig's two guests (tools/rig/rig run --guests 2)"))
@@ -604,7 +619,7 @@ pub fn rdma_fanout_hosts(out: &Path, rate: u64, messages: u64) -> Result<(), Box
         return crate::fanout_hosts::subscriber_side(var("RIG_PEER_ADDR")?.parse()?);
     }
     let ticks_per_ns = Tsc::new().measure_ticks_per_ns(Duration::from_millis(200));
-    let r = crate::fanout_hosts::publisher_side(rate, messages, &[1, 2, 4], ticks_per_ns)?;
+    let r = crate::fanout_hosts::publisher_side(rate, messages, &[1, 2, 4], rounds, ticks_per_ns)?;
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join(FANOUT_HOSTS), serde_json::to_string_pretty(&r)?)?;
     eprint!("{}", r.table());
@@ -612,7 +627,7 @@ pub fn rdma_fanout_hosts(out: &Path, rate: u64, messages: u64) -> Result<(), Box
 }
 
 #[cfg(not(feature = "rdma"))]
-pub fn rdma_fanout_hosts(_: &Path, _: u64, _: u64) -> Result<(), Box<dyn Error>> {
+pub fn rdma_fanout_hosts(_: &Path, _: u64, _: u64, _: usize) -> Result<(), Box<dyn Error>> {
     Err("this latency-lab was built without RDMA: cargo build --release -p tickbus-lab --features rdma".into())
 }
 

@@ -9,7 +9,8 @@ use serde_json::Value;
 
 fn lab(out: &std::path::Path) -> Result<std::process::Output, std::io::Error> {
     Command::new(env!("CARGO_BIN_EXE_latency-lab"))
-        .args(["rdma-fanout-hosts", "--rate", "500", "--messages", "300", "--out", out.to_str().unwrap()])
+        .args(["rdma-fanout-hosts", "--rate", "500", "--messages", "300", "--rounds", "2"])
+        .args(["--out", out.to_str().unwrap()])
         .output()
 }
 
@@ -40,7 +41,9 @@ fn fan_out(out: &std::path::Path) -> Result<(), Failed> {
         return Err(format!("latency-lab rdma-fanout-hosts failed: {stderr}").into());
     }
     let rep: Value = serde_json::from_str(&std::fs::read_to_string(out.join("fanout-hosts.json"))?)?;
-    if rep["transport"] != "ud-mcast (two Soft-RoCE guests)" || rep["messages"] != 300 {
+    let _ = std::fs::remove_dir_all(out);
+    // Two rounds of 300 messages per subscriber count.
+    if rep["transport"] != "ud-mcast (two Soft-RoCE guests)" || rep["messages"] != 600 {
         return Err(format!("not the two-guest ud-mcast run: {rep:#}").into());
     }
     let rows = rep["rows"].as_array().ok_or("no rows")?;
@@ -52,6 +55,13 @@ fn fan_out(out: &std::path::Path) -> Result<(), Failed> {
         let (p50, p99) = (r["publish_p50_ns"].as_u64().unwrap_or(0), r["publish_p99_ns"].as_u64().unwrap_or(0));
         if p50 == 0 || p99 < p50 {
             return Err(format!("a publish cost with p50 > 0 and p99 >= p50: {r:#}").into());
+        }
+        // Every subscriber in the other guest got every message of both rounds.
+        let n = r["subscribers"].as_u64().unwrap_or(0) as usize;
+        let delivered: Vec<u64> =
+            r["delivered"].as_array().map_or(Vec::new(), |v| v.iter().filter_map(|d| d.as_u64()).collect());
+        if delivered != vec![600; n] {
+            return Err(format!("{n} subscribers each delivering 600: {r:#}").into());
         }
         // No subscriber latency: the two guests' clocks are not comparable.
         if r["sub_p50_ns"].as_array().is_none_or(|v| !v.is_empty()) {

@@ -68,6 +68,7 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         want.push("Aeron IPC (rusteron 0.2.16)");
     }
     want.push("tickbus shm (counters off)");
+    want.push("tickbus shm (lossy, observer)");
     if cfg!(feature = "peers") {
         want.push("iceoryx2 0.10 (2 processes)");
     }
