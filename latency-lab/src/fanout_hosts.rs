@@ -100,7 +100,7 @@ pub fn publisher_side(
     // Per subscriber count: merged publish costs, late sends, and per-subscriber deliveries.
     let mut merged: Vec<(Histogram<u64>, u64, Vec<u64>)> =
         counts.iter().map(|&n| (histogram(), 0, vec![0; n])).collect();
-    for round in 0..rounds.max(1) {
+    for round in 0..rounds {
         let order: Vec<usize> =
             if round % 2 == 0 { (0..counts.len()).collect() } else { (0..counts.len()).rev().collect() };
         for k in order {

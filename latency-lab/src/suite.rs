@@ -615,6 +615,9 @@ pub fn rdma_fanout_hosts(out: &Path, rate: u64, messages: u64, rounds: usize) ->
     if var("RIG_GUESTS")? != "2" {
         return Err("rdma-fanout-hosts needs the rig's two guests (tools/rig/rig run --guests 2)".into());
     }
+    if rounds == 0 {
+        return Err("--rounds takes 1 or more".into());
+    }
     if var("RIG_GUEST")? == "1" {
         return crate::fanout_hosts::subscriber_side(var("RIG_PEER_ADDR")?.parse()?);
     }
