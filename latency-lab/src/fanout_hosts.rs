@@ -25,12 +25,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use tickbus::mcast::{McastError, McastPublisher, McastPublisherOptions, McastSubscriber, McastSubscriberOptions};
+use tickbus::mcast::{McastSubscriber, McastSubscriberOptions};
 use tickbus::time::TscScale;
 
 use crate::fanout::{FanoutReport, FanoutRow};
 use crate::harness::histogram;
-use crate::rdma_fanout::{publish_paced, subscriber};
+use crate::rdma_fanout::{mcast_paced, subscriber};
 
 /// The coordination port guest 0 listens on.
 const PORT: u16 = 7700;
@@ -109,15 +109,7 @@ pub fn publisher_side(
             let group = Ipv4Addr::new(239, 77, 5, (round * counts.len() + k) as u8);
             writeln!(out, "join {n} {group} {messages}")?;
             answer(READY, "ready")?;
-            let mut po = McastPublisherOptions::default();
-            po.device = Some(DEVICE.into());
-            let mut tx = McastPublisher::new(group, 1, &po)?;
-            let (cost, late) = publish_paced(rate, messages, ticks_per_ns, |b| match tx.publish(b) {
-                Ok(_) => Ok(true),
-                Err(McastError::SendQueueFull { .. }) => Ok(false),
-                Err(e) => Err(e.to_string()),
-            })?;
-            tx.flush(Duration::from_secs(10))?;
+            let (cost, late) = mcast_paced(DEVICE, group, rate, messages, ticks_per_ns)?;
             writeln!(out, "done")?;
             let got = answer(COUNTS, "got")?;
             let seen: Vec<&str> = got.split_whitespace().collect();

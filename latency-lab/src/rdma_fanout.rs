@@ -102,6 +102,27 @@ pub(crate) fn publish_paced(
     Ok((cost, late))
 }
 
+/// A ud-mcast publisher on `device` sends `messages` to `group` at `rate` ([`publish_paced`]; a
+/// full send queue is retried), then waits until the NIC has sent them all.
+pub(crate) fn mcast_paced(
+    device: &str,
+    group: Ipv4Addr,
+    rate: u64,
+    messages: u64,
+    ticks_per_ns: f64,
+) -> Result<(Histogram<u64>, u64), Box<dyn Error>> {
+    let mut po = McastPublisherOptions::default();
+    po.device = Some(device.into());
+    let mut tx = McastPublisher::new(group, 1, &po)?;
+    let paced = publish_paced(rate, messages, ticks_per_ns, |b| match tx.publish(b) {
+        Ok(_) => Ok(true),
+        Err(McastError::SendQueueFull { .. }) => Ok(false),
+        Err(e) => Err(e.to_string()),
+    })?;
+    tx.flush(Duration::from_secs(10))?;
+    Ok(paced)
+}
+
 fn row(n: usize, messages: u64, cost: &Histogram<u64>, late: u64, subs: Vec<Seen>) -> Result<FanoutRow, String> {
     if let Some((k, s)) = subs.iter().enumerate().find(|(_, s)| s.1 != messages || s.2 > 0) {
         return Err(format!(
@@ -198,15 +219,7 @@ pub fn mcast(
                 Ok(subscriber(McastSubscriber::join(group, 1, &so)?, messages, scale, done.clone()))
             })
             .collect::<Result<_, Box<dyn Error>>>()?;
-        let mut po = McastPublisherOptions::default();
-        po.device = Some(devices.0.into());
-        let mut tx = McastPublisher::new(group, 1, &po)?;
-        let (cost, late) = publish_paced(rate, messages, ticks_per_ns, |b| match tx.publish(b) {
-            Ok(_) => Ok(true),
-            Err(McastError::SendQueueFull { .. }) => Ok(false),
-            Err(e) => Err(e.to_string()),
-        })?;
-        tx.flush(Duration::from_secs(10))?;
+        let (cost, late) = mcast_paced(devices.0, group, rate, messages, ticks_per_ns)?;
         done.store(true, Ordering::Release);
         let results = subs
             .into_iter()

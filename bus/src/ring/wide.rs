@@ -65,6 +65,14 @@ pub(crate) fn load(words: &[AtomicU64], out: &mut [u64]) {
     }
 }
 
+/// Whether a 16-byte `vmovdqa` at `p` is single-copy atomic: `p` 16-byte aligned, on a CPU with
+/// AVX (std's cached answer: [`detect`] asked at attach).
+#[cfg(all(target_arch = "x86_64", not(loom)))]
+#[inline(always)]
+fn atomic_16(p: *const u8) -> bool {
+    (p as usize).is_multiple_of(16) && std::arch::is_x86_feature_detected!("avx")
+}
+
 /// Stores the payload's whole 16-byte pairs of words with `vmovdqa` where that is an atomic 16-byte
 /// store (AVX, aligned destination); returns how many bytes it stored (a multiple of 16; 0 if it
 /// could not).
@@ -74,7 +82,7 @@ fn store_pairs(words: &[AtomicU64], payload: &[u8]) -> usize {
     let pairs = payload.len() / 16;
     assert!(pairs * 2 <= words.len(), "{pairs} pairs of words into {} words", words.len());
     let dst = words.as_ptr() as *mut u8;
-    if pairs == 0 || !(dst as usize).is_multiple_of(16) || !std::arch::is_x86_feature_detected!("avx") {
+    if pairs == 0 || !atomic_16(dst) {
         return 0;
     }
     // SAFETY: `pairs * 16 <= payload.len()` and `2 * pairs <= words.len()` (asserted), so every
@@ -140,7 +148,7 @@ fn load_pairs(words: &[AtomicU64], out: &mut [u64]) -> usize {
     let pairs = out.len() / 2;
     assert!(pairs * 2 <= words.len(), "{pairs} pairs of words out of {} words", words.len());
     let src = words.as_ptr() as *const u8;
-    if pairs == 0 || !(src as usize).is_multiple_of(16) || !std::arch::is_x86_feature_detected!("avx") {
+    if pairs == 0 || !atomic_16(src) {
         return 0;
     }
     // SAFETY: `2 * pairs <= out.len()` and `2 * pairs <= words.len()` (asserted), so every load

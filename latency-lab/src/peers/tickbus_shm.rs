@@ -64,14 +64,18 @@ impl Rx for ShmRx {
     }
 }
 
-fn cfg(size: usize, ticks_per_ns: f64) -> RingConfig {
-    RingConfig { ticks_per_ns, ..RingConfig::for_payload(Mode::Reliable, 1, size.max(8), SLOTS) }
-}
-
-fn open_tx(name: &str, size: usize, ticks_per_ns: f64, opts: &ShmOptions) -> Result<(ShmTx, String), Box<dyn Error>> {
-    let c = cfg(size, ticks_per_ns);
+/// Creates ring `name` in `mode` and its publishing end; also says how the ring is backed.
+fn open_tx(
+    name: &str,
+    mode: Mode,
+    size: usize,
+    ticks_per_ns: f64,
+    opts: &ShmOptions,
+) -> Result<(ShmTx, String), Box<dyn Error>> {
+    let c = RingConfig { ticks_per_ns, ..RingConfig::for_payload(mode, 1, size.max(8), SLOTS) };
     let p = shm::open_publisher(name, &c, opts)?;
-    let note = format!("{:?}, reliable, {} slots of {} B", p.backing(), c.slot_count, c.slot_size);
+    let m = if mode == Mode::Lossy { "lossy" } else { "reliable" };
+    let note = format!("{:?}, {m}, {} slots of {} B", p.backing(), c.slot_count, c.slot_size);
     Ok((ShmTx { p, buf: message(size), _file: RemoveOnDrop { name: name.into(), opts: opts.clone() } }, note))
 }
 
@@ -102,7 +106,7 @@ impl InProcess for TickbusShm {
     fn channel(&mut self, size: usize, ticks_per_ns: f64) -> Result<(ShmTx, ShmRx), Box<dyn Error>> {
         let name = format!("lab-{}-{}", std::process::id(), self.made.len());
         self.made.push(name.clone());
-        let (tx, note) = open_tx(&name, size, ticks_per_ns, &self.opts)?;
+        let (tx, note) = open_tx(&name, Mode::Reliable, size, ticks_per_ns, &self.opts)?;
         self.backing = note;
         Ok((tx, open_rx(&name, size, &self.opts)?))
     }
@@ -149,12 +153,8 @@ impl InProcess for TickbusShmLossy {
     fn channel(&mut self, size: usize, ticks_per_ns: f64) -> Result<(ShmTx, ShmRx), Box<dyn Error>> {
         let name = format!("lab-lossy-{}-{}", std::process::id(), self.0.made.len());
         self.0.made.push(name.clone());
-        let c = RingConfig { ticks_per_ns, ..RingConfig::for_payload(Mode::Lossy, 1, size.max(8), SLOTS) };
-        let p = shm::open_publisher(&name, &c, &self.0.opts)?;
-        self.0.backing =
-            format!("{:?}, lossy, {} slots of {} B, observer copies out", p.backing(), c.slot_count, c.slot_size);
-        let remove = RemoveOnDrop { name: name.clone(), opts: self.0.opts.clone() };
-        let tx = ShmTx { p, buf: message(size), _file: remove };
+        let (tx, note) = open_tx(&name, Mode::Lossy, size, ticks_per_ns, &self.0.opts)?;
+        self.0.backing = format!("{note}, observer copies out");
         let s = shm::open_observer(&name, tickbus::StartAt::Latest, &self.0.opts)?;
         Ok((tx, ShmRx { s, buf: message(size) }))
     }
@@ -177,7 +177,7 @@ impl CrossProcess for TickbusShmProcesses {
         format!("reliable, {SLOTS} slots, publisher and consumer in separate processes")
     }
     fn tx(&self, channel: &str, size: usize, ticks_per_ns: f64) -> Result<ShmTx, Box<dyn Error>> {
-        Ok(open_tx(channel, size, ticks_per_ns, &self.opts)?.0)
+        Ok(open_tx(channel, Mode::Reliable, size, ticks_per_ns, &self.opts)?.0)
     }
     fn rx(&self, channel: &str, size: usize) -> Result<ShmRx, Box<dyn Error>> {
         open_rx(channel, size, &self.opts)
