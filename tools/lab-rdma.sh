@@ -6,8 +6,9 @@
 #   speed drifts 3-5x within a boot, so perftest measured once beside all of tickbus's runs is no
 #   yardstick);
 # - message rate at 64 and 1344 B, the same way: ib_write_bw and tickbus rdma-rc (reliable,
-#   publish_batch), ib_send_bw (UD) and tickbus ud-mcast (perftest first in odd rounds, tickbus
-#   first in even ones, for the RTTs too);
+#   publish_batch), ib_send_bw (UD) and tickbus ud-mcast (publish_batch) (perftest first in odd
+#   rounds, tickbus first in even ones, for the RTTs too); perftest runs twice each round, as it
+#   runs by default (one WR per doorbell) and with --post_list 32 (chained as tickbus chains);
 # - fan-out: a paced publisher to 1, 2 and 4 subscribers, rdma-rc (a QP each) and ud-mcast (one
 #   group): the publisher's cost per message and each subscriber's latency;
 # - the trading pipeline over RDMA (tickbus exchange on rxe0, tickbus trader on rxe1) in rounds,

@@ -314,7 +314,7 @@ fn hot_path() -> Result<(), Failed> {
     peer.expect("warm")?; // subscriber warmed up and is measuring
                           // The subscriber is already polling: publish 4n (lossy: it measures n of them).
     let rxe = p.device().starts_with("rxe");
-    common::publish_with_doorbells_only(p, 4 * n, rxe, |p, buf| p.publish(buf).is_ok());
+    common::publish_with_doorbells_only(p, 4 * n, 1, rxe, |p, m| usize::from(p.publish(m[0]).is_ok()));
     let line = peer.expect("counts")?;
     assert_eq!(line, format!("counts syscalls 0 allocs 0 delivered {n}"), "subscriber");
     peer.finish()

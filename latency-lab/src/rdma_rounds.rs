@@ -231,7 +231,8 @@ mod run {
         Ok(RateRun { msgs_per_s: rate, delivered, missed, goodput: rate, foreign: 0 })
     }
 
-    /// ud-mcast: `messages` datagrams of `size` bytes sent flat out from `devices.0` to a group
+    /// ud-mcast: `messages` datagrams of `size` bytes sent flat out with `publish_batch` (one
+    /// chained post per burst, selective signalling) from `devices.0` to a group
     /// a subscriber on `devices.1` has joined (reading as it goes). The rate is the sender's,
     /// from the first send to the NIC completing the last (`flush`), as `ib_send_bw`'s is; what
     /// the subscriber received and missed (UD drops what its receive queue cannot hold) is
@@ -270,10 +271,12 @@ mod run {
             Ok((delivered, missed, foreign))
         });
         let msg = message(size);
+        let batch: Vec<&[u8]> = vec![&msg[..]; tx.max_batch()];
         let (t0, mut sent) = (Instant::now(), 0u64);
         while sent < messages {
-            match tx.publish(&msg) {
-                Ok(_) => sent += 1,
+            let k = batch.len().min((messages - sent) as usize);
+            match tx.publish_batch(&batch[..k]) {
+                Ok((_, n)) => sent += n as u64,
                 Err(McastError::SendQueueFull { .. }) => std::hint::spin_loop(),
                 Err(e) => return Err(format!("ud-mcast rate: publish failed after {sent}: {e}").into()),
             }

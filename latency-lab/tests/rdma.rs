@@ -1,6 +1,7 @@
 //! `latency-lab rdma` in the Soft-RoCE guest, at a tiny scale (this checks that it runs and
 //! reports, not how fast anything is): perftest and tickbus alternate in every round, each
-//! round gives its ratio, the message-rate runs deliver every rdma-rc message, and the fan-out
+//! round gives its ratio, the message-rate runs deliver every rdma-rc message and stand beside
+//! perftest both as it runs by default and chaining WRs as tickbus does, and the fan-out
 //! reports 1, 2 and 4 subscribers for rdma-rc and ud-mcast. Ignored (with the reason) on a host
 //! without RDMA devices; a failure in the guest, where TICKBUS_REQUIRE_RDMA=1 is set.
 use std::process::Command;
@@ -80,6 +81,12 @@ fn rounds() -> Result<(), Failed> {
     let ud = rate.iter().find(|r| r["tool"] == "ib_send_bw UD").ok_or("no ud-mcast rate beside ib_send_bw UD")?;
     if !ud["note"].as_str().unwrap_or("").contains("subscriber msg/s: ") {
         return Err(format!("what the ud-mcast subscriber received is reported: {ud:#}").into());
+    }
+    for tool in ["ib_write_bw --post_list 32", "ib_send_bw UD --post_list 32"] {
+        let r = rate.iter().find(|r| r["tool"] == tool).ok_or(format!("no rate beside {tool} (chained)"))?;
+        if r["theirs"].as_array().map(Vec::len) != Some(2) || r["median"].as_f64().is_none_or(|m| m <= 0.0) {
+            return Err(format!("two rounds of {tool} with a ratio: {r:#}").into());
+        }
     }
     let fan = rep["fanout"].as_array().ok_or("no fan-out")?;
     let names: Vec<&str> = fan.iter().filter_map(|f| f["transport"].as_str()).collect();

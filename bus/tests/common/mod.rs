@@ -159,38 +159,50 @@ pub fn rdma_test_main(
     libtest_mimic::run(&args, tests).exit();
 }
 
-/// Publishes `total` 64-byte messages ([`fill`]ed with their index) on a thread that traps every
-/// syscall except writes to the verbs device, retrying a full queue (`publish` says whether one
-/// went out), and asserts: every message went out, no allocation, no other syscall, and exactly
-/// one doorbell `write` per message on Soft-RoCE (`rxe`; none on a NIC with a user-space doorbell).
+/// Publishes `total` 64-byte messages ([`fill`]ed with their index) in bursts of up to `burst`
+/// (at most 8) on a thread that traps every syscall except writes to the verbs device,
+/// retrying a full queue (`publish` gets a burst and says how many of it went out), and
+/// asserts: every message went out, no allocation, no other syscall, and exactly one doorbell
+/// `write` per post that sent anything on Soft-RoCE (`rxe`; none on a NIC with a user-space
+/// doorbell).
 #[cfg(feature = "rdma")]
 pub fn publish_with_doorbells_only<P: Send + 'static>(
     publisher: P,
     total: u64,
+    burst: usize,
     rxe: bool,
-    mut publish: impl FnMut(&mut P, &[u8]) -> bool + Send + 'static,
+    mut publish: impl FnMut(&mut P, &[&[u8]]) -> usize + Send + 'static,
 ) {
+    assert!((1..=8).contains(&burst), "bursts of 1 to 8, not {burst}");
     let fds = uverbs_fds();
     let w0 = process_write_syscalls();
-    let (published, c) = on_trapped_thread_allowing(
+    let ((published, posts), c) = on_trapped_thread_allowing(
         &fds,
-        move || (publisher, [0u8; 64]),
-        move |(p, buf)| {
-            let (mut ok, mut budget) = (0u64, 100_000_000u64);
+        move || (publisher, [[0u8; 64]; 8]),
+        move |(p, bufs)| {
+            let (mut ok, mut posts, mut budget) = (0u64, 0u64, 100_000_000u64);
             while ok < total && budget > 0 {
                 budget -= 1;
-                fill(ok, buf);
-                if publish(p, buf) {
-                    ok += 1;
+                let k = burst.min((total - ok) as usize);
+                for (j, b) in bufs[..k].iter_mut().enumerate() {
+                    fill(ok + j as u64, b);
                 }
+                let refs: [&[u8]; 8] = std::array::from_fn(|j| &bufs[j][..]);
+                let sent = publish(p, &refs[..k]);
+                assert!(sent <= k, "{sent} of a burst of {k} sent");
+                ok += sent as u64;
+                posts += u64::from(sent > 0);
             }
-            ok
+            (ok, posts)
         },
     );
     let writes = process_write_syscalls() - w0;
     assert_eq!(published, total);
     assert_eq!(c, Counts { syscalls: 0, allocs: 0 }, "publisher made a syscall other than its doorbell, or allocated");
-    assert_eq!(writes, if rxe { total } else { 0 }, "doorbell writes");
+    assert_eq!(writes, if rxe { posts } else { 0 }, "doorbell writes for {posts} posts of {total} messages");
+    if burst > 1 {
+        assert!(posts < total / 2, "bursts were not batched: {posts} posts for {total} messages");
+    }
 }
 
 #[cfg(feature = "rdma")]

@@ -20,6 +20,6 @@ pub use cq::{Completion, CompletionQueue};
 pub use device::{device_names, Context, Gid, PortInfo};
 pub use error::VerbsError;
 pub use qp::{ConnectedRc, Endpoint, PreparedRc, RcOptions, ReadWr, WriteWr, MAX_CHAIN};
-pub use ud::{AddressHandle, UdQp, GRH_BYTES};
+pub use ud::{AddressHandle, SendWr, UdQp, GRH_BYTES};
 
 pub use rdma_sys as ffi;

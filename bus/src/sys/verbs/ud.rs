@@ -7,7 +7,26 @@ use rdma_sys as ffi;
 use super::cq::CompletionQueue;
 use super::device::{gid_to_ffi, Context, Gid};
 use super::error::VerbsError;
-use super::qp::modify_qp;
+use super::qp::{modify_qp, MAX_CHAIN};
+
+/// One datagram of a chained post ([`UdQp::post_sends`]).
+#[derive(Clone, Copy)]
+pub struct SendWr {
+    /// Comes back in the completion.
+    pub wr_id: u64,
+    /// The frame's bytes (registered memory).
+    pub sge: ffi::ibv_sge,
+    /// Ask for a completion (an unsignalled send completes with the next signalled one).
+    pub signaled: bool,
+    /// Copy the bytes into the WR at post time.
+    pub inline: bool,
+}
+
+impl SendWr {
+    /// A placeholder for filling arrays (never posted as is).
+    pub const EMPTY: SendWr =
+        SendWr { wr_id: 0, sge: ffi::ibv_sge { addr: 0, length: 0, lkey: 0 }, signaled: false, inline: false };
+}
 
 /// Bytes of Global Routing Header in front of every UD receive buffer (RoCE always has one).
 pub const GRH_BYTES: usize = 40;
@@ -103,6 +122,7 @@ impl UdQp {
     /// # Safety
     /// Unless `inline`, the bytes `sge` names must stay valid until this send, or a later
     /// signalled one, completes.
+    #[inline]
     pub unsafe fn post_send(
         &mut self,
         wr_id: u64,
@@ -116,16 +136,8 @@ impl UdQp {
         // SAFETY: zeroed WR is valid; sge and ah outlive the call; the caller keeps the bytes.
         let rc = unsafe {
             let mut wr: ffi::ibv_send_wr = std::mem::zeroed();
-            wr.wr_id = wr_id;
+            self.fill_send(&mut wr, &SendWr { wr_id, sge, signaled, inline }, ah, remote_qpn);
             wr.sg_list = &mut sge;
-            wr.num_sge = 1;
-            wr.opcode = ffi::ibv_wr_opcode::IBV_WR_SEND;
-            use ffi::ibv_send_flags as F;
-            wr.send_flags =
-                if signaled { F::IBV_SEND_SIGNALED.0 } else { 0 } | if inline { F::IBV_SEND_INLINE.0 } else { 0 };
-            wr.wr.ud.ah = ah.ah;
-            wr.wr.ud.remote_qpn = remote_qpn;
-            wr.wr.ud.remote_qkey = self.qkey;
             let mut bad = std::ptr::null_mut();
             ffi::ibv_post_send(self.qp, &mut wr, &mut bad)
         };
@@ -133,6 +145,57 @@ impl UdQp {
             return Err(VerbsError::code("ibv_post_send(UD)", rc));
         }
         Ok(())
+    }
+
+    /// Sends up to [`MAX_CHAIN`] datagrams to `remote_qpn` through `ah` as one chain: one
+    /// doorbell for the whole burst (on Soft-RoCE one `write` instead of one per datagram).
+    ///
+    /// # Safety
+    /// As for [`UdQp::post_send`], for every WR in `wrs`.
+    #[inline]
+    pub unsafe fn post_sends(&mut self, wrs: &[SendWr], ah: &AddressHandle, remote_qpn: u32) -> Result<(), VerbsError> {
+        assert!(wrs.len() <= MAX_CHAIN, "at most {MAX_CHAIN} WRs per chain, got {}", wrs.len());
+        if wrs.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: zeroed WRs and SGEs are valid; both arrays live on this frame through the post
+        // call; `next` links point inside `chain`; ah outlives the call; the provider copies the
+        // WRs (and inline bytes) before returning, and the caller keeps the other bytes.
+        let rc = unsafe {
+            let mut sges: [ffi::ibv_sge; MAX_CHAIN] = std::mem::zeroed();
+            let mut chain: [ffi::ibv_send_wr; MAX_CHAIN] = std::mem::zeroed();
+            let n = wrs.len();
+            for (k, w) in wrs.iter().enumerate() {
+                sges[k] = w.sge;
+                self.fill_send(&mut chain[k], w, ah, remote_qpn);
+            }
+            let base = chain.as_mut_ptr();
+            for k in 0..n {
+                (*base.add(k)).sg_list = sges.as_mut_ptr().add(k);
+                (*base.add(k)).next = if k + 1 < n { base.add(k + 1) } else { std::ptr::null_mut() };
+            }
+            let mut bad = std::ptr::null_mut();
+            ffi::ibv_post_send(self.qp, base, &mut bad)
+        };
+        if rc != 0 {
+            return Err(VerbsError::code("ibv_post_send(UD chain)", rc));
+        }
+        Ok(())
+    }
+
+    /// Writes a SEND's fields into a zeroed WR (all but `sg_list` and `next`, which the caller
+    /// links).
+    #[inline(always)]
+    fn fill_send(&self, wr: &mut ffi::ibv_send_wr, w: &SendWr, ah: &AddressHandle, remote_qpn: u32) {
+        use ffi::ibv_send_flags as F;
+        wr.wr_id = w.wr_id;
+        wr.num_sge = 1;
+        wr.opcode = ffi::ibv_wr_opcode::IBV_WR_SEND;
+        wr.send_flags =
+            if w.signaled { F::IBV_SEND_SIGNALED.0 } else { 0 } | if w.inline { F::IBV_SEND_INLINE.0 } else { 0 };
+        wr.wr.ud.ah = ah.ah;
+        wr.wr.ud.remote_qpn = remote_qpn;
+        wr.wr.ud.remote_qkey = self.qkey;
     }
 
     /// Joins IPv4 multicast `group` on this port: the IP-level join (so the netdev accepts the
