@@ -31,6 +31,7 @@ fn main() {
         Trial::test("killed_subscriber_is_reported_to_the_publisher_within_the_timeout", killed_subscriber),
         Trial::test("steady_state_publish_and_poll_make_no_allocation_and_only_doorbell_syscalls", hot_path),
         Trial::test("publish_batch_rings_one_doorbell_per_burst_and_keeps_order", batch),
+        Trial::test("a_quiet_reliable_subscriber_credits_everything_it_read", quiet_credit),
         Trial::test("subscriber_sees_its_publisher_go", publisher_gone),
         Trial::test("each_accept_takes_in_one_of_several_waiting_subscribers", accept_each),
     ];
@@ -109,6 +110,32 @@ fn reliable(write_mode: WriteMode) -> Result<(), Failed> {
     let mut peer = peer;
     assert_eq!(peer.expect("ok")?, format!("ok {n}"));
     assert!(fulls > 0, "back-pressure never engaged in {n} messages on a 256-slot ring");
+    peer.finish()
+}
+
+/// Credits go back once per eighth of the ring while messages flow, and the rest once the
+/// stream is quiet: 300 messages on a 1024-slot ring (two paced credits, at 128 and 256), then
+/// the subscriber keeps polling an empty ring, and the publisher must see all 300 consumed.
+fn quiet_credit() -> Result<(), Failed> {
+    let n = 300u64;
+    let mut p = publisher(Mode::Reliable, 1024, WriteMode::Write, |_| {})?;
+    let mut peer = Peer::spawn("sub-quiet", &p, n, &[]);
+    p.accept(Duration::from_secs(30))?;
+    let mut buf = [0u8; PAYLOAD];
+    for pos in 0..n {
+        publish_retrying(&mut p, pos, &mut buf)?;
+    }
+    assert_eq!(peer.expect("ok")?, format!("ok {n}"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let consumed = loop {
+        p.poll();
+        let c = p.subscribers().first().map(|s| s.consumed).ok_or("the subscriber is gone")?;
+        if c == n || Instant::now() > deadline {
+            break c;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(consumed, n, "the publisher's view of what its quiet subscriber consumed");
     peer.finish()
 }
 
@@ -401,6 +428,19 @@ fn child(role: &str) -> Result<(), Failed> {
             std::thread::sleep(Duration::from_millis(300));
             read_in_order(&mut s, stall, n - stall)?;
             println!("ok {n}");
+        }
+        "sub-quiet" => {
+            read_in_order(&mut s, 0, n)?;
+            // Nothing more comes: poll the empty ring for a second (far past the quiet mark),
+            // then stay connected until the publisher has looked.
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(1) {
+                if let Some(r) = s.try_recv()? {
+                    return Err(format!("nothing was published past {n}, got {r:?}").into());
+                }
+            }
+            println!("ok {n}");
+            let _ = stdin.next();
         }
         "sub-pause" => {
             println!("attached");
