@@ -24,7 +24,6 @@
 pub(crate) mod acceptor;
 #[cfg(test)]
 mod control_tests;
-mod credits;
 mod error;
 pub(crate) mod handshake;
 mod publisher;

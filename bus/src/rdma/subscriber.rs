@@ -4,7 +4,6 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::credits::{CreditPace, SendWindow};
 use super::error::RdmaError;
 use super::handshake::{self as hs, Control, StreamConfig, WriteMode};
 use crate::ring::layout::consumer_position_word;
@@ -56,9 +55,49 @@ struct Credits {
     /// Offset of our consumer line's position word in our own ring: the WRITE's (inline) source.
     local_offset: usize,
     sent: u64,
-    /// When the next credit is due (not per message).
-    pace: CreditPace,
     window: SendWindow,
+}
+
+/// How many WRs a send queue holds as far as we know: on NICs a slot frees only when the
+/// completion of its WR, or of a later signalled one, is polled. Credits are cumulative, so when
+/// the queue is full the newest credit simply waits for room: posts never outrun the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SendWindow {
+    /// WRs posted (a WR's wr_id is its ordinal) and known complete.
+    pub posted: u64,
+    pub done: u64,
+    /// WRs the queue may hold, and how often one asks for a completion.
+    pub depth: u64,
+    pub signal_every: u64,
+}
+
+impl SendWindow {
+    pub fn new(queue: u32) -> SendWindow {
+        let depth = u64::from(queue.max(2)) - 1;
+        SendWindow { posted: 0, done: 0, depth, signal_every: (depth / 2).clamp(1, 16) }
+    }
+
+    /// Whether one more WR fits.
+    pub fn has_room(&self) -> bool {
+        self.posted - self.done < self.depth
+    }
+
+    /// Takes a slot for the next WR: its wr_id and whether it asks for a completion.
+    pub fn post(&mut self) -> (u64, bool) {
+        let id = self.posted;
+        self.posted += 1;
+        (id, self.posted.is_multiple_of(self.signal_every))
+    }
+
+    /// A completion of WR `wr_id` (and of every WR before it).
+    pub fn completed(&mut self, wr_id: u64) {
+        self.done = self.done.max(wr_id + 1).min(self.posted);
+    }
+
+    /// Whether it is worth polling for completions now.
+    pub fn half_full(&self) -> bool {
+        self.posted - self.done >= self.depth / 2
+    }
 }
 
 /// Subscribes to one stream over RDMA.
@@ -154,7 +193,6 @@ impl RdmaSubscriber {
                     rkey: publisher.rkey,
                     local_offset: consumer_position_word(0) * 8,
                     sent: start,
-                    pace: CreditPace::new(cfg.slot_count),
                     window: SendWindow::new(opts.rc.max_send_wr),
                 };
                 (RingReader::consumer_by_token(ring.clone(), crate::sys::process::pid().max(1)), Some(credits))
@@ -213,20 +251,12 @@ impl RdmaSubscriber {
     pub fn try_recv(&mut self) -> Result<Option<Recv<'_>>, RdmaError> {
         self.send_credits()?;
         if self.stream.write_mode == WriteMode::Write {
-            let r = self.reader.try_recv();
-            if let Some(c) = self.credits.as_mut() {
-                c.pace.polled(r.is_some());
-            }
-            return Ok(r);
+            return Ok(self.reader.try_recv());
         }
         if self.reader.position() >= self.landed {
             self.poll_arrivals()?;
         }
-        let r = self.reader.try_recv_before(self.landed);
-        if let Some(c) = self.credits.as_mut() {
-            c.pace.polled(r.is_some());
-        }
-        Ok(r)
+        Ok(self.reader.try_recv_before(self.landed))
     }
 
     /// WRITE_WITH_IMM: each receive completion says one slot has fully landed, and its
@@ -257,13 +287,12 @@ impl RdmaSubscriber {
     }
 
     /// Reliable mode: tell the publisher how far we consumed, when the reader has released
-    /// enough more or the stream went quiet ([`CreditPace`]). Never more posts in flight than the
-    /// send queue holds: the newest credit waits.
+    /// more. Never more posts in flight than the send queue holds: the newest credit waits.
     #[inline]
     fn send_credits(&mut self) -> Result<(), RdmaError> {
         let Some(c) = self.credits.as_mut() else { return Ok(()) };
         let released = self.reader.released();
-        if !c.pace.due(released, c.sent) {
+        if released == c.sent {
             return Ok(());
         }
         if !c.window.has_room() {
@@ -349,4 +378,37 @@ fn reap_credits(qp: &mut ConnectedRc, c: &mut Credits, counters: &crate::counter
         c.window.completed(w.wr_id);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SendWindow;
+
+    /// A thousand credits released while no completion is ever polled (a NIC frees send-queue
+    /// slots only then): posting whenever the credit changes (the old way, signalling one WR in
+    /// 16 on a 64-entry queue) would have had 1000 WRs outstanding; the window never has more
+    /// than the queue holds, and the newest credit goes once a completion frees room.
+    #[test]
+    fn credits_never_outrun_the_send_queue() {
+        let mut w = SendWindow::new(64);
+        let (mut posted, mut coalesced, mut signalled) = (0, 0, Vec::new());
+        for _ in 0..1000 {
+            if w.has_room() {
+                let (id, s) = w.post();
+                posted += 1;
+                if s {
+                    signalled.push(id);
+                }
+            } else {
+                coalesced += 1;
+            }
+            assert!(w.posted - w.done <= w.depth);
+        }
+        assert_eq!((posted, coalesced), (63, 937));
+        assert!(!signalled.is_empty(), "a full window must hold a signalled WR, or it never drains");
+        w.completed(*signalled.last().unwrap());
+        assert!(w.has_room());
+        let w = SendWindow::new(8);
+        assert_eq!((w.depth, w.signal_every), (7, 3));
+    }
 }
