@@ -107,6 +107,8 @@ pub struct McastPublisher {
     reaped: u64,
     /// Per slot (the heartbeat slot last): ordinal + 1 of the WR that last sent from it (0: never).
     slot_wr: Box<[u64]>,
+    /// A failed completion found after messages were already sent: the next publish reports it.
+    failed: Option<McastError>,
     wc: [Completion; 16],
     /// This stream's record for `tickbus stat`.
     counters: Counters,
@@ -155,6 +157,7 @@ impl McastPublisher {
             posted: 0,
             reaped: 0,
             slot_wr: vec![0; history as usize + 1].into_boxed_slice(),
+            failed: None,
             wc: [Completion::EMPTY; 16],
             counters: crate::counters::register(Role::Publisher, Transport::UdMcast, stream, &group.to_string()),
             ctx,
@@ -166,6 +169,9 @@ impl McastPublisher {
     /// [`McastError::SendQueueFull`] (retryable, nothing sent).
     #[inline]
     pub fn publish(&mut self, payload: &[u8]) -> Result<u64, McastError> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         if payload.len() > self.max_payload {
             return Err(McastError::TooLarge { len: payload.len(), max: self.max_payload, mtu: self.mtu });
         }
@@ -175,7 +181,7 @@ impl McastPublisher {
         // SAFETY: the slot's frame stays untouched until this WR completes (slot_wr; make_room
         // saw the slot free), or is copied at post time (inline); the AH lives as long as the QP.
         unsafe { self.qp.post_send(wr.wr_id, wr.sge, &self.ah, MULTICAST_QPN, wr.signaled, wr.inline)? };
-        self.sent(1, payload.len() as u64)?;
+        self.sent(1, payload.len() as u64);
         Ok(seq)
     }
 
@@ -194,6 +200,9 @@ impl McastPublisher {
     #[inline]
     pub fn publish_batch(&mut self, payloads: &[&[u8]]) -> Result<(u64, usize), McastError> {
         assert!(payloads.len() <= self.max_batch(), "at most {} messages per batch", self.max_batch());
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         if let Some(p) = payloads.iter().find(|p| p.len() > self.max_payload) {
             return Err(McastError::TooLarge { len: p.len(), max: self.max_payload, mtu: self.mtu });
         }
@@ -216,8 +225,14 @@ impl McastPublisher {
         // SAFETY: each slot's frame stays untouched until its WR completes (slot_wr; room()
         // saw every slot of the burst free), or is copied at post time (inline); the AH lives
         // as long as the QP.
-        unsafe { self.qp.post_sends(&wrs[..n], &self.ah, MULTICAST_QPN)? };
-        self.sent(n as u64, payloads[..n].iter().map(|p| p.len() as u64).sum())?;
+        let posted = unsafe { self.qp.post_sends(&wrs[..n], &self.ah, MULTICAST_QPN) };
+        if let Err((taken, e)) = posted {
+            // The first `taken` go out and complete: account for them, so their sequence
+            // numbers are not reused and their completions match what was posted.
+            self.sent(taken as u64, payloads[..taken].iter().map(|p| p.len() as u64).sum());
+            return Err(e.into());
+        }
+        self.sent(n as u64, payloads[..n].iter().map(|p| p.len() as u64).sum());
         Ok((first, n))
     }
 
@@ -364,18 +379,21 @@ impl McastPublisher {
     }
 
     /// Accounts for `n` staged messages (`bytes` of payload) now posted, and reaps completions
-    /// once half the send queue is outstanding.
+    /// once half the send queue is outstanding. The messages went out whatever the reap finds:
+    /// a failed completion is kept for the next call (`failed`) rather than reported as if
+    /// they had not.
     #[inline]
-    fn sent(&mut self, n: u64, bytes: u64) -> Result<(), McastError> {
+    fn sent(&mut self, n: u64, bytes: u64) {
         self.posted += n;
         self.next_seq += n;
         self.counters.add(Counter::Messages, n);
         self.counters.add(Counter::Bytes, bytes);
         self.counters.set(Counter::Position, self.next_seq);
         if self.posted - self.reaped >= self.depth / 2 {
-            self.reap()?;
+            if let Err(e) = self.reap() {
+                self.failed = Some(e);
+            }
         }
-        Ok(())
     }
 
     /// How many of the next `want` messages fit now: the send queue has room for each, and the
@@ -398,7 +416,7 @@ impl McastPublisher {
         let words = self.slot_bytes / 8;
         // SAFETY: slot <= history lies inside the registration (history + 1 slots of slot_bytes,
         // a multiple of 64); the memory is page-aligned, so the words are aligned AtomicU64s.
-        // The NIC's sends no longer read it (make_room saw its last WR complete); &mut self makes
+        // The NIC's sends no longer read it (make_room or room saw its last WR complete); &mut self makes
         // this the only writer; remote READs only read, and all our stores are atomic.
         let s = unsafe {
             std::slice::from_raw_parts(self.slots.as_ptr().add(slot * self.slot_bytes) as *const AtomicU64, words)

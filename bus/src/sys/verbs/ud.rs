@@ -149,11 +149,18 @@ impl UdQp {
 
     /// Sends up to [`MAX_CHAIN`] datagrams to `remote_qpn` through `ah` as one chain: one
     /// doorbell for the whole burst (on Soft-RoCE one `write` instead of one per datagram).
+    /// A chain can fail part-way: the error comes with how many WRs before the failing one the
+    /// provider took (they will be sent, and complete, like any other).
     ///
     /// # Safety
     /// As for [`UdQp::post_send`], for every WR in `wrs`.
     #[inline]
-    pub unsafe fn post_sends(&mut self, wrs: &[SendWr], ah: &AddressHandle, remote_qpn: u32) -> Result<(), VerbsError> {
+    pub unsafe fn post_sends(
+        &mut self,
+        wrs: &[SendWr],
+        ah: &AddressHandle,
+        remote_qpn: u32,
+    ) -> Result<(), (usize, VerbsError)> {
         assert!(wrs.len() <= MAX_CHAIN, "at most {MAX_CHAIN} WRs per chain, got {}", wrs.len());
         if wrs.is_empty() {
             return Ok(());
@@ -175,10 +182,13 @@ impl UdQp {
                 (*base.add(k)).next = if k + 1 < n { base.add(k + 1) } else { std::ptr::null_mut() };
             }
             let mut bad = std::ptr::null_mut();
-            ffi::ibv_post_send(self.qp, base, &mut bad)
+            let rc = ffi::ibv_post_send(self.qp, base, &mut bad);
+            // The provider names the first WR it did not take (null: say none was taken).
+            let taken = if bad.is_null() { 0 } else { (bad as usize - base as usize) / size_of::<ffi::ibv_send_wr>() };
+            (rc, taken.min(n))
         };
-        if rc != 0 {
-            return Err(VerbsError::code("ibv_post_send(UD chain)", rc));
+        if rc.0 != 0 {
+            return Err((rc.1, VerbsError::code("ibv_post_send(UD chain)", rc.0)));
         }
         Ok(())
     }
