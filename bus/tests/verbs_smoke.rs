@@ -15,8 +15,8 @@ use libtest_mimic::{Arguments, Failed, Trial};
 
 mod common;
 use tickbus::sys::verbs::{
-    device_names, AddressHandle, Completion, Context, Endpoint, HugeBuf, MemoryRegion, PreparedRc, RcOptions, UdQp,
-    WriteWr, GRH_BYTES,
+    device_names, AddressHandle, Completion, Context, Endpoint, HugeBuf, MemoryRegion, PreparedRc, RcOptions, SendWr,
+    UdQp, WriteWr, GRH_BYTES,
 };
 
 const QKEY: u32 = 0x1111_2222;
@@ -53,6 +53,7 @@ fn main() {
         Trial::test("rc_write_with_imm_completes_on_the_receiver_with_data", || rc_write(true)),
         Trial::test("ud_send_recv_between_two_processes", ud_send_recv),
         Trial::test("ud_multicast_reaches_every_joined_receiver", ud_multicast),
+        Trial::test("a_ud_chain_that_fails_part_way_says_how_many_the_provider_took", ud_chain_part_way),
     ]
     .into_iter()
     .map(|t| t.with_ignored_flag(skip))
@@ -228,6 +229,33 @@ fn ud_multicast() -> Result<(), Failed> {
         assert_eq!(p.read()?, "verified");
         p.finish()?;
     }
+    Ok(())
+}
+
+/// A chain of three SENDs whose second asks to go inline with more bytes than the QP allows:
+/// the provider takes the first, refuses the second, and `post_sends` says it took one (the
+/// ud-mcast publisher accounts for exactly those, so no sequence number is sent twice). The
+/// first completes; nothing after it was posted.
+fn ud_chain_part_way() -> Result<(), Failed> {
+    let ctx = Context::open(Some(&common::rdma_devices().0))?;
+    let src = source(&ctx, LEN, 7)?;
+    let mut qp = UdQp::new(&ctx, 16, QKEY)?;
+    let too_long = 3000;
+    assert!(too_long > qp.max_inline() as usize, "the QP grants {} inline bytes", qp.max_inline());
+    let ah = AddressHandle::new(&ctx, tickbus::sys::verbs::Gid::from_ipv4(std::net::Ipv4Addr::new(239, 77, 0, 9)))?;
+    let wr = |wr_id, len, inline| SendWr { wr_id, sge: src.sge(0, len), signaled: true, inline };
+    let chain = [wr(1, 64, false), wr(2, too_long, true), wr(3, 64, false)];
+    // SAFETY: `src` outlives every completion polled below, and the QP (dropped first).
+    let got = unsafe { qp.post_sends(&chain, &ah, 0xFF_FFFF) };
+    match got {
+        Err((1, e)) => eprintln!("refused as expected after one: {e}"),
+        Err((k, e)) => return Err(format!("took {k} before refusing ({e}), expected 1").into()),
+        Ok(()) => return Err("an over-long inline SEND was taken".into()),
+    }
+    assert_eq!(wait_completion(qp.cq())?.wr_id, 1);
+    std::thread::sleep(Duration::from_millis(200));
+    let mut more = [Completion::EMPTY; 4];
+    assert_eq!(qp.cq().poll(&mut more)?, 0, "a completion for a WR the provider refused or never saw");
     Ok(())
 }
 
