@@ -74,6 +74,29 @@ pub(crate) fn rkey_xor() -> u32 {
     0
 }
 
+/// Armed cut for the next UD chain: 0 unarmed, else 1 + how many WRs to post.
+#[cfg(feature = "fault-injection")]
+static UD_CHAIN_CUT: AtomicU64 = AtomicU64::new(0);
+
+/// Makes the next chained UD post ([`crate::sys::verbs::UdQp::post_sends`]) in this process post
+/// only its first `taken` WRs and report the rest refused (EINVAL), as a provider that took part
+/// of a chain and refused the next WR would. One shot.
+#[cfg(feature = "fault-injection")]
+pub fn cut_next_ud_chain(taken: u64) {
+    UD_CHAIN_CUT.store(taken + 1, Ordering::Relaxed);
+}
+
+/// Takes the armed cut, if any (always `None` without the feature).
+#[cfg(feature = "rdma")]
+#[inline]
+pub(crate) fn take_ud_chain_cut() -> Option<usize> {
+    #[cfg(feature = "fault-injection")]
+    if UD_CHAIN_CUT.load(Ordering::Relaxed) != 0 {
+        return Some(UD_CHAIN_CUT.swap(0, Ordering::Relaxed).saturating_sub(1) as usize);
+    }
+    None
+}
+
 /// Marks `point` on the calling path; dies there if armed and due.
 #[inline(always)]
 pub(crate) fn hit(point: Point) {

@@ -531,15 +531,23 @@ pub fn rdma(
     }
     // perftest twice a round: as it runs by default (one WR per doorbell) and chaining as many
     // WRs per post as tickbus's publish_batch does (`--post_list`), the stricter yardstick.
-    // perftest wants a whole number of chains: the chained run sends n rounded down to one.
+    // perftest wants a whole number of chains: the chained run sends n rounded down to a
+    // multiple of 32 (at least 32). The two perftest runs swap order each round, as perftest
+    // and tickbus do, so drift within the boot does not favour either.
     use tickbus::sys::verbs::MAX_CHAIN;
     let chain = MAX_CHAIN.to_string();
     let chained = ["--post_list", chain.as_str()];
-    let pt_rates = |tool: &str, extra: &[&str], size: usize, n: u64| -> Result<(f64, f64), Box<dyn Error>> {
-        let one = crate::perftest::msg_rate(tool, extra, (da, db), size, n)?;
+    let pt_rates = |tool: &str, extra: &[&str], size: usize, n: u64, round: usize| {
+        let one = || crate::perftest::msg_rate(tool, extra, (da, db), size, n);
         let whole = (n / MAX_CHAIN as u64).max(1) * MAX_CHAIN as u64;
-        let many = crate::perftest::msg_rate(tool, &[extra, &chained[..]].concat(), (da, db), size, whole)?;
-        Ok((one, many))
+        let many = || crate::perftest::msg_rate(tool, &[extra, &chained[..]].concat(), (da, db), size, whole);
+        if round % 2 == 1 {
+            let one = one()?;
+            Ok::<_, Box<dyn Error>>((one, many()?))
+        } else {
+            let many = many()?;
+            Ok((one()?, many))
+        }
     };
     for &size in &vs.rate_sizes {
         let n = vs.rate_messages;
@@ -553,7 +561,7 @@ pub fn rdma(
                 what,
                 round,
                 rounds,
-                || pt_rates("ib_write_bw", &[], size, n),
+                || pt_rates("ib_write_bw", &[], size, n, round),
                 || rc_rate((da, db), size, n, ticks_per_ns),
             )?;
             rc_pt.push(pt);
@@ -565,7 +573,7 @@ pub fn rdma(
                 what,
                 round,
                 rounds,
-                || pt_rates("ib_send_bw", &["-c", "UD"], size, n),
+                || pt_rates("ib_send_bw", &["-c", "UD"], size, n, round),
                 || mcast_rate((da, db), size, n, round as u8),
             )?;
             ud_pt.push(pt);

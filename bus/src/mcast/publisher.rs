@@ -166,7 +166,9 @@ impl McastPublisher {
 
     /// Sends `payload` as the stream's next message; returns its sequence number. No syscall
     /// but the provider's doorbell, no allocation, never waits: a full send queue is
-    /// [`McastError::SendQueueFull`] (retryable, nothing sent).
+    /// [`McastError::SendQueueFull`] (retryable, nothing sent). An error may also be a failure
+    /// found after an earlier call's messages went out (a failed completion, a chain cut
+    /// short): nothing of this call was sent then either; [`Self::next_seq`] says what was.
     #[inline]
     pub fn publish(&mut self, payload: &[u8]) -> Result<u64, McastError> {
         if let Some(e) = self.failed.take() {
@@ -193,10 +195,11 @@ impl McastPublisher {
 
     /// Sends a burst of up to [`Self::max_batch`] messages as one chained post (one doorbell
     /// instead of one per message, as perftest's `--post_list` does). Returns the first
-    /// message's sequence number and how many were sent: fewer than asked only when the send
-    /// queue or the history filled ([`McastError::SendQueueFull`] when none fit). A message too
-    /// large for a datagram refuses the whole burst before anything is sent. No allocation, no
-    /// syscall but the doorbell, never waits.
+    /// message's sequence number and how many were sent: fewer than asked when the send queue
+    /// or the history filled ([`McastError::SendQueueFull`] when none fit), or when the
+    /// provider took only part of the chain (its error then comes with the next call). A
+    /// message too large for a datagram refuses the whole burst before anything is sent. No
+    /// allocation, no syscall but the doorbell, never waits.
     #[inline]
     pub fn publish_batch(&mut self, payloads: &[&[u8]]) -> Result<(u64, usize), McastError> {
         assert!(payloads.len() <= self.max_batch(), "at most {} messages per batch", self.max_batch());
@@ -227,10 +230,15 @@ impl McastPublisher {
         // as long as the QP.
         let posted = unsafe { self.qp.post_sends(&wrs[..n], &self.ah, MULTICAST_QPN) };
         if let Err((taken, e)) = posted {
-            // The first `taken` go out and complete: account for them, so their sequence
-            // numbers are not reused and their completions match what was posted.
+            if taken == 0 {
+                return Err(e.into());
+            }
+            // The first `taken` go out and complete: account for them (their sequence numbers
+            // are not reused, their completions match what was posted), report them as a short
+            // burst, and the error with the next call.
             self.sent(taken as u64, payloads[..taken].iter().map(|p| p.len() as u64).sum());
-            return Err(e.into());
+            self.failed = Some(e.into());
+            return Ok((first, taken));
         }
         self.sent(n as u64, payloads[..n].iter().map(|p| p.len() as u64).sum());
         Ok((first, n))
@@ -240,12 +248,15 @@ impl McastPublisher {
     /// subscribers that lost the latest messages learn of the gap now. Call it when the stream
     /// goes quiet (e.g. every millisecond without traffic) and before shutting down.
     pub fn heartbeat(&mut self) -> Result<(), McastError> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         let slot = self.history as usize;
         self.make_room(slot)?;
         let header = FrameHeader::heartbeat(self.stream, self.session, self.next_seq);
         let n = self.write_slot(slot, u64::MAX - 1, &header, &[]);
-        self.slot_wr[slot] = self.posted + 1;
         self.post(slot, n, true)?;
+        self.slot_wr[slot] = self.posted; // the heartbeat's ordinal + 1
         self.counters.add(Counter::Heartbeats, 1);
         Ok(())
     }
@@ -254,7 +265,7 @@ impl McastPublisher {
     /// `timeout` passes. Call before dropping the publisher: destroying the QP discards sends
     /// the NIC has not made yet.
     pub fn flush(&mut self, timeout: Duration) -> Result<(), McastError> {
-        self.heartbeat()?;
+        self.heartbeat()?; // reports a failure kept from an earlier publish first
         let deadline = Instant::now() + timeout;
         while self.reaped < self.posted {
             self.reap()?;
@@ -362,14 +373,14 @@ impl McastPublisher {
     }
 
     /// Writes the message `k` places after the next one into its slot and describes its SEND
-    /// (not posted yet: its WR is the `k`th after those posted). The caller has made room.
+    /// (not posted yet: its WR is the `k`th after those posted). The caller has made room; the
+    /// slot is marked in use ([`Self::sent`]) only once the SEND was posted.
     #[inline]
     fn stage(&mut self, k: u64, payload: &[u8]) -> SendWr {
         let (seq, ordinal) = (self.next_seq + k, self.posted + k);
         let slot = (seq % self.history) as usize;
         let header = FrameHeader::new(self.stream, self.session, seq, payload.len());
         let len = self.write_slot(slot, seq, &header, payload);
-        self.slot_wr[slot] = ordinal + 1;
         SendWr {
             wr_id: ordinal,
             sge: self.slots.sge(slot * self.slot_bytes + 8, len),
@@ -384,6 +395,10 @@ impl McastPublisher {
     /// they had not.
     #[inline]
     fn sent(&mut self, n: u64, bytes: u64) {
+        for k in 0..n {
+            let slot = ((self.next_seq + k) % self.history) as usize;
+            self.slot_wr[slot] = self.posted + k + 1;
+        }
         self.posted += n;
         self.next_seq += n;
         self.counters.add(Counter::Messages, n);

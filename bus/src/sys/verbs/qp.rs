@@ -301,8 +301,9 @@ impl ConnectedRc {
                 fill_wr(&mut chain[k], w);
             }
             let base = chain.as_mut_ptr();
+            let sge_base = sges.as_mut_ptr();
             for k in 0..n {
-                (*base.add(k)).sg_list = sges.as_mut_ptr().add(k);
+                (*base.add(k)).sg_list = sge_base.add(k);
                 (*base.add(k)).next = if k + 1 < n { base.add(k + 1) } else { std::ptr::null_mut() };
             }
             let mut bad = std::ptr::null_mut();

@@ -150,7 +150,8 @@ impl UdQp {
     /// Sends up to [`MAX_CHAIN`] datagrams to `remote_qpn` through `ah` as one chain: one
     /// doorbell for the whole burst (on Soft-RoCE one `write` instead of one per datagram).
     /// A chain can fail part-way: the error comes with how many WRs before the failing one the
-    /// provider took (they will be sent, and complete, like any other).
+    /// provider took (they will be sent, and complete, like any other; all of them when the
+    /// provider names none, as rxe does when only its doorbell failed).
     ///
     /// # Safety
     /// As for [`UdQp::post_send`], for every WR in `wrs`.
@@ -165,6 +166,12 @@ impl UdQp {
         if wrs.is_empty() {
             return Ok(());
         }
+        // Fault injection (tests): post only the first `cut` and report the next one refused.
+        let cut = crate::fault::take_ud_chain_cut().filter(|&c| c < wrs.len());
+        let wrs = &wrs[..cut.unwrap_or(wrs.len())];
+        if wrs.is_empty() {
+            return Err((0, VerbsError::code("ibv_post_send(UD chain, fault injected)", libc::EINVAL)));
+        }
         // SAFETY: zeroed WRs and SGEs are valid; both arrays live on this frame through the post
         // call; `next` links point inside `chain`; ah outlives the call; the provider copies the
         // WRs (and inline bytes) before returning, and the caller keeps the other bytes.
@@ -177,20 +184,27 @@ impl UdQp {
                 self.fill_send(&mut chain[k], w, ah, remote_qpn);
             }
             let base = chain.as_mut_ptr();
+            let sge_base = sges.as_mut_ptr();
             for k in 0..n {
-                (*base.add(k)).sg_list = sges.as_mut_ptr().add(k);
+                (*base.add(k)).sg_list = sge_base.add(k);
                 (*base.add(k)).next = if k + 1 < n { base.add(k + 1) } else { std::ptr::null_mut() };
             }
             let mut bad = std::ptr::null_mut();
             let rc = ffi::ibv_post_send(self.qp, base, &mut bad);
-            // The provider names the first WR it did not take (null: say none was taken).
-            let taken = if bad.is_null() { 0 } else { (bad as usize - base as usize) / size_of::<ffi::ibv_send_wr>() };
-            (rc, taken.min(n))
+            // The provider names the first WR it did not take. Null means none failed: rxe
+            // queues every WR and then reports a failed doorbell (the queued WRs go with the
+            // next one). A pointer outside the chain is a provider bug: count all as taken, so
+            // no sequence number is ever sent twice.
+            let offset = (bad as usize).checked_sub(base as usize).map(|b| b / size_of::<ffi::ibv_send_wr>());
+            (rc, if bad.is_null() { n } else { offset.unwrap_or(n).min(n) })
         };
         if rc.0 != 0 {
             return Err((rc.1, VerbsError::code("ibv_post_send(UD chain)", rc.0)));
         }
-        Ok(())
+        match cut {
+            Some(c) => Err((c, VerbsError::code("ibv_post_send(UD chain, fault injected)", libc::EINVAL))),
+            None => Ok(()),
+        }
     }
 
     /// Writes a SEND's fields into a zeroed WR (all but `sg_list` and `next`, which the caller
