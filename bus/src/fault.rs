@@ -78,22 +78,29 @@ pub(crate) fn rkey_xor() -> u32 {
 #[cfg(feature = "fault-injection")]
 static UD_CHAIN_CUT: AtomicU64 = AtomicU64::new(0);
 
-/// Makes the next chained UD post ([`crate::sys::verbs::UdQp::post_sends`]) in this process post
-/// only its first `taken` WRs and report the rest refused (EINVAL), as a provider that took part
-/// of a chain and refused the next WR would. One shot.
+/// Makes the next chained UD post ([`crate::sys::verbs::UdQp::post_sends`]) of more than `taken`
+/// WRs in this process post only its first `taken` and report the next refused (EINVAL), as a
+/// provider that took part of a chain and refused the next WR would. One shot: shorter chains
+/// pass untouched and leave it armed.
 #[cfg(feature = "fault-injection")]
 pub fn cut_next_ud_chain(taken: u64) {
     UD_CHAIN_CUT.store(taken + 1, Ordering::Relaxed);
 }
 
-/// Takes the armed cut, if any (always `None` without the feature).
+/// Takes the armed cut if it applies to a chain of `len` WRs (always `None` without the
+/// feature).
 #[cfg(feature = "rdma")]
 #[inline]
-pub(crate) fn take_ud_chain_cut() -> Option<usize> {
+pub(crate) fn take_ud_chain_cut(len: usize) -> Option<usize> {
     #[cfg(feature = "fault-injection")]
-    if UD_CHAIN_CUT.load(Ordering::Relaxed) != 0 {
-        return Some(UD_CHAIN_CUT.swap(0, Ordering::Relaxed).saturating_sub(1) as usize);
+    {
+        let armed = UD_CHAIN_CUT.load(Ordering::Relaxed);
+        if armed != 0 && ((armed - 1) as usize) < len {
+            UD_CHAIN_CUT.store(0, Ordering::Relaxed);
+            return Some((armed - 1) as usize);
+        }
     }
+    let _ = len;
     None
 }
 

@@ -145,8 +145,9 @@ fn finish_in_order(mut p: McastPublisher, subs: Vec<Subprocess>, total: u64) -> 
 /// A chain the provider takes only part of (fault injection: 3 of 8 go out, the 4th is
 /// refused): `publish_batch` returns the 3 as a short burst and the refusal with the next call.
 /// Then 3,000 messages in all reach the subscriber once each, in order, intact, no gap: no
-/// sequence number was sent twice or skipped, and the 1024-slot history wraps twice, so a slot
-/// left marked busy by the refused WRs (their completions never come) would have stalled it.
+/// sequence number was sent twice or skipped, and no slot of the refused WRs was left marked
+/// busy (their completions never come: the next burst would stall on `SendQueueFull`), nor any
+/// other as the 1024-slot history wraps twice.
 fn cut_chain() -> Result<(), Failed> {
     let group = Ipv4Addr::new(239, 77, 1, 22);
     let mut p = publisher(group)?;

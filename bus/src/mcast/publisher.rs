@@ -107,7 +107,8 @@ pub struct McastPublisher {
     reaped: u64,
     /// Per slot (the heartbeat slot last): ordinal + 1 of the WR that last sent from it (0: never).
     slot_wr: Box<[u64]>,
-    /// A failed completion found after messages were already sent: the next publish reports it.
+    /// A failure found after messages were already sent (a failed completion, a chain the
+    /// provider took only part of): the next publish, heartbeat or flush reports it.
     failed: Option<McastError>,
     wc: [Completion; 16],
     /// This stream's record for `tickbus stat`.
@@ -237,7 +238,8 @@ impl McastPublisher {
             // are not reused, their completions match what was posted), report them as a short
             // burst, and the error with the next call.
             self.sent(taken as u64, payloads[..taken].iter().map(|p| p.len() as u64).sum());
-            self.failed = Some(e.into());
+            // A completion failure the reap in `sent` kept came first: that one is reported.
+            self.failed.get_or_insert(e.into());
             return Ok((first, taken));
         }
         self.sent(n as u64, payloads[..n].iter().map(|p| p.len() as u64).sum());
@@ -265,7 +267,18 @@ impl McastPublisher {
     /// `timeout` passes. Call before dropping the publisher: destroying the QP discards sends
     /// the NIC has not made yet.
     pub fn flush(&mut self, timeout: Duration) -> Result<(), McastError> {
-        self.heartbeat()?; // reports a failure kept from an earlier publish first
+        // A failure kept from an earlier publish is reported, but only after draining: the
+        // messages that did go out (or wait in the queue for a doorbell) must not be discarded.
+        let kept = self.failed.take();
+        let drained = self.heartbeat().and_then(|()| self.drain(timeout));
+        match kept {
+            Some(e) => Err(e),
+            None => drained,
+        }
+    }
+
+    /// Reaps until every posted send completed, or `timeout` passes.
+    fn drain(&mut self, timeout: Duration) -> Result<(), McastError> {
         let deadline = Instant::now() + timeout;
         while self.reaped < self.posted {
             self.reap()?;

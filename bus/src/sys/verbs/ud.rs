@@ -167,7 +167,7 @@ impl UdQp {
             return Ok(());
         }
         // Fault injection (tests): post only the first `cut` and report the next one refused.
-        let cut = crate::fault::take_ud_chain_cut().filter(|&c| c < wrs.len());
+        let cut = crate::fault::take_ud_chain_cut(wrs.len());
         let wrs = &wrs[..cut.unwrap_or(wrs.len())];
         if wrs.is_empty() {
             return Err((0, VerbsError::code("ibv_post_send(UD chain, fault injected)", libc::EINVAL)));
