@@ -375,10 +375,9 @@ impl McastPublisher {
     /// completions once if needed.
     #[inline]
     fn make_room(&mut self, slot: usize) -> Result<(), McastError> {
-        let busy = |me: &Self| me.posted - me.reaped >= me.depth || me.slot_wr[slot] > me.reaped;
-        if busy(self) {
+        if !self.fits(0, slot) {
             self.reap()?;
-            if busy(self) {
+            if !self.fits(0, slot) {
                 return Err(McastError::SendQueueFull { depth: self.depth });
             }
         }
@@ -429,12 +428,14 @@ impl McastPublisher {
     /// so the first that does not fit ends the count).
     #[inline]
     fn room(&self, want: usize) -> usize {
-        (0..want as u64)
-            .take_while(|&k| {
-                let slot = ((self.next_seq + k) % self.history) as usize;
-                self.posted + k - self.reaped < self.depth && self.slot_wr[slot] <= self.reaped
-            })
-            .count()
+        (0..want as u64).take_while(|&k| self.fits(k, ((self.next_seq + k) % self.history) as usize)).count()
+    }
+
+    /// Whether the `k`th send after those posted fits the send queue and may use `slot` (the
+    /// NIC no longer reads it: its last WR was reaped).
+    #[inline(always)]
+    fn fits(&self, k: u64, slot: usize) -> bool {
+        self.posted + k - self.reaped < self.depth && self.slot_wr[slot] <= self.reaped
     }
 
     /// Writes the frame into `slot` as a [`crate::seqslot`], in the order remote READs rely

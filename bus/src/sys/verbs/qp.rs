@@ -290,24 +290,13 @@ impl ConnectedRc {
         if wrs.is_empty() {
             return Ok(());
         }
-        // SAFETY: zeroed WRs and SGEs are valid; both arrays live on this frame through the post
-        // call; `next` links point inside `chain`; the provider copies the WRs before returning.
-        let rc = unsafe {
-            let mut sges: [ffi::ibv_sge; MAX_CHAIN] = std::mem::zeroed();
-            let mut chain: [ffi::ibv_send_wr; MAX_CHAIN] = std::mem::zeroed();
-            let n = wrs.len();
-            for (k, w) in wrs.iter().enumerate() {
-                sges[k] = w.sge;
-                fill_wr(&mut chain[k], w);
-            }
-            let base = chain.as_mut_ptr();
-            let sge_base = sges.as_mut_ptr();
-            for k in 0..n {
-                (*base.add(k)).sg_list = sge_base.add(k);
-                (*base.add(k)).next = if k + 1 < n { base.add(k + 1) } else { std::ptr::null_mut() };
-            }
-            let mut bad = std::ptr::null_mut();
-            ffi::ibv_post_send(self.inner.qp, base, &mut bad)
+        // SAFETY: the QP is live; the provider copies the WRs before returning, and the caller
+        // keeps the bytes they name (this function's contract).
+        let (rc, _) = unsafe {
+            post_chain(self.inner.qp, wrs.len(), |k, wr| {
+                fill_wr(wr, &wrs[k]);
+                wrs[k].sge
+            })
         };
         if rc != 0 {
             return Err(VerbsError::code("ibv_post_send(chain)", rc));
@@ -322,6 +311,47 @@ impl ConnectedRc {
     pub unsafe fn post_recv(&mut self, wr_id: u64, sge: Option<ffi::ibv_sge>) -> Result<(), VerbsError> {
         // SAFETY: as for post_write.
         unsafe { post_recv(self.inner.qp, wr_id, sge) }
+    }
+}
+
+/// Posts `n` (1 to [`MAX_CHAIN`]) send-queue WRs as one chain, one doorbell: `fill(k, wr)`
+/// writes WR `k`'s fields into a zeroed WR (all but `sg_list` and `next`, linked here) and
+/// returns its SGE. Returns the provider's code and, when it failed, how many WRs before the
+/// failing one it took: the provider names the first WR it did not take, and null means none
+/// failed (rxe queues every WR and then reports a failed doorbell; the queued WRs go with the
+/// next one); a pointer outside the chain is a provider bug and counts all as taken, so a
+/// caller never sends a sequence number twice.
+///
+/// # Safety
+/// `qp` is a live QP, and the bytes each SGE names stay valid as the WR's kind requires.
+#[inline(always)]
+pub(super) unsafe fn post_chain(
+    qp: *mut ffi::ibv_qp,
+    n: usize,
+    mut fill: impl FnMut(usize, &mut ffi::ibv_send_wr) -> ffi::ibv_sge,
+) -> (i32, usize) {
+    assert!((1..=MAX_CHAIN).contains(&n), "1 to {MAX_CHAIN} WRs per chain, got {n}");
+    // SAFETY: zeroed WRs and SGEs are valid; both arrays live on this frame through the post
+    // call; `next` links point inside `chain`; the caller vouches for `qp` and the bytes.
+    unsafe {
+        let mut sges: [ffi::ibv_sge; MAX_CHAIN] = std::mem::zeroed();
+        let mut chain: [ffi::ibv_send_wr; MAX_CHAIN] = std::mem::zeroed();
+        for (k, wr) in chain[..n].iter_mut().enumerate() {
+            sges[k] = fill(k, wr);
+        }
+        let base = chain.as_mut_ptr();
+        let sge_base = sges.as_mut_ptr();
+        for k in 0..n {
+            (*base.add(k)).sg_list = sge_base.add(k);
+            (*base.add(k)).next = if k + 1 < n { base.add(k + 1) } else { std::ptr::null_mut() };
+        }
+        let mut bad = std::ptr::null_mut();
+        let rc = ffi::ibv_post_send(qp, base, &mut bad);
+        if rc == 0 {
+            return (0, n);
+        }
+        let offset = (bad as usize).checked_sub(base as usize).map(|b| b / size_of::<ffi::ibv_send_wr>());
+        (rc, if bad.is_null() { n } else { offset.unwrap_or(n).min(n) })
     }
 }
 

@@ -7,7 +7,7 @@ use rdma_sys as ffi;
 use super::cq::CompletionQueue;
 use super::device::{gid_to_ffi, Context, Gid};
 use super::error::VerbsError;
-use super::qp::{modify_qp, MAX_CHAIN};
+use super::qp::{modify_qp, post_chain, MAX_CHAIN};
 
 /// One datagram of a chained post ([`UdQp::post_sends`]).
 #[derive(Clone, Copy)]
@@ -172,31 +172,14 @@ impl UdQp {
         if wrs.is_empty() {
             return Err((0, VerbsError::code("ibv_post_send(UD chain, fault injected)", libc::EINVAL)));
         }
-        // SAFETY: zeroed WRs and SGEs are valid; both arrays live on this frame through the post
-        // call; `next` links point inside `chain`; ah outlives the call; the provider copies the
-        // WRs (and inline bytes) before returning, and the caller keeps the other bytes.
+        // SAFETY: the QP is live; ah outlives the call; the provider copies the WRs (and inline
+        // bytes) before returning, and the caller keeps the other bytes (this function's
+        // contract).
         let rc = unsafe {
-            let mut sges: [ffi::ibv_sge; MAX_CHAIN] = std::mem::zeroed();
-            let mut chain: [ffi::ibv_send_wr; MAX_CHAIN] = std::mem::zeroed();
-            let n = wrs.len();
-            for (k, w) in wrs.iter().enumerate() {
-                sges[k] = w.sge;
-                self.fill_send(&mut chain[k], w, ah, remote_qpn);
-            }
-            let base = chain.as_mut_ptr();
-            let sge_base = sges.as_mut_ptr();
-            for k in 0..n {
-                (*base.add(k)).sg_list = sge_base.add(k);
-                (*base.add(k)).next = if k + 1 < n { base.add(k + 1) } else { std::ptr::null_mut() };
-            }
-            let mut bad = std::ptr::null_mut();
-            let rc = ffi::ibv_post_send(self.qp, base, &mut bad);
-            // The provider names the first WR it did not take. Null means none failed: rxe
-            // queues every WR and then reports a failed doorbell (the queued WRs go with the
-            // next one). A pointer outside the chain is a provider bug: count all as taken, so
-            // no sequence number is ever sent twice.
-            let offset = (bad as usize).checked_sub(base as usize).map(|b| b / size_of::<ffi::ibv_send_wr>());
-            (rc, if bad.is_null() { n } else { offset.unwrap_or(n).min(n) })
+            post_chain(self.qp, wrs.len(), |k, wr| {
+                self.fill_send(wr, &wrs[k], ah, remote_qpn);
+                wrs[k].sge
+            })
         };
         if rc.0 != 0 {
             return Err((rc.1, VerbsError::code("ibv_post_send(UD chain)", rc.0)));
