@@ -59,6 +59,8 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         "floor (cache-line ping-pong)",
         "floor, same payload (one slot)",
         "floor, same payload (1024-slot ring)",
+        "floor rung: tickbus's slot, length known",
+        "floor rung: tickbus's slot, length read",
         "tickbus shm",
         "tickbus shm (2 processes)",
         "rtrb 0.3 (in-process)",

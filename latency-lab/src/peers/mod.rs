@@ -5,6 +5,7 @@
 //! (feature `peers`) iceoryx2.
 pub mod disruptor_peer;
 pub mod floor;
+pub mod floor_rungs;
 pub mod kernel;
 pub mod rtrb_peer;
 pub mod tickbus_shm;
