@@ -9,7 +9,7 @@ use tickbus_codecs::synth::{write_itch, DayConfig};
 
 use crate::harness::{self, RunSpec};
 use crate::peers::floor::{Floor, PayloadFloor};
-use crate::peers::floor_rungs::SlotRung;
+use crate::peers::floor_rungs::{Length, SlotRung};
 use crate::peers::{disruptor_peer::Disruptor, kernel, rtrb_peer::Rtrb, tickbus_shm};
 use crate::report::{Kind, Report, Row, Section, ThroughputRow};
 use crate::transport::{CrossProcess, InProcess};
@@ -267,8 +267,9 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
                 if size == 64 {
                     round.insert(4, pp2(&tickbus_shm::TickbusShmProcesses::default(), &spec)?);
                     // Where tickbus's time over the payload floor goes: its slot on the floor's ring.
-                    round.insert(3, pp(&mut SlotRung { length_read: false }, &spec)?);
-                    round.insert(4, pp(&mut SlotRung { length_read: true }, &spec)?);
+                    for (i, length) in [Length::Known, Length::Checked, Length::Read].into_iter().enumerate() {
+                        round.insert(3 + i, pp(&mut SlotRung(length), &spec)?);
+                    }
                     #[cfg(feature = "peers")]
                     round.push(pp2(&crate::peers::iceoryx::Iceoryx2, &spec)?);
                     let k = RunSpec {

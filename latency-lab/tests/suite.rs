@@ -60,6 +60,7 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         "floor, same payload (one slot)",
         "floor, same payload (1024-slot ring)",
         "floor rung: tickbus's slot, length known",
+        "floor rung: tickbus's slot, length checked",
         "floor rung: tickbus's slot, length read",
         "tickbus shm",
         "tickbus shm (2 processes)",

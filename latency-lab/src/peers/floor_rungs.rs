@@ -11,11 +11,14 @@
 //!   and the trail (Release) at the slot's end, then the producer position on its own line; the
 //!   reader polls the trail, copies the payload out with the length the channel was made with, and
 //!   stores its consumer position the first time it finds nothing new, as tickbus's reader does.
-//! - "tickbus's slot, length read": the same, but the reader copies as many bytes as the slot's
-//!   length word says, as any transport of variable-size messages must (tickbus, Aeron, rtrb's
-//!   users). The floor, like the first rung, knows the length out of band.
+//! - "tickbus's slot, length checked": the reader loads the slot's length word and checks it is
+//!   the length it expects, then copies that many bytes: what a consumer of one fixed-layout
+//!   message type does (the length is a branch, not the copy's size).
+//! - "tickbus's slot, length read": the reader copies as many bytes as the slot's length word
+//!   says, as a consumer of variable-size messages must; the lab's tickbus, Aeron and disruptor
+//!   receivers all copy this way. The floor, like the first rung, knows the length out of band.
 //!
-//! Both are ping-pong only (one message in flight: no flow control, no lapping).
+//! All are ping-pong only (one message in flight: no flow control, no lapping).
 use std::error::Error;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -31,10 +34,16 @@ const OVERHEAD_WORDS: usize = 3;
 #[repr(C, align(64))]
 struct Line([AtomicU64; 8]);
 
-/// A rung of the ladder; `length_read` picks which (module doc).
-pub struct SlotRung {
-    pub length_read: bool,
+/// How a rung's reader learns the payload's length (module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Length {
+    Known,
+    Checked,
+    Read,
 }
+
+/// A rung of the ladder (module doc).
+pub struct SlotRung(pub Length);
 
 struct Ring {
     lines: Vec<Line>,
@@ -44,7 +53,7 @@ struct Ring {
     n: usize,
     producer: Line,
     consumer: Line,
-    length_read: bool,
+    length: Length,
 }
 
 impl Ring {
@@ -103,10 +112,14 @@ impl Rx for RungRx {
             }
             return None;
         }
-        let n = if r.length_read {
-            (r.word(k, r.slot_words - 2).load(Ordering::Relaxed) as usize / 8).min(r.n)
-        } else {
-            r.n
+        let len = || r.word(k, r.slot_words - 2).load(Ordering::Relaxed) as usize / 8;
+        let n = match r.length {
+            Length::Known => r.n,
+            Length::Checked => {
+                assert_eq!(len(), r.n, "the rung's writer stores the length it was made with");
+                r.n
+            }
+            Length::Read => len().min(r.n),
         };
         self.seq += 1;
         // SAFETY: `n <= r.n` payload words lie inside slot `k` (slot_words >= n + 3) and inside
@@ -122,14 +135,13 @@ impl InProcess for SlotRung {
     type Tx = RungTx;
     type Rx = RungRx;
     fn name(&self) -> String {
-        let how = if self.length_read { "read" } else { "known" };
-        format!("floor rung: tickbus's slot, length {how}")
+        format!("floor rung: tickbus's slot, length {}", format!("{:?}", self.0).to_lowercase())
     }
     fn note(&self) -> String {
-        let reader = if self.length_read {
-            "copies the length the slot's length word says"
-        } else {
-            "copies the length the channel was made with"
+        let reader = match self.0 {
+            Length::Known => "copies the length the channel was made with",
+            Length::Checked => "checks the slot's length word against the length it expects and copies that",
+            Length::Read => "copies the length the slot's length word says",
         };
         format!("the 1024-slot payload floor with tickbus's slot layout and stores (lead, word-by-word payload, length, trail, producer position, consumer release); the reader {reader}")
     }
@@ -138,8 +150,7 @@ impl InProcess for SlotRung {
         let slot_words = (n + OVERHEAD_WORDS).div_ceil(8) * 8;
         let line = || Line(std::array::from_fn(|_| AtomicU64::new(0)));
         let lines = (0..SLOTS * slot_words / 8).map(|_| line()).collect();
-        let ring =
-            Arc::new(Ring { lines, slot_words, n, producer: line(), consumer: line(), length_read: self.length_read });
+        let ring = Arc::new(Ring { lines, slot_words, n, producer: line(), consumer: line(), length: self.0 });
         let rx = RungRx { ring: ring.clone(), seq: 0, released: 0, buf: vec![0; n] };
         Ok((RungTx(ring, 0, vec![1; n]), rx))
     }
@@ -149,17 +160,17 @@ impl InProcess for SlotRung {
 mod tests {
     use super::*;
 
-    /// Both rungs carry every stamp in order through more than one lap of the ring, and a reader
+    /// Every rung carries every stamp in order through more than one lap of the ring, and a reader
     /// that finds nothing new says so and credits what it read.
     #[test]
     fn both_rungs_deliver_every_stamp_in_order_across_laps() {
-        for length_read in [false, true] {
-            let (mut tx, mut rx) = SlotRung { length_read }.channel(64, 1.0).unwrap();
+        for length in [Length::Known, Length::Checked, Length::Read] {
+            let (mut tx, mut rx) = SlotRung(length).channel(64, 1.0).unwrap();
             assert_eq!(rx.ring.slot_words, 16, "64 B + 3 words round to two lines, as tickbus's slot");
             assert_eq!(rx.try_recv(), None);
             for s in 0..(2 * SLOTS as u64 + 5) {
                 assert!(tx.try_send(s + 100));
-                assert_eq!(rx.try_recv(), Some(s + 100), "length_read {length_read}, message {s}");
+                assert_eq!(rx.try_recv(), Some(s + 100), "{length:?}, message {s}");
                 assert_eq!(rx.try_recv(), None);
                 assert_eq!(rx.ring.consumer.0[0].load(Ordering::Relaxed), s + 1, "credited when dry");
             }
