@@ -71,7 +71,7 @@ pub mod wire;
 
 #[cfg(not(loom))]
 pub use pubsub::{MsgClaim, Publisher, Subscriber};
-pub use ring::{Delivery, Gap, Mode, Recv, RingConfig, StartAt};
+pub use ring::{Delivery, Gap, Mode, Recv, RecvInto, RingConfig, StartAt};
 pub use tickbus_codecs as codecs;
 
 /// The README's code blocks, compiled and run as doctests so the README stays true.

@@ -6,7 +6,9 @@
 use tickbus_codecs::{AnyMessage, DecodeError, Message};
 use zerocopy::IntoBytes;
 
-use crate::ring::{Claim, ClaimError, Delivery, Recv, RingConfig, RingMemory, RingReader, RingWriter, SendError};
+use crate::ring::{
+    Claim, ClaimError, Delivery, Recv, RecvInto, RingConfig, RingMemory, RingReader, RingWriter, SendError,
+};
 use crate::time::{Tsc, TscScale};
 
 /// Publishes on one ring.
@@ -176,6 +178,16 @@ impl<M: RingMemory> Subscriber<M> {
     #[inline]
     pub fn try_recv(&mut self) -> Option<Recv<'_>> {
         self.reader.try_recv()
+    }
+
+    /// The next message if it is exactly `out.len()` bytes, copied into `out` (a fixed-layout
+    /// message's bytes, say): same order, gaps and guarantees as [`Subscriber::try_recv`]. A
+    /// message of another length is reported and left for `try_recv`, never lost. For a reliable
+    /// consumer this is the faster receive at small sizes: it copies before it reads the length
+    /// (see [`RingReader::try_recv_into`]).
+    #[inline]
+    pub fn try_recv_into(&mut self, out: &mut [u8]) -> Option<RecvInto> {
+        self.reader.try_recv_into(out)
     }
 
     /// Hands up to `limit` messages or gaps to `f`, in order, and returns how many: a batch

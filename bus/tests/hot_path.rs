@@ -11,7 +11,7 @@ use tickbus::codecs::md::Quote;
 use tickbus::codecs::Message;
 use tickbus::ring::ClaimError;
 use tickbus::shm::{self, HugepagePolicy, ShmOptions};
-use tickbus::{Mode, Recv, RingConfig, StartAt};
+use tickbus::{Mode, Recv, RecvInto, RingConfig, StartAt};
 
 mod common;
 use common::{on_trapped_thread, Counting, Counts};
@@ -39,8 +39,9 @@ fn opts(tag: &str) -> ShmOptions {
 }
 
 /// Publisher and subscriber threads over a shm ring: after warm-up both measure `n` messages
-/// of steady state. The subscriber polls with a bounded spin budget (no clock, no syscall).
-fn steady_state(mode: Mode, tag: &str) -> (Counts, Counts, u64) {
+/// of steady state. The subscriber polls with a bounded spin budget (no clock, no syscall), with
+/// `poll` or, if `into`, with `try_recv_into` a buffer of the quote's size.
+fn steady_state(mode: Mode, tag: &str, into: bool) -> (Counts, Counts, u64) {
     let o = opts(tag);
     let cfg = RingConfig::for_payload(mode, 1, Quote::LEN, 256);
     let n = 100_000u64;
@@ -97,7 +98,19 @@ fn steady_state(mode: Mode, tag: &str) -> (Counts, Counts, u64) {
         },
         move |s| {
             let (mut delivered, mut budget) = (0u64, 4_000_000_000u64);
-            while delivered < n && budget > 0 {
+            let mut buf = [0u8; Quote::LEN];
+            while into && delivered < n && budget > 0 {
+                budget -= 1;
+                match s.try_recv_into(&mut buf) {
+                    Some(RecvInto::Message { .. }) => {
+                        std::hint::black_box(&buf);
+                        delivered += 1;
+                    }
+                    Some(RecvInto::OtherLength { len, .. }) => panic!("a {len}-byte message on a ring of quotes"),
+                    Some(RecvInto::Gap(_)) | None => {}
+                }
+            }
+            while !into && delivered < n && budget > 0 {
                 budget -= 1;
                 s.poll(16, |r| {
                     if let Recv::Message(m) = r {
@@ -119,7 +132,7 @@ fn steady_state(mode: Mode, tag: &str) -> (Counts, Counts, u64) {
 
 #[test]
 fn lossy_publish_and_poll_make_no_syscall_and_no_allocation() {
-    let (p, s, delivered) = steady_state(Mode::Lossy, "lossy");
+    let (p, s, delivered) = steady_state(Mode::Lossy, "lossy", false);
     assert_eq!(p, Counts { syscalls: 0, allocs: 0 }, "publisher");
     assert_eq!(s, Counts { syscalls: 0, allocs: 0 }, "subscriber");
     // (it polls up to 16 at a time, so it may go up to 15 past its count)
@@ -128,10 +141,20 @@ fn lossy_publish_and_poll_make_no_syscall_and_no_allocation() {
 
 #[test]
 fn reliable_publish_and_poll_make_no_syscall_and_no_allocation() {
-    let (p, s, delivered) = steady_state(Mode::Reliable, "reliable");
+    let (p, s, delivered) = steady_state(Mode::Reliable, "reliable", false);
     assert_eq!(p, Counts { syscalls: 0, allocs: 0 }, "publisher");
     assert_eq!(s, Counts { syscalls: 0, allocs: 0 }, "subscriber");
     assert_eq!(delivered, 100_000, "reliable mode delivers every message");
+}
+
+#[test]
+fn receiving_into_a_buffer_makes_no_syscall_and_no_allocation() {
+    for (mode, tag) in [(Mode::Reliable, "into-reliable"), (Mode::Lossy, "into-lossy")] {
+        let (p, s, delivered) = steady_state(mode, tag, true);
+        assert_eq!(p, Counts { syscalls: 0, allocs: 0 }, "{tag}: publisher");
+        assert_eq!(s, Counts { syscalls: 0, allocs: 0 }, "{tag}: subscriber");
+        assert_eq!(delivered, 100_000, "{tag}: the subscriber measured its full count");
+    }
 }
 
 /// The tick-to-trade path of the latency lab's demo: poll the market-data ring, decode ITCH, apply

@@ -254,6 +254,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
             let mut rows: Vec<Row> = Vec::new();
             let mut uncounted = tickbus_shm::TickbusShmUncounted::default();
             let mut lossy = tickbus_shm::TickbusShmLossy::default();
+            let mut into = tickbus_shm::TickbusShmInto::default();
             for _ in 0..ROUNDS {
                 let spec = per_round;
                 let mut round = vec![
@@ -264,12 +265,9 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
                 round.extend(streams.each(|t| t.ping_pong(&spec))?);
                 round.push(pp(&mut uncounted, &spec)?);
                 round.push(pp(&mut lossy, &spec)?);
+                round.push(pp(&mut into, &spec)?);
                 if size == 64 {
                     round.insert(4, pp2(&tickbus_shm::TickbusShmProcesses::default(), &spec)?);
-                    // Where tickbus's time over the payload floor goes: its slot on the floor's ring.
-                    for (i, length) in [Length::Known, Length::Checked, Length::Read].into_iter().enumerate() {
-                        round.insert(3 + i, pp(&mut SlotRung(length), &spec)?);
-                    }
                     #[cfg(feature = "peers")]
                     round.push(pp2(&crate::peers::iceoryx::Iceoryx2, &spec)?);
                     let k = RunSpec {
@@ -279,6 +277,14 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
                     };
                     round.push(pp(&mut kernel::Udp, &k)?);
                     round.push(pp(&mut kernel::Tcp, &k)?);
+                }
+                if SlotRung::fits(size) {
+                    // Where tickbus's time over the payload floor goes: its slot on the floor's ring.
+                    for (i, length) in
+                        [Length::Known, Length::Checked, Length::Read, Length::CheckedAfter].into_iter().enumerate()
+                    {
+                        round.insert(3 + i, pp(&mut SlotRung(length), &spec)?);
+                    }
                 }
                 if rows.is_empty() {
                     rows = round;

@@ -62,6 +62,7 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         "floor rung: tickbus's slot, length known",
         "floor rung: tickbus's slot, length checked",
         "floor rung: tickbus's slot, length read",
+        "floor rung: tickbus's slot, length checked after the copy",
         "tickbus shm",
         "tickbus shm (2 processes)",
         "rtrb 0.3 (in-process)",
@@ -72,6 +73,7 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     }
     want.push("tickbus shm (counters off)");
     want.push("tickbus shm (lossy, observer)");
+    want.push("tickbus shm (receive into)");
     if cfg!(feature = "peers") {
         want.push("iceoryx2 0.10 (2 processes)");
     }

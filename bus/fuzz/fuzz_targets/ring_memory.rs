@@ -3,12 +3,14 @@
 //! the header's producer and first consumer lines, then the slots from slot 0's window on (and,
 //! if the first byte says so, the descriptor first), so an input of a few KiB reaches every
 //! word of several slots: lead, payload, len and trail. Then
-//! observers, a consumer and a writer attach and run. Nothing may panic or read out of bounds;
-//! a delivered payload is never longer than a slot holds.
+//! observers, a consumer and a writer attach and run, receiving in turn with `try_recv` and with
+//! `try_recv_into` a buffer of a length the input picks (up to past the largest payload).
+//! Nothing may panic or read out of bounds; a delivered payload is never longer than a slot
+//! holds, and one received into a buffer is exactly the buffer's length.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use tickbus::ring::{HeapMemory, RingMemory, RingReader, RingWriter};
-use tickbus::{Mode, Recv, RingConfig, StartAt};
+use tickbus::{Mode, Recv, RecvInto, RingConfig, StartAt};
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 4 {
@@ -39,21 +41,28 @@ fuzz_target!(|data: &[u8]| {
         unsafe { &*mem.base().add(i) }.store(u64::from_le_bytes(w), std::sync::atomic::Ordering::Relaxed);
     }
     let max = cfg.max_payload();
+    let mut buf = vec![0u8; usize::from(data[3]) % (max + 16)];
+    // Every other poll receives into `buf`; a message of another length stays for `try_recv`.
+    let mut poll = |r: &mut RingReader<std::sync::Arc<HeapMemory>>, k: usize| {
+        if k % 2 == 1 {
+            if let Some(RecvInto::OtherLength { len, .. }) = r.try_recv_into(&mut buf) {
+                assert!(len <= max && len != buf.len());
+            }
+        } else if let Some(Recv::Message(m)) = r.try_recv() {
+            assert!(m.payload.len() <= max);
+        }
+    };
     for start in [StartAt::Oldest, StartAt::Latest, StartAt::Position(u64::from(data[1]))] {
         if let Ok(mut r) = RingReader::observer(mem.clone(), start) {
             let _ = r.status();
-            for _ in 0..2 * slots {
-                if let Some(Recv::Message(m)) = r.try_recv() {
-                    assert!(m.payload.len() <= max);
-                }
+            for k in 0..2 * slots {
+                poll(&mut r, k);
             }
         }
     }
     if let Ok(mut c) = RingReader::consumer_by_token(mem.clone(), 5) {
-        for _ in 0..2 * slots {
-            if let Some(Recv::Message(m)) = c.try_recv() {
-                assert!(m.payload.len() <= max);
-            }
+        for k in 0..2 * slots {
+            poll(&mut c, k);
         }
     }
     if let Ok(mut w) = RingWriter::attach(mem.clone(), 2) {

@@ -25,9 +25,9 @@ mod loom_tests;
 mod tests;
 
 pub use error::{AttachError, ClaimError, LayoutError, SendError};
-pub use layout::{Mode, RingConfig, HEADER_BYTES, MAX_CONSUMERS, SLOT_OVERHEAD};
+pub use layout::{Mode, RingConfig, HEADER_BYTES, LEAD_INSIDE_MAX, MAX_CONSUMERS, SLOT_OVERHEAD};
 pub use memory::{HeapMemory, RingMemory};
-pub use reader::{ConsumerLine, Delivery, Gap, Recv, RingReader, RingStatus, StartAt};
+pub use reader::{ConsumerLine, Delivery, Gap, Recv, RecvInto, RingReader, RingStatus, StartAt};
 pub use writer::{Claim, RingWriter};
 
 /// Lays out a ring in zeroed memory without attaching to it: for memory whose publisher is

@@ -14,6 +14,9 @@ use super::slot::{self, SlotState};
 use super::sync::{AtomicU64, Ordering};
 use crate::counters::{Counter, Counters};
 
+mod into;
+pub use into::RecvInto;
+
 /// Producer positions above this are taken for a corrupt header: at a billion messages a
 /// second a real stream needs 146 years to get there.
 const MAX_SANE_POSITION: u64 = 1 << 62;

@@ -2,6 +2,8 @@
 //! layout and every store tickbus makes per message, so the report shows where tickbus's time over
 //! the floor goes instead of guessing at it.
 //!
+//! Rungs run where they are tickbus's slot: messages of up to 104 bytes (32 and 64 B in the lab).
+//!
 //! Why: at 64 B tickbus sat 1-3 timer quanta (10-30 ns) above the floor in every variant tried,
 //! and this VM exposes no hardware counters to say why. A rung isolates one difference at a time,
 //! measured in the same interleaved rounds as the floor and tickbus:
@@ -17,6 +19,8 @@
 //! - "tickbus's slot, length read": the reader copies as many bytes as the slot's length word
 //!   says, as a consumer of variable-size messages must; the lab's tickbus, Aeron and disruptor
 //!   receivers all copy this way. The floor, like the first rung, knows the length out of band.
+//! - "tickbus's slot, length checked after the copy": the reader copies the length it expects and
+//!   only then checks the slot's length word, as tickbus's `try_recv_into` does.
 //!
 //! All are ping-pong only (one message in flight: no flow control, no lapping).
 use std::error::Error;
@@ -27,8 +31,8 @@ use crate::transport::{InProcess, Rx, Tx};
 
 /// Slots per direction, as tickbus's lab rings have.
 const SLOTS: usize = crate::peers::tickbus_shm::SLOTS;
-/// Words tickbus adds to a slot: lead, length, trail (`tickbus::SLOT_OVERHEAD` bytes).
-const OVERHEAD_WORDS: usize = 3;
+/// Words tickbus adds to a slot: lead, length, trail.
+const OVERHEAD_WORDS: usize = tickbus::ring::SLOT_OVERHEAD / 8;
 
 /// One 64-byte line: tickbus's slots are whole lines, so a slot of `k` lines starts on a line.
 #[repr(C, align(64))]
@@ -40,10 +44,20 @@ pub enum Length {
     Known,
     Checked,
     Read,
+    CheckedAfter,
 }
 
 /// A rung of the ladder (module doc).
 pub struct SlotRung(pub Length);
+
+impl SlotRung {
+    /// Whether a rung is tickbus's slot for `size`-byte messages: slots of up to 128 bytes keep
+    /// their lead word inside and tickbus stores their payload word by word, as a rung does.
+    /// Larger slots start their window a word early and take tickbus's 16-byte stores.
+    pub fn fits(size: usize) -> bool {
+        size + tickbus::ring::SLOT_OVERHEAD <= tickbus::ring::LEAD_INSIDE_MAX
+    }
+}
 
 struct Ring {
     lines: Vec<Line>,
@@ -120,6 +134,7 @@ impl Rx for RungRx {
                 r.n
             }
             Length::Read => len().min(r.n),
+            Length::CheckedAfter => r.n,
         };
         self.seq += 1;
         // SAFETY: `n <= r.n` payload words lie inside slot `k` (slot_words >= n + 3) and inside
@@ -127,6 +142,9 @@ impl Rx for RungRx {
         // this slot only after our answer, which we send after this copy (ordered by the
         // Release/Acquire pairs on the trails), so no store races these loads.
         unsafe { std::ptr::copy_nonoverlapping(r.payload(k), self.buf.as_mut_ptr(), n) };
+        if r.length == Length::CheckedAfter {
+            assert_eq!(len(), r.n, "the rung's writer stores the length it was made with");
+        }
         Some(self.buf[0])
     }
 }
@@ -135,13 +153,20 @@ impl InProcess for SlotRung {
     type Tx = RungTx;
     type Rx = RungRx;
     fn name(&self) -> String {
-        format!("floor rung: tickbus's slot, length {}", format!("{:?}", self.0).to_lowercase())
+        let how = match self.0 {
+            Length::Known => "known",
+            Length::Checked => "checked",
+            Length::Read => "read",
+            Length::CheckedAfter => "checked after the copy",
+        };
+        format!("floor rung: tickbus's slot, length {how}")
     }
     fn note(&self) -> String {
         let reader = match self.0 {
             Length::Known => "copies the length the channel was made with",
             Length::Checked => "checks the slot's length word against the length it expects and copies that",
             Length::Read => "copies the length the slot's length word says",
+            Length::CheckedAfter => "copies the length it expects, then checks the slot's length word",
         };
         format!("the 1024-slot payload floor with tickbus's slot layout and stores (lead, word-by-word payload, length, trail, producer position, consumer release); the reader {reader}")
     }
@@ -164,9 +189,10 @@ mod tests {
     /// that finds nothing new says so and credits what it read.
     #[test]
     fn both_rungs_deliver_every_stamp_in_order_across_laps() {
-        for length in [Length::Known, Length::Checked, Length::Read] {
+        for length in [Length::Known, Length::Checked, Length::Read, Length::CheckedAfter] {
             let (mut tx, mut rx) = SlotRung(length).channel(64, 1.0).unwrap();
             assert_eq!(rx.ring.slot_words, 16, "64 B + 3 words round to two lines, as tickbus's slot");
+            assert!(SlotRung::fits(64) && SlotRung::fits(32) && !SlotRung::fits(288));
             assert_eq!(rx.try_recv(), None);
             for s in 0..(2 * SLOTS as u64 + 5) {
                 assert!(tx.try_send(s + 100));

@@ -5,7 +5,7 @@ use std::error::Error;
 use std::time::{Duration, Instant};
 
 use tickbus::shm::{self, ShmError, ShmOptions, ShmPublisher, ShmSubscriber};
-use tickbus::{Mode, Recv, RingConfig};
+use tickbus::{Mode, Recv, RecvInto, RingConfig};
 
 use crate::transport::{message, put_stamp, stamp_of, CrossProcess, InProcess, Rx, Tx};
 
@@ -34,6 +34,8 @@ struct RemoveOnDrop {
 pub struct ShmRx {
     s: ShmSubscriber,
     buf: Vec<u8>,
+    /// Receive with `try_recv_into` (the message's size is known) instead of `try_recv`.
+    into: bool,
 }
 
 impl Tx for ShmTx {
@@ -53,6 +55,12 @@ impl Drop for RemoveOnDrop {
 impl Rx for ShmRx {
     #[inline]
     fn try_recv(&mut self) -> Option<u64> {
+        if self.into {
+            return match self.s.try_recv_into(&mut self.buf)? {
+                RecvInto::Message { .. } => Some(stamp_of(&self.buf)),
+                other => panic!("ping-pong sends one size and keeps one message in flight, yet {other:?}"),
+            };
+        }
         match self.s.try_recv()? {
             Recv::Message(m) => {
                 let n = m.payload.len();
@@ -84,7 +92,7 @@ fn open_rx(name: &str, size: usize, opts: &ShmOptions) -> Result<ShmRx, Box<dyn 
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         match shm::open_consumer(name, opts) {
-            Ok(s) => return Ok(ShmRx { s, buf: message(size) }),
+            Ok(s) => return Ok(ShmRx { s, buf: message(size), into: false }),
             Err(e) if e.is_retryable() && Instant::now() < deadline => {
                 let _: ShmError = e;
                 std::thread::sleep(Duration::from_millis(5))
@@ -134,6 +142,28 @@ impl InProcess for TickbusShmUncounted {
     }
 }
 
+/// The same rings, the consumer receiving with `try_recv_into` into a buffer of the message's
+/// size, as a consumer of one fixed-layout message type would: it copies before it reads the
+/// slot's length, which the floor rungs showed is what a length read first costs at 32 and 64 B.
+#[derive(Default)]
+pub struct TickbusShmInto(pub TickbusShm);
+
+impl InProcess for TickbusShmInto {
+    type Tx = ShmTx;
+    type Rx = ShmRx;
+    fn name(&self) -> String {
+        "tickbus shm (receive into)".into()
+    }
+    fn note(&self) -> String {
+        format!("{}; the consumer copies into a buffer of the message's size, then checks the length", self.0.note())
+    }
+    fn channel(&mut self, size: usize, ticks_per_ns: f64) -> Result<(ShmTx, ShmRx), Box<dyn Error>> {
+        let (tx, mut rx) = self.0.channel(size, ticks_per_ns)?;
+        rx.into = true;
+        Ok((tx, rx))
+    }
+}
+
 /// Lossy rings read by observers, tickbus's market-data path: the reader copies each slot out
 /// under the seqlock (it may be lapped) instead of reading it in place, and the publisher never
 /// waits. Ping-pong keeps one message in flight, so nothing is lapped here; what it measures is
@@ -156,7 +186,7 @@ impl InProcess for TickbusShmLossy {
         let (tx, note) = open_tx(&name, Mode::Lossy, size, ticks_per_ns, &self.0.opts)?;
         self.0.backing = format!("{note}, observer copies out");
         let s = shm::open_observer(&name, tickbus::StartAt::Latest, &self.0.opts)?;
-        Ok((tx, ShmRx { s, buf: message(size) }))
+        Ok((tx, ShmRx { s, buf: message(size), into: false }))
     }
 }
 

@@ -1,0 +1,193 @@
+//! Receiving a message of the size the caller expects straight into the caller's buffer: what a
+//! consumer of one fixed-layout message type does.
+//!
+//! Why a second way to receive: the lab's floor rungs (`latency-lab/src/peers/floor_rungs.rs`)
+//! showed that a reader that looks at the slot's length word before it copies the payload (to
+//! size its copy, or only to check it) pays one to three 10 ns timer quanta per hop at 32 and
+//! 64 B over one that copies the size it expects and checks the length afterwards. That was
+//! nearly all of tickbus's distance to its same-payload floor at those sizes. So a reliable
+//! consumer here copies `out.len()` bytes first and only then reads the length and flags.
+//!
+//! Copying before the length is known is sound for a reliable consumer: the trail says the slot
+//! is published and the publisher cannot touch it again until this consumer's line passes it, so
+//! every byte of the slot's payload region is quiet, including those past a shorter message. An
+//! observer copies under the seqlock as [`RingReader::try_recv`] does (it may be lapped, so it
+//! must read the length first to validate what it copied) and gains nothing in speed here.
+use super::super::slot::{self, SlotState};
+use super::{Gap, RingMemory, RingReader};
+use crate::counters::Counter;
+
+/// What [`RingReader::try_recv_into`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvInto {
+    /// The next message, exactly `out.len()` bytes, is now in `out`.
+    Message {
+        /// Its position (per-stream sequence number).
+        position: u64,
+    },
+    /// The next message is `len` bytes, not `out.len()`. It was not consumed: take it with
+    /// [`RingReader::try_recv`]. `out` holds no message (its bytes are unspecified).
+    OtherLength {
+        /// Its position.
+        position: u64,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// Lossy ring: the publisher lapped the reader, as [`super::Recv::Gap`].
+    Gap(Gap),
+}
+
+impl<M: RingMemory> RingReader<M> {
+    /// The next message if it is exactly `out.len()` bytes, copied into `out`; the same order,
+    /// gaps, credits and counters as [`RingReader::try_recv`], and `None` when nothing new is
+    /// published. A message of another length is left where it is and reported
+    /// ([`RecvInto::OtherLength`]), so nothing is lost. A buffer larger than the ring's largest
+    /// payload matches no message. Never blocks, allocates or makes a syscall.
+    #[inline]
+    pub fn try_recv_into(&mut self, out: &mut [u8]) -> Option<RecvInto> {
+        if self.consumer.is_none() {
+            return self.observe_into(out);
+        }
+        if !self.manual_release && self.position.wrapping_sub(self.released) >= self.credit_every {
+            self.release();
+        }
+        let fits = out.len() <= self.geo.max_payload;
+        loop {
+            let pos = self.position;
+            let slot = self.geo.slot(pos);
+            match slot::peek(self.words.range(slot, self.geo.slot_words), pos) {
+                SlotState::Empty => {
+                    if !self.manual_release && self.released != self.position {
+                        self.release();
+                    }
+                    return None;
+                }
+                SlotState::Lapped { seen } => return Some(RecvInto::Gap(self.resync(seen))),
+                SlotState::Ready { .. } => {}
+            }
+            // Copy first, length after (module doc).
+            if fits {
+                out.copy_from_slice(self.in_place(slot, out.len()));
+            }
+            let (len, aborted) = slot::read_len(self.words.range(slot, self.geo.slot_words), &self.geo);
+            if aborted {
+                self.position = pos.wrapping_add(1);
+                self.counters.set(Counter::Position, self.position);
+                continue;
+            }
+            if len != out.len() {
+                return Some(RecvInto::OtherLength { position: pos, len });
+            }
+            self.position = pos.wrapping_add(1);
+            self.count_message(len);
+            return Some(RecvInto::Message { position: pos });
+        }
+    }
+
+    /// An observer's [`RingReader::try_recv_into`]: copied out and validated as `try_recv` does,
+    /// handed over only at the expected length, left in place (not consumed) otherwise.
+    fn observe_into(&mut self, out: &mut [u8]) -> Option<RecvInto> {
+        loop {
+            let pos = self.position;
+            let s = self.words.range(self.geo.slot(pos), self.geo.slot_words);
+            match slot::read_copy(s, &self.geo, pos, &mut self.buf) {
+                SlotState::Empty => return None,
+                SlotState::Lapped { seen } => return Some(RecvInto::Gap(self.resync(seen))),
+                SlotState::Ready { aborted: true, .. } => {
+                    self.position = pos.wrapping_add(1);
+                    self.counters.set(Counter::Position, self.position);
+                }
+                SlotState::Ready { len, aborted: false } if len != out.len() => {
+                    return Some(RecvInto::OtherLength { position: pos, len });
+                }
+                SlotState::Ready { len, aborted: false } => {
+                    out.copy_from_slice(&zerocopy::IntoBytes::as_bytes(&self.buf[..])[..len]);
+                    self.position = pos.wrapping_add(1);
+                    self.count_message(len);
+                    return Some(RecvInto::Message { position: pos });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::Arc;
+
+    use super::RecvInto;
+    use crate::ring::{HeapMemory, Mode, Recv, RingConfig, RingReader, RingWriter, StartAt};
+
+    fn ring(mode: Mode, slots: usize) -> (Arc<HeapMemory>, RingWriter<Arc<HeapMemory>>) {
+        let cfg = RingConfig::for_payload(mode, 7, 64, slots);
+        let mem = HeapMemory::new(cfg.ring_bytes());
+        (mem.clone(), RingWriter::create(mem, &cfg, 100, 0).expect("create"))
+    }
+
+    fn msg(pos: u64, len: usize) -> Vec<u8> {
+        (0..len).map(|i| (pos as u8).wrapping_mul(31).wrapping_add(i as u8) | 1).collect()
+    }
+
+    fn readers(mem: &Arc<HeapMemory>) -> [RingReader<Arc<HeapMemory>>; 2] {
+        let consumer = RingReader::consumer(mem.clone(), 9, |_| true).unwrap();
+        [consumer, RingReader::observer(mem.clone(), StartAt::Oldest).unwrap()]
+    }
+
+    /// A consumer and an observer each get every message of the expected size, byte for byte and
+    /// in order across laps; one of another size is reported and left in place (try_recv then
+    /// takes it, and the next one comes into the buffer again); an aborted slot is skipped; a
+    /// buffer larger than any payload matches nothing and consumes nothing.
+    #[test]
+    fn delivers_the_expected_size_and_leaves_any_other_in_place() {
+        let (mem, mut w) = ring(Mode::Reliable, 4);
+        let [mut consumer, mut observer] = readers(&mem);
+        let mut out = [0u8; 32];
+        for r in [&mut consumer, &mut observer] {
+            assert_eq!(r.try_recv_into(&mut out), None);
+        }
+        for p in 0..10u64 {
+            let len = if p == 5 { 24 } else { 32 };
+            if p == 7 {
+                drop(w.try_claim(32).unwrap()); // aborted: no message at position 7
+            }
+            let at = w.publish(&msg(p, len)).unwrap();
+            for r in [&mut consumer, &mut observer] {
+                if len != 32 {
+                    assert_eq!(r.try_recv_into(&mut out), Some(RecvInto::OtherLength { position: at, len }));
+                    assert_eq!(r.try_recv_into(&mut [0u8; 1024]), Some(RecvInto::OtherLength { position: at, len }));
+                    match r.try_recv() {
+                        Some(Recv::Message(d)) => assert_eq!((d.position, d.payload), (at, &msg(p, len)[..])),
+                        other => panic!("message {p} was consumed or lost: {other:?}"),
+                    }
+                } else {
+                    assert_eq!(r.try_recv_into(&mut out), Some(RecvInto::Message { position: at }), "message {p}");
+                    assert_eq!(out[..], msg(p, 32)[..], "message {p}'s bytes");
+                }
+                assert_eq!(r.try_recv_into(&mut out), None);
+            }
+            // The consumer credited everything it took, so the 4-slot ring never fills.
+            assert_eq!(w.slowest_consumer().1, w.position());
+        }
+        assert_eq!(consumer.position(), 11);
+    }
+
+    /// An observer lapped by a lossy publisher gets the gap, as try_recv does, and reads on from
+    /// where the publisher is.
+    #[test]
+    fn a_lapped_observer_gets_the_gap_and_reads_on() {
+        let (mem, mut w) = ring(Mode::Lossy, 4);
+        let mut r = RingReader::observer(mem, StartAt::Latest).unwrap();
+        for p in 0..9 {
+            w.publish(&msg(p, 16)).unwrap();
+        }
+        let mut out = [0u8; 16];
+        match r.try_recv_into(&mut out) {
+            Some(RecvInto::Gap(g)) => assert_eq!((g.expected, g.resumed_at), (0, 9)),
+            other => panic!("expected a gap, got {other:?}"),
+        }
+        assert_eq!(r.try_recv_into(&mut out), None);
+        w.publish(&msg(9, 16)).unwrap();
+        assert_eq!(r.try_recv_into(&mut out), Some(RecvInto::Message { position: 9 }));
+        assert_eq!(out[..], msg(9, 16)[..]);
+    }
+}
