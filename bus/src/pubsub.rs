@@ -182,9 +182,11 @@ impl<M: RingMemory> Subscriber<M> {
 
     /// The next message if it is exactly `out.len()` bytes, copied into `out` (a fixed-layout
     /// message's bytes, say): same order, gaps and guarantees as [`Subscriber::try_recv`]. A
-    /// message of another length is reported and left for `try_recv`, never lost. For a reliable
-    /// consumer this is the faster receive at small sizes: it copies before it reads the length
-    /// (see [`RingReader::try_recv_into`]).
+    /// message of another length is reported and left unconsumed for `try_recv` (which must
+    /// take it before the stream goes on). `out` holds a message only when
+    /// [`RecvInto::Message`] is returned: receive into a scratch buffer. For a reliable consumer
+    /// this is the faster receive at small sizes: it copies before it reads the length (see
+    /// [`RingReader::try_recv_into`]).
     #[inline]
     pub fn try_recv_into(&mut self, out: &mut [u8]) -> Option<RecvInto> {
         self.reader.try_recv_into(out)

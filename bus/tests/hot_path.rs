@@ -98,12 +98,15 @@ fn steady_state(mode: Mode, tag: &str, into: bool) -> (Counts, Counts, u64) {
         },
         move |s| {
             let (mut delivered, mut budget) = (0u64, 4_000_000_000u64);
-            let mut buf = [0u8; Quote::LEN];
+            // Received straight into a quote (a scratch one: it holds a message only on
+            // `Message`), whose prices must rise: the copy really happened, in order.
+            let (mut q, mut last) = (Quote::new(), -1);
             while into && delivered < n && budget > 0 {
                 budget -= 1;
-                match s.try_recv_into(&mut buf) {
+                match s.try_recv_into(zerocopy::IntoBytes::as_mut_bytes(&mut q)) {
                     Some(RecvInto::Message { .. }) => {
-                        std::hint::black_box(&buf);
+                        assert!(q.bid_px > last, "quote {} after {last}", q.bid_px);
+                        last = q.bid_px;
                         delivered += 1;
                     }
                     Some(RecvInto::OtherLength { len, .. }) => panic!("a {len}-byte message on a ring of quotes"),

@@ -16,13 +16,16 @@ use crate::itch_bench::ItchReport;
 pub const PERCENTILES: [(f64, &str); 5] =
     [(50.0, "p50"), (90.0, "p90"), (99.0, "p99"), (99.9, "p99.9"), (99.99, "p99.99")];
 
-/// Whether a row is tickbus itself, the floor, or a peer (what the ratios compare against).
+/// Whether a row is tickbus itself, the floor, a peer (what the ratios compare against), or a
+/// rung between a floor and tickbus (a floor with some of tickbus's costs added, to show where
+/// tickbus's time goes: neither a yardstick nor a floor that could be suspect).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Floor,
     Tickbus,
     Peer,
+    Rung,
 }
 
 /// One transport's latency in one section.

@@ -42,7 +42,9 @@ fn counters_note(sec: &Section) -> Option<String> {
 }
 
 fn kind_of(name: &str) -> Kind {
-    if name.starts_with("floor") {
+    if name.starts_with("floor rung") {
+        Kind::Rung
+    } else if name.starts_with("floor") {
         Kind::Floor
     } else if name.starts_with("tickbus") {
         Kind::Tickbus

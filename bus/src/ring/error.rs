@@ -136,4 +136,12 @@ pub enum AttachError {
         /// The position found.
         position: u64,
     },
+    /// A consumer line's position is past any real stream.
+    #[error("consumer line {index} holds position {position}, past any real stream (above 2^62): the line is corrupt: recreate the ring (`tickbus ring inspect <name>` shows its lines)")]
+    CorruptConsumerPosition {
+        /// The line.
+        index: usize,
+        /// The position found.
+        position: u64,
+    },
 }

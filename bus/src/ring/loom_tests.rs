@@ -111,3 +111,51 @@ fn loom_reliable_receive_into_copies_every_message_intact() {
         t.join().unwrap();
     });
 }
+
+/// Reliable, receiving into a 16-byte buffer while the publisher sends a 16-byte message, an
+/// 8-byte one and drops a claim, then a 16-byte one: the 8-byte message is reported and left for
+/// `try_recv` (never consumed or torn), the dropped claim is skipped, and the copy that precedes
+/// every length read only ever sees published slots.
+#[test]
+fn loom_receive_into_with_mixed_lengths_and_a_dropped_claim() {
+    model(|| {
+        let (mem, mut w) = small_ring(Mode::Reliable);
+        let mut r = RingReader::consumer_by_token(mem, 2).unwrap();
+        let t = thread::spawn(move || {
+            while w.publish(&payload(0)).is_err() {
+                spin_hint();
+            }
+            while w.publish(&payload(1)[..8]).is_err() {
+                spin_hint();
+            }
+            while w.try_claim(16).map(drop).is_err() {
+                spin_hint();
+            }
+            while w.publish(&payload(3)).is_err() {
+                spin_hint();
+            }
+        });
+        let mut out = [0u8; 16];
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            match r.try_recv_into(&mut out) {
+                Some(RecvInto::Message { position }) => {
+                    assert_eq!(out, payload(position));
+                    got.push(position);
+                }
+                Some(RecvInto::OtherLength { position, len }) => {
+                    assert_eq!((position, len), (1, 8));
+                    match r.try_recv() {
+                        Some(Recv::Message(d)) => assert_eq!((d.position, d.payload), (1, &payload(1)[..8])),
+                        other => panic!("the 8-byte message: {other:?}"),
+                    }
+                    got.push(position);
+                }
+                Some(RecvInto::Gap(g)) => panic!("reliable ring lapped its consumer: {g:?}"),
+                None => spin_hint(),
+            }
+        }
+        assert_eq!(got, [0, 1, 3]);
+        t.join().unwrap();
+    });
+}

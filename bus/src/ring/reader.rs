@@ -164,10 +164,17 @@ impl<M: RingMemory> RingReader<M> {
         Ok(r)
     }
 
+    /// Starts at the position consumer line `index` (already ours) left. A position no real
+    /// stream reaches is refused, and the line handed back: `pos + 1` would wrap to the stamp of
+    /// a slot never written, so an unwritten slot would look published.
     fn take_line(mut self, index: usize) -> Result<Self, AttachError> {
         let line = self.line(index);
         line[C_ATTACHES].fetch_add(1, Ordering::Relaxed);
         let position = line[C_POSITION].load(Ordering::Acquire);
+        if position > MAX_SANE_POSITION {
+            line[C_OWNER].store(0, Ordering::Release);
+            return Err(AttachError::CorruptConsumerPosition { index, position });
+        }
         self.position = position;
         self.released = position;
         self.consumer = Some(index);

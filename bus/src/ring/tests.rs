@@ -356,3 +356,23 @@ fn a_restarted_writer_continues_after_a_slot_published_without_its_position() {
         expect_msg(&mut r, p);
     }
 }
+
+/// A consumer line whose position no real stream reaches (a corrupt or hostile ring file) is
+/// refused at attach, naming the line, and handed back: at u64::MAX, `pos + 1` would wrap to the
+/// stamp of a slot never written, and the consumer would read an unwritten slot as published.
+#[test]
+fn a_consumer_line_past_any_real_stream_is_refused_and_left_free() {
+    let (mem, _w) = ring(Mode::Reliable, 8);
+    let words = Words::new(&mem);
+    for bad in [u64::MAX, (1 << 62) + 1] {
+        words.word(super::layout::consumer_position_word(0)).store(bad, std::sync::atomic::Ordering::Relaxed);
+        match RingReader::consumer_by_token(mem.clone(), 5) {
+            Err(AttachError::CorruptConsumerPosition { index: 0, position }) => assert_eq!(position, bad),
+            Ok(_) => panic!("attached at position {bad}"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    words.word(super::layout::consumer_position_word(0)).store(3, std::sync::atomic::Ordering::Relaxed);
+    let r = RingReader::consumer_by_token(mem.clone(), 5).expect("the refused line was handed back");
+    assert_eq!((r.consumer_index(), r.position()), (Some(0), 3));
+}

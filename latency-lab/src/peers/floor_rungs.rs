@@ -1,6 +1,7 @@
 //! Rungs between the 1024-slot payload floor and tickbus: the floor's ring with tickbus's slot
-//! layout and every store tickbus makes per message, so the report shows where tickbus's time over
-//! the floor goes instead of guessing at it.
+//! layout and every store tickbus makes per message but its counters' (the "counters off" row
+//! shows what those cost), so the report shows where tickbus's time over the floor goes instead of
+//! guessing at it. Rows of kind `Rung`: not yardsticks, and never marked as suspect floors.
 //!
 //! Rungs run where they are tickbus's slot: messages of up to 104 bytes (32 and 64 B in the lab).
 //!
@@ -20,7 +21,8 @@
 //!   says, as a consumer of variable-size messages must; the lab's tickbus, Aeron and disruptor
 //!   receivers all copy this way. The floor, like the first rung, knows the length out of band.
 //! - "tickbus's slot, length checked after the copy": the reader copies the length it expects and
-//!   only then checks the slot's length word, as tickbus's `try_recv_into` does.
+//!   only then checks the slot's length word, the order of tickbus's `try_recv_into` (which,
+//!   unlike the rung, leaves a message of another length unconsumed).
 //!
 //! All are ping-pong only (one message in flight: no flow control, no lapping).
 use std::error::Error;
@@ -188,7 +190,7 @@ mod tests {
     /// Every rung carries every stamp in order through more than one lap of the ring, and a reader
     /// that finds nothing new says so and credits what it read.
     #[test]
-    fn both_rungs_deliver_every_stamp_in_order_across_laps() {
+    fn every_rung_delivers_every_stamp_in_order_across_laps() {
         for length in [Length::Known, Length::Checked, Length::Read, Length::CheckedAfter] {
             let (mut tx, mut rx) = SlotRung(length).channel(64, 1.0).unwrap();
             assert_eq!(rx.ring.slot_words, 16, "64 B + 3 words round to two lines, as tickbus's slot");

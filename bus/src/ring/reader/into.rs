@@ -8,6 +8,10 @@
 //! nearly all of tickbus's distance to its same-payload floor at those sizes. So a reliable
 //! consumer here copies `out.len()` bytes first and only then reads the length and flags.
 //!
+//! Not for memory whose slots may land out of order (RDMA WRITE_WITH_IMM, where the transport
+//! passes a landed limit to [`RingReader::try_recv_before`]): there is no limited variant, and
+//! the RDMA subscribers do not offer this receive.
+//!
 //! Copying before the length is known is sound for a reliable consumer: the trail says the slot
 //! is published and the publisher cannot touch it again until this consumer's line passes it, so
 //! every byte of the slot's payload region is quiet, including those past a shorter message. An
@@ -17,8 +21,10 @@ use super::super::slot::{self, SlotState};
 use super::{Gap, RingMemory, RingReader};
 use crate::counters::Counter;
 
-/// What [`RingReader::try_recv_into`] found.
+/// What [`RingReader::try_recv_into`] found. An [`RecvInto::OtherLength`] must be taken with
+/// `try_recv`: until it is, every call reports it again and the stream goes no further.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a message of another length stays in the ring until try_recv takes it"]
 pub enum RecvInto {
     /// The next message, exactly `out.len()` bytes, is now in `out`.
     Message {
@@ -26,7 +32,8 @@ pub enum RecvInto {
         position: u64,
     },
     /// The next message is `len` bytes, not `out.len()`. It was not consumed: take it with
-    /// [`RingReader::try_recv`]. `out` holds no message (its bytes are unspecified).
+    /// [`RingReader::try_recv`] (on a lossy ring it may be lapped first, and then comes as a
+    /// gap).
     OtherLength {
         /// Its position.
         position: u64,
@@ -40,9 +47,14 @@ pub enum RecvInto {
 impl<M: RingMemory> RingReader<M> {
     /// The next message if it is exactly `out.len()` bytes, copied into `out`; the same order,
     /// gaps, credits and counters as [`RingReader::try_recv`], and `None` when nothing new is
-    /// published. A message of another length is left where it is and reported
-    /// ([`RecvInto::OtherLength`]), so nothing is lost. A buffer larger than the ring's largest
-    /// payload matches no message. Never blocks, allocates or makes a syscall.
+    /// published. A message of another length is left where it is, unconsumed, and reported
+    /// ([`RecvInto::OtherLength`]). A buffer larger than the ring's largest payload matches no
+    /// message. Never blocks, allocates or makes a syscall.
+    ///
+    /// `out` holds a message only when [`RecvInto::Message`] is returned; after any other result
+    /// its bytes are unspecified (a consumer copies a slot before it knows whether the slot holds
+    /// a message of that length, or any message), so receive into a scratch buffer, not into
+    /// state that must survive a miss.
     #[inline]
     pub fn try_recv_into(&mut self, out: &mut [u8]) -> Option<RecvInto> {
         if self.consumer.is_none() {
@@ -169,6 +181,72 @@ mod tests {
             assert_eq!(w.slowest_consumer().1, w.position());
         }
         assert_eq!(consumer.position(), 11);
+    }
+
+    /// A dropped claim alone: the consumer skips it, finds nothing after it, and credits past it,
+    /// so the publisher's next message goes into the freed slot and arrives.
+    #[test]
+    fn a_consumer_skips_an_aborted_slot_and_credits_past_it() {
+        let (mem, mut w) = ring(Mode::Reliable, 2);
+        let [mut r, _] = readers(&mem);
+        drop(w.try_claim(16).unwrap());
+        let mut out = [0u8; 16];
+        assert_eq!(r.try_recv_into(&mut out), None);
+        assert_eq!((r.position(), w.slowest_consumer().1), (1, 1));
+        for p in 1..4 {
+            assert_eq!(w.publish(&msg(p, 16)).unwrap(), p);
+            assert_eq!(r.try_recv_into(&mut out), Some(RecvInto::Message { position: p }));
+            assert_eq!(out[..], msg(p, 16)[..]);
+        }
+    }
+
+    /// A publisher and a consumer on two threads over a 4-slot reliable ring: 20,000 messages,
+    /// every 7th of another length and every 13th claim dropped. The consumer receives into a
+    /// buffer and takes the other lengths with try_recv: every message arrives once, in order,
+    /// byte for byte (the copy before the length read never sees a slot being rewritten).
+    #[test]
+    fn two_threads_with_mixed_lengths_and_dropped_claims_lose_and_tear_nothing() {
+        const N: u64 = 20_000;
+        let (mem, mut w) = ring(Mode::Reliable, 4);
+        let [mut r, _] = readers(&mem);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let len = |k: u64| if k % 7 == 3 { 40 } else { 24 };
+        let writer = std::thread::spawn(move || {
+            for k in 0..N {
+                if k % 13 == 5 {
+                    while w.try_claim(24).map(drop).is_err() {
+                        assert!(std::time::Instant::now() < deadline, "the consumer stopped crediting");
+                    }
+                }
+                while w.publish(&msg(k, len(k))).is_err() {
+                    assert!(std::time::Instant::now() < deadline, "the consumer stopped crediting");
+                }
+            }
+        });
+        let (mut k, mut last, mut out) = (0u64, None, [0u8; 24]);
+        while k < N {
+            assert!(std::time::Instant::now() < deadline, "stalled at message {k}");
+            let position = match r.try_recv_into(&mut out) {
+                None => continue,
+                Some(RecvInto::Message { position }) => {
+                    assert_eq!(out[..], msg(k, 24)[..], "message {k}");
+                    position
+                }
+                Some(RecvInto::OtherLength { position, len: l }) => {
+                    assert_eq!(l, len(k), "message {k}");
+                    match r.try_recv() {
+                        Some(Recv::Message(d)) => assert_eq!((d.position, d.payload), (position, &msg(k, l)[..])),
+                        other => panic!("message {k}: {other:?}"),
+                    }
+                    position
+                }
+                Some(RecvInto::Gap(g)) => panic!("a reliable ring lapped its consumer: {g:?}"),
+            };
+            assert!(last.is_none_or(|p| position > p), "message {k} at {position} after {last:?}");
+            (k, last) = (k + 1, Some(position));
+        }
+        writer.join().unwrap();
+        assert_eq!(r.try_recv_into(&mut out), None);
     }
 
     /// An observer lapped by a lossy publisher gets the gap, as try_recv does, and reads on from
