@@ -188,6 +188,7 @@ impl<M: RingMemory> Subscriber<M> {
     /// this is the faster receive at small sizes: it copies before it reads the length (see
     /// [`RingReader::try_recv_into`]).
     #[inline]
+    #[must_use = "a message of another length stays in the ring until try_recv takes it"]
     pub fn try_recv_into(&mut self, out: &mut [u8]) -> Option<RecvInto> {
         self.reader.try_recv_into(out)
     }

@@ -6,7 +6,7 @@
 //! observers, a consumer and a writer attach and run, receiving in turn with `try_recv` and with
 //! `try_recv_into` a buffer of a length the input picks (up to past the largest payload).
 //! Nothing may panic or read out of bounds; a delivered payload is never longer than a slot
-//! holds, and one received into a buffer is exactly the buffer's length.
+//! holds, and a length reported as another than the buffer's is one a slot can hold.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use tickbus::ring::{HeapMemory, RingMemory, RingReader, RingWriter};

@@ -56,6 +56,7 @@ impl<M: RingMemory> RingReader<M> {
     /// a message of that length, or any message), so receive into a scratch buffer, not into
     /// state that must survive a miss.
     #[inline]
+    #[must_use = "a message of another length stays in the ring until try_recv takes it"]
     pub fn try_recv_into(&mut self, out: &mut [u8]) -> Option<RecvInto> {
         if self.consumer.is_none() {
             return self.observe_into(out);
