@@ -101,10 +101,12 @@ fn my_addr() -> Result<Ipv4Addr, Failed> {
     Ok(std::env::var("RIG_GUEST_ADDR")?.parse()?)
 }
 
-/// Reliable rdma-rc across the link: the link is cut for 2 s mid-stream. The publisher reports
-/// the subscriber lost within its retry budget and keeps going; the subscriber notices its
-/// publisher gone once the link is back, reconnects asking to resume where it stopped, and ends
-/// with every message exactly once, in order.
+/// Reliable rdma-rc across the link: the link is cut mid-stream, for at least 2 s and until the
+/// publisher has reported the subscriber lost (its retry budget spent; at most 30 s). The
+/// publisher keeps going; the subscriber notices its publisher gone once the link is back,
+/// reconnects asking to resume where it stopped, and ends with every message exactly once, in
+/// order. (A fixed 2 s cut flapped: under a slow TCG phase the retries outlasted it, the stream
+/// went on as if nothing had happened, and there was nothing to reconnect.)
 fn rc_link_cut() -> Result<(), Failed> {
     let mut peer = peer()?.lock().map_err(|_| "peer lock")?;
     let n = 6_000u64;
@@ -123,7 +125,11 @@ fn rc_link_cut() -> Result<(), Failed> {
             rig("link-down");
             cut_at = Some(Instant::now());
         }
-        if !restored && cut_at.is_some_and(|t| t.elapsed() > Duration::from_secs(2)) {
+        let down = cut_at.map(|t| t.elapsed());
+        if !restored
+            && down
+                .is_some_and(|d| d > Duration::from_secs(30) || (d > Duration::from_secs(2) && dropped_after.is_some()))
+        {
             rig("link-up");
             restored = true;
         }
@@ -145,14 +151,19 @@ fn rc_link_cut() -> Result<(), Failed> {
             std::thread::sleep(Duration::from_micros(100));
         }
     }
+    if !restored {
+        rig("link-up");
+    }
     let report = peer.expect("rc done")?;
     eprintln!("guest 1: {report}");
     assert_eq!(report, format!("rc done {n} reconnects 1"));
     let after = dropped_after.ok_or("the publisher never reported the lost subscriber")?;
-    // The default retry budget (4.096 us * 2^14 * 7 tries = 0.47 s) runs from the first WRITE
-    // that cannot get through, which may be posted only once credits allow (up to the 2 s the
-    // link is down); TCG stretches the timers besides. A shorter budget flaps under TCG.
-    assert!(after < Duration::from_secs(8), "reported {after:?} after the cut");
+    // The retry budget (4.096 us * 2^14 * 7 tries = 0.47 s by the book) runs from the first WRITE
+    // that cannot get through, which may be posted only once credits allow, and TCG stretches
+    // rxe's timers: runs have reported the loss from under 2 s to 22 s after the cut. How soon a
+    // dead peer is reported is `rc_publisher_reports_a_powered_off_peer_within_its_retry_budget`'s
+    // business; here the link stays down until it is, and it must be before the 30 s cap.
+    assert!(after < Duration::from_secs(30), "reported {after:?} after the cut");
     Ok(())
 }
 
