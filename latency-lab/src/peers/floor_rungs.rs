@@ -8,19 +8,19 @@
 //! Why: at 64 B tickbus sat 1-3 timer quanta (10-30 ns) above the floor in every variant tried,
 //! and this VM exposes no hardware counters to say why. A rung isolates one difference at a time,
 //! measured in the same interleaved rounds as the floor and tickbus:
-//! - "tickbus's slot, length known": the lead word stored first (Relaxed, then a Release fence),
+//! - "tickbus slot, length known": the lead word stored first (Relaxed, then a Release fence),
 //!   the payload one relaxed word store at a time from the slot's second word (at 64 B tickbus's
 //!   payload is 8 bytes off a 16-byte boundary, so it stores word by word too), the length word
 //!   and the trail (Release) at the slot's end, then the producer position on its own line; the
 //!   reader polls the trail, copies the payload out with the length the channel was made with, and
 //!   stores its consumer position the first time it finds nothing new, as tickbus's reader does.
-//! - "tickbus's slot, length checked": the reader loads the slot's length word and checks it is
+//! - "tickbus slot, length checked": the reader loads the slot's length word and checks it is
 //!   the length it expects, then copies that many bytes: what a consumer of one fixed-layout
 //!   message type does (the length is a branch, not the copy's size).
-//! - "tickbus's slot, length read": the reader copies as many bytes as the slot's length word
+//! - "tickbus slot, length read": the reader copies as many bytes as the slot's length word
 //!   says, as a consumer of variable-size messages must; the lab's tickbus, Aeron and disruptor
 //!   receivers all copy this way. The floor, like the first rung, knows the length out of band.
-//! - "tickbus's slot, length checked after the copy": the reader copies the length it expects and
+//! - "tickbus slot, copy then check length": the reader copies the length it expects and
 //!   only then checks the slot's length word, the order of tickbus's `try_recv_into` (which,
 //!   unlike the rung, leaves a message of another length unconsumed).
 //!
@@ -155,13 +155,14 @@ impl InProcess for SlotRung {
     type Tx = RungTx;
     type Rx = RungRx;
     fn name(&self) -> String {
+        // Names fit the tables' 50-column name field.
         let how = match self.0 {
-            Length::Known => "known",
-            Length::Checked => "checked",
-            Length::Read => "read",
-            Length::CheckedAfter => "checked after the copy",
+            Length::Known => "length known",
+            Length::Checked => "length checked",
+            Length::Read => "length read",
+            Length::CheckedAfter => "copy then check length",
         };
-        format!("floor rung: tickbus's slot, length {how}")
+        format!("floor rung: tickbus slot, {how}")
     }
     fn note(&self) -> String {
         let reader = match self.0 {
