@@ -299,25 +299,12 @@ impl<M: RingMemory> RingReader<M> {
         if self.consumer.is_some() {
             return self.recv_consumer(limit);
         }
-        loop {
-            let pos = self.position;
-            if pos >= limit {
-                return None;
-            }
-            let s = self.words.range(self.geo.slot(pos), self.geo.slot_words);
-            match slot::read_copy(s, &self.geo, pos, &mut self.buf) {
-                SlotState::Empty => return None,
-                SlotState::Lapped { seen } => return Some(Recv::Gap(self.resync(seen))),
-                SlotState::Ready { aborted: true, .. } => {
-                    self.position = pos.wrapping_add(1);
-                    self.counters.set(Counter::Position, self.position);
-                }
-                SlotState::Ready { len, aborted: false } => {
-                    self.position = pos.wrapping_add(1);
-                    self.count_message(len);
-                    let payload = &zerocopy::IntoBytes::as_bytes(&self.buf[..])[..len];
-                    return Some(Recv::Message(Delivery { position: pos, payload }));
-                }
+        match self.observe_next(limit)? {
+            Err(gap) => Some(Recv::Gap(gap)),
+            Ok((position, len)) => {
+                self.consume(len);
+                let payload = &zerocopy::IntoBytes::as_bytes(&self.buf[..])[..len];
+                Some(Recv::Message(Delivery { position, payload }))
             }
         }
     }
@@ -326,38 +313,86 @@ impl<M: RingMemory> RingReader<M> {
     /// the payload is delivered in place, without a copy.
     #[inline]
     fn recv_consumer(&mut self, limit: u64) -> Option<Recv<'_>> {
-        // Everything below `position` was delivered and its borrow has ended (we hold &mut self).
+        self.credit_if_due();
+        loop {
+            let position = self.position;
+            let slot = match self.next_published(limit)? {
+                Ok(slot) => slot,
+                Err(gap) => return Some(Recv::Gap(gap)),
+            };
+            let (len, aborted) = slot::read_len(self.words.range(slot, self.geo.slot_words), &self.geo);
+            if aborted {
+                self.skip_aborted();
+                continue;
+            }
+            self.consume(len);
+            return Some(Recv::Message(Delivery { position, payload: self.in_place(slot, len) }));
+        }
+    }
+
+    /// Reliable consumer, before a receive: credits the publisher once a quarter of the ring
+    /// (`credit_every`) was consumed. Everything below `position` was delivered and its borrow
+    /// has ended (the caller holds &mut self).
+    #[inline(always)]
+    fn credit_if_due(&mut self) {
         if !self.manual_release && self.position.wrapping_sub(self.released) >= self.credit_every {
             self.release();
         }
+    }
+
+    /// Reliable consumer: the slot of the next position if it is published (and below `limit`),
+    /// not yet consumed; `None` if not, crediting what was read now the ring has run dry; or the
+    /// gap of a lap (a corrupt ring: a reliable publisher never laps its consumer).
+    #[inline(always)]
+    fn next_published(&mut self, limit: u64) -> Option<Result<usize, Gap>> {
+        let pos = self.position;
+        let slot = self.geo.slot(pos);
+        let state =
+            if pos >= limit { SlotState::Empty } else { slot::peek(self.words.range(slot, self.geo.slot_words), pos) };
+        match state {
+            SlotState::Empty => {
+                if !self.manual_release && self.released != self.position {
+                    self.release();
+                }
+                None
+            }
+            SlotState::Lapped { seen } => Some(Err(self.resync(seen))),
+            SlotState::Ready { .. } => Some(Ok(slot)),
+        }
+    }
+
+    /// Observer: copies the next published message below `limit` into `buf` under the seqlock,
+    /// skipping dropped claims, and returns its position and length, not yet consumed; `None` if
+    /// nothing new is published, or the gap of a lap.
+    #[inline(always)]
+    fn observe_next(&mut self, limit: u64) -> Option<Result<(u64, usize), Gap>> {
         loop {
             let pos = self.position;
-            let slot = self.geo.slot(pos);
-            let state = if pos >= limit {
-                SlotState::Empty
-            } else {
-                slot::peek(self.words.range(slot, self.geo.slot_words), pos)
-            };
-            match state {
-                SlotState::Empty => {
-                    if !self.manual_release && self.released != self.position {
-                        self.release();
-                    }
-                    return None;
-                }
-                SlotState::Lapped { seen } => return Some(Recv::Gap(self.resync(seen))),
-                SlotState::Ready { .. } => {
-                    self.position = pos.wrapping_add(1);
-                    let (len, aborted) = slot::read_len(self.words.range(slot, self.geo.slot_words), &self.geo);
-                    if aborted {
-                        self.counters.set(Counter::Position, self.position);
-                        continue;
-                    }
-                    self.count_message(len);
-                    return Some(Recv::Message(Delivery { position: pos, payload: self.in_place(slot, len) }));
-                }
+            if pos >= limit {
+                return None;
+            }
+            let s = self.words.range(self.geo.slot(pos), self.geo.slot_words);
+            match slot::read_copy(s, &self.geo, pos, &mut self.buf) {
+                SlotState::Empty => return None,
+                SlotState::Lapped { seen } => return Some(Err(self.resync(seen))),
+                SlotState::Ready { aborted: true, .. } => self.skip_aborted(),
+                SlotState::Ready { len, aborted: false } => return Some(Ok((pos, len))),
             }
         }
+    }
+
+    /// Moves past the message at the reader's position, `len` bytes, and counts it.
+    #[inline(always)]
+    fn consume(&mut self, len: usize) {
+        self.position = self.position.wrapping_add(1);
+        self.count_message(len);
+    }
+
+    /// Moves past a dropped claim's slot (no message in it).
+    #[inline(always)]
+    fn skip_aborted(&mut self) {
+        self.position = self.position.wrapping_add(1);
+        self.counters.set(Counter::Position, self.position);
     }
 
     #[cfg(not(loom))]

@@ -17,9 +17,8 @@
 //! every byte of the slot's payload region is quiet, including those past a shorter message. An
 //! observer copies under the seqlock as [`RingReader::try_recv`] does (it may be lapped, so it
 //! must read the length first to validate what it copied) and gains nothing in speed here.
-use super::super::slot::{self, SlotState};
+use super::super::slot;
 use super::{Gap, RingMemory, RingReader};
-use crate::counters::Counter;
 
 /// What [`RingReader::try_recv_into`] found. An [`RecvInto::OtherLength`] must be taken with
 /// `try_recv`: until it is, every call reports it again and the stream goes no further.
@@ -61,64 +60,41 @@ impl<M: RingMemory> RingReader<M> {
         if self.consumer.is_none() {
             return self.observe_into(out);
         }
-        if !self.manual_release && self.position.wrapping_sub(self.released) >= self.credit_every {
-            self.release();
-        }
+        self.credit_if_due();
         let fits = out.len() <= self.geo.max_payload;
         loop {
-            let pos = self.position;
-            let slot = self.geo.slot(pos);
-            match slot::peek(self.words.range(slot, self.geo.slot_words), pos) {
-                SlotState::Empty => {
-                    if !self.manual_release && self.released != self.position {
-                        self.release();
-                    }
-                    return None;
-                }
-                SlotState::Lapped { seen } => return Some(RecvInto::Gap(self.resync(seen))),
-                SlotState::Ready { .. } => {}
-            }
+            let position = self.position;
+            let slot = match self.next_published(u64::MAX)? {
+                Ok(slot) => slot,
+                Err(gap) => return Some(RecvInto::Gap(gap)),
+            };
             // Copy first, length after (module doc).
             if fits {
                 out.copy_from_slice(self.in_place(slot, out.len()));
             }
             let (len, aborted) = slot::read_len(self.words.range(slot, self.geo.slot_words), &self.geo);
             if aborted {
-                self.position = pos.wrapping_add(1);
-                self.counters.set(Counter::Position, self.position);
+                self.skip_aborted();
                 continue;
             }
             if len != out.len() {
-                return Some(RecvInto::OtherLength { position: pos, len });
+                return Some(RecvInto::OtherLength { position, len });
             }
-            self.position = pos.wrapping_add(1);
-            self.count_message(len);
-            return Some(RecvInto::Message { position: pos });
+            self.consume(len);
+            return Some(RecvInto::Message { position });
         }
     }
 
     /// An observer's [`RingReader::try_recv_into`]: copied out and validated as `try_recv` does,
     /// handed over only at the expected length, left in place (not consumed) otherwise.
     fn observe_into(&mut self, out: &mut [u8]) -> Option<RecvInto> {
-        loop {
-            let pos = self.position;
-            let s = self.words.range(self.geo.slot(pos), self.geo.slot_words);
-            match slot::read_copy(s, &self.geo, pos, &mut self.buf) {
-                SlotState::Empty => return None,
-                SlotState::Lapped { seen } => return Some(RecvInto::Gap(self.resync(seen))),
-                SlotState::Ready { aborted: true, .. } => {
-                    self.position = pos.wrapping_add(1);
-                    self.counters.set(Counter::Position, self.position);
-                }
-                SlotState::Ready { len, aborted: false } if len != out.len() => {
-                    return Some(RecvInto::OtherLength { position: pos, len });
-                }
-                SlotState::Ready { len, aborted: false } => {
-                    out.copy_from_slice(&zerocopy::IntoBytes::as_bytes(&self.buf[..])[..len]);
-                    self.position = pos.wrapping_add(1);
-                    self.count_message(len);
-                    return Some(RecvInto::Message { position: pos });
-                }
+        match self.observe_next(u64::MAX)? {
+            Err(gap) => Some(RecvInto::Gap(gap)),
+            Ok((position, len)) if len != out.len() => Some(RecvInto::OtherLength { position, len }),
+            Ok((position, len)) => {
+                out.copy_from_slice(&zerocopy::IntoBytes::as_bytes(&self.buf[..])[..len]);
+                self.consume(len);
+                Some(RecvInto::Message { position })
             }
         }
     }
