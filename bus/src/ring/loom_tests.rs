@@ -21,6 +21,25 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     b.check(f);
 }
 
+/// Calls `f` until it succeeds (a publisher retrying while its reliable ring is full).
+fn retry<T, E>(mut f: impl FnMut() -> Result<T, E>) -> T {
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(_) => spin_hint(),
+        }
+    }
+}
+
+/// A publisher thread that publishes payloads 0, 1 and 2, retrying while the ring is full.
+fn publish_three(mut w: RingWriter<Arc<HeapMemory>>) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        for p in 0..3 {
+            retry(|| w.publish(&payload(p)));
+        }
+    })
+}
+
 fn small_ring(mode: Mode) -> (Arc<HeapMemory>, RingWriter<Arc<HeapMemory>>) {
     let cfg = RingConfig { slot_size: 48, ..RingConfig::for_payload(mode, 1, 16, 2) };
     let mem = HeapMemory::new(cfg.ring_bytes());
@@ -57,15 +76,9 @@ fn loom_lossy_reader_never_delivers_a_torn_or_reordered_message() {
 #[test]
 fn loom_reliable_delivers_every_message_once_in_order() {
     model(|| {
-        let (mem, mut w) = small_ring(Mode::Reliable);
+        let (mem, w) = small_ring(Mode::Reliable);
         let mut r = RingReader::consumer_by_token(mem, 2).unwrap();
-        let t = thread::spawn(move || {
-            for p in 0..3 {
-                while w.publish(&payload(p)).is_err() {
-                    spin_hint();
-                }
-            }
-        });
+        let t = publish_three(w);
         let mut next = 0;
         while next < 3 {
             match r.try_recv() {
@@ -88,15 +101,9 @@ fn loom_reliable_delivers_every_message_once_in_order() {
 #[test]
 fn loom_reliable_receive_into_copies_every_message_intact() {
     model(|| {
-        let (mem, mut w) = small_ring(Mode::Reliable);
+        let (mem, w) = small_ring(Mode::Reliable);
         let mut r = RingReader::consumer_by_token(mem, 2).unwrap();
-        let t = thread::spawn(move || {
-            for p in 0..3 {
-                while w.publish(&payload(p)).is_err() {
-                    spin_hint();
-                }
-            }
-        });
+        let t = publish_three(w);
         let (mut next, mut out) = (0, [0u8; 16]);
         while next < 3 {
             match r.try_recv_into(&mut out) {
@@ -122,18 +129,10 @@ fn loom_receive_into_with_mixed_lengths_and_a_dropped_claim() {
         let (mem, mut w) = small_ring(Mode::Reliable);
         let mut r = RingReader::consumer_by_token(mem, 2).unwrap();
         let t = thread::spawn(move || {
-            while w.publish(&payload(0)).is_err() {
-                spin_hint();
-            }
-            while w.publish(&payload(1)[..8]).is_err() {
-                spin_hint();
-            }
-            while w.try_claim(16).map(drop).is_err() {
-                spin_hint();
-            }
-            while w.publish(&payload(3)).is_err() {
-                spin_hint();
-            }
+            retry(|| w.publish(&payload(0)));
+            retry(|| w.publish(&payload(1)[..8]));
+            retry(|| w.try_claim(16).map(drop));
+            retry(|| w.publish(&payload(3)));
         });
         let mut out = [0u8; 16];
         let mut got = Vec::new();

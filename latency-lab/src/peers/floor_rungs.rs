@@ -52,6 +52,22 @@ pub enum Length {
 /// A rung of the ladder (module doc).
 pub struct SlotRung(pub Length);
 
+impl Length {
+    /// The rung's name (it fits the tables' 50-column name field) and what its reader does.
+    fn describe(self) -> (&'static str, &'static str) {
+        match self {
+            Length::Known => ("length known", "copies the length the channel was made with"),
+            Length::Checked => {
+                ("length checked", "checks the slot's length word against the length it expects and copies that")
+            }
+            Length::Read => ("length read", "copies the length the slot's length word says"),
+            Length::CheckedAfter => {
+                ("copy then check length", "copies the length it expects, then checks the slot's length word")
+            }
+        }
+    }
+}
+
 impl SlotRung {
     /// Whether a rung is tickbus's slot for `size`-byte messages: slots of up to 128 bytes keep
     /// their lead word inside and tickbus stores their payload word by word, as a rung does.
@@ -155,22 +171,10 @@ impl InProcess for SlotRung {
     type Tx = RungTx;
     type Rx = RungRx;
     fn name(&self) -> String {
-        // Names fit the tables' 50-column name field.
-        let how = match self.0 {
-            Length::Known => "length known",
-            Length::Checked => "length checked",
-            Length::Read => "length read",
-            Length::CheckedAfter => "copy then check length",
-        };
-        format!("floor rung: tickbus slot, {how}")
+        format!("floor rung: tickbus slot, {}", self.0.describe().0)
     }
     fn note(&self) -> String {
-        let reader = match self.0 {
-            Length::Known => "copies the length the channel was made with",
-            Length::Checked => "checks the slot's length word against the length it expects and copies that",
-            Length::Read => "copies the length the slot's length word says",
-            Length::CheckedAfter => "copies the length it expects, then checks the slot's length word",
-        };
+        let reader = self.0.describe().1;
         format!("the 1024-slot payload floor with tickbus's slot layout and stores (lead, word-by-word payload, length, trail, producer position, consumer release); the reader {reader}")
     }
     fn channel(&mut self, size: usize, _: f64) -> Result<(RungTx, RungRx), Box<dyn Error>> {
