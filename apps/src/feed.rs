@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use tickbus::agent::{IdleStrategy, Idler};
-use tickbus::feed::{Arbiter, ArbiterOptions, Line, Out};
+use tickbus::feed::{Arbiter, ArbiterOptions, CaptureOrder, CaptureOut, CaptureStats, Line, Out};
 use tickbus::shm::{self, ShmOptions, ShmPublisher};
 use tickbus::time::Tsc;
 use tickbus::{Mode, RingConfig};
 use tickbus_codecs::md::FeedGap;
-use tickbus_codecs::moldudp64::{rerequest, Packet, PacketKind};
+use tickbus_codecs::moldudp64::{rerequest, Packet};
 use tickbus_codecs::normalize::Normalizer;
 use tickbus_codecs::{Header, Message, FLAG_INGRESS_TSC};
 use zerocopy::IntoBytes;
@@ -62,8 +62,16 @@ pub struct FeedArgs {
     /// How long a gap may stay open before it is given up and published as a gap (ms).
     #[arg(long, default_value_t = 500.0)]
     pub give_up_ms: f64,
+    /// How long a jump ahead on one line (a packet leaving a hole before it) must stand,
+    /// uncontradicted by that line's later packets, before it is believed without the
+    /// retransmission server's word; and how long the session must stay quiet after its
+    /// end-of-session before it counts as ended (ms). Longer than the server's heartbeat
+    /// interval: a real line's next heartbeat contradicts a forged jump or end.
+    #[arg(long, default_value_t = 2000.0)]
+    pub confirm_ms: f64,
     /// Follow only this 10-character MoldUDP64 session (default: the first seen, then the next
-    /// one after its end-of-session).
+    /// one after its end-of-session). Set it on a network others can send to: before the first
+    /// real packet, the first session seen is followed, whoever sent it.
     #[arg(long)]
     pub session: Option<String>,
     /// Stop at the end of the session (the server's end-of-session packet), once no gap is open.
@@ -179,11 +187,11 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     let mut opts = ArbiterOptions::default();
     opts.wait_other_line_ns = (a.wait_ms * 1e6) as u64;
     opts.give_up_ns = (a.give_up_ms * 1e6) as u64;
+    opts.confirm_ns = (a.confirm_ms * 1e6) as u64;
     opts.session = session;
     let mut arb = Arbiter::new(opts);
     let t0 = Instant::now();
     let mut buf = vec![0u8; 65536];
-    let mut ended = false;
     let mut err = None;
     let tty = std::io::stderr().is_terminal() && !a.json;
     let mut shown = Instant::now();
@@ -217,14 +225,13 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
             let now = t0.elapsed().as_nanos() as u64;
             let session = pk.header.session;
             arb.on_packet(line, &pk, now, &mut |o| handle(o, &mut sink, &req, &session, ingress, &mut io, &mut err));
-            // Only the followed session's end counts (another session's, or an implausible
-            // one, is not believed).
-            ended |= pk.kind() == PacketKind::EndOfSession && arb.session_ended();
         }
         let now = t0.elapsed().as_nanos() as u64;
         let session = arb.session().unwrap_or(*b"          ");
         arb.poll(now, &mut |o| handle(o, &mut sink, &req, &session, tsc.now(), &mut io, &mut err));
-        if a.exit_at_end && ended && !arb.has_open_gap() {
+        // Only the followed session's end counts, once it stood `--confirm-ms` uncontradicted
+        // (a forged or stray end of session is not believed).
+        if a.exit_at_end && arb.session_ended() && !arb.has_open_gap() {
             break;
         }
         if tty && shown.elapsed() >= Duration::from_secs(1) {
@@ -245,7 +252,8 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
         "delivered": s.delivered, "recovered": s.recovered,
         "duplicates": s.duplicates, "rerequests": s.rerequests, "lost": s.lost, "gaps": s.gaps,
         "packets_a": s.packets_a, "packets_b": s.packets_b, "published": sink.published, "gaps_published": sink.gaps, "unparsed": sink.unparsed,
-        "other_session": s.other_session, "implausible": s.implausible, "malformed": io.malformed,
+        "other_session": s.other_session, "implausible": s.implausible,
+        "contradicted": s.contradicted, "believed_by_time": s.believed_by_time, "ends_contradicted": s.ends_contradicted, "malformed": io.malformed,
         "recv_errors": io.recv_errors, "rerequest_send_errors": io.send_errors, "last_socket_error": io.last_error,
     });
     if a.json {
@@ -291,37 +299,38 @@ fn handle(
     }
 }
 
-/// Reads an ITCH file (every message in order) or a capture (its MoldUDP64 messages checked by
-/// sequence: a hole is published as a gap; a message at or below one already published is
-/// counted as a duplicate and not published again, which is also what a second session in the
-/// same capture looks like, so the count is in the summary).
+/// Reads an ITCH file (every message in order) or a capture (its MoldUDP64 messages put in order
+/// by `tickbus::feed::CaptureOrder`: a hole is published as a gap; a message at or below one
+/// already published is counted as a duplicate and not published again, which is also what a
+/// second session in the same capture looks like; a jump ahead that no later datagram
+/// continues is discarded and counted, so one stray datagram cannot end the stream).
 fn from_file(file: &std::path::Path, sink: &mut Sink, tsc: &Tsc, json: bool) -> Result<(), String> {
     let mut source = tickbus::replay::open(file, None, None).map_err(|e| e.to_string())?;
     let capture = source.kind() == tickbus::replay::SourceKind::Capture;
-    let mut expected = None;
-    let (mut n, mut duplicates) = (0u64, 0u64);
+    let mut order = CaptureOrder::new();
+    let mut n = 0u64;
     while let Some(item) = source.next().map_err(|e| e.to_string())? {
         let ingress = tsc.now();
         if capture {
-            if let Some(e) = expected {
-                if item.sequence > e {
-                    sink.gap(e, item.sequence, ingress)?;
+            order.push(item.sequence, item.time_ns, item.payload, &mut |o| match o {
+                CaptureOut::Message { sequence, payload } => {
+                    n += 1;
+                    sink.message(payload, sequence, ingress)
                 }
-                if item.sequence < e {
-                    duplicates += 1;
-                    continue;
-                }
-            }
-            expected = Some(item.sequence + 1);
+                CaptureOut::Gap { from, to } => sink.gap(from, to, ingress),
+            })?;
+            continue;
         }
         sink.message(item.payload, item.sequence, ingress)?;
         n += 1;
     }
-    let summary = serde_json::json!({"messages": n, "published": sink.published, "gaps_published": sink.gaps, "unparsed": sink.unparsed, "duplicates": duplicates});
+    order.finish();
+    let CaptureStats { duplicates, discarded, .. } = order.stats();
+    let summary = serde_json::json!({"messages": n, "published": sink.published, "gaps_published": sink.gaps, "unparsed": sink.unparsed, "duplicates": duplicates, "discarded_jumps": discarded});
     if json {
         println!("{summary}");
     } else {
-        println!("{n} messages read, {} published, {} gaps published, {} not parseable as ITCH, {duplicates} duplicates (or a later session) not published", sink.published, sink.gaps, sink.unparsed);
+        println!("{n} messages read, {} published, {} gaps published, {} not parseable as ITCH, {duplicates} duplicates (or a later session) and {discarded} messages of jumps no later datagram continued not published", sink.published, sink.gaps, sink.unparsed);
     }
     Ok(())
 }

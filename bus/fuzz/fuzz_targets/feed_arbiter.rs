@@ -56,6 +56,7 @@ fuzz_target!(|data: &[u8]| {
     opts.max_held = 1000;
     opts.max_held_bytes = 4096;
     opts.max_jump = 64;
+    opts.confirm_ns = 200;
     let mut a = Arbiter::new(opts);
     let mut check = Check { session: None, next: 1 };
     let mut carried = Carried::new();

@@ -63,6 +63,13 @@ pub struct ArbiterOptions {
     pub retry_ns: u64,
     /// How long a gap may stay open at all before its messages are given up.
     pub give_up_ns: u64,
+    /// How long a jump ahead on a line (a packet leaving a hole before it) must stand, continued
+    /// by a later packet of that line and never contradicted by the line going back below it,
+    /// before it is believed without the retransmission server's word; and how long the stream
+    /// must stay quiet after an end of session before the session counts as ended. Longer than
+    /// the server's heartbeat interval (a real line's next heartbeat contradicts a forged jump
+    /// or end): MoldUDP64 servers send one a second.
+    pub confirm_ns: u64,
     /// Most messages one re-request asks for.
     pub max_request: u16,
     /// Most messages held behind a gap (beyond it, or beyond `max_held_bytes`, the open gap is
@@ -71,8 +78,8 @@ pub struct ArbiterOptions {
     /// Most bytes of messages held behind a gap.
     pub max_held_bytes: usize,
     /// A packet reaching further than this beyond what the stream is known to have reached is
-    /// believed only when a second packet agrees (the other line's copy, or the packet after
-    /// it): one damaged or stray datagram cannot open a gap of 2^40 messages and end the feed.
+    /// not even held until a second packet continues it: one damaged or stray datagram cannot
+    /// fill the hold.
     pub max_jump: u64,
     /// Follow only this session (None: the first seen, and the next one after its end).
     pub session: Option<[u8; 10]>,
@@ -84,6 +91,7 @@ impl Default for ArbiterOptions {
             wait_other_line_ns: 2_000_000,
             retry_ns: 50_000_000,
             give_up_ns: 500_000_000,
+            confirm_ns: 2_000_000_000,
             max_request: 1000,
             max_held: 1 << 20,
             max_held_bytes: 64 << 20,
@@ -95,6 +103,7 @@ impl Default for ArbiterOptions {
 
 /// What the arbiter has seen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct ArbiterStats {
     /// Packets from line A.
     pub packets_a: u64,
@@ -120,35 +129,117 @@ pub struct ArbiterStats {
     pub implausible: u64,
     /// Messages that arrived ahead of a gap with the hold full (re-requested later).
     pub not_held: u64,
+    /// Jumps ahead that a line's own later packet contradicted (it went back below them), or
+    /// whose bytes the retransmission server or the in-order stream contradicted: discarded,
+    /// with what they held. A forged or stray datagram ahead of the stream ends here.
+    pub contradicted: u64,
+    /// Jumps ahead believed after standing `confirm_ns` uncontradicted (a real loss on both
+    /// lines that the retransmission server did not answer).
+    pub believed_by_time: u64,
+    /// Ends of session contradicted by a later packet of the session reaching past them.
+    pub ends_contradicted: u64,
 }
 
-/// An open gap: messages from `next` are missing since `since_ns`.
+/// An open gap: messages from `at` (the `next` it opened at) are missing since `since_ns`.
+/// Once `next` moves, the hole in front of it is another one, timed afresh: a gap is given up
+/// only after `give_up_ns` in which nothing arrived to fill it.
 #[derive(Debug, Clone, Copy)]
 struct Open {
+    at: u64,
     since_ns: u64,
     asked_ns: Option<u64>,
 }
 
+/// A message held ahead of `next`. `confirmed`: it came in order with what the stream is known
+/// to hold (or from the retransmission server, or its line's jump was believed); an unconfirmed
+/// one came in a jump ahead and is neither delivered nor taken as the edge of a gap until
+/// confirmed.
+#[derive(Debug, Clone)]
+struct Held {
+    msg: Vec<u8>,
+    line: Line,
+    confirmed: bool,
+}
+
+/// A line's jump ahead, not yet believed: its packet at `from` left a hole before it, and the
+/// line's packets since have continued it without a hole up to `reach`. A packet of the line
+/// past `reach` is a jump of its own (a forged run cannot ride on a real jump).
+#[derive(Debug, Clone, Copy)]
+struct Claim {
+    from: u64,
+    reach: u64,
+    since_ns: u64,
+    /// A later packet of the line came, not below `from` (a real line's next packet or
+    /// heartbeat would be below a forged jump).
+    continued: bool,
+}
+
+/// An end of session seen at `next` sequence `seq`, at `at_ns`.
+#[derive(Debug, Clone, Copy)]
+struct End {
+    seq: u64,
+    at_ns: u64,
+}
+
 /// Arbitrates one MoldUDP64 session.
+///
+/// # What a datagram can and cannot do
+/// MoldUDP64 carries no authentication, so whoever can send to a line can race the real copy of
+/// the *next* message (content at the stream's edge is indistinguishable from the real one: the
+/// defence there is the network's, source filtering). What no datagram, and no run of datagrams
+/// that the real lines do not continue, can do here:
+/// - **Move the stream's end.** A packet that leaves a hole before it (a jump ahead) is held
+///   unconfirmed under its line's *claim*. The claim is discarded, with what it held, as soon as
+///   the same line sends a packet starting below it (a real line is in order, so a forged jump
+///   is contradicted by the real line's next packet or heartbeat), or when the in-order stream or
+///   the retransmission server brings other bytes for one of its sequences. It is believed when
+///   the retransmission server's answer agrees with it, or after it stood `confirm_ns`,
+///   continued by a later packet of its line and never contradicted. Until then it opens no gap:
+///   it is only re-requested (asking is harmless: the server answers with the real stream).
+/// - **End a session.** An end of session counts only at the stream's confirmed edge and after
+///   `confirm_ns` in which no packet of the session reached past it.
+/// - **Switch sessions.** Another session is followed only once the followed one has ended by
+///   that rule (or never, when `session` is set).
+///
+/// The retransmission server's answers are trusted: the caller receives them on a socket
+/// connected to the server's address.
 pub struct Arbiter {
     opts: ArbiterOptions,
     session: Option<[u8; 10]>,
     /// The next sequence to deliver (MoldUDP64 sequences start at 1).
     next: u64,
-    /// Messages that arrived ahead of a gap, waiting for it to close, and their bytes.
-    held: BTreeMap<u64, (Vec<u8>, Line)>,
+    /// Messages that arrived ahead of `next`, waiting for the gap before them, and their bytes.
+    held: BTreeMap<u64, Held>,
     held_bytes: usize,
-    /// A far packet's range `[first, end]`, believed once a second packet lands in it.
+    /// A far packet's range `[first, end]`, held once a second packet lands in it.
     candidate: Option<(u64, u64)>,
-    /// The followed session sent its end: the next session may start.
-    session_ended: bool,
+    /// Lines A and B's jumps ahead, not yet believed (a few each: a line losing several
+    /// packets in a row leaves several holes).
+    claims: [BTreeMap<u64, Claim>; 2],
+    /// The followed session's end of session, not yet contradicted.
+    end: Option<End>,
     /// The last sessions followed to their end: never followed again (a replayed old session
     /// would deliver its sequences a second time).
     retired: [Option<[u8; 10]>; 4],
-    /// The stream is known to reach this far (a heartbeat or a later packet said so).
+    /// The stream is known to reach this far (an in-order packet, a believed jump or the
+    /// retransmission server said so).
     known_end: u64,
     open: Option<Open>,
+    /// The latest time given to `on_packet` or `poll`.
+    now_ns: u64,
     stats: ArbiterStats,
+}
+
+/// Most jumps ahead tracked per line (a line that loses a packet in every few, with no server to
+/// answer, has a hole every few packets for `confirm_ns`).
+const MAX_CLAIMS: usize = 1 << 14;
+
+fn line_index(line: Line) -> Option<usize> {
+    match line {
+        Line::A => Some(0),
+        Line::B => Some(1),
+        Line::Retransmit => None,
+    }
 }
 
 impl Arbiter {
@@ -162,10 +253,12 @@ impl Arbiter {
             held: BTreeMap::new(),
             held_bytes: 0,
             candidate: None,
-            session_ended: false,
+            claims: [BTreeMap::new(), BTreeMap::new()],
+            end: None,
             retired: [None; 4],
             known_end: 1,
             open: None,
+            now_ns: 0,
             stats: ArbiterStats::default(),
         }
     }
@@ -190,9 +283,15 @@ impl Arbiter {
         self.session
     }
 
+    /// The stream's confirmed edge: everything below it is delivered, held or known missing.
+    fn frontier(&self) -> u64 {
+        self.known_end.max(self.next)
+    }
+
     /// Takes one packet from `line` at time `now_ns`; `out` gets the messages it releases in
     /// order (and re-requests or losses its timing decides, as [`Arbiter::poll`] would).
     pub fn on_packet(&mut self, line: Line, p: &Packet<'_>, now_ns: u64, out: &mut impl FnMut(Out<'_>)) {
+        self.now_ns = self.now_ns.max(now_ns);
         match line {
             Line::A => self.stats.packets_a += 1,
             Line::B => self.stats.packets_b += 1,
@@ -207,10 +306,12 @@ impl Arbiter {
         let end = first + u64::from(p.message_count());
         // A heartbeat or end of session carries the next sequence: it reveals a lost tail.
         let reach = if p.kind() == PacketKind::Messages { end } else { first };
-        if first == 0 || reach > self.known_end.max(self.next).saturating_add(self.opts.max_jump) {
+        // A jump ahead already held under a claim widens what is plausible, not what is believed.
+        let base = self.claims.iter().filter_map(|m| m.values().map(|c| c.reach).max()).fold(self.frontier(), u64::max);
+        if first == 0 || reach > base.saturating_add(self.opts.max_jump) {
             match self.candidate {
-                // Confirmed only by a later packet that continues it (within a jump of its
-                // end): a copy of the same packet (twice, or once per line) proves nothing.
+                // Held only once a later packet continues it (within a jump of its end): a
+                // copy of the same packet (twice, or once per line) proves nothing.
                 Some((f, e)) if first > f && first >= e && first <= e.saturating_add(self.opts.max_jump) => {
                     self.candidate = None
                 }
@@ -221,22 +322,146 @@ impl Arbiter {
                 }
             }
         }
-        self.session_ended |= p.kind() == PacketKind::EndOfSession;
-        self.known_end = self.known_end.max(reach);
-        for (seq, msg) in p.messages() {
-            if seq < self.next || self.held.contains_key(&seq) {
-                self.stats.duplicates += 1;
-            } else if seq == self.next {
-                self.deliver(seq, msg, line, out);
-            } else if self.held.len() < self.opts.max_held && self.held_bytes + msg.len() <= self.opts.max_held_bytes {
-                self.held_bytes += msg.len();
-                self.held.insert(seq, (msg.to_vec(), line));
-            } else {
-                self.stats.not_held += 1;
+        if let Some(e) = self.end {
+            if reach > e.seq {
+                self.end = None;
+                self.stats.ends_contradicted += 1;
             }
+        }
+        if p.kind() == PacketKind::EndOfSession && self.end.is_none_or(|e| e.seq != first) {
+            self.end = Some(End { seq: first, at_ns: self.now_ns });
+        }
+        let trusted = line == Line::Retransmit;
+        let in_order = trusted || first <= self.frontier();
+        if let Some(i) = line_index(line) {
+            // A packet below a jump's start: the line went back, the jump was not its own.
+            let below: Vec<u64> = self.claims[i].range(first + 1..).map(|(&f, _)| f).collect();
+            for from in below {
+                self.drop_claim(i, from);
+            }
+            for c in self.claims[i].values_mut() {
+                c.continued = true;
+            }
+            if !in_order {
+                let now = self.now_ns;
+                let claims = &mut self.claims[i];
+                let joins = claims.range(..=first).next_back().filter(|(_, c)| first <= c.reach).map(|(&f, _)| f);
+                match joins {
+                    Some(f) => {
+                        if let Some(c) = claims.get_mut(&f) {
+                            c.reach = c.reach.max(reach);
+                        }
+                    }
+                    None if claims.len() < MAX_CLAIMS => {
+                        claims.insert(first, Claim { from: first, reach, since_ns: now, continued: false });
+                    }
+                    None => {
+                        // No room to track another jump on this line: its messages are not
+                        // held (re-requested once the stream reaches them).
+                        self.stats.not_held += u64::from(p.message_count());
+                        self.drain(out);
+                        self.poll(now_ns, out);
+                        return;
+                    }
+                }
+            }
+        }
+        if in_order {
+            self.known_end = self.known_end.max(reach);
+        }
+        for (seq, msg) in p.messages() {
+            self.take(seq, msg, line, in_order, out);
         }
         self.drain(out);
         self.poll(now_ns, out);
+    }
+
+    /// One message of a packet: delivered, held, or dropped as a copy.
+    fn take(&mut self, seq: u64, msg: &[u8], line: Line, in_order: bool, out: &mut impl FnMut(Out<'_>)) {
+        if seq < self.next {
+            self.stats.duplicates += 1;
+            return;
+        }
+        if let Some(h) = self.held.get(&seq) {
+            if h.confirmed || !in_order {
+                self.stats.duplicates += 1;
+                return;
+            }
+            // An in-order (or the server's) copy of a message a jump holds: equal bytes
+            // confirm it, other bytes contradict the jump.
+            let (held_line, same) = (h.line, h.msg == msg);
+            if same {
+                if let Some(h) = self.held.get_mut(&seq) {
+                    h.confirmed = true;
+                }
+                self.stats.duplicates += 1;
+                if line == Line::Retransmit {
+                    self.confirm_claim_at(held_line, seq);
+                }
+                return;
+            }
+            self.contradict(held_line, seq);
+        }
+        if seq == self.next && in_order {
+            self.deliver(seq, msg, line, out);
+        } else if self.held.len() < self.opts.max_held && self.held_bytes + msg.len() <= self.opts.max_held_bytes {
+            self.held_bytes += msg.len();
+            self.held.insert(seq, Held { msg: msg.to_vec(), line, confirmed: in_order });
+        } else {
+            self.stats.not_held += 1;
+        }
+    }
+
+    /// The claim of line `i` that holds `seq`.
+    fn claim_at(&self, i: usize, seq: u64) -> Option<u64> {
+        let (&from, c) = self.claims[i].range(..=seq).next_back()?;
+        (seq < c.reach.max(from + 1)).then_some(from)
+    }
+
+    /// The retransmission server agreed with a message a jump of `line` holds: the jump is real.
+    fn confirm_claim_at(&mut self, line: Line, seq: u64) {
+        let Some(i) = line_index(line) else { return };
+        if let Some(k) = self.claim_at(i, seq) {
+            self.believe(i, k);
+        }
+    }
+
+    /// Believes claim `k` of line `i`: what it holds is confirmed, the stream reaches its end.
+    fn believe(&mut self, i: usize, from: u64) {
+        let Some(c) = self.claims[i].remove(&from) else { return };
+        let line = if i == 0 { Line::A } else { Line::B };
+        for (_, h) in self.held.range_mut(c.from..c.reach.max(c.from + 1)) {
+            h.confirmed |= h.line == line;
+        }
+        self.known_end = self.known_end.max(c.reach);
+    }
+
+    /// The jump of `line` holding `seq` is not the stream's: other bytes came for `seq`.
+    fn contradict(&mut self, line: Line, seq: u64) {
+        let Some(i) = line_index(line) else { return };
+        if let Some(k) = self.claim_at(i, seq) {
+            self.drop_claim(i, k);
+        }
+    }
+
+    /// Discards claim `k` of line `i` and what it holds unconfirmed.
+    fn drop_claim(&mut self, i: usize, from: u64) {
+        let Some(c) = self.claims[i].remove(&from) else { return };
+        let line = if i == 0 { Line::A } else { Line::B };
+        self.stats.contradicted += 1;
+        let mut freed = 0;
+        let gone: Vec<u64> = self
+            .held
+            .range(c.from..c.reach.max(c.from + 1))
+            .filter(|(_, h)| !h.confirmed && h.line == line)
+            .map(|(&k, _)| k)
+            .collect();
+        for seq in gone {
+            if let Some(h) = self.held.remove(&seq) {
+                freed += h.msg.len();
+            }
+        }
+        self.held_bytes -= freed;
     }
 
     /// Whether packets of `session` are followed, switching to it when the followed one ended
@@ -247,16 +472,16 @@ impl Arbiter {
         }
         match self.session {
             Some(s) if s == session => true,
-            Some(_) if !self.session_ended => false,
+            Some(_) if !self.session_ended() => false,
             _ if self.retired.contains(&Some(session)) => false,
             _ => {
                 if let Some(old) = self.session {
                     self.close_session(out);
-                    let (opts, stats, mut retired) = (self.opts, self.stats, self.retired);
+                    let (opts, stats, mut retired, now) = (self.opts, self.stats, self.retired, self.now_ns);
                     retired.rotate_right(1);
                     retired[0] = Some(old);
                     *self = Arbiter::new(opts);
-                    (self.stats, self.retired) = (stats, retired);
+                    (self.stats, self.retired, self.now_ns) = (stats, retired, now);
                 }
                 self.session = Some(session);
                 out(Out::Session { session });
@@ -265,13 +490,16 @@ impl Arbiter {
         }
     }
 
-    /// Leaving a session: what it still holds is delivered, and every hole before or after
-    /// it is given up explicitly, never dropped with the session's state.
+    /// Leaving a session: what it still holds confirmed is delivered, and every hole before or
+    /// after it is given up explicitly, never dropped with the session's state. Unconfirmed
+    /// jumps are dropped: the session ended before they were believed.
     fn close_session(&mut self, out: &mut impl FnMut(Out<'_>)) {
-        while let Some((seq, (msg, line))) = self.held.pop_first() {
-            self.held_bytes -= msg.len();
-            self.lose_to(seq, out);
-            self.deliver(seq, &msg, line, out);
+        while let Some((seq, h)) = self.held.pop_first() {
+            self.held_bytes -= h.msg.len();
+            if h.confirmed && seq >= self.next {
+                self.lose_to(seq, out);
+                self.deliver(seq, &h.msg, h.line, out);
+            }
         }
         self.lose_to(self.known_end, out);
         self.open = None;
@@ -286,9 +514,12 @@ impl Arbiter {
         }
     }
 
-    /// Whether the followed session has sent its end of session.
+    /// Whether the followed session has ended: its end of session lies at the stream's
+    /// confirmed edge, and for `confirm_ns` (as of the latest time given) no packet of the
+    /// session reached past it.
     pub fn session_ended(&self) -> bool {
-        self.session_ended
+        self.end
+            .is_some_and(|e| e.seq <= self.frontier() && self.now_ns.saturating_sub(e.at_ns) >= self.opts.confirm_ns)
     }
 
     fn deliver(&mut self, seq: u64, msg: &[u8], line: Line, out: &mut impl FnMut(Out<'_>)) {
@@ -300,41 +531,73 @@ impl Arbiter {
         out(Out::Message { sequence: seq, message: msg });
     }
 
-    /// Delivers held messages that are next, and opens or closes the gap accordingly.
+    /// Delivers confirmed held messages that are next (dropping any left below `next` by a
+    /// give-up), and opens or closes the gap accordingly.
     fn drain(&mut self, out: &mut impl FnMut(Out<'_>)) {
         while let Some(entry) = self.held.first_entry() {
-            if *entry.key() != self.next {
+            let seq = *entry.key();
+            if seq > self.next || (seq == self.next && !entry.get().confirmed) {
                 break;
             }
-            let (seq, (msg, line)) = entry.remove_entry();
-            self.held_bytes -= msg.len();
-            self.deliver(seq, &msg, line, out);
+            let (seq, h) = entry.remove_entry();
+            self.held_bytes -= h.msg.len();
+            if seq == self.next {
+                self.deliver(seq, &h.msg, h.line, out);
+            }
         }
-        if self.missing_to() == self.next {
+        if !self.has_open_gap() {
             self.open = None;
         }
     }
 
-    /// The end (exclusive) of the messages missing from `next`.
+    /// The end (exclusive) of the messages known missing from `next`: up to the first confirmed
+    /// held message, or the confirmed end.
     fn missing_to(&self) -> u64 {
-        match self.held.keys().next() {
-            Some(&k) => k,
-            None => self.known_end.max(self.next),
+        match self.held.iter().find(|(_, h)| h.confirmed) {
+            Some((&k, _)) => k,
+            None => self.frontier(),
         }
     }
 
-    /// Applies the timing at `now_ns`: re-requests a gap the other line did not fill, asks
-    /// again, or gives it up. Call it when idle too (a lost tail has no later packet).
+    /// How far a re-request may usefully reach: past everything held, so that the server's
+    /// answer can confirm (or contradict) a jump.
+    fn ask_to(&self) -> u64 {
+        let held = self.held.last_key_value().map_or(0, |(&k, _)| k + 1);
+        let claimed = self.claims.iter().filter_map(|m| m.values().map(|c| c.reach).max()).max().unwrap_or(0);
+        self.missing_to().max(held).max(claimed)
+    }
+
+    /// Applies the timing at `now_ns`: believes a jump that stood long enough, re-requests a gap
+    /// the other line did not fill (or a jump's hole, so the server can confirm it), asks again,
+    /// or gives a known gap up. Call it when idle too (a lost tail has no later packet).
     pub fn poll(&mut self, now_ns: u64, out: &mut impl FnMut(Out<'_>)) {
-        let to = self.missing_to();
-        if to == self.next {
+        self.now_ns = self.now_ns.max(now_ns);
+        for i in 0..2 {
+            let (now, confirm) = (self.now_ns, self.opts.confirm_ns);
+            let stood: Vec<u64> = self.claims[i]
+                .values()
+                .filter(|c| c.continued && now.saturating_sub(c.since_ns) >= confirm)
+                .map(|c| c.from)
+                .collect();
+            for from in stood {
+                self.stats.believed_by_time += 1;
+                self.believe(i, from);
+            }
+        }
+        self.drain(out);
+        if !self.has_open_gap() {
             self.open = None;
             return;
         }
-        let open = *self.open.get_or_insert(Open { since_ns: now_ns, asked_ns: None });
+        let now_ns = self.now_ns;
+        let to = self.missing_to();
+        let next = self.next;
+        let open = *self.open.get_or_insert(Open { at: next, since_ns: now_ns, asked_ns: None });
+        let open = if open.at == next { open } else { Open { at: next, since_ns: now_ns, asked_ns: None } };
+        self.open = Some(open);
         let age = now_ns.saturating_sub(open.since_ns);
         let full = self.held.len() >= self.opts.max_held || self.held_bytes >= self.opts.max_held_bytes;
-        if age >= self.opts.give_up_ns || full {
+        if to > self.next && (age >= self.opts.give_up_ns || full) {
             self.stats.lost += to - self.next;
             self.stats.gaps += 1;
             out(Out::Lost { from: self.next, to });
@@ -347,8 +610,9 @@ impl Arbiter {
             None => age >= self.opts.wait_other_line_ns,
             Some(t) => now_ns.saturating_sub(t) >= self.opts.retry_ns,
         };
-        if due {
-            let count = (to - self.next).min(u64::from(self.opts.max_request)) as u16;
+        let ask_to = self.ask_to();
+        if due && ask_to > self.next {
+            let count = (ask_to - self.next).min(u64::from(self.opts.max_request)) as u16;
             self.stats.rerequests += 1;
             out(Out::Rerequest { sequence: self.next, count });
             self.open = Some(Open { asked_ns: Some(now_ns), ..open });
@@ -357,237 +621,9 @@ impl Arbiter {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use tickbus_codecs::moldudp64::PacketBuilder;
+#[path = "arbiter_tests.rs"]
+mod tests;
 
-    const S: [u8; 10] = *b"SESSION001";
-
-    /// Packets of `per` messages each, message `i` being `[i as u8; 4]`.
-    fn packets(n: u64, per: u64) -> Vec<Vec<u8>> {
-        let mut b = PacketBuilder::new(S, 1, 1400);
-        let mut v = Vec::new();
-        for i in 1..=n {
-            b.push(&[i as u8; 4]);
-            if i % per == 0 {
-                v.push(b.take(|p| p.to_vec()));
-            }
-        }
-        v
-    }
-
-    fn run(
-        arb: &mut Arbiter,
-        line: Line,
-        p: &[u8],
-        now: u64,
-        got: &mut Vec<Result<u64, (u64, u64)>>,
-        asks: &mut Vec<(u64, u16)>,
-    ) {
-        let pk = Packet::parse(p).unwrap();
-        arb.on_packet(line, &pk, now, &mut |o| match o {
-            Out::Message { sequence, message } => {
-                assert_eq!(message, [sequence as u8; 4]);
-                got.push(Ok(sequence))
-            }
-            Out::Lost { from, to } => got.push(Err((from, to))),
-            Out::Rerequest { sequence, count } => asks.push((sequence, count)),
-            Out::Session { .. } => {}
-        });
-    }
-
-    #[test]
-    fn the_first_copy_wins_and_a_loss_on_one_line_is_no_gap() {
-        let ps = packets(40, 4);
-        let mut a = Arbiter::new(ArbiterOptions::default());
-        let (mut got, mut asks) = (Vec::new(), Vec::new());
-        for (k, p) in ps.iter().enumerate() {
-            if k % 3 != 1 {
-                run(&mut a, Line::A, p, k as u64, &mut got, &mut asks); // A drops every third
-            }
-            run(&mut a, Line::B, p, k as u64, &mut got, &mut asks);
-        }
-        assert_eq!(got, (1..=40).map(Ok).collect::<Vec<_>>());
-        assert!(asks.is_empty());
-        let s = a.stats();
-        assert_eq!((s.delivered, s.lost, s.gaps, s.rerequests), (40, 0, 0, 0));
-        assert_eq!(s.duplicates, 28, "every message but the 12 A lost came twice");
-    }
-
-    #[test]
-    fn what_both_lines_miss_is_rerequested_after_the_wait_and_recovered() {
-        let ps = packets(20, 4);
-        let mut a = Arbiter::new(ArbiterOptions::default());
-        let (mut got, mut asks) = (Vec::new(), Vec::new());
-        for (k, p) in ps.iter().enumerate() {
-            if k == 1 {
-                continue; // 5..=8 lost on both lines
-            }
-            run(&mut a, Line::A, p, 1000 + k as u64, &mut got, &mut asks);
-        }
-        assert_eq!(got, (1..=4).map(Ok).collect::<Vec<_>>(), "held behind the gap");
-        assert!(asks.is_empty(), "not before the other line had its chance");
-        a.poll(3_000_000, &mut |o| {
-            if let Out::Rerequest { sequence, count } = o {
-                asks.push((sequence, count))
-            }
-        });
-        assert_eq!(asks, vec![(5, 4)]);
-        run(&mut a, Line::Retransmit, &ps[1], 3_000_100, &mut got, &mut asks);
-        assert_eq!(got, (1..=20).map(Ok).collect::<Vec<_>>());
-        assert_eq!((a.stats().recovered, a.stats().lost), (4, 0));
-    }
-
-    #[test]
-    fn what_is_not_recovered_in_time_is_given_up_with_its_size_and_a_lost_tail_too() {
-        let ps = packets(20, 4);
-        let opts = ArbiterOptions::default();
-        let mut a = Arbiter::new(opts);
-        let (mut got, mut asks) = (Vec::new(), Vec::new());
-        for (k, p) in ps.iter().enumerate().filter(|(k, _)| *k != 2 && *k != 4) {
-            run(&mut a, Line::B, p, k as u64, &mut got, &mut asks);
-        }
-        a.poll(opts.give_up_ns + 10, &mut |o| {
-            if let Out::Lost { from, to } = o {
-                got.push(Err((from, to)))
-            }
-        });
-        // 9..=12 lost; 13..=16 delivered; 17..=20 (the tail) unknown without a heartbeat
-        assert_eq!(got.iter().filter(|g| g.is_err()).copied().collect::<Vec<_>>(), vec![Err((9, 13))]);
-        // A heartbeat: no messages, the next sequence 21.
-        let hb = zerocopy::IntoBytes::as_bytes(&tickbus_codecs::moldudp64::rerequest(&S, 21, 0)).to_vec();
-        run(&mut a, Line::A, &hb, opts.give_up_ns + 20, &mut got, &mut asks);
-        a.poll(2 * opts.give_up_ns + 30, &mut |o| {
-            if let Out::Lost { from, to } = o {
-                got.push(Err((from, to)))
-            }
-        });
-        assert_eq!(got.last(), Some(&Err((17, 21))), "the heartbeat revealed the lost tail");
-        assert_eq!((a.stats().lost, a.stats().gaps), (8, 2));
-    }
-
-    fn packet_at(session: [u8; 10], first: u64, msgs: &[&[u8]]) -> Vec<u8> {
-        let mut b = PacketBuilder::new(session, first, 1400);
-        for m in msgs {
-            b.push(m);
-        }
-        b.take(|p| p.to_vec())
-    }
-
-    fn collect(got: &mut Vec<Result<u64, (u64, u64)>>) -> impl FnMut(Out<'_>) + '_ {
-        |o| match o {
-            Out::Message { sequence, .. } => got.push(Ok(sequence)),
-            Out::Lost { from, to } => got.push(Err((from, to))),
-            Out::Rerequest { .. } | Out::Session { .. } => {}
-        }
-    }
-
-    #[test]
-    fn one_stray_packet_far_ahead_opens_no_gap_and_the_stream_goes_on() {
-        let mut a = Arbiter::new(ArbiterOptions::default());
-        let mut got = Vec::new();
-        let stray = packet_at(S, 1 << 40, &[b"evil"]);
-        a.on_packet(Line::A, &Packet::parse(&stray).unwrap(), 0, &mut collect(&mut got));
-        for seq in 1..=5u64 {
-            let p = packet_at(S, seq, &[&[seq as u8; 4]]);
-            a.on_packet(Line::A, &Packet::parse(&p).unwrap(), seq, &mut collect(&mut got));
-        }
-        a.poll(10 * ArbiterOptions::default().give_up_ns, &mut collect(&mut got));
-        assert_eq!(got, (1..=5).map(Ok).collect::<Vec<_>>(), "no gap, nothing lost");
-        assert_eq!((a.stats().implausible, a.stats().lost), (1, 0));
-        assert!(!a.has_open_gap());
-    }
-
-    #[test]
-    fn a_far_jump_is_believed_only_when_a_later_packet_continues_it() {
-        let opts = ArbiterOptions::default();
-        let mut a = Arbiter::new(opts);
-        let mut got = Vec::new();
-        let far = 5_000_001u64;
-        let p = packet_at(S, far, &[b"late"]);
-        a.on_packet(Line::A, &Packet::parse(&p).unwrap(), 0, &mut collect(&mut got));
-        assert!(!a.has_open_gap(), "one packet is not believed");
-        a.on_packet(Line::B, &Packet::parse(&p).unwrap(), 1, &mut collect(&mut got));
-        a.on_packet(Line::A, &Packet::parse(&p).unwrap(), 1, &mut collect(&mut got));
-        assert!(!a.has_open_gap(), "copies of the same packet (a forger's too) confirm nothing");
-        let next = packet_at(S, far + 1, &[b"next"]);
-        a.on_packet(Line::A, &Packet::parse(&next).unwrap(), 2, &mut collect(&mut got));
-        assert!(a.has_open_gap(), "the packet after it confirms it");
-        a.on_packet(Line::B, &Packet::parse(&p).unwrap(), 3, &mut collect(&mut got));
-        a.poll(opts.give_up_ns + 10, &mut collect(&mut got));
-        assert_eq!(got, vec![Err((1, far)), Ok(far), Ok(far + 1)]);
-    }
-
-    /// When the followed session ends with a hole open, switching to the next session gives the
-    /// hole up explicitly and delivers what was held, before anything of the new session.
-    #[test]
-    fn switching_sessions_gives_up_the_old_sessions_holes_explicitly() {
-        let mut a = Arbiter::new(ArbiterOptions::default());
-        let mut got = Vec::new();
-        for seq in [1u64, 2, 5] {
-            let p = packet_at(S, seq, &[b"m"]);
-            a.on_packet(Line::A, &Packet::parse(&p).unwrap(), 0, &mut collect(&mut got));
-        }
-        let mut end = tickbus_codecs::moldudp64::rerequest(&S, 7, 0);
-        end.count = tickbus_codecs::moldudp64::END_OF_SESSION.into();
-        a.on_packet(Line::A, &Packet::parse(zerocopy::IntoBytes::as_bytes(&end)).unwrap(), 0, &mut collect(&mut got));
-        assert!(a.session_ended());
-        let other = *b"SESSION002";
-        let p = packet_at(other, 1, &[b"n"]);
-        a.on_packet(Line::B, &Packet::parse(&p).unwrap(), 0, &mut collect(&mut got));
-        assert_eq!(got, vec![Ok(1), Ok(2), Err((3, 5)), Ok(5), Err((6, 7)), Ok(1)]);
-        assert_eq!((a.stats().lost, a.stats().gaps), (3, 2));
-        // The switch is announced between the old session's last output and the new one's first.
-        let mut b = Arbiter::new(ArbiterOptions::default());
-        let mut seen = Vec::new();
-        for (s, seq) in [(S, 1u64), (S, 3)] {
-            let p = packet_at(s, seq, &[b"m"]);
-            b.on_packet(Line::A, &Packet::parse(&p).unwrap(), 0, &mut |o| seen.push(format!("{o:?}")));
-        }
-        b.on_packet(Line::A, &Packet::parse(zerocopy::IntoBytes::as_bytes(&end)).unwrap(), 0, &mut |_| {});
-        b.on_packet(Line::B, &Packet::parse(&p).unwrap(), 0, &mut |o| seen.push(format!("{o:?}")));
-        let kinds: Vec<&str> = seen.iter().map(|o| o.split([' ', '{']).next().unwrap()).collect();
-        assert_eq!(kinds, ["Session", "Message", "Lost", "Message", "Lost", "Session", "Message"], "{seen:?}");
-        // Once the new one ends too, the first (a replay of it) is never followed again.
-        let mut end2 = tickbus_codecs::moldudp64::rerequest(&other, 2, 0);
-        end2.count = tickbus_codecs::moldudp64::END_OF_SESSION.into();
-        b.on_packet(Line::A, &Packet::parse(zerocopy::IntoBytes::as_bytes(&end2)).unwrap(), 0, &mut |_| {});
-        let replay = packet_at(S, 1, &[b"m"]);
-        let before = b.stats().other_session;
-        b.on_packet(Line::A, &Packet::parse(&replay).unwrap(), 0, &mut |o| panic!("{o:?} from a retired session"));
-        assert_eq!((b.session(), b.stats().other_session), (Some(other), before + 1));
-    }
-
-    #[test]
-    fn another_session_is_ignored_until_the_followed_one_ends() {
-        let mut a = Arbiter::new(ArbiterOptions::default());
-        let mut got = Vec::new();
-        let other = *b"SESSION002";
-        for (s, seq) in [(S, 1u64), (other, 1), (S, 2)] {
-            let p = packet_at(s, seq, &[b"m"]);
-            a.on_packet(Line::A, &Packet::parse(&p).unwrap(), 0, &mut collect(&mut got));
-        }
-        assert_eq!((got.len(), a.stats().other_session), (2, 1));
-        let mut end = tickbus_codecs::moldudp64::rerequest(&S, 3, 0);
-        end.count = tickbus_codecs::moldudp64::END_OF_SESSION.into();
-        a.on_packet(Line::A, &Packet::parse(zerocopy::IntoBytes::as_bytes(&end)).unwrap(), 0, &mut collect(&mut got));
-        let p = packet_at(other, 1, &[b"n"]);
-        a.on_packet(Line::A, &Packet::parse(&p).unwrap(), 0, &mut collect(&mut got));
-        assert_eq!(a.session(), Some(other), "the next session starts after the end of the first");
-        assert_eq!(got, vec![Ok(1), Ok(2), Ok(1)]);
-    }
-
-    #[test]
-    fn what_is_held_behind_a_gap_is_bounded_in_bytes() {
-        let opts = ArbiterOptions { max_held_bytes: 1000, ..ArbiterOptions::default() };
-        let mut a = Arbiter::new(opts);
-        let mut got = Vec::new();
-        let big = [7u8; 300];
-        for seq in 2..=10u64 {
-            let p = packet_at(S, seq, &[&big]);
-            a.on_packet(Line::A, &Packet::parse(&p).unwrap(), 0, &mut collect(&mut got));
-        }
-        assert!(a.held_bytes <= 1000);
-        assert!(a.stats().not_held > 0);
-    }
-}
+#[cfg(test)]
+#[path = "arbiter_props.rs"]
+mod props;

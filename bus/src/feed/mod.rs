@@ -1,6 +1,9 @@
 //! The feed handler's logic: MoldUDP64 from two redundant lines (A and B) arbitrated into one
-//! gap-free stream, with re-requests for what both lines missed ([`arbiter`]). Pure: the
+//! gap-free stream, with re-requests for what both lines missed ([`arbiter`]), and the same
+//! defence for a capture read from a file ([`capture`]). Pure: the
 //! caller owns the sockets and the clock, and publishes what comes out (see `tickbus feed`).
 pub mod arbiter;
+pub mod capture;
 
 pub use arbiter::{Arbiter, ArbiterOptions, ArbiterStats, Line, Out};
+pub use capture::{CaptureOrder, CaptureOut, CaptureStats};
