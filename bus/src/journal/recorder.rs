@@ -35,6 +35,16 @@ pub enum Taken<'a> {
         /// The message bytes, borrowed from the source.
         payload: &'a [u8],
     },
+    /// Positions `[from, to)` held dropped claims (a publisher reserved them and let the claim
+    /// go without committing): there never was a message there, so nothing is lost. The
+    /// recorder records nothing for them (the journal's positions simply skip them) and counts
+    /// them; a reader of the journal sees the same positions the ring's readers did.
+    Aborted {
+        /// The first position with no message.
+        from: u64,
+        /// One past the last.
+        to: u64,
+    },
     /// Messages `[from, to)` were lost before the recorder could take them.
     Gap {
         /// The first position lost.
@@ -63,6 +73,12 @@ pub trait Tap {
     /// skips messages the journal already holds only within this window: a source that starts
     /// further back has restarted, and its positions mean something else.
     fn window(&self) -> u64;
+    /// How many slots of dropped claims (no message) the source has moved past since it
+    /// attached (0 for a source that has none): positions it skipped by this count are not
+    /// messages consumed elsewhere.
+    fn aborted(&self) -> u64 {
+        0
+    }
 }
 
 /// Counters the recorder keeps (read from any thread, e.g. a status line). The poll side's
@@ -83,7 +99,9 @@ pub struct RecorderStats {
     pub skipped: AtomicU64,
     /// Times the queue to the writer thread was full.
     pub queue_full: AtomicU64,
-    _poll_side: [u64; 2],
+    /// Positions that held dropped claims (no message; nothing lost), skipped.
+    pub aborted: AtomicU64,
+    _poll_side: [u64; 1],
     /// The sequence after the last record the writer thread handed to the kernel.
     pub written: AtomicU64,
     /// Records the writer thread appended.
@@ -176,6 +194,8 @@ pub struct Recorder {
     reliable: bool,
     /// The tap's redelivery window (set by each poll; see [`Tap::window`]).
     window: u64,
+    /// The tap's [`Tap::aborted`] count already accounted for.
+    aborted_seen: u64,
     /// The last position skipped as already recorded, while catching up after a restart.
     redelivered: Option<u64>,
     /// A message at or past the journal's end has been taken: nothing may come from below it.
@@ -228,6 +248,7 @@ impl Recorder {
             expected,
             reliable: false,
             window: 0,
+            aborted_seen: 0,
             redelivered: None,
             caught_up: false,
             pending_gap: None,
@@ -270,6 +291,13 @@ impl Recorder {
             if tap.reliable() && self.queue.slots() < self.room {
                 bump(&self.stats.queue_full, 1);
                 break; // back-pressure: leave it in the ring
+            }
+            // Dropped claims the source moved past in calls that found no message: nothing
+            // was there; the positions before where it stands now.
+            let unseen = tap.aborted().saturating_sub(self.aborted_seen);
+            if unseen > 0 {
+                let at = tap.position();
+                self.queue_taken(Taken::Aborted { from: at.saturating_sub(unseen), to: at })?;
             }
             let mut err = None;
             let taken = tap.take(&mut |t| {
@@ -334,6 +362,15 @@ impl Recorder {
                 }
                 bump(&self.stats.messages, 1);
                 bump(&self.stats.bytes, payload.len() as u64);
+            }
+            Taken::Aborted { from, to } => {
+                bump(&self.stats.aborted, to.saturating_sub(from));
+                self.aborted_seen += to.saturating_sub(from);
+                // Nothing to record; the journal continues after them. Below the journal's
+                // end (a restarted recorder's redelivery) they change nothing.
+                if self.expected.is_some_and(|e| from <= e && e < to) {
+                    self.expected = Some(to);
+                }
             }
             Taken::Gap { from, to } if self.reliable => {
                 return Err(RecordError::Skipped { expected: self.expected.unwrap_or(from), position: to });

@@ -255,3 +255,60 @@ fn a_source_that_restarted_is_refused_not_skipped_as_recorded() {
     let err = rec.poll(&mut restarted, 10).unwrap_err();
     assert!(matches!(err, RecordError::Restarted { expected: 5_010, position: 4_000 }), "{err}");
 }
+
+/// A publisher that drops a claim leaves a slot with no message. Before the fix a reliable
+/// recorder saw the next message one position late, stopped with `Skipped` ("consumed
+/// elsewhere") and held the publisher at `Full` from then on; a lossy one recorded a gap for a
+/// message that never existed. Both now record nothing for the slot, count it, and go on.
+#[test]
+fn a_dropped_claim_is_recorded_as_nothing_and_recording_goes_on() {
+    use crate::ring::{HeapMemory, RingReader, RingWriter};
+    use crate::{Mode, RingConfig, StartAt, Subscriber};
+    for mode in [Mode::Reliable, Mode::Lossy] {
+        let dir = Dir::new(if mode == Mode::Reliable { "rec-abort-rel" } else { "rec-abort-lossy" });
+        // The smallest ring that shows it: the reliable publisher is held at Full if the dead
+        // recorder's line does not move.
+        let cfg = RingConfig::for_payload(mode, 7, 64, 4);
+        let mem = HeapMemory::new(cfg.ring_bytes());
+        let mut w = RingWriter::create(mem.clone(), &cfg, 100, 0).unwrap();
+        let reader = match mode {
+            Mode::Reliable => RingReader::consumer_by_token(mem, 1).unwrap(),
+            _ => RingReader::observer(mem, StartAt::Oldest).unwrap(),
+        };
+        let mut tap = Subscriber::new(reader);
+        let journal = JournalWriter::open(&dir.0, meta(), small()).unwrap();
+        let mut rec = Recorder::start(journal, RecorderOptions::default()).unwrap();
+        let mut published = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        for pos in 0..40u64 {
+            loop {
+                let r = if pos % 5 == 2 {
+                    w.try_claim(24).map(drop) // dropped: position `pos` holds nothing
+                } else {
+                    w.publish(&payload(pos)[..24.min(payload(pos).len())]).map(|_| published.push(pos))
+                };
+                match r {
+                    Ok(()) => break,
+                    Err(crate::ring::ClaimError::Full { .. }) => {
+                        rec.poll(&mut tap, 64).unwrap();
+                        assert!(std::time::Instant::now() < deadline, "{mode:?}: the publisher was held at {pos}");
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            rec.poll(&mut tap, 64).unwrap_or_else(|e| panic!("{mode:?}: the recorder stopped at {pos}: {e}"));
+        }
+        while tap.position() < 40 {
+            rec.poll(&mut tap, 64).unwrap();
+            assert!(std::time::Instant::now() < deadline);
+        }
+        let stats = rec.stats().clone();
+        rec.finish(&mut tap).unwrap();
+        let got = read_all(&JournalReader::open(&dir.0).unwrap()).unwrap();
+        let want: Vec<(u64, Option<Vec<u8>>)> =
+            published.iter().map(|&p| (p, Some(payload(p)[..24.min(payload(p).len())].to_vec()))).collect();
+        assert_eq!(got, want, "{mode:?}: every message, no gap record");
+        assert_eq!(stats.aborted.load(Ordering::Relaxed), 8, "{mode:?}");
+        assert_eq!(stats.gaps.load(Ordering::Relaxed), 0, "{mode:?}");
+    }
+}

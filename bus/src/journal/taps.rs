@@ -3,6 +3,16 @@ use super::recorder::{Taken, Tap};
 use crate::ring::{Recv, RingMemory};
 use crate::Subscriber;
 
+/// Hands `f` the positions from `before` that held dropped claims, then `r`.
+fn with_aborted(before: u64, r: Recv<'_>, f: &mut dyn FnMut(Taken<'_>)) {
+    if let Recv::Message(m) = &r {
+        if m.position > before {
+            f(Taken::Aborted { from: before, to: m.position });
+        }
+    }
+    f(taken(r))
+}
+
 fn taken(r: Recv<'_>) -> Taken<'_> {
     match r {
         Recv::Message(m) => Taken::Message { position: m.position, payload: m.payload },
@@ -14,7 +24,10 @@ fn taken(r: Recv<'_>) -> Taken<'_> {
 impl<M: RingMemory> Tap for Subscriber<M> {
     fn take(&mut self, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, String> {
         self.reader_mut().set_manual_release(true);
-        Ok(self.try_recv().map(|r| f(taken(r))).is_some())
+        // The reader moves past dropped claims' slots without a word: a message further on
+        // than where it stood means those positions held none (a lap is reported as a Gap).
+        let before = self.reader().position();
+        Ok(self.try_recv().map(|r| with_aborted(before, r, f)).is_some())
     }
     fn reliable(&self) -> bool {
         self.reader().consumer_index().is_some()
@@ -30,6 +43,9 @@ impl<M: RingMemory> Tap for Subscriber<M> {
     }
     fn window(&self) -> u64 {
         self.config().slot_count as u64
+    }
+    fn aborted(&self) -> u64 {
+        self.reader().aborted_skipped()
     }
 }
 
@@ -53,15 +69,19 @@ impl Tap for crate::shm::ShmSubscriber {
     fn window(&self) -> u64 {
         Tap::window(&**self)
     }
+    fn aborted(&self) -> u64 {
+        Tap::aborted(&**self)
+    }
 }
 
 #[cfg(feature = "rdma")]
 impl Tap for crate::rdma::RdmaSubscriber {
     fn take(&mut self, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, String> {
         self.set_manual_release(true);
+        let before = crate::rdma::RdmaSubscriber::position(self);
         match self.try_recv() {
             Ok(Some(r)) => {
-                f(taken(r));
+                with_aborted(before, r, f);
                 Ok(true)
             }
             Ok(None) => Ok(false),
@@ -82,6 +102,9 @@ impl Tap for crate::rdma::RdmaSubscriber {
     }
     fn window(&self) -> u64 {
         self.config().slot_count as u64
+    }
+    fn aborted(&self) -> u64 {
+        self.aborted_skipped()
     }
 }
 

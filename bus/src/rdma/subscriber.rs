@@ -228,6 +228,12 @@ impl RdmaSubscriber {
         self.reader.position()
     }
 
+    /// Slots of dropped claims the reader has moved past (see
+    /// [`RingReader::aborted_skipped`]).
+    pub fn aborted_skipped(&self) -> u64 {
+        self.reader.aborted_skipped()
+    }
+
     /// Reliable streams: credits go back to the publisher only through
     /// [`RdmaSubscriber::release_to`] (a recorder releases what its journal holds).
     pub fn set_manual_release(&mut self, manual: bool) {

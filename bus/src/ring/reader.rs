@@ -106,6 +106,8 @@ pub struct RingReader<M: RingMemory> {
     credit_every: u64,
     /// Reliable consumer: credits go back only through [`RingReader::release_to`].
     manual_release: bool,
+    /// Slots of dropped claims moved past since attach (touched only on that path).
+    aborted: u64,
     buf: Box<[u64]>,
     /// Messages, bytes, position, gaps and laps for `tickbus stat` (none until a transport
     /// attaches its record).
@@ -210,6 +212,7 @@ impl<M: RingMemory> RingReader<M> {
             released: 0,
             credit_every,
             manual_release: false,
+            aborted: 0,
             buf,
             counters: Counters::none(),
             _mem: mem,
@@ -224,6 +227,12 @@ impl<M: RingMemory> RingReader<M> {
     /// The position of the next message this reader will deliver.
     pub fn position(&self) -> u64 {
         self.position
+    }
+
+    /// How many slots of dropped claims (no message) this reader has moved past since it
+    /// attached: a recorder tells them from messages consumed elsewhere by this count.
+    pub fn aborted_skipped(&self) -> u64 {
+        self.aborted
     }
 
     /// The memory the ring lives in (a transport's mapping).
@@ -392,6 +401,7 @@ impl<M: RingMemory> RingReader<M> {
     #[inline(always)]
     fn skip_aborted(&mut self) {
         self.position = self.position.wrapping_add(1);
+        self.aborted += 1;
         self.counters.set(Counter::Position, self.position);
     }
 
