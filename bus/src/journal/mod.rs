@@ -20,6 +20,7 @@ pub mod format;
 pub mod index;
 mod reader;
 pub mod recorder;
+mod source_id;
 mod taps;
 mod writer;
 

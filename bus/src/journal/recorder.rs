@@ -79,6 +79,11 @@ pub trait Tap {
     fn aborted(&self) -> u64 {
         0
     }
+    /// The source's identity, one a recreated source does not share (a ring: when it was
+    /// created). None: the source has none, and a restart is told only by positions going back.
+    fn source_id(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Counters the recorder keeps (read from any thread, e.g. a status line). The poll side's
@@ -178,6 +183,15 @@ pub enum RecordError {
         /// The position the source delivered.
         position: u64,
     },
+    /// The source is not the one the journal recorded (its identity differs: a ring recreated
+    /// since, by a reboot or `ring rm`), so its positions name other messages.
+    #[error("the source is not the one this journal recorded: its identity is {source_id} (a ring: the Unix ns it was created at) but the journal's records came from {journal_id}. It was recreated (a reboot or `ring rm`), so its positions now name other messages and nothing of it was recorded here. Record it into a new journal folder")]
+    SourceChanged {
+        /// The identity in the journal.
+        journal_id: u64,
+        /// The source's identity.
+        source_id: u64,
+    },
 }
 
 /// Records one stream into one journal.
@@ -196,6 +210,11 @@ pub struct Recorder {
     window: u64,
     /// The tap's [`Tap::aborted`] count already accounted for.
     aborted_seen: u64,
+    /// The journal's folder and the identity of the source it records (None: not known yet).
+    dir: std::path::PathBuf,
+    journal_source: Option<u64>,
+    /// The tap's identity was checked against the journal's (first poll).
+    source_checked: bool,
     /// The last position skipped as already recorded, while catching up after a restart.
     redelivered: Option<u64>,
     /// A message at or past the journal's end has been taken: nothing may come from below it.
@@ -219,6 +238,8 @@ impl Recorder {
         let stop = Arc::new(AtomicBool::new(false));
         let expected = journal.next_sequence();
         let resume_at = expected.unwrap_or(0);
+        let dir = journal.dir().to_owned();
+        let journal_source = super::source_id::read(&dir)?;
         stats.written.store(resume_at, Ordering::Release);
         let (s, st) = (stats.clone(), stop.clone());
         let (pinned_tx, pinned) = std::sync::mpsc::sync_channel(1);
@@ -249,6 +270,9 @@ impl Recorder {
             reliable: false,
             window: 0,
             aborted_seen: 0,
+            dir,
+            journal_source,
+            source_checked: false,
             redelivered: None,
             caught_up: false,
             pending_gap: None,
@@ -275,6 +299,9 @@ impl Recorder {
     pub fn poll(&mut self, tap: &mut impl Tap, limit: usize) -> Result<usize, RecordError> {
         if self.writer.as_ref().is_some_and(|w| w.is_finished()) {
             return Err(self.writer_failed());
+        }
+        if !self.source_checked {
+            self.check_source(tap)?;
         }
         self.reliable = tap.reliable();
         self.window = tap.window();
@@ -315,6 +342,24 @@ impl Recorder {
             }
         }
         Ok(n)
+    }
+
+    /// Once, before anything is taken: a source whose identity differs from the journal's is
+    /// refused; a journal that has none yet (new, or written before identities) takes this
+    /// source's (one small file written in the journal's folder, synced).
+    fn check_source(&mut self, tap: &impl Tap) -> Result<(), RecordError> {
+        if let Some(id) = tap.source_id() {
+            match self.journal_source {
+                Some(j) if j != id => return Err(RecordError::SourceChanged { journal_id: j, source_id: id }),
+                Some(_) => {}
+                None => {
+                    super::source_id::write(&self.dir, id)?;
+                    self.journal_source = Some(id);
+                }
+            }
+        }
+        self.source_checked = true;
+        Ok(())
     }
 
     fn queue_taken(&mut self, t: Taken<'_>) -> Result<(), RecordError> {

@@ -312,3 +312,39 @@ fn a_dropped_claim_is_recorded_as_nothing_and_recording_goes_on() {
         assert_eq!(stats.gaps.load(Ordering::Relaxed), 0, "{mode:?}");
     }
 }
+
+/// The review's splice: a journal of one ring, then the ring recreated (a reboot, `ring rm`)
+/// and a new run recorded into the same folder. Before the fix the new ring's first messages
+/// were skipped as "already in the journal" (their positions lay within the ring's slot count of
+/// its end) and the rest appended with no gap record: recorded below, 10 of the new run were
+/// lost and 10 spliced in. Now the recorder tells the new ring by its identity and refuses, and
+/// the journal holds exactly the first ring's messages.
+#[test]
+fn a_recreated_ring_is_not_spliced_into_the_old_journal() {
+    use crate::ring::{HeapMemory, RingReader, RingWriter};
+    use crate::{Mode, RingConfig, Subscriber};
+    let dir = Dir::new("rec-recreated");
+    let cfg = RingConfig::for_payload(Mode::Reliable, 7, 64, 64);
+    let run = |created: u64, n: u64, tag: u8| -> Result<(), RecordError> {
+        let mem = HeapMemory::new(cfg.ring_bytes());
+        let mut w = RingWriter::create(mem.clone(), &cfg, 100, created).unwrap();
+        let mut tap = Subscriber::new(RingReader::consumer_by_token(mem, 1).unwrap());
+        for _ in 0..n {
+            w.publish(&[tag; 16]).unwrap();
+        }
+        let journal = JournalWriter::open(&dir.0, meta(), small()).unwrap();
+        let mut rec = Recorder::start(journal, RecorderOptions::default())?;
+        while tap.position() < n {
+            rec.poll(&mut tap, 64)?;
+        }
+        rec.finish(&mut tap)
+    };
+    run(1_000, 10, b'a').unwrap();
+    let err = run(2_000, 20, b'b').unwrap_err();
+    assert!(matches!(err, RecordError::SourceChanged { journal_id: 1_000, source_id: 2_000 }), "{err}");
+    let got = read_all(&JournalReader::open(&dir.0).unwrap()).unwrap();
+    assert_eq!(got, (0..10).map(|p| (p, Some(vec![b'a'; 16]))).collect::<Vec<_>>());
+    // The same ring again (a restarted recorder) is recorded on.
+    run(1_000, 12, b'a').unwrap();
+    assert_eq!(read_all(&JournalReader::open(&dir.0).unwrap()).unwrap().len(), 12);
+}

@@ -47,6 +47,9 @@ impl<M: RingMemory> Tap for Subscriber<M> {
     fn aborted(&self) -> u64 {
         self.reader().aborted_skipped()
     }
+    fn source_id(&self) -> Option<u64> {
+        Some(self.reader().created_unix_ns())
+    }
 }
 
 #[cfg(not(loom))]
@@ -71,6 +74,9 @@ impl Tap for crate::shm::ShmSubscriber {
     }
     fn aborted(&self) -> u64 {
         Tap::aborted(&**self)
+    }
+    fn source_id(&self) -> Option<u64> {
+        Tap::source_id(&**self)
     }
 }
 

@@ -63,6 +63,9 @@ pub const MIN_SLOT_SIZE: usize = 32;
 pub const MAX_SLOT_SIZE: usize = 1 << 20;
 
 pub(crate) const LINE_WORDS: usize = 16;
+/// Word index of the descriptor's `created_unix_ns`: a ring's identity across recreations.
+pub(crate) const W_CREATED_UNIX_NS: usize = 8;
+const _: () = assert!(offset_of!(Descriptor, created_unix_ns) == W_CREATED_UNIX_NS * 8);
 pub(crate) const W_PRODUCER_POSITION: usize = 16;
 pub(crate) const W_PRODUCER_EPOCH: usize = 17;
 /// Word index of the publisher token (its pid for shm); tools read it from a ring file.

@@ -229,6 +229,12 @@ impl<M: RingMemory> RingReader<M> {
         self.position
     }
 
+    /// When the ring was created (Unix ns, as its creator wrote it): a recreated ring (a reboot,
+    /// `ring rm`) has another value, so a recorder can tell it from the ring it recorded.
+    pub fn created_unix_ns(&self) -> u64 {
+        self.words.word(super::layout::W_CREATED_UNIX_NS).load(Ordering::Relaxed)
+    }
+
     /// How many slots of dropped claims (no message) this reader has moved past since it
     /// attached: a recorder tells them from messages consumed elsewhere by this count.
     pub fn aborted_skipped(&self) -> u64 {
