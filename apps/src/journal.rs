@@ -17,12 +17,14 @@ pub fn inspect(dir: &Path, json: bool) -> Result<(), String> {
                 match rec.kind {
                     Kind::Message(p) => {
                         messages += 1;
-                        bytes += p.len() as u64;
+                        bytes = bytes.saturating_add(p.len() as u64);
                         last = Some(rec.sequence);
                     }
                     Kind::Gap { count } => {
                         gaps += 1;
-                        missed += count;
+                        // Each gap record covers at most 2^62 positions, but crafted records
+                        // can add up past 2^64: saturate rather than overflow.
+                        missed = missed.saturating_add(count);
                         last = Some(rec.sequence + count - 1);
                     }
                     Kind::End => {}

@@ -38,8 +38,8 @@ pub struct RecordArgs {
     /// Shared token (rdma-rc and ud-mcast).
     #[arg(long, default_value = "")]
     pub token: String,
-    /// Segment size in MiB.
-    #[arg(long, default_value_t = 64)]
+    /// Segment size in MiB (1 to 1048576).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub segment_mb: u64,
     /// When to fsync: none (power loss loses what the kernel had not written), segment (at
     /// most the segment being written), or a number of milliseconds (at most that long).

@@ -111,6 +111,17 @@ pub enum JournalError {
         /// How many positions it covers.
         count: u64,
     },
+    /// A segment size no journal can use (`record --segment-mb` past 2^44 once wrapped to 0 and
+    /// left a journal that could be neither read nor reopened).
+    #[error("a segment of {bytes} bytes cannot hold a journal: segments are {min} bytes to {max} bytes (1 TiB)")]
+    SegmentSize {
+        /// The size asked for.
+        bytes: u64,
+        /// The smallest accepted.
+        min: u64,
+        /// The largest accepted.
+        max: u64,
+    },
     /// A sequence not after the last one recorded.
     #[error("sequence {sequence} is not after the last one recorded ({last}): a journal holds a stream in order")]
     Order {

@@ -357,3 +357,16 @@ fn gap_and_sequence_ranges_are_checked_on_write_and_read() {
     assert!(matches!(format::parse(&rec, 0), Err(format::FormatError::Sequence { count: 0, .. })));
     assert!(matches!(w.append_records(&rec), Err(JournalError::Range { count: 0, .. })));
 }
+
+/// `record --segment-mb` past 2^44 wrapped the segment size to 0 and left a journal that could
+/// be neither read nor reopened: a size no journal can use is refused before anything is made.
+#[test]
+fn a_segment_size_no_journal_can_use_is_refused_before_anything_is_written() {
+    for bytes in [0u64, 4096, (1 << 40) + 1, u64::MAX] {
+        let d = Dir::new("segsize");
+        let opts = JournalOptions { segment_bytes: bytes, ..JournalOptions::default() };
+        let err = JournalWriter::open(&d.0, meta(), opts).err().expect("refused");
+        assert!(matches!(err, JournalError::SegmentSize { .. }), "{bytes}: {err}");
+        assert!(std::fs::read_dir(&d.0).map_or(true, |mut r| r.next().is_none()), "{bytes}: nothing made");
+    }
+}

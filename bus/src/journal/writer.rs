@@ -141,6 +141,12 @@ impl JournalWriter {
     /// records is refused ([`JournalError::DamagedNotTorn`]). Records go on in a new segment
     /// that carries this writer's TSC anchor.
     pub fn open(dir: &Path, meta: JournalMeta, opts: JournalOptions) -> Result<JournalWriter, JournalError> {
+        // The first page and a page of records at least (a record larger than a segment goes
+        // in a segment of its own), up to 1 TiB.
+        let (min, max) = (2 * DATA_START as u64, 1u64 << 40);
+        if !(min..=max).contains(&opts.segment_bytes) {
+            return Err(JournalError::SegmentSize { bytes: opts.segment_bytes, min, max });
+        }
         std::fs::create_dir_all(dir).map_err(|e| JournalError::io("creating the journal folder", dir, e))?;
         let lock = lock_journal(dir)?;
         let anchor = (Tsc::new().now(), unix_ns());
