@@ -145,6 +145,10 @@ impl Sink {
 }
 
 pub fn run(a: FeedArgs) -> Result<(), String> {
+    // Bad durations are refused before anything is opened.
+    for (name, ms) in [("--wait-ms", a.wait_ms), ("--give-up-ms", a.give_up_ms), ("--confirm-ms", a.confirm_ms)] {
+        ms_to_ns(name, ms)?;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::Release)).map_err(|e| e.to_string())?;
@@ -185,9 +189,9 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
         None => None,
     };
     let mut opts = ArbiterOptions::default();
-    opts.wait_other_line_ns = (a.wait_ms * 1e6) as u64;
-    opts.give_up_ns = (a.give_up_ms * 1e6) as u64;
-    opts.confirm_ns = (a.confirm_ms * 1e6) as u64;
+    opts.wait_other_line_ns = ms_to_ns("--wait-ms", a.wait_ms)?;
+    opts.give_up_ns = ms_to_ns("--give-up-ms", a.give_up_ms)?;
+    opts.confirm_ns = ms_to_ns("--confirm-ms", a.confirm_ms)?;
     opts.session = session;
     let mut arb = Arbiter::new(opts);
     let t0 = Instant::now();
@@ -262,6 +266,15 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
         println!("{} delivered ({} recovered by re-request), {} lost in {} gaps (published), {} duplicates dropped; {} messages published, {} not parseable as ITCH", s.delivered, s.recovered, s.lost, s.gaps, s.duplicates, sink.published, sink.unparsed);
     }
     Ok(())
+}
+
+/// A duration option in ms as ns: finite, not negative, at most a day (NaN, inf or 1e300 would
+/// turn into a wait that never ends or none at all).
+fn ms_to_ns(name: &str, ms: f64) -> Result<u64, String> {
+    if !(ms.is_finite() && (0.0..=86_400_000.0).contains(&ms)) {
+        return Err(format!("{name} {ms}: give a number of milliseconds from 0 to 86400000 (a day)"));
+    }
+    Ok((ms * 1e6) as u64)
 }
 
 /// Socket trouble, counted and reported rather than ignored.

@@ -249,3 +249,19 @@ fn one_forged_heartbeat_on_line_a_loses_nothing() {
     let (msgs, gaps) = env.ring();
     assert_eq!((msgs, gaps), (env.day(), vec![]));
 }
+
+/// `--wait-ms`, `--give-up-ms` and `--confirm-ms` of NaN, inf, a negative or a huge number are
+/// refused with the option's name, before any socket is opened.
+#[test]
+fn durations_that_are_not_a_number_of_milliseconds_are_refused() {
+    let env = Env::new("args");
+    for opt in ["--wait-ms", "--give-up-ms", "--confirm-ms"] {
+        for v in ["NaN", "inf", "-1", "1e300"] {
+            let arg = format!("{opt}={v}");
+            let out = env.cmd(&["feed", "--ring", "md-args", &arg]).output().unwrap();
+            assert!(!out.status.success(), "{arg} accepted");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains(opt) && err.contains("milliseconds"), "{arg}: {err}");
+        }
+    }
+}
