@@ -395,12 +395,16 @@ impl Arbiter {
                     h.confirmed = true;
                 }
                 self.stats.duplicates += 1;
-                if line == Line::Retransmit {
-                    self.confirm_claim_at(held_line, seq);
+                // The retransmission server agreed with a message a jump holds: it is real.
+                if let Some((i, from)) = self.claim_at(held_line, seq).filter(|_| line == Line::Retransmit) {
+                    self.believe(i, from);
                 }
                 return;
             }
-            self.contradict(held_line, seq);
+            // Other bytes came in order for a message a jump holds: the jump is not the stream's.
+            if let Some((i, from)) = self.claim_at(held_line, seq) {
+                self.drop_claim(i, from);
+            }
         }
         if seq == self.next && in_order {
             self.deliver(seq, msg, line, out);
@@ -412,21 +416,14 @@ impl Arbiter {
         }
     }
 
-    /// The claim of line `i` that holds `seq`.
-    fn claim_at(&self, i: usize, seq: u64) -> Option<u64> {
+    /// The claim of `line` that holds `seq`: the line's index and the claim's first sequence.
+    fn claim_at(&self, line: Line, seq: u64) -> Option<(usize, u64)> {
+        let i = line_index(line)?;
         let (&from, c) = self.claims[i].range(..=seq).next_back()?;
-        (seq < c.reach.max(from + 1)).then_some(from)
+        (seq < c.reach.max(from + 1)).then_some((i, from))
     }
 
-    /// The retransmission server agreed with a message a jump of `line` holds: the jump is real.
-    fn confirm_claim_at(&mut self, line: Line, seq: u64) {
-        let Some(i) = line_index(line) else { return };
-        if let Some(k) = self.claim_at(i, seq) {
-            self.believe(i, k);
-        }
-    }
-
-    /// Believes claim `k` of line `i`: what it holds is confirmed, the stream reaches its end.
+    /// Believes claim `from` of line `i`: what it holds is confirmed, the stream reaches its end.
     fn believe(&mut self, i: usize, from: u64) {
         let Some(c) = self.claims[i].remove(&from) else { return };
         let line = if i == 0 { Line::A } else { Line::B };
@@ -436,15 +433,7 @@ impl Arbiter {
         self.known_end = self.known_end.max(c.reach);
     }
 
-    /// The jump of `line` holding `seq` is not the stream's: other bytes came for `seq`.
-    fn contradict(&mut self, line: Line, seq: u64) {
-        let Some(i) = line_index(line) else { return };
-        if let Some(k) = self.claim_at(i, seq) {
-            self.drop_claim(i, k);
-        }
-    }
-
-    /// Discards claim `k` of line `i` and what it holds unconfirmed.
+    /// Discards claim `from` of line `i` and what it holds unconfirmed.
     fn drop_claim(&mut self, i: usize, from: u64) {
         let Some(c) = self.claims[i].remove(&from) else { return };
         let line = if i == 0 { Line::A } else { Line::B };
