@@ -105,8 +105,9 @@ pub struct Trader {
     pub strategy: Strategy,
     order: TracedOrder,
     tsc: Tsc,
-    /// This run's order ids are `id_base + n`: unique across trader restarts (the pid in the
-    /// high half), so a report left for a dead predecessor is never taken for ours.
+    /// This run's order ids are `id_base + n`: unique across trader restarts (a run id from the
+    /// OS's random source in the high half, not the pid, which repeats when a pid is reused: pid
+    /// 1 in every container), so a report left for a dead predecessor is never taken for ours.
     id_base: u64,
     pub counts: Counts,
     /// Every tick's hop from the feed's ingress (or publish) stamp to its receive, in ns (the
@@ -115,12 +116,26 @@ pub struct Trader {
     scale: tickbus::time::TscScale,
 }
 
+/// A run's order-id base: 32 bits from the OS's random source (never 0) in the high half.
+fn run_id_base() -> u64 {
+    use std::io::Read;
+    let mut b = [0u8; 4];
+    loop {
+        // At start-up only. /dev/urandom never blocks once the kernel's pool is seeded.
+        std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).expect("reading /dev/urandom");
+        let id = u32::from_ne_bytes(b);
+        if id != 0 {
+            return u64::from(id) << 32;
+        }
+    }
+}
+
 impl Trader {
     pub fn new(md: In, orders: Out, execs: In, strategy: Strategy) -> Trader {
         let mut order = TracedOrder { order: NewOrder::new(), trace: OrderTrace::default() };
         order.order.time_in_force = TimeInForce::ImmediateOrCancel as u8;
         order.order.ord_type = OrdType::Limit as u8;
-        let id_base = u64::from(std::process::id()) << 32;
+        let id_base = run_id_base();
         let scale = tickbus::time::TscScale { ticks_per_ns: md.ticks_per_ns() };
         // Up to an hour in ns, allocated up front: recording never allocates.
         let tick_hop = hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
@@ -414,5 +429,17 @@ fn send(orders: &mut Out, o: &mut TracedOrder, tsc: &Tsc, c: &mut Counts, stop: 
                 return false;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Two runs of one pid (a reused pid: pid 1 in every container) got the same order ids
+    /// when the base was the pid; a base from the OS's random source differs between runs.
+    #[test]
+    fn two_runs_in_one_process_get_different_order_id_bases() {
+        let bases: std::collections::HashSet<u64> = (0..64).map(|_| super::run_id_base()).collect();
+        assert!(bases.len() >= 63, "64 bases, {} distinct", bases.len());
+        assert!(bases.iter().all(|b| b >> 32 != 0 && b & 0xffff_ffff == 0));
     }
 }
