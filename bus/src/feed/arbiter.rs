@@ -151,14 +151,24 @@ struct Open {
 }
 
 /// A message held ahead of `next`. `confirmed`: it came in order with what the stream is known
-/// to hold (or from the retransmission server, or its line's jump was believed); an unconfirmed
-/// one came in a jump ahead and is neither delivered nor taken as the edge of a gap until
-/// confirmed.
+/// to hold (or from the retransmission server, or a jump holding it was believed); an
+/// unconfirmed one came in a jump ahead and is neither delivered nor taken as the edge of a gap
+/// until confirmed. `lines`: the lines (bit 0 A, bit 1 B) whose jumps brought these very bytes;
+/// it is dropped once every one of them is contradicted.
 #[derive(Debug, Clone)]
 struct Held {
     msg: Vec<u8>,
     line: Line,
+    lines: u8,
     confirmed: bool,
+}
+
+fn line_bit(line: Line) -> u8 {
+    match line {
+        Line::A => 1,
+        Line::B => 2,
+        Line::Retransmit => 0,
+    }
 }
 
 /// A line's jump ahead, not yet believed: its packet at `from` left a hole before it, and the
@@ -192,12 +202,15 @@ struct End {
 ///   unconfirmed under its line's *claim*. The claim is discarded, with what it held, as soon as
 ///   the same line sends a packet starting below it (a real line is in order, so a forged jump
 ///   is contradicted by the real line's next packet or heartbeat), or when the in-order stream or
-///   the retransmission server brings other bytes for one of its sequences. It is believed when
-///   the retransmission server's answer agrees with it, or after it stood `confirm_ns`,
-///   continued by a later packet of its line and never contradicted. Until then it opens no gap:
-///   it is only re-requested (asking is harmless: the server answers with the real stream).
+///   the retransmission server brings other bytes for one of its sequences. Each message it holds
+///   is confirmed by the retransmission server's copy of that message (re-requests reach past
+///   what is held, and asking is harmless: the server answers with the real stream); the whole
+///   jump is believed after it stood `confirm_ns`, continued by a later packet of its line and
+///   never contradicted. Until then it opens no gap. The same bytes brought by both lines' jumps
+///   stay held while either line's jump stands.
 /// - **End a session.** An end of session counts only at the stream's confirmed edge and after
-///   `confirm_ns` in which no packet of the session reached past it.
+///   `confirm_ns` in which no line's in-order packet went past it or was a heartbeat at it (a
+///   server in session sends heartbeats at its edge; after its end, only ends).
 /// - **Switch sessions.** Another session is followed only once the followed one has ended by
 ///   that rule (or never, when `session` is set).
 ///
@@ -322,14 +335,28 @@ impl Arbiter {
                 }
             }
         }
+        // An end of session is contradicted by a line's in-order packet that goes on past it, or
+        // that is not itself an end at it (a real server in session sends heartbeats at its
+        // edge; after its end, only ends). A packet ahead of the stream contradicts nothing.
         if let Some(e) = self.end {
-            if reach > e.seq {
+            let in_order_line = line != Line::Retransmit && first <= self.frontier();
+            if in_order_line && (reach > e.seq || (reach == e.seq && p.kind() == PacketKind::Heartbeat)) {
                 self.end = None;
                 self.stats.ends_contradicted += 1;
             }
         }
-        if p.kind() == PacketKind::EndOfSession && self.end.is_none_or(|e| e.seq != first) {
-            self.end = Some(End { seq: first, at_ns: self.now_ns });
+        if p.kind() == PacketKind::EndOfSession {
+            // A repeated end keeps its time; one at or below the stream's edge replaces another,
+            // one ahead of it replaces none (a forger's, sent while the real server repeats its
+            // end, would restart the wait).
+            let frontier = self.frontier();
+            let replace = match self.end {
+                None => true,
+                Some(e) => e.seq != first && first <= frontier,
+            };
+            if replace {
+                self.end = Some(End { seq: first, at_ns: self.now_ns });
+            }
         }
         let trusted = line == Line::Retransmit;
         let in_order = trusted || first <= self.frontier();
@@ -382,35 +409,41 @@ impl Arbiter {
             self.stats.duplicates += 1;
             return;
         }
-        if let Some(h) = self.held.get(&seq) {
+        if let Some(h) = self.held.get_mut(&seq) {
+            let same = h.msg == msg;
             if h.confirmed || !in_order {
+                // Another jump's copy: the same bytes are held for its line too (so contradicting
+                // one line's jump does not drop what the other line also brought); other bytes
+                // cannot be told apart from the first, which stays.
+                if same && !h.confirmed {
+                    h.lines |= line_bit(line);
+                }
                 self.stats.duplicates += 1;
                 return;
             }
             // An in-order (or the server's) copy of a message a jump holds: equal bytes
-            // confirm it, other bytes contradict the jump.
-            let (held_line, same) = (h.line, h.msg == msg);
+            // confirm it, other bytes contradict every jump that brought it.
             if same {
-                if let Some(h) = self.held.get_mut(&seq) {
-                    h.confirmed = true;
-                }
+                h.confirmed = true;
                 self.stats.duplicates += 1;
-                // The retransmission server agreed with a message a jump holds: it is real.
-                if let Some((i, from)) = self.claim_at(held_line, seq).filter(|_| line == Line::Retransmit) {
-                    self.believe(i, from);
-                }
                 return;
             }
-            // Other bytes came in order for a message a jump holds: the jump is not the stream's.
-            if let Some((i, from)) = self.claim_at(held_line, seq) {
-                self.drop_claim(i, from);
+            let lines = h.lines;
+            for l in [Line::A, Line::B].into_iter().filter(|&l| lines & line_bit(l) != 0) {
+                if let Some((i, from)) = self.claim_at(l, seq) {
+                    self.drop_claim(i, from);
+                }
+            }
+            if let Some(h) = self.held.remove(&seq) {
+                self.held_bytes -= h.msg.len();
             }
         }
         if seq == self.next && in_order {
             self.deliver(seq, msg, line, out);
         } else if self.held.len() < self.opts.max_held && self.held_bytes + msg.len() <= self.opts.max_held_bytes {
             self.held_bytes += msg.len();
-            self.held.insert(seq, Held { msg: msg.to_vec(), line, confirmed: in_order });
+            let lines = if in_order { 0 } else { line_bit(line) };
+            self.held.insert(seq, Held { msg: msg.to_vec(), line, lines, confirmed: in_order });
         } else {
             self.stats.not_held += 1;
         }
@@ -426,9 +459,9 @@ impl Arbiter {
     /// Believes claim `from` of line `i`: what it holds is confirmed, the stream reaches its end.
     fn believe(&mut self, i: usize, from: u64) {
         let Some(c) = self.claims[i].remove(&from) else { return };
-        let line = if i == 0 { Line::A } else { Line::B };
+        let bit = 1u8 << i;
         for (_, h) in self.held.range_mut(c.from..c.reach.max(c.from + 1)) {
-            h.confirmed |= h.line == line;
+            h.confirmed |= h.lines & bit != 0;
         }
         self.known_end = self.known_end.max(c.reach);
     }
@@ -436,21 +469,22 @@ impl Arbiter {
     /// Discards claim `from` of line `i` and what it holds unconfirmed.
     fn drop_claim(&mut self, i: usize, from: u64) {
         let Some(c) = self.claims[i].remove(&from) else { return };
-        let line = if i == 0 { Line::A } else { Line::B };
+        let bit = 1u8 << i;
         self.stats.contradicted += 1;
-        let mut freed = 0;
-        let gone: Vec<u64> = self
-            .held
-            .range(c.from..c.reach.max(c.from + 1))
-            .filter(|(_, h)| !h.confirmed && h.line == line)
-            .map(|(&k, _)| k)
-            .collect();
-        for seq in gone {
-            if let Some(h) = self.held.remove(&seq) {
-                freed += h.msg.len();
+        let mut gone = Vec::new();
+        for (&seq, h) in self.held.range_mut(c.from..c.reach.max(c.from + 1)) {
+            if !h.confirmed && h.lines & bit != 0 {
+                h.lines &= !bit;
+                if h.lines == 0 {
+                    gone.push(seq);
+                }
             }
         }
-        self.held_bytes -= freed;
+        for seq in gone {
+            if let Some(h) = self.held.remove(&seq) {
+                self.held_bytes -= h.msg.len();
+            }
+        }
     }
 
     /// Whether packets of `session` are followed, switching to it when the followed one ended
@@ -562,6 +596,9 @@ impl Arbiter {
     pub fn poll(&mut self, now_ns: u64, out: &mut impl FnMut(Out<'_>)) {
         self.now_ns = self.now_ns.max(now_ns);
         for i in 0..2 {
+            // Jumps the stream has passed hold nothing that matters any more.
+            let next = self.next;
+            self.claims[i].retain(|_, c| c.reach > next);
             let (now, confirm) = (self.now_ns, self.opts.confirm_ns);
             let stood: Vec<u64> = self.claims[i]
                 .values()

@@ -167,9 +167,10 @@ proptest! {
             w.poll(now + MS / 2);
             w.serve(now + MS / 2 + 1);
         }
-        // The real server ends the session on both lines and keeps repeating it.
+        // The real server ends the session on both lines and keeps repeating it, for 8 s: a
+        // forged end can restart the wait once (confirm_ns), never stop it.
         let end = control(S, w.sent, true);
-        for _ in 0..40 {
+        for _ in 0..80 {
             now += 100 * MS;
             w.feed(Line::A, &end, now);
             w.feed(Line::B, &end, now);

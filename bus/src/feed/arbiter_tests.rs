@@ -79,8 +79,13 @@ fn what_both_lines_miss_is_rerequested_after_the_wait_and_recovered() {
     assert_eq!(asks, vec![(5, 16)]);
     run(&mut a, Line::Retransmit, &ps[1], 3_000_100, &mut got, &mut asks);
     assert_eq!(got, (1..=8).map(Ok).collect::<Vec<_>>(), "9.. wait for a word beyond line A's");
-    run(&mut a, Line::Retransmit, &ps[2], 3_000_200, &mut got, &mut asks);
-    assert_eq!(got, (1..=20).map(Ok).collect::<Vec<_>>(), "the server's copy of 9 confirms A's jump");
+    run(&mut a, Line::Retransmit, &ps[2], 3_000_150, &mut got, &mut asks);
+    assert_eq!(got, (1..=12).map(Ok).collect::<Vec<_>>(), "each copy confirms its own message only");
+    // The server answers what was asked: its copy of each message A's jump holds confirms it.
+    for (k, p) in ps.iter().enumerate().skip(3) {
+        run(&mut a, Line::Retransmit, p, 3_000_200 + k as u64, &mut got, &mut asks);
+    }
+    assert_eq!(got, (1..=20).map(Ok).collect::<Vec<_>>());
     assert_eq!((a.stats().recovered, a.stats().lost), (4, 0));
 }
 
@@ -358,4 +363,94 @@ fn a_forged_run_is_discarded_by_the_real_lines_next_packet() {
     assert_eq!((a.stats().contradicted, a.held_bytes), (1, 0));
     a.poll(10 * ArbiterOptions::default().confirm_ns, &mut collect(&mut got));
     assert_eq!(got, (1..=5).map(Ok).collect::<Vec<_>>());
+}
+
+/// From a review: both lines lose 10..=19; A's real 20..=29 opens a jump, and a forged packet
+/// continuing it exactly (30..=34, sent before A's real copy) joins it. The server's matching
+/// copy of 20 used to believe the whole jump, forged bytes included, and the server's real 30..
+/// were then dropped as copies. Now each server copy confirms only its own message, and the
+/// first one that differs discards what the forger added.
+#[test]
+fn a_forged_packet_continuing_a_real_jump_is_not_believed_with_it() {
+    let mut a = Arbiter::new(ArbiterOptions::default());
+    let mut got = Vec::new();
+    let real = |s: u64| [s as u8; 4];
+    let pkt = |from: u64, to: u64, fake: bool| {
+        let msgs: Vec<[u8; 4]> = (from..to).map(|s| if fake { [0xEE; 4] } else { real(s) }).collect();
+        let refs: Vec<&[u8]> = msgs.iter().map(|m| &m[..]).collect();
+        packet_at(S, from, &refs)
+    };
+    let feed = |a: &mut Arbiter, line, p: Vec<u8>, t, got: &mut Vec<(u64, Vec<u8>)>| {
+        a.on_packet(line, &Packet::parse(&p).unwrap(), t, &mut |o| {
+            if let Out::Message { sequence, message } = o {
+                got.push((sequence, message.to_vec()))
+            }
+        })
+    };
+    feed(&mut a, Line::A, pkt(1, 10, false), 1, &mut got);
+    feed(&mut a, Line::A, pkt(20, 30, false), 2, &mut got);
+    feed(&mut a, Line::A, pkt(30, 35, true), 3, &mut got); // the forger, at the jump's edge
+    feed(&mut a, Line::A, pkt(30, 40, false), 4, &mut got);
+    for s in (10..40).step_by(5) {
+        feed(&mut a, Line::Retransmit, pkt(s, s + 5, false), 10, &mut got);
+    }
+    a.poll(10 * ArbiterOptions::default().confirm_ns, &mut |_| {});
+    assert_eq!(got, (1..40).map(|s| (s, real(s).to_vec())).collect::<Vec<_>>(), "forged bytes delivered");
+    assert_eq!(a.stats().lost, 0);
+}
+
+/// From a review: both lines lose 10..=19, both send the same 20..=29 ahead, then A goes quiet.
+/// B's copies were dropped as duplicates of A's, B's jump was believed holding nothing, and the
+/// give-up reported 10..=29 lost, 20..=29 included. Now the bytes both lines brought are held
+/// for both, and only 10..=19 is given up.
+#[test]
+fn bytes_both_lines_brought_ahead_are_not_given_up_with_the_hole() {
+    let opts = ArbiterOptions::default();
+    let mut a = Arbiter::new(opts);
+    let mut got = Vec::new();
+    let msgs: Vec<[u8; 4]> = (20..30u64).map(|s| [s as u8; 4]).collect();
+    let refs: Vec<&[u8]> = msgs.iter().map(|m| &m[..]).collect();
+    let ahead = packet_at(S, 20, &refs);
+    let first: Vec<[u8; 4]> = (1..10u64).map(|s| [s as u8; 4]).collect();
+    let first_refs: Vec<&[u8]> = first.iter().map(|m| &m[..]).collect();
+    let head = packet_at(S, 1, &first_refs);
+    for line in [Line::A, Line::B] {
+        a.on_packet(line, &Packet::parse(&head).unwrap(), 1, &mut collect(&mut got));
+        a.on_packet(line, &Packet::parse(&ahead).unwrap(), 2, &mut collect(&mut got));
+    }
+    a.on_packet(Line::B, &Packet::parse(&heartbeat(S, 30)).unwrap(), 3, &mut collect(&mut got));
+    a.poll(opts.confirm_ns + 10, &mut collect(&mut got));
+    a.poll(opts.confirm_ns + opts.give_up_ns + 20, &mut collect(&mut got));
+    let mut want: Vec<Result<u64, (u64, u64)>> = (1..10).map(Ok).collect();
+    want.push(Err((10, 20)));
+    want.extend((20..30).map(Ok));
+    assert_eq!(got, want);
+}
+
+/// From a review: an end of session forged at the stream's edge during a quiet spell was
+/// believed after confirm_ns, since the real heartbeats carry the same sequence. A heartbeat at
+/// the end's sequence is a server still in session: it contradicts the end. A heartbeat forged
+/// ahead of the stream contradicts a real end of nothing.
+#[test]
+fn a_heartbeat_at_the_edge_contradicts_a_forged_end_and_one_ahead_contradicts_nothing() {
+    let opts = ArbiterOptions::default();
+    let mut a = Arbiter::new(ArbiterOptions { session: Some(S), ..opts });
+    let mut got = Vec::new();
+    let p = packet_at(S, 1, &[&[1u8; 4]]);
+    a.on_packet(Line::A, &Packet::parse(&p).unwrap(), 0, &mut collect(&mut got));
+    a.on_packet(Line::B, &Packet::parse(&end_of_session(S, 2)).unwrap(), 1, &mut collect(&mut got));
+    for k in 1..=5u64 {
+        let t = k * opts.confirm_ns / 2;
+        a.on_packet(Line::A, &Packet::parse(&heartbeat(S, 2)).unwrap(), t, &mut collect(&mut got));
+        assert!(!a.session_ended(), "a forged end stood against the real heartbeats at {t}");
+    }
+    // The real end, then a forger's heartbeats ahead of it: the end stands.
+    let t0 = 3 * opts.confirm_ns;
+    a.on_packet(Line::A, &Packet::parse(&end_of_session(S, 2)).unwrap(), t0, &mut collect(&mut got));
+    for k in 1..=3u64 {
+        let hb = heartbeat(S, 3);
+        a.on_packet(Line::B, &Packet::parse(&hb).unwrap(), t0 + k * opts.confirm_ns / 3, &mut collect(&mut got));
+    }
+    a.poll(t0 + opts.confirm_ns + 1, &mut collect(&mut got));
+    assert!(a.session_ended(), "a heartbeat ahead of the stream kept the real end from counting");
 }

@@ -53,7 +53,7 @@ pub(crate) fn read(dir: &Path) -> Result<Option<u64>, JournalError> {
             path,
             std::io::Error::other(format!(
                 "expected '{TAG}<number>', found {:?}: remove the file if the journal's source is known",
-                &text[..text.len().min(40)]
+                text.chars().take(40).collect::<String>()
             )),
         )),
     }
@@ -99,6 +99,9 @@ mod tests {
         assert_eq!(read(&dir).unwrap(), Some(43));
         std::fs::write(dir.join(FILE), "junk").unwrap();
         assert!(read(&dir).unwrap_err().to_string().contains("expected"), "junk is refused");
+        // 42 bytes of valid UTF-8 whose 40th byte is inside a character (a review: it panicked).
+        std::fs::write(dir.join(FILE), "€".repeat(14)).unwrap();
+        assert!(read(&dir).unwrap_err().to_string().contains("expected"), "multi-byte junk is refused");
         std::fs::remove_file(dir.join(FILE)).unwrap();
         let target = dir.join("elsewhere");
         std::fs::write(&target, format!("{TAG}7\n")).unwrap();
