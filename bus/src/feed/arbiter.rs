@@ -336,8 +336,8 @@ impl Arbiter {
             }
         }
         // An end of session is contradicted by a line's in-order packet that goes on past it, or
-        // that is not itself an end at it (a real server in session sends heartbeats at its
-        // edge; after its end, only ends). A packet ahead of the stream contradicts nothing.
+        // by a heartbeat at it (a real server in session sends heartbeats at its edge; after its
+        // end, only ends). A packet ahead of the stream contradicts nothing.
         if let Some(e) = self.end {
             let in_order_line = line != Line::Retransmit && first <= self.frontier();
             if in_order_line && (reach > e.seq || (reach == e.seq && p.kind() == PacketKind::Heartbeat)) {
