@@ -146,9 +146,9 @@ impl Sink {
 
 pub fn run(a: FeedArgs) -> Result<(), String> {
     // Bad durations are refused before anything is opened.
-    for (name, ms) in [("--wait-ms", a.wait_ms), ("--give-up-ms", a.give_up_ms), ("--confirm-ms", a.confirm_ms)] {
-        ms_to_ns(name, ms)?;
-    }
+    let wait_ns = ms_to_ns("--wait-ms", a.wait_ms)?;
+    let give_up_ns = ms_to_ns("--give-up-ms", a.give_up_ms)?;
+    let confirm_ns = ms_to_ns("--confirm-ms", a.confirm_ms)?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::Release)).map_err(|e| e.to_string())?;
@@ -189,9 +189,9 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
         None => None,
     };
     let mut opts = ArbiterOptions::default();
-    opts.wait_other_line_ns = ms_to_ns("--wait-ms", a.wait_ms)?;
-    opts.give_up_ns = ms_to_ns("--give-up-ms", a.give_up_ms)?;
-    opts.confirm_ns = ms_to_ns("--confirm-ms", a.confirm_ms)?;
+    opts.wait_other_line_ns = wait_ns;
+    opts.give_up_ns = give_up_ns;
+    opts.confirm_ns = confirm_ns;
     opts.session = session;
     let mut arb = Arbiter::new(opts);
     let t0 = Instant::now();
