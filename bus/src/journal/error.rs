@@ -58,6 +58,15 @@ pub enum JournalError {
         /// The number of the segment that follows it.
         next: u64,
     },
+    /// A segment after readable ones that cannot be read (its header damaged, or it is not a
+    /// regular file): returned by a cursor once every record before it was delivered.
+    #[error("{reason}; every record of the segments before it was delivered. Restore the segment from a copy, or move it and the segments after it aside (they read on their own once it is first) to record on")]
+    Unreadable {
+        /// The segment that cannot be read.
+        path: PathBuf,
+        /// Why (the error opening it gave, naming the file).
+        reason: String,
+    },
     /// A segment number is missing between the segments present.
     #[error("{dir}: segment {missing} is missing between the segments present")]
     Missing {
@@ -121,6 +130,16 @@ pub enum JournalError {
         min: u64,
         /// The largest accepted.
         max: u64,
+    },
+    /// A journal folder (or its parent) that another user could tamper with, or a link where
+    /// the folder should be: recording there could truncate or overwrite files through planted
+    /// links.
+    #[error("{path} is refused as a journal folder: {reason}. Record into a folder only you can write (owned by you, mode 0750 or stricter)")]
+    Unsafe {
+        /// The folder refused.
+        path: PathBuf,
+        /// What is unsafe about it.
+        reason: String,
     },
     /// A sequence not after the last one recorded.
     #[error("sequence {sequence} is not after the last one recorded ({last}): a journal holds a stream in order")]

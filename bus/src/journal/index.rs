@@ -26,6 +26,20 @@ pub fn entries(bytes: &[u8]) -> Vec<IndexEntry> {
     bytes.chunks_exact(ENTRY_BYTES).filter_map(|c| IndexEntry::read_from_bytes(c).ok()).collect()
 }
 
+/// The most of an index file read (256 MiB: every record of a 256 MiB segment indexed). Entries
+/// past it are not used; a seek past them scans from the last one read.
+pub const MAX_READ: u64 = 256 << 20;
+
+/// The entries of index file `path` for a segment of `segment_bytes`: nothing if it is missing
+/// or not a regular file (an index is a hint: without it a seek scans), and never more than a
+/// segment of that size can need (one entry per smallest record) nor past [`MAX_READ`], so a
+/// planted file cannot fill memory.
+pub(crate) fn read(path: &std::path::Path, segment_bytes: u64) -> Vec<IndexEntry> {
+    let most = (segment_bytes / super::format::record_bytes(0) as u64 * ENTRY_BYTES as u64).min(MAX_READ);
+    let Ok(f) = crate::sys::fs::open_regular(path) else { return Vec::new() };
+    crate::sys::fs::read_at_most(&f, most).map(|b| entries(&b)).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@
 //! delivers every intact record and stops with an error naming the file and offset at the first
 //! damaged one before the end of the data.
 mod error;
+mod folder;
 pub mod format;
 pub mod index;
 mod reader;
@@ -24,6 +25,8 @@ mod source_id;
 mod taps;
 mod writer;
 
+#[cfg(test)]
+mod hostile_tests;
 #[cfg(test)]
 mod tests;
 

@@ -3,12 +3,12 @@
 //! error naming the file and offset, after every record before it was delivered; a record cut
 //! short at the very end of the last segment is the end of the data (a writer that crashed
 //! there, or one still writing).
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
 use super::error::JournalError;
+use super::folder;
 use super::format::{self, FormatError, Kind, Record, SegmentHeader, DATA_START};
 use super::index::{self, IndexEntry};
 use super::writer::{index_path, segment_path, segments};
@@ -31,50 +31,68 @@ pub struct SegmentInfo {
 pub struct JournalReader {
     dir: PathBuf,
     segments: std::sync::Arc<[SegmentInfo]>,
+    /// The segment after the last one listed, if it cannot be read: (its path, why).
+    damaged: Option<std::sync::Arc<(PathBuf, String)>>,
 }
 
 impl JournalReader {
     /// Opens the journal in `dir`: every segment's header is checked (a foreign file, another
     /// format version or a damaged header is an error naming the file), and no segment may be
-    /// missing between the first and the last.
+    /// missing between the first and the last. A segment that cannot be read after readable ones
+    /// ends what this reader lists: a cursor delivers every record before it and then returns
+    /// [`JournalError::Unreadable`] ([`JournalReader::damage`] says so at once). A last segment
+    /// whose header was torn as it was created, with no record after it, is the end of the data
+    /// (the writer moves it aside when it reopens). Only regular files are read (a link, a FIFO
+    /// or a device is refused), and an index at most as long as its segment can need.
     pub fn open(dir: &Path) -> Result<JournalReader, JournalError> {
         let present = segments(dir)?;
         if present.is_empty() {
             return Err(JournalError::Empty { dir: dir.to_owned() });
         }
         let mut segs = Vec::with_capacity(present.len());
+        let mut damaged = None;
         for (k, &i) in present.iter().enumerate() {
             if k > 0 && i != present[k - 1] + 1 {
                 return Err(JournalError::Missing { dir: dir.to_owned(), missing: present[k - 1] + 1 });
             }
             let path = segment_path(dir, i);
-            if k + 1 == present.len() && super::writer::never_begun(&path) {
+            let last = k + 1 == present.len();
+            if last && super::writer::never_begun(&path) {
                 break; // a last segment whose first page never reached the disk: not begun
             }
-            let mut head = vec![0u8; format::SEGMENT_HEADER_BYTES];
-            use std::io::Read;
-            File::open(&path).and_then(|mut f| f.read_exact(&mut head)).map_err(|e| match e.kind() {
-                std::io::ErrorKind::UnexpectedEof => JournalError::Segment {
-                    path: path.clone(),
-                    error: FormatError::Truncated { offset: 0, need: format::SEGMENT_HEADER_BYTES, have: 0 },
-                },
-                _ => JournalError::io("reading", &path, e),
-            })?;
-            let header =
-                SegmentHeader::parse(&head).map_err(|error| JournalError::Segment { path: path.clone(), error })?;
+            let header = match read_header(&path) {
+                Ok(h) => h,
+                Err(_) if last && matches!(super::writer::torn_at_creation(&path), Ok(Some(_))) => break,
+                Err(e) if segs.is_empty() => return Err(e),
+                Err(e) => {
+                    damaged = Some(std::sync::Arc::new((path, e.to_string())));
+                    break;
+                }
+            };
             if let Some(first) = segs.first().map(|s: &SegmentInfo| s.header.stream_id) {
                 if header.stream_id != first {
                     return Err(JournalError::Stream { dir: dir.to_owned(), found: header.stream_id, wanted: first });
                 }
             }
-            let entries = std::fs::read(index_path(dir, i)).map(|b| index::entries(&b)).unwrap_or_default();
-            let entries = ordered_prefix(entries);
+            let entries = ordered_prefix(index::read(&index_path(dir, i), header.segment_bytes));
             segs.push(SegmentInfo { index: i, path, header, entries });
         }
         if segs.is_empty() {
             return Err(JournalError::Empty { dir: dir.to_owned() });
         }
-        Ok(JournalReader { dir: dir.to_owned(), segments: segs.into() })
+        Ok(JournalReader { dir: dir.to_owned(), segments: segs.into(), damaged })
+    }
+
+    /// The segment after the readable ones that cannot be read, and why, if there is one: what a
+    /// cursor returns as [`JournalError::Unreadable`] after the records before it.
+    pub fn damage(&self) -> Option<(&Path, &str)> {
+        self.damaged.as_deref().map(|(p, why)| (p.as_path(), why.as_str()))
+    }
+
+    fn unreadable(&self) -> Option<JournalError> {
+        self.damaged
+            .as_deref()
+            .map(|(path, reason)| JournalError::Unreadable { path: path.clone(), reason: reason.clone() })
     }
 
     /// The journal folder.
@@ -174,6 +192,20 @@ impl JournalReader {
     }
 }
 
+/// Segment `path`'s header, read from a regular file and checked.
+fn read_header(path: &Path) -> Result<SegmentHeader, JournalError> {
+    use std::io::Read;
+    let mut head = vec![0u8; format::SEGMENT_HEADER_BYTES];
+    folder::open_for_reading(path, "opening")?.read_exact(&mut head).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => JournalError::Segment {
+            path: path.to_owned(),
+            error: FormatError::Truncated { offset: 0, need: format::SEGMENT_HEADER_BYTES, have: 0 },
+        },
+        _ => JournalError::io("reading", path, e),
+    })?;
+    SegmentHeader::parse(&head).map_err(|error| JournalError::Segment { path: path.to_owned(), error })
+}
+
 /// The index entries up to the first that is out of order or misplaced (an index is a hint;
 /// each entry is checked again against the record it points at before it is used).
 fn ordered_prefix(mut entries: Vec<IndexEntry>) -> Vec<IndexEntry> {
@@ -227,7 +259,7 @@ impl Cursor {
     fn map(&mut self) -> Result<&Mmap, JournalError> {
         if self.map.is_none() {
             let path = &self.journal.segments[self.seg].path;
-            let f = File::open(path).map_err(|e| JournalError::io("opening", path, e))?;
+            let f = folder::open_for_reading(path, "opening")?;
             // SAFETY: mapped read-only. Journal writers never truncate or rewrite a segment's
             // records: they append, and a reopening writer writes an end record over a torn
             // tail (bytes that never formed a record). Bytes that change under the map anyway
@@ -281,7 +313,8 @@ impl Cursor {
             };
             let path = || self.journal.segments[self.seg].path.clone();
             match parsed {
-                Ok(Some((true, _))) if last => return Ok(None), // the next segment is not begun yet
+                // The next segment is not begun yet, or cannot be read.
+                Ok(Some((true, _))) if last => return self.journal.unreadable().map_or(Ok(None), Err),
                 Ok(Some((true, _))) => {
                     self.seg += 1;
                     self.map = None;
@@ -303,7 +336,7 @@ impl Cursor {
                         };
                         return Err(JournalError::Corrupt { path: path(), offset: at as u64, error });
                     }
-                    return Ok(None);
+                    return self.journal.unreadable().map_or(Ok(None), Err);
                 }
                 Ok(None) => {
                     let next = self.journal.segments[self.seg + 1].index;

@@ -1,7 +1,7 @@
 //! Appending to a journal: fixed-size segment files that roll over, a sparse index beside each,
 //! and a write policy the user picks. Opening an existing journal finds its end by the records'
 //! CRCs and cuts a torn or corrupt tail, saying how many bytes and why.
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use zerocopy::{FromBytes, IntoBytes};
 
 use super::error::JournalError;
+use super::folder;
 use super::format::{
     self, FormatError, Kind, SegmentHeader, DATA_START, MAX_PAYLOAD, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
@@ -17,17 +18,21 @@ use crate::time::Tsc;
 
 /// When the journal asks the kernel to put written records on disk (fsync). Any policy keeps
 /// every record written when the *process* crashes (the kernel has it); they differ in what a
-/// *power failure* can take.
+/// *power failure* can take. A file's records survive a power failure only if its *name* does
+/// too, so every policy but `None` also syncs the folder whenever a segment is created, moved
+/// aside or removed (once per segment: off the record path).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     /// Never: the kernel writes back on its own (typically within 30 s). A power failure loses
-    /// what it had not written yet. Fastest.
+    /// what it had not written yet, whole segments included (a new segment's name may not have
+    /// reached the disk). Fastest.
     None,
-    /// When a segment is complete (and on close): a power failure loses at most the segment
-    /// being written.
+    /// When a segment is complete (and on close), and the folder when a segment is created: a
+    /// power failure loses at most the records of the segment being written (its name and header
+    /// survive; a header torn by the cut is moved aside on reopen).
     PerSegment,
-    /// At least this often while records arrive (and on close): a power failure loses at most
-    /// that much time of records.
+    /// At least this often while records arrive (and on close), and the folder when a segment is
+    /// created: a power failure loses at most that much time of records.
     Every(Duration),
 }
 
@@ -128,6 +133,9 @@ pub struct JournalWriter {
     /// This writer's (TSC, wall ns) anchor: one for every segment it creates, so receive times
     /// convert the same way across them.
     anchor: (u64, u64),
+    /// Times the folder was synced (a segment created, moved aside or removed, unless the
+    /// policy is `None`): what a test of the policy counts.
+    folder_syncs: u64,
     /// The journal's writer lock, held while this writer lives.
     _lock: File,
 }
@@ -147,29 +155,46 @@ impl JournalWriter {
         if !(min..=max).contains(&opts.segment_bytes) {
             return Err(JournalError::SegmentSize { bytes: opts.segment_bytes, min, max });
         }
-        std::fs::create_dir_all(dir).map_err(|e| JournalError::io("creating the journal folder", dir, e))?;
+        folder::check_for_writing(dir)?;
         let lock = lock_journal(dir)?;
         let anchor = (Tsc::new().now(), unix_ns());
+        let durable = opts.durability != Durability::None;
+        let mut folder_syncs = 0;
         let mut present = segments(dir)?;
+        let mut recovery = None;
         if let Some(&last) = present.last() {
-            if never_begun(&segment_path(dir, last)) {
+            let path = segment_path(dir, last);
+            if never_begun(&path) {
                 // Its first page never reached the disk (a crash, a power failure or a full
                 // disk while it was created): it was never begun. Readers skip it too.
                 remove_segment(dir, last)?;
                 present.pop();
+                sync_folder(dir, durable, &mut folder_syncs)?;
+            } else if let Some(torn) = torn_at_creation(&path)? {
+                // Its header was torn as it was created and nothing follows it: moved aside (its
+                // bytes kept for whoever wants to look), and its number is used again.
+                let aside = path.with_extension("tbj.torn");
+                std::fs::rename(&path, &aside)
+                    .map_err(|e| JournalError::io("moving a torn segment aside", &path, e))?;
+                remove_segment(dir, last)?;
+                present.pop();
+                sync_folder(dir, durable, &mut folder_syncs)?;
+                let cut_bytes = std::fs::symlink_metadata(&aside).map_or(0, |m| m.len());
+                let reason = format!("{torn}, and no record follows it: torn as it was created; moved aside");
+                recovery = Some(Recovery { segment: aside, offset: 0, cut_bytes, reason });
             }
         }
-        let mut recovery = None;
         let mut next = None;
         let index = match present.last() {
             None => 0,
             Some(&last) => {
                 let (end, cut) = seal_last_segment(dir, &meta, &opts, last)?;
-                recovery = cut;
+                recovery = recovery.or(cut);
                 next = end.next;
                 if end.offset == DATA_START as u64 && !end.closed {
                     remove_segment(dir, last)?; // no record at all: replaced by ours
                     present.pop();
+                    sync_folder(dir, durable, &mut folder_syncs)?;
                     last
                 } else {
                     last + 1
@@ -180,6 +205,7 @@ impl JournalWriter {
             next = last_sequence_in(dir, &present)?;
         }
         let seg = create_segment(dir, &meta, &opts, index, anchor)?;
+        sync_folder(dir, durable, &mut folder_syncs)?;
         Ok(JournalWriter {
             dir: dir.to_owned(),
             meta,
@@ -193,6 +219,7 @@ impl JournalWriter {
             tsc: Tsc::new(),
             records: 0,
             anchor,
+            folder_syncs,
             _lock: lock,
         })
     }
@@ -215,6 +242,12 @@ impl JournalWriter {
     /// Records appended by this writer.
     pub fn records(&self) -> u64 {
         self.records
+    }
+
+    /// Times this writer synced the journal's folder.
+    #[cfg(test)]
+    pub(crate) fn folder_syncs(&self) -> u64 {
+        self.folder_syncs
     }
 
     /// Appends a message at stream position `sequence` (after every one recorded so far).
@@ -380,7 +413,7 @@ impl JournalWriter {
             self.sync()?;
         }
         self.seg = create_segment(&self.dir, &self.meta, &self.opts, self.seg.index + 1, self.anchor)?;
-        Ok(())
+        sync_folder(&self.dir, self.opts.durability != Durability::None, &mut self.folder_syncs)
     }
 
     /// Hands every buffered record to the kernel: after this they survive a crash of this
@@ -451,11 +484,8 @@ fn create_segment(
     (tsc, wall): (u64, u64),
 ) -> Result<Segment, JournalError> {
     let path = segment_path(dir, index);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .map_err(|e| JournalError::io("creating the segment", &path, e))?;
+    // Never over anything already there: a segment is data.
+    let mut file = folder::create(&path, false, "creating the segment")?;
     let h = format::segment_header(
         meta.stream_id,
         index,
@@ -470,12 +500,9 @@ fn create_segment(
     page[..SEGMENT_HEADER_BYTES].copy_from_slice(h.as_bytes());
     file.write_all(&page).map_err(|e| JournalError::io("writing the segment header", &path, e))?;
     let idx_path = index_path(dir, index);
-    let idx = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&idx_path)
-        .map_err(|e| JournalError::io("creating the index", &idx_path, e))?;
+    // An index is a hint: a stale one (its segment was removed) or anything planted there is
+    // unlinked and a new file made.
+    let idx = folder::create(&idx_path, true, "creating the index")?;
     Ok(Segment {
         index,
         path,
@@ -501,7 +528,7 @@ struct End {
 
 /// Scans segment `path` from its first record to the end of its intact records.
 fn scan(path: &Path) -> Result<Scanned, JournalError> {
-    let bytes = std::fs::read(path).map_err(|e| JournalError::io("reading the segment", path, e))?;
+    let bytes = folder::map(path, "reading the segment")?;
     scan_bytes(path, &bytes)
 }
 
@@ -538,7 +565,7 @@ fn scan_bytes(path: &Path, bytes: &[u8]) -> Result<Scanned, JournalError> {
 /// (its header is bad) instead of being skipped or removed. Reads the whole file: a recovery
 /// path, once per open.
 pub(crate) fn never_begun(path: &Path) -> bool {
-    let Ok(mut f) = std::fs::File::open(path) else { return false };
+    let Ok(mut f) = folder::open_for_reading(path, "reading the segment") else { return false };
     match f.metadata() {
         Ok(m) if m.len() < DATA_START as u64 => return true,
         Ok(_) => {}
@@ -557,18 +584,36 @@ pub(crate) fn never_begun(path: &Path) -> bool {
 /// Takes the journal's writer lock (`writer.lock` in its folder): one writer per journal.
 fn lock_journal(dir: &Path) -> Result<File, JournalError> {
     let path = dir.join("writer.lock");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| JournalError::io("opening the writer lock", &path, e))?;
+    let file = folder::lock_file(&path)?;
     match crate::sys::fs::try_lock_range(&file, 0, 1) {
         Ok(true) => Ok(file),
         Ok(false) => Err(JournalError::Busy { dir: dir.to_owned() }),
         Err(e) => Err(JournalError::io("locking", &path, e)),
     }
+}
+
+/// Syncs the journal folder if the policy syncs at all (`durable`), counting it.
+fn sync_folder(dir: &Path, durable: bool, count: &mut u64) -> Result<(), JournalError> {
+    if durable {
+        crate::sys::fs::sync_folder(dir).map_err(|e| JournalError::io("syncing the journal folder", dir, e))?;
+        *count += 1;
+    }
+    Ok(())
+}
+
+/// What is wrong with segment `path`'s header, if it is damaged and no intact record follows
+/// it: a header torn as the segment was created (by a power failure; the page is written in one
+/// call, but a disk need not keep all of it). A segment with a bad header and records after it
+/// is not this: it is damage, refused as such.
+pub(crate) fn torn_at_creation(path: &Path) -> Result<Option<FormatError>, JournalError> {
+    let bytes = folder::map(path, "reading the segment")?;
+    let error = match SegmentHeader::parse(&bytes) {
+        // Another version's segment is not torn: its records are not ours to judge.
+        Ok(_) | Err(FormatError::Version { .. }) => return Ok(None),
+        Err(e) => e,
+    };
+    let body_intact = bytes.len() >= DATA_START && format::intact_after(&bytes, DATA_START as u64 - 8).is_some();
+    Ok((!body_intact).then_some(error))
 }
 
 fn remove_segment(dir: &Path, index: u64) -> Result<(), JournalError> {
@@ -591,7 +636,7 @@ fn seal_last_segment(
     index: u64,
 ) -> Result<(End, Option<Recovery>), JournalError> {
     let path = segment_path(dir, index);
-    let bytes = std::fs::read(&path).map_err(|e| JournalError::io("reading the segment", &path, e))?;
+    let bytes = folder::map(&path, "reading the segment")?;
     let (h, end, damage) = scan_bytes(&path, &bytes)?;
     if h.stream_id != meta.stream_id {
         return Err(JournalError::Stream { dir: dir.to_owned(), found: h.stream_id, wanted: meta.stream_id });
@@ -619,10 +664,7 @@ fn seal_last_segment(
     if let Some(next) = end.next {
         let mut rec = vec![0u8; format::record_bytes(0)];
         format::emit(&mut rec, &format::end(next), &[]);
-        let file = OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .map_err(|e| JournalError::io("opening the segment", &path, e))?;
+        let file = folder::open_for_writing(&path, "opening the segment")?;
         std::os::unix::fs::FileExt::write_all_at(&file, &rec, end.offset)
             .map_err(|e| JournalError::io("ending the segment", &path, e))?;
         if opts.durability != Durability::None {
@@ -631,13 +673,10 @@ fn seal_last_segment(
     }
     // The index: keep the entries before the end (it is read whole by readers, not mapped).
     let idx_path = index_path(dir, index);
-    let entries = std::fs::read(&idx_path).map(|b| index::entries(&b)).unwrap_or_default();
+    let entries = index::read(&idx_path, h.segment_bytes);
     let keep = entries.iter().take_while(|e| e.offset < end.offset).count();
     if keep < entries.len() {
-        let idx = OpenOptions::new()
-            .write(true)
-            .open(&idx_path)
-            .map_err(|e| JournalError::io("opening the index", &idx_path, e))?;
+        let idx = folder::open_for_writing(&idx_path, "opening the index")?;
         idx.set_len((keep * ENTRY_BYTES) as u64).map_err(|e| JournalError::io("cutting the index", &idx_path, e))?;
     }
     Ok((end, recovery))

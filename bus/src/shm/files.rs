@@ -8,11 +8,11 @@
 //! with `O_EXCL`, so no path component can be swapped between the check and the use.
 use std::fs::File;
 use std::io::ErrorKind;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use super::error::ShmError;
-use crate::sys::fs::{euid, Dir};
+use crate::sys::fs::{not_private, parent_not_safe, Dir};
 
 /// A checked ring folder.
 pub(crate) struct RingDir {
@@ -48,15 +48,8 @@ impl RingDir {
             path: path.to_owned(),
             source,
         })?;
-        check_owner(path, md.uid())?;
-        if md.mode() & 0o022 != 0 {
-            return Err(unsafe_path(
-                path,
-                format!(
-                    "it is writable by others (mode {:04o}): anyone could swap ring files in it",
-                    md.mode() & 0o7777
-                ),
-            ));
+        if let Some(why) = not_private(&md, 0o022) {
+            return Err(unsafe_path(path, format!("{why}: anyone else could swap ring files in it")));
         }
         check_parent(path)?;
         Ok(Some(RingDir { dir, path: path.to_owned() }))
@@ -105,14 +98,10 @@ impl RingDir {
         if !md.file_type().is_file() {
             return Err(unsafe_path(&path, "it is not a regular file".into()));
         }
-        check_owner(&path, md.uid())?;
-        if md.mode() & 0o077 != 0 {
+        if let Some(why) = not_private(&md, 0o077) {
             return Err(unsafe_path(
                 &path,
-                format!(
-                    "it is readable or writable by others (mode {:04o}): anyone could read the stream or inject messages; `chmod 600` it if it is yours",
-                    md.mode() & 0o7777
-                ),
+                format!("{why}: anyone else could read the stream or inject messages; `chmod 600` it if it is yours"),
             ));
         }
         Ok(f)
@@ -132,30 +121,19 @@ fn is_link_error(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR))
 }
 
-fn check_owner(path: &Path, uid: u32) -> Result<(), ShmError> {
-    let me = euid();
-    if uid != me {
-        return Err(unsafe_path(path, format!("it is owned by uid {uid}, not by this process's uid {me}")));
-    }
-    Ok(())
-}
-
-/// The folder's parent must not let others rename or replace it: not writable by others, or
-/// sticky (like /dev/shm and /tmp, where only a file's owner may rename it).
+/// The folder's parent must not let others rename or replace it (see [`parent_not_safe`]).
 fn check_parent(path: &Path) -> Result<(), ShmError> {
-    let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) else { return Ok(()) };
-    let md = std::fs::metadata(parent).map_err(|source| ShmError::Io {
-        what: "inspecting the ring folder's parent",
-        path: parent.to_owned(),
-        source,
-    })?;
-    if md.mode() & 0o022 != 0 && md.mode() & 0o1000 == 0 {
-        return Err(unsafe_path(
-            parent,
-            format!("it is writable by others without the sticky bit (mode {:04o}): anyone could replace the ring folder in it", md.mode() & 0o7777),
-        ));
+    match parent_not_safe(path) {
+        Ok(None) => Ok(()),
+        Ok(Some((parent, why))) => {
+            Err(unsafe_path(&parent, format!("{why}: anyone else could replace the ring folder in it")))
+        }
+        Err(source) => Err(ShmError::Io {
+            what: "inspecting the ring folder's parent",
+            path: path.parent().unwrap_or(path).to_owned(),
+            source,
+        }),
     }
-    Ok(())
 }
 
 fn unsafe_path(path: &Path, reason: String) -> ShmError {

@@ -69,6 +69,69 @@ pub fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// Why a folder or file with metadata `md` is not this user's alone, if it is not: owned by
+/// another uid, or (for the bits in `shared`) open to group or others. `shared` is 0o022 for a
+/// folder nobody else may write, 0o077 for a file nobody else may read or write.
+pub fn not_private(md: &std::fs::Metadata, shared: u32) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = euid();
+    if md.uid() != me {
+        return Some(format!("it is owned by uid {}, not by this process's uid {me}", md.uid()));
+    }
+    if md.mode() & shared != 0 {
+        let what = if shared & 0o044 != 0 { "readable or writable" } else { "writable" };
+        return Some(format!("it is {what} by others (mode {:04o})", md.mode() & 0o7777));
+    }
+    None
+}
+
+/// Why `path`'s parent lets another user rename or replace `path`, if it does: it is writable by
+/// group or others without the sticky bit (/tmp and /dev/shm are sticky: only an entry's owner
+/// may rename it there), or it belongs to another user (who may rename what is in it), root
+/// excepted. Follows links to the parent, as a path lookup does.
+pub fn parent_not_safe(path: &Path) -> io::Result<Option<(std::path::PathBuf, String)>> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) else { return Ok(None) };
+    let md = std::fs::metadata(parent)?;
+    let sticky = md.mode() & 0o1000 != 0;
+    let reason = if md.mode() & 0o022 != 0 && !sticky {
+        Some(format!("it is writable by others without the sticky bit (mode {:04o})", md.mode() & 0o7777))
+    } else if !sticky && md.uid() != 0 && md.uid() != euid() {
+        Some(format!("it is owned by uid {}, who may rename what is in it", md.uid()))
+    } else {
+        None
+    };
+    Ok(reason.map(|r| (parent.to_owned(), r)))
+}
+
+/// Opens `path` read-only if it is a regular file: a symbolic link there is not followed
+/// (`O_NOFOLLOW`: fails with `ELOOP`), and a FIFO or device is refused after an open that cannot
+/// block (`O_NONBLOCK`), so a planted FIFO cannot hang the caller and a link to `/dev/zero`
+/// cannot be read forever.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let f =
+        OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC).open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file (a FIFO, device or folder)"));
+    }
+    Ok(f)
+}
+
+/// The first `max` bytes of `file` at most (all of it if shorter), read from its start.
+pub fn read_at_most(file: &File, max: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let len = file.metadata()?.len().min(max);
+    let mut v = Vec::with_capacity(len as usize);
+    file.take(len).read_to_end(&mut v)?;
+    Ok(v)
+}
+
+/// Puts a folder's entries (names created, renamed or removed in it) on disk: without it a
+/// power failure can lose a file whose data was synced, because its name was not.
+pub fn sync_folder(path: &Path) -> io::Result<()> {
+    File::open(path)?.sync_all()
+}
+
 fn ofd_lock(file: &File, cmd: libc::c_int, ty: libc::c_int, offset: u64, len: u64) -> io::Result<libc::flock> {
     // SAFETY: a zeroed flock is valid; we fill the range fields fcntl reads.
     let mut fl: libc::flock = unsafe { core::mem::zeroed() };
