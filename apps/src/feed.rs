@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use tickbus::agent::{IdleStrategy, Idler};
-use tickbus::feed::{Arbiter, ArbiterOptions, CaptureOrder, CaptureOut, CaptureStats, Line, Out};
+use tickbus::feed::{Arbiter, ArbiterOptions, Line, Out};
 use tickbus::shm::{self, ShmOptions, ShmPublisher};
 use tickbus::time::Tsc;
 use tickbus::{Mode, RingConfig};
@@ -312,38 +312,32 @@ fn handle(
     }
 }
 
-/// Reads an ITCH file (every message in order) or a capture (its MoldUDP64 messages put in order
-/// by `tickbus::feed::CaptureOrder`: a hole is published as a gap; a message at or below one
-/// already published is counted as a duplicate and not published again, which is also what a
-/// second session in the same capture looks like; a jump ahead that no later datagram
-/// continues is discarded and counted, so one stray datagram cannot end the stream).
+/// Reads an ITCH file (every message in order) or a capture (its MoldUDP64 messages of one
+/// session put in order by the replay source, with `tickbus::feed::CaptureOrder`: a hole is
+/// published as a gap; a message at or below one already published is counted as a duplicate
+/// and not published again (the other line's copy); a jump ahead that no later datagram
+/// continues is discarded and counted, so one stray datagram cannot end the stream; datagrams
+/// of another session than the first are skipped and counted).
 fn from_file(file: &std::path::Path, sink: &mut Sink, tsc: &Tsc, json: bool) -> Result<(), String> {
     let mut source = tickbus::replay::open(file, None, None).map_err(|e| e.to_string())?;
-    let capture = source.kind() == tickbus::replay::SourceKind::Capture;
-    let mut order = CaptureOrder::new();
     let mut n = 0u64;
     while let Some(item) = source.next().map_err(|e| e.to_string())? {
         let ingress = tsc.now();
-        if capture {
-            order.push(item.sequence, item.time_ns, item.payload, &mut |o| match o {
-                CaptureOut::Message { sequence, payload } => {
-                    n += 1;
-                    sink.message(payload, sequence, ingress)
-                }
-                CaptureOut::Gap { from, to } => sink.gap(from, to, ingress),
-            })?;
-            continue;
+        match item.gap {
+            Some(count) => sink.gap(item.sequence, item.sequence + count, ingress)?,
+            None => {
+                sink.message(item.payload, item.sequence, ingress)?;
+                n += 1;
+            }
         }
-        sink.message(item.payload, item.sequence, ingress)?;
-        n += 1;
     }
-    order.finish();
-    let CaptureStats { duplicates, discarded, .. } = order.stats();
-    let summary = serde_json::json!({"messages": n, "published": sink.published, "gaps_published": sink.gaps, "unparsed": sink.unparsed, "duplicates": duplicates, "discarded_jumps": discarded});
+    let c = source.capture_counts().unwrap_or_default();
+    let (duplicates, discarded, other) = (c.order.duplicates, c.order.discarded, c.other_session);
+    let summary = serde_json::json!({"messages": n, "published": sink.published, "gaps_published": sink.gaps, "unparsed": sink.unparsed, "duplicates": duplicates, "discarded_jumps": discarded, "other_session_datagrams": other});
     if json {
         println!("{summary}");
     } else {
-        println!("{n} messages read, {} published, {} gaps published, {} not parseable as ITCH, {duplicates} duplicates (or a later session) and {discarded} messages of jumps no later datagram continued not published", sink.published, sink.gaps, sink.unparsed);
+        println!("{n} messages read, {} published, {} gaps published, {} not parseable as ITCH, {duplicates} duplicates, {discarded} messages of jumps no later datagram continued not published, {other} datagrams of other sessions skipped", sink.published, sink.gaps, sink.unparsed);
     }
     Ok(())
 }

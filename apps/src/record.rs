@@ -21,6 +21,10 @@ pub struct RecordArgs {
     /// Record shm ring NAME.
     #[arg(long, value_name = "NAME")]
     pub ring: Option<String>,
+    /// Wait up to this many seconds for the ring to be created (a desk starts its recorder
+    /// before the publisher); 0 refuses a missing ring at once.
+    #[arg(long, default_value_t = 30.0)]
+    pub wait_secs: f64,
     /// Take the ring as an observer (lossy: never slows the publisher; what it misses is
     /// recorded as gaps). Default on reliable rings: a consumer (nothing is lost; the publisher
     /// waits for the recorder).
@@ -61,6 +65,43 @@ pub struct RecordArgs {
     pub json: bool,
 }
 
+/// The recorder's tap on shm ring `name`: a consumer of a reliable ring unless `--observe`, an
+/// observer of a lossy one. The outer error is final; the inner one may be a ring not made yet.
+fn open_tap(
+    a: &RecordArgs,
+    name: &str,
+    opts: &ShmOptions,
+) -> Result<Result<tickbus::shm::ShmSubscriber, tickbus::shm::ShmError>, String> {
+    use tickbus::ring::{AttachError, LayoutError};
+    if a.observe {
+        return Ok(shm::open_observer(name, StartAt::Latest, opts));
+    }
+    Ok(match shm::open_consumer(name, opts) {
+        // A lossy ring has no consumer lines: record it as an observer, with its gaps.
+        Err(tickbus::shm::ShmError::Attach { source: AttachError::Layout(LayoutError::BadConfig { .. }), .. }) => {
+            shm::open_observer(name, StartAt::Latest, opts)
+        }
+        Err(tickbus::shm::ShmError::Attach { source: AttachError::NoFreeConsumer { max }, .. }) => {
+            return Err(format!(
+                "all {max} consumer lines of reliable ring {name:?} are held: a lossless recording needs a line of its own (create the ring with one more consumer), or record with --observe (lossy: what it misses is recorded as gaps)"
+            ));
+        }
+        other => other,
+    })
+}
+
+/// A ring that does not exist yet, or whose publisher has not finished making it.
+fn not_there_yet(e: &tickbus::shm::ShmError) -> bool {
+    use tickbus::ring::{AttachError, LayoutError};
+    use tickbus::shm::ShmError;
+    matches!(
+        e,
+        ShmError::NotFound { .. }
+            | ShmError::Layout { source: LayoutError::NotReady, .. }
+            | ShmError::Attach { source: AttachError::Layout(LayoutError::NotReady), .. }
+    )
+}
+
 fn durability(s: &str) -> Result<Durability, String> {
     match s {
         "none" => Ok(Durability::None),
@@ -76,26 +117,33 @@ pub fn run(a: RecordArgs) -> Result<(), String> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::Release)).map_err(|e| e.to_string())?;
+    if !(a.wait_secs.is_finite() && (0.0..=86_400.0).contains(&a.wait_secs)) {
+        return Err(format!("--wait-secs {}: give 0 to 86400 seconds", a.wait_secs));
+    }
     if let Some(name) = &a.ring {
         let opts = ShmOptions::default();
-        let mut tap = if a.observe {
-            shm::open_observer(name, StartAt::Latest, &opts)
-        } else {
-            use tickbus::ring::{AttachError, LayoutError};
-            match shm::open_consumer(name, &opts) {
-                // A lossy ring has no consumer lines: record it as an observer, with its gaps.
-                Err(tickbus::shm::ShmError::Attach { source: AttachError::Layout(LayoutError::BadConfig { .. }), .. }) => {
-                    shm::open_observer(name, StartAt::Latest, &opts)
+        let wait = Duration::from_secs_f64(a.wait_secs);
+        let started = std::time::Instant::now();
+        let mut said = false;
+        let mut tap = loop {
+            match open_tap(&a, name, &opts)? {
+                // The ring is not there (or not ready) yet: its publisher may be starting.
+                Err(e) if not_there_yet(&e) && started.elapsed() < wait && !stop.load(Ordering::Acquire) => {
+                    if !said {
+                        said = true;
+                        log::warn!(
+                            "waiting up to {} s for ring {name} to be created by its publisher ({e})",
+                            a.wait_secs
+                        );
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
                 }
-                Err(tickbus::shm::ShmError::Attach { source: AttachError::NoFreeConsumer { max }, .. }) => {
-                    return Err(format!(
-                        "all {max} consumer lines of reliable ring {name:?} are held: a lossless recording needs a line of its own (create the ring with one more consumer), or record with --observe (lossy: what it misses is recorded as gaps)"
-                    ));
+                Err(e) if not_there_yet(&e) && a.wait_secs > 0.0 => {
+                    return Err(format!("{e}; waited {:.1} s for it (--wait-secs)", started.elapsed().as_secs_f64()))
                 }
-                other => other,
+                r => break r.map_err(|e| e.to_string())?,
             }
-        }
-        .map_err(|e| e.to_string())?;
+        };
         let source =
             format!("shm ring {name} ({}) on {}", if tap.reliable() { "consumer" } else { "observer" }, host());
         let cfg = *tap.config();

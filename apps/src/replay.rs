@@ -62,6 +62,16 @@ pub struct ReplayArgs {
     /// Only datagrams to this UDP port (captures).
     #[arg(long)]
     pub port: Option<u16>,
+    /// Follow this MoldUDP64 session of a capture (10 characters; default: the first one in it).
+    /// A capture is replayed as one stream: each message once (the other line's copy is a
+    /// duplicate), in sequence order, holes as gaps, datagrams of other sessions skipped.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// At the recording's pace, wait out quiet spells up to this many seconds, no longer: a
+    /// longer step of the recording's clock (a datagram stamped 0, a recorder off overnight) is
+    /// replayed at once and counted.
+    #[arg(long, default_value_t = 60.0)]
+    pub max_quiet_secs: f64,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -76,8 +86,18 @@ pub fn run(a: ReplayArgs) -> Result<(), String> {
         (Some(s), _, _) => return Err(format!("--speed {s}: give a positive factor")),
         _ => Pace::AsRecorded { speed: 1.0 },
     };
+    if !(a.max_quiet_secs.is_finite() && (0.0..=86_400.0).contains(&a.max_quiet_secs)) {
+        return Err(format!("--max-quiet-secs {}: give 0 to 86400 seconds", a.max_quiet_secs));
+    }
+    let session: Option<[u8; 10]> = match &a.session {
+        Some(s) => Some(s.as_bytes().try_into().map_err(|_| format!("--session {s:?} must be exactly 10 characters"))?),
+        None => None,
+    };
     let window = Window { from_time: a.from, to_time: a.to, from_sequence: a.from_seq, to_sequence: a.to_seq };
-    let source = replay::open_window(&a.input, &window, a.port).map_err(|e| e.to_string())?;
+    let mut source = replay::open_window(&a.input, &window, a.port).map_err(|e| e.to_string())?;
+    if let Some(s) = session {
+        source.pin_session(s);
+    }
     let name = a.ring.as_deref().ok_or("say where to replay to: --ring NAME")?;
     let stream = a.stream.or(source.stream_id()).unwrap_or(1);
     let mode = if a.reliable { Mode::Reliable } else { Mode::Lossy };
@@ -90,10 +110,12 @@ pub fn run(a: ReplayArgs) -> Result<(), String> {
     let scale = TscScale { ticks_per_ns: cfg.ticks_per_ns };
     let bar = progress(&source, a.json);
     let mut err = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
-    let mut player = Player::new(source, window, pace, cfg.ticks_per_ns, a.looping);
+    let mut player =
+        Player::new(source, window, pace, cfg.ticks_per_ns, a.looping).with_max_quiet((a.max_quiet_secs * 1e9) as u64);
+    let mut waiting = Waiting::default();
     let played = player
         .run(
-            |m| publish(&mut p, m, &stop),
+            |m| publish(&mut p, m, &stop, name, &mut waiting),
             |due, now, source| {
                 if let Some(due) = due {
                     err.saturating_record(scale.delta_ns(due, now).max(1));
@@ -117,40 +139,104 @@ pub fn run(a: ReplayArgs) -> Result<(), String> {
     let secs = scale.delta_ns(played.first_tsc, played.last_tsc) as f64 / 1e9;
     let rate = if secs > 0.0 { published as f64 / secs } else { 0.0 };
     let pct = |q: f64| if err.is_empty() { 0 } else { err.value_at_quantile(q) };
+    let capture = player.source().capture_counts();
     let summary = serde_json::json!({
         "input": a.input.display().to_string(),
         "ring": name,
         "published": published,
+        "stopped_before_the_end": played.stopped,
         "gap_records": gaps,
         "skipped_before_window": skipped,
+        "quiet_spells_cut_short": played.cut_short,
         "seconds": secs,
         "rate_msgs_per_s": rate,
         "pacing_error_ns": {"p50": pct(0.5), "p99": pct(0.99), "max": if err.is_empty() { 0 } else { err.max() }},
+        "capture": capture.map(|c| serde_json::json!({
+            "duplicates": c.order.duplicates, "jumps_discarded": c.order.jumps_discarded,
+            "messages_discarded": c.order.discarded, "other_session_datagrams": c.other_session,
+            "missing": c.missing,
+        })),
     });
     drop(p);
     if a.json {
         println!("{summary}");
     } else {
         println!(
-            "replayed {published} messages in {secs:.3} s ({rate:.0} msg/s); pacing error p50 {} ns, p99 {} ns, max {} ns; {gaps} gap records, {skipped} before the window",
+            "replayed {published} messages in {secs:.3} s ({rate:.0} msg/s); pacing error p50 {} ns, p99 {} ns, max {} ns; {gaps} gap records, {skipped} before the window{}",
             pct(0.5),
             pct(0.99),
-            summary["pacing_error_ns"]["max"]
+            summary["pacing_error_ns"]["max"],
+            if played.cut_short > 0 { format!("; {} quiet spells longer than --max-quiet-secs not waited out", played.cut_short) } else { String::new() },
         );
+        if let Some(c) = capture {
+            println!(
+                "capture: {} duplicates (the other line's copies), {} messages missing (replayed as gaps), {} messages of {} jumps no later datagram continued discarded, {} datagrams of other sessions skipped",
+                c.order.duplicates, c.missing, c.order.discarded, c.order.jumps_discarded, c.other_session
+            );
+        }
+    }
+    if played.stopped {
+        return Err(format!(
+            "stopped before the end of {}: {published} messages published, the rest not",
+            a.input.display()
+        ));
     }
     Ok(())
 }
 
-/// Publishes, retrying while a reliable ring is full (until interrupted).
-fn publish(p: &mut ShmPublisher, payload: &[u8], stop: &std::sync::atomic::AtomicBool) -> Result<(), String> {
+/// Whether the replay is waiting on a full reliable ring, and whether it said so.
+#[derive(Default)]
+struct Waiting {
+    since: Option<std::time::Instant>,
+    said: bool,
+}
+
+/// How long a full ring is retried before the replay looks at who it is waiting for.
+const WAIT_BEFORE_LOOKING: Duration = Duration::from_millis(200);
+
+/// Publishes, retrying while a reliable ring is full, until interrupted: Ok(false) then (the
+/// message was not published). A ring full because a consumer line has no live consumer (none
+/// attached yet, or one died) is said once, naming the lines and how to start a consumer, and
+/// waited on without spinning a core; a slow live consumer is waited on spinning.
+fn publish(
+    p: &mut ShmPublisher,
+    payload: &[u8],
+    stop: &std::sync::atomic::AtomicBool,
+    ring: &str,
+    waiting: &mut Waiting,
+) -> Result<bool, String> {
     loop {
         match p.publish(payload) {
-            Ok(_) => return Ok(()),
+            Ok(_) => {
+                if waiting.said {
+                    log::error!("ring {ring}: its consumers are taking messages again; replaying on");
+                }
+                *waiting = Waiting::default();
+                return Ok(true);
+            }
             Err(tickbus::ring::ClaimError::Full { .. }) => {
                 if stop.load(std::sync::atomic::Ordering::Acquire) {
-                    return Ok(());
+                    return Ok(false);
                 }
-                std::hint::spin_loop();
+                let since = *waiting.since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() < WAIT_BEFORE_LOOKING {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                let absent: Vec<String> =
+                    p.consumer_status().iter().filter(|c| !c.alive).map(|c| c.index.to_string()).collect();
+                if absent.is_empty() {
+                    waiting.since = Some(std::time::Instant::now()); // look again in a while
+                    continue; // a live consumer that is slow: it takes what is there
+                }
+                if !waiting.said {
+                    waiting.said = true;
+                    log::error!(
+                        "waiting: ring {ring} is reliable and full, and consumer line(s) {} have no live consumer. Start them (e.g. `tickbus record --ring {ring} --journal DIR`, or `tickbus trader`), or replay onto a lossy ring (without --reliable)",
+                        absent.join(", ")
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(1));
             }
             Err(e @ tickbus::ring::ClaimError::TooLarge { .. }) => {
                 return Err(format!("{e} (replay with --max-payload {})", payload.len()))

@@ -306,9 +306,19 @@ fn damaged_foreign_and_missing_inputs_are_named() {
     assert!(err.contains("day.pcap") && err.contains("packet"), "{err}");
 
     // A ring that does not exist.
-    let (code, _, err) = run(&["record", "--ring", "nosuch", "--journal", &j]);
+    let (code, _, err) = run(&["record", "--ring", "nosuch", "--journal", &j, "--wait-secs", "0.3"]);
     assert_eq!(code, Some(1));
-    assert!(err.contains("no ring named \"nosuch\""), "{err}");
+    assert!(err.contains("no ring named \"nosuch\"") && err.contains("waiting up to 0.3 s"), "{err}");
+    assert!(err.contains("waited 0.") && err.contains("--wait-secs"), "{err}");
+    let (code, _, err) = run(&["record", "--ring", "nosuch", "--journal", &j, "--wait-secs", "0"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no ring named \"nosuch\"") && !err.contains("waiting"), "{err}");
+    for bad in ["-1", "nan", "inf", "1e9"] {
+        let arg = format!("--wait-secs={bad}");
+        let (code, _, err) = run(&["record", "--ring", "nosuch", "--journal", &j, &arg]);
+        assert_eq!(code, Some(1), "{bad}");
+        assert!(err.contains("--wait-secs"), "{bad}: {err}");
+    }
     let (code, _, err) = run(&["replay", "/no/such/file", "--ring", "x", "--max"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("/no/such/file"), "{err}");
@@ -347,4 +357,61 @@ fn replay_paced_at_100k_per_second_achieves_the_rate_within_one_percent() {
     let e = &s["pacing_error_ns"];
     assert!(e["p50"].as_u64().is_some() && e["p99"].as_u64().unwrap() >= e["p50"].as_u64().unwrap(), "{s}");
     eprintln!("paced replay: {s}");
+}
+
+/// CPU seconds (user + system) process `pid` has used, from /proc.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split(' ').collect();
+    // Fields 14 and 15 (utime, stime), counted from the state at field 3.
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf only reads a configuration value.
+    ticks as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+#[test]
+fn a_reliable_replay_nobody_consumes_says_whom_it_waits_for_sleeps_and_a_stop_is_no_success() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("noconsumer");
+    let day = env.tmp.join("day.itch");
+    let out = env
+        .cmd(&["itch", "generate", "--itch", day.to_str().unwrap(), "--stocks", "3", "--messages", "3000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Even with -q: before, it spun a core without a word.
+    let mut replay = env
+        .cmd(&["-q", "replay", day.to_str().unwrap(), "--ring", "nc", "--reliable", "--slots", "1024", "--max"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = replay.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let said = rx.recv_timeout(Duration::from_secs(20)).expect("the replay said nothing while it waited");
+    assert!(
+        said.contains("waiting: ring nc")
+            && said.contains("no live consumer")
+            && said.contains("tickbus record --ring nc"),
+        "{said}"
+    );
+    let before = cpu_secs(replay.id());
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_secs(replay.id()) - before;
+    assert!(used < 1.0, "waiting for a consumer used {used:.2} CPU seconds in 2 s (it spun)");
+    sigterm(&replay);
+    let out = replay.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rest: Vec<String> = rx.try_iter().collect();
+    assert_eq!(out.status.code(), Some(1), "a stop before the end is not a success: {stdout} {rest:?}");
+    assert!(stdout.contains("replayed 1024 messages"), "only what went into the ring is counted (was 1025): {stdout}");
+    assert!(rest.iter().any(|l| l.contains("stopped before the end")), "{rest:?}");
+    let _ = shm::remove("nc", &env.opts);
 }

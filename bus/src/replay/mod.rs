@@ -6,10 +6,12 @@
 //! sequence), and the pacing ([`pace`]: each message's intended send time, from which the
 //! pacing error is measured). Never: publishes itself (the caller owns the transport) or reads
 //! a clock it is not given.
+pub mod capture;
 pub mod pace;
 pub mod player;
 pub mod source;
 
-pub use pace::{parse_time_of_day, Pace, Pacer, Window};
+pub use capture::CaptureCounts;
+pub use pace::{parse_time_of_day, Pace, Pacer, Window, DEFAULT_MAX_QUIET_NS};
 pub use player::{PlayError, Played, Player};
 pub use source::{open, open_window, Item, JournalStart, ReplayError, Source, SourceKind};

@@ -86,40 +86,81 @@ pub fn parse_time_of_day(s: &str) -> Result<u64, String> {
     Ok(((h * 60 + m) * 60 + whole) * 1_000_000_000 + frac_ns)
 }
 
+/// The longest step between two source times a replay at the recording's pace waits out by
+/// default (60 s). A longer step (a datagram stamped 0, or 56 years ahead; a recorder that was
+/// off overnight) is not waited for: the message is due at once and pacing goes on from it.
+pub const DEFAULT_MAX_QUIET_NS: u64 = 60_000_000_000;
+
 /// Turns source times (or a rate) into intended send times in TSC ticks.
 #[derive(Debug, Clone)]
 pub struct Pacer {
     pace: Pace,
     ticks_per_ns: f64,
+    /// Where the recording's timeline is anchored: (source ns, TSC it is due at).
+    anchor: Option<(u64, u64)>,
     start_tsc: u64,
-    first_source_ns: Option<u64>,
+    prev_source_ns: u64,
+    max_quiet_ns: u64,
     last_intended: u64,
     n: u64,
+    cut_short: u64,
 }
 
 impl Pacer {
     /// A pacer whose first message is due at `start_tsc`.
     pub fn new(pace: Pace, ticks_per_ns: f64, start_tsc: u64) -> Pacer {
-        Pacer { pace, ticks_per_ns, start_tsc, first_source_ns: None, last_intended: start_tsc, n: 0 }
+        Pacer {
+            pace,
+            ticks_per_ns,
+            anchor: None,
+            start_tsc,
+            prev_source_ns: 0,
+            max_quiet_ns: DEFAULT_MAX_QUIET_NS,
+            last_intended: start_tsc,
+            n: 0,
+            cut_short: 0,
+        }
+    }
+
+    /// Waits out source steps up to `ns` long (see [`DEFAULT_MAX_QUIET_NS`]).
+    pub fn with_max_quiet(mut self, ns: u64) -> Pacer {
+        self.max_quiet_ns = ns;
+        self
+    }
+
+    /// Source steps longer than the bound (either way) that were not waited out.
+    pub fn cut_short(&self) -> u64 {
+        self.cut_short
     }
 
     /// When the next message (with source time `source_ns`, if it has one) is due, in TSC ticks;
     /// None when pacing is `Max`. Never earlier than the previous message (a source clock that
-    /// steps back does not make messages due in the past).
+    /// steps back does not make messages due in the past), and never more than the bound after
+    /// it (a source clock that leaps does not make the replay wait for years).
     pub fn intended(&mut self, source_ns: Option<u64>) -> Option<u64> {
         let i = self.n;
         self.n += 1;
-        let offset_ns = match self.pace {
+        let due = match self.pace {
             Pace::Max => return None,
-            Pace::Rate(r) => i as f64 * 1e9 / r,
+            // (a float-to-integer cast saturates)
+            Pace::Rate(r) => self.start_tsc.saturating_add((i as f64 * 1e9 / r * self.ticks_per_ns) as u64),
             Pace::AsRecorded { speed } => {
-                let t = source_ns.unwrap_or(0);
-                let first = *self.first_source_ns.get_or_insert(t);
-                t.saturating_sub(first) as f64 / speed
+                let t = source_ns.unwrap_or(self.prev_source_ns);
+                let leap = t.abs_diff(self.prev_source_ns) > self.max_quiet_ns;
+                let (t0, due0) = match self.anchor {
+                    Some(a) if !leap => a,
+                    _ => {
+                        self.cut_short += u64::from(self.anchor.is_some());
+                        let a = (t, self.last_intended);
+                        self.anchor = Some(a);
+                        a
+                    }
+                };
+                self.prev_source_ns = t;
+                due0.saturating_add((t.saturating_sub(t0) as f64 / speed * self.ticks_per_ns) as u64)
             }
         };
-        // (a float-to-integer cast saturates; a source time absurdly far ahead is due "never")
-        let due = self.start_tsc.saturating_add((offset_ns * self.ticks_per_ns) as u64).max(self.last_intended);
+        let due = due.max(self.last_intended);
         self.last_intended = due;
         Some(due)
     }
@@ -167,5 +208,28 @@ mod tests {
         let mut r = Pacer::new(Pace::Rate(1e6), 1.0, 0);
         assert_eq!((r.intended(None), r.intended(None), r.intended(None)), (Some(0), Some(1000), Some(2000)));
         assert_eq!(Pacer::new(Pace::Max, 1.0, 0).intended(Some(1)), None);
+    }
+
+    #[test]
+    fn a_source_time_of_0_or_56_years_ahead_is_not_waited_for() {
+        // A capture whose first datagram is stamped 0 and the rest at today's wall time: the
+        // second message was due 56 years later (a core spun until then).
+        let today = 1_796_000_000_000_000_000u64;
+        let mut p = Pacer::new(Pace::AsRecorded { speed: 1.0 }, 1.0, 1000);
+        assert_eq!(p.intended(Some(0)), Some(1000));
+        assert_eq!(p.intended(Some(today)), Some(1000), "due at once, not in 56 years");
+        assert_eq!(p.intended(Some(today + 500)), Some(1500), "pacing goes on from it");
+        // One stamped 0 in the middle, and the stream after it.
+        assert_eq!(p.intended(Some(0)), Some(1500));
+        assert_eq!(p.intended(Some(today + 700)), Some(1500));
+        assert_eq!(p.intended(Some(today + 900)), Some(1700));
+        assert_eq!(p.cut_short(), 3);
+        // A quiet spell inside the bound is waited out; one past it is not.
+        let mut q = Pacer::new(Pace::AsRecorded { speed: 1.0 }, 1.0, 0).with_max_quiet(10_000);
+        assert_eq!(
+            (q.intended(Some(5)), q.intended(Some(10_005)), q.intended(Some(20_006))),
+            (Some(0), Some(10_000), Some(10_000))
+        );
+        assert_eq!(q.cut_short(), 1);
     }
 }

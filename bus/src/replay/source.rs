@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 use tickbus_codecs::itch::{self, ItchError};
-use tickbus_codecs::moldudp64::{Packet, PacketKind};
 use tickbus_codecs::pcap::{CaptureError, CaptureFormat, CaptureReader};
 
+use super::capture::{Capture, CaptureCounts};
 use super::pace::{Window, DAY_NS};
 use crate::journal::{Cursor, JournalError, JournalReader, Kind};
 
@@ -95,28 +95,9 @@ pub struct Source(State);
 
 /// Where each kind of recording is read from, and how far.
 enum State {
-    Journal {
-        reader: JournalReader,
-        cursor: Cursor,
-        from: JournalStart,
-    },
-    Itch {
-        path: PathBuf,
-        map: Mmap,
-        at: usize,
-        index: u64,
-    },
-    Capture {
-        path: PathBuf,
-        reader: Box<CaptureReader<BufReader<File>>>,
-        packet: Vec<u8>,
-        packet_no: u64,
-        at: usize,
-        seq: u64,
-        time: u64,
-        left: u16,
-        port: Option<u16>,
-    },
+    Journal { reader: JournalReader, cursor: Cursor, from: JournalStart },
+    Itch { path: PathBuf, map: Mmap, at: usize, index: u64 },
+    Capture { capture: Box<Capture>, port: Option<u16> },
 }
 
 /// Where a journal replay starts (found through the index, and again on every loop).
@@ -175,17 +156,7 @@ pub fn open_window(path: &Path, window: &Window, port: Option<u16>) -> Result<So
             Some(p) => reader.with_port(p),
             None => reader,
         });
-        return Ok(Source(State::Capture {
-            path: path.to_owned(),
-            reader,
-            packet: Vec::new(),
-            packet_no: 0,
-            at: 0,
-            seq: 0,
-            time: 0,
-            left: 0,
-            port,
-        }));
+        return Ok(Source(State::Capture { capture: Box::new(Capture::new(path.to_owned(), reader)), port }));
     }
     // SAFETY: mapped read-only, and every byte is read through ITCH framing that checks each
     // length against what is left, so changed bytes are an error, never an out-of-bounds read.
@@ -229,7 +200,7 @@ impl Source {
         match &self.0 {
             State::Itch { at, .. } => *at as u64,
             State::Journal { cursor, .. } => cursor.location().1,
-            State::Capture { reader, .. } => reader.packets(),
+            State::Capture { capture, .. } => capture.packets(),
         }
     }
 
@@ -241,9 +212,14 @@ impl Source {
                 *at = 0;
                 *index = 0;
             }
-            State::Capture { path, port, .. } => {
-                let (p, port) = (path.clone(), *port);
-                *self = open(&p, None, port)?;
+            State::Capture { capture, port } => {
+                let session = capture.session();
+                let path = capture.path().to_owned();
+                let port = *port;
+                *self = open(&path, None, port)?;
+                if let Some(s) = session {
+                    self.pin_session(s); // every lap follows the session the first one did
+                }
             }
         }
         Ok(())
@@ -290,37 +266,23 @@ impl Source {
     }
 
     fn next_captured(&mut self) -> Result<Option<Item<'_>>, ReplayError> {
-        let State::Capture { path, reader, packet, packet_no, at, seq, time, left, .. } = &mut self.0 else {
-            unreachable!()
-        };
-        while *left == 0 {
-            let Some(d) =
-                reader.next_datagram().map_err(|source| ReplayError::Capture { path: path.clone(), source })?
-            else {
-                return Ok(None);
-            };
-            *packet_no = d.packet;
-            *time = d.ts_ns;
-            packet.clear();
-            packet.extend_from_slice(d.payload);
-            let p = Packet::parse(packet).map_err(|e| ReplayError::Mold {
-                path: path.clone(),
-                packet: d.packet,
-                reason: e.to_string(),
-            })?;
-            if p.kind() != PacketKind::Messages {
-                continue;
-            }
-            *left = p.message_count();
-            *seq = p.header.sequence.get();
-            *at = tickbus_codecs::moldudp64::HEADER_LEN;
+        let State::Capture { capture, .. } = &mut self.0 else { unreachable!() };
+        capture.next()
+    }
+
+    /// A capture follows only MoldUDP64 session `session` (by default, the first one it holds);
+    /// no effect on other recordings.
+    pub fn pin_session(&mut self, session: [u8; 10]) {
+        if let State::Capture { capture, .. } = &mut self.0 {
+            capture.pin_session(session);
         }
-        let len = usize::from(u16::from_be_bytes([packet[*at], packet[*at + 1]]));
-        let msg = &packet[*at + 2..*at + 2 + len];
-        *at += 2 + len;
-        *left -= 1;
-        let s = *seq;
-        *seq += 1;
-        Ok(Some(Item { sequence: s, time_ns: Some(*time), payload: msg, gap: None }))
+    }
+
+    /// What reading a capture left out so far (None for other recordings).
+    pub fn capture_counts(&self) -> Option<CaptureCounts> {
+        match &self.0 {
+            State::Capture { capture, .. } => Some(capture.counts()),
+            _ => None,
+        }
     }
 }
