@@ -2,7 +2,7 @@
 //! sequence order. A capture of a feed holds both lines (every message twice), may hold other
 //! sessions (a test day, yesterday's tail), and may hold stray datagrams; replayed raw, two
 //! lines replayed twice and one stray datagram past `--to-seq` ended the replay early. So:
-//! - the session followed is the first one seen, or the one pinned ([`Capture::pin_session`]);
+//! - the session followed is the first one seen, or the one pinned ([`Source::pin_session`](super::Source::pin_session));
 //!   datagrams of any other are skipped and counted;
 //! - messages go through [`CaptureOrder`] (the feed's own rule for captures): a message at or
 //!   below one delivered is a duplicate (the other line's copy), a hole is delivered as a gap
