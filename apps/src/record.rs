@@ -90,18 +90,6 @@ fn open_tap(
     })
 }
 
-/// A ring that does not exist yet, or whose publisher has not finished making it.
-fn not_there_yet(e: &tickbus::shm::ShmError) -> bool {
-    use tickbus::ring::{AttachError, LayoutError};
-    use tickbus::shm::ShmError;
-    matches!(
-        e,
-        ShmError::NotFound { .. }
-            | ShmError::Layout { source: LayoutError::NotReady, .. }
-            | ShmError::Attach { source: AttachError::Layout(LayoutError::NotReady), .. }
-    )
-}
-
 fn durability(s: &str) -> Result<Durability, String> {
     match s {
         "none" => Ok(Durability::None),
@@ -127,8 +115,9 @@ pub fn run(a: RecordArgs) -> Result<(), String> {
         let mut said = false;
         let mut tap = loop {
             match open_tap(&a, name, &opts)? {
-                // The ring is not there (or not ready) yet: its publisher may be starting.
-                Err(e) if not_there_yet(&e) && started.elapsed() < wait && !stop.load(Ordering::Acquire) => {
+                // The ring is not there (or not ready) yet: its publisher may be starting. (A full
+                // set of consumer lines, retryable too, is final here: open_tap refuses it.)
+                Err(e) if e.is_retryable() && started.elapsed() < wait && !stop.load(Ordering::Acquire) => {
                     if !said {
                         said = true;
                         log::warn!(
@@ -138,7 +127,7 @@ pub fn run(a: RecordArgs) -> Result<(), String> {
                     }
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                Err(e) if not_there_yet(&e) && a.wait_secs > 0.0 => {
+                Err(e) if e.is_retryable() && a.wait_secs > 0.0 => {
                     return Err(format!("{e}; waited {:.1} s for it (--wait-secs)", started.elapsed().as_secs_f64()))
                 }
                 r => break r.map_err(|e| e.to_string())?,

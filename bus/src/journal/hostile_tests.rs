@@ -21,14 +21,9 @@ fn journal(dir: &Path, n: u64, opts: JournalOptions) {
     w.close().unwrap();
 }
 
-/// Runs `f` on another thread and waits at most 20 s for it: what hung forever before is a
-/// failure, not a hung suite.
+/// `f`, which must return within 20 s: what hung forever before is a failure, not a hung suite.
 fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("{what} did not return within 20 s"))
+    tickbus_testkit::within(Duration::from_secs(20), what, f)
 }
 
 fn mkfifo(p: &Path) {

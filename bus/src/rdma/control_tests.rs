@@ -15,13 +15,8 @@ fn pair() -> (TcpStream, TcpStream) {
     (l.accept().unwrap().0, c)
 }
 
-/// Runs `f` on a thread and fails if it takes longer than `limit` (the thread is left behind).
 fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(limit).unwrap_or_else(|_| panic!("did not finish within {limit:?}: the peer held us"))
+    tickbus_testkit::within(limit, "the peer held us", f)
 }
 
 #[test]

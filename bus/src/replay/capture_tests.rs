@@ -7,7 +7,7 @@ use std::time::Duration;
 use tickbus_codecs::moldudp64::PacketBuilder;
 use tickbus_codecs::pcap::{Endpoints, MoldPcapWriter};
 
-use crate::replay::{open, Pace, Player, Source, Window};
+use crate::replay::{open, Pace, Played, Player, Source, Window};
 
 const DAY: &[u8; 10] = b"SESSION001";
 const OTHER: &[u8; 10] = b"SESSION002";
@@ -121,20 +121,23 @@ fn a_window_ends_at_its_last_sequence_not_at_a_datagram_past_it() {
     assert!(!played.stopped);
 }
 
-#[test]
-fn a_capture_whose_first_datagram_is_stamped_0_replays_at_its_own_pace_not_in_56_years() {
-    let c = CaptureFile::new(&day());
-    let path = c.0.clone();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
+/// Plays the capture at `path` at its recording's pace on another thread; fails if that takes
+/// over 20 s (the day lasts 50 µs of capture time), which is what waiting for a stamp of 0's
+/// successor looked like.
+fn played_at_recorded_pace(path: &std::path::Path, what: &str) -> Played {
+    let path = path.to_owned();
+    tickbus_testkit::within(Duration::from_secs(20), what, move || {
         let s = open(&path, None, None).unwrap();
         let mut p =
             Player::new(s, Window::default(), Pace::AsRecorded { speed: 1.0 }, crate::time::ticks_per_ns(), false);
-        let stop = AtomicBool::new(false);
-        let _ = tx.send(p.run(|_| Ok(true), |_, _, _| {}, &stop).unwrap());
-    });
-    let played =
-        rx.recv_timeout(Duration::from_secs(20)).expect("the replay waited for the stamp-0 datagram's successor");
+        p.run(|_| Ok(true), |_, _, _| {}, &AtomicBool::new(false)).unwrap()
+    })
+}
+
+#[test]
+fn a_capture_whose_first_datagram_is_stamped_0_replays_at_its_own_pace_not_in_56_years() {
+    let c = CaptureFile::new(&day());
+    let played = played_at_recorded_pace(&c.0, "the replay waited for the stamp-0 datagram's successor");
     assert_eq!(played.published, 40);
     assert_eq!(played.cut_short, 1, "the step from 0 to today");
 
@@ -143,19 +146,6 @@ fn a_capture_whose_first_datagram_is_stamped_0_replays_at_its_own_pace_not_in_56
     assert_eq!(d[10].1, datagram(DAY, 11, 2));
     d[10].0 = 0;
     let c2 = CaptureFile::new(&d);
-    let path = c2.0.clone();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut p = Player::new(
-            open(&path, None, None).unwrap(),
-            Window::default(),
-            Pace::AsRecorded { speed: 1.0 },
-            crate::time::ticks_per_ns(),
-            false,
-        );
-        let stop = AtomicBool::new(false);
-        let _ = tx.send(p.run(|_| Ok(true), |_, _, _| {}, &stop).unwrap());
-    });
-    let played = rx.recv_timeout(Duration::from_secs(20)).expect("a datagram stamped 0 mid-day stalled the replay");
+    let played = played_at_recorded_pace(&c2.0, "a datagram stamped 0 mid-day stalled the replay");
     assert_eq!((played.published, played.cut_short), (40, 3), "0 to today, back to 0, on to today: {played:?}");
 }

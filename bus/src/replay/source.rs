@@ -228,9 +228,6 @@ impl Source {
     /// The next item, `Ok(None)` at the end.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Item<'_>>, ReplayError> {
-        if matches!(self.0, State::Capture { .. }) {
-            return self.next_captured();
-        }
         match &mut self.0 {
             State::Journal { cursor, .. } => {
                 let Some((rec, wall)) = cursor.next_timed()? else { return Ok(None) };
@@ -261,13 +258,8 @@ impl Source {
                     }
                 }
             }
-            State::Capture { .. } => unreachable!("captures are read by next_captured"),
+            State::Capture { capture, .. } => capture.next(),
         }
-    }
-
-    fn next_captured(&mut self) -> Result<Option<Item<'_>>, ReplayError> {
-        let State::Capture { capture, .. } = &mut self.0 else { unreachable!() };
-        capture.next()
     }
 
     /// A capture follows only MoldUDP64 session `session` (by default, the first one it holds);

@@ -3,7 +3,8 @@
 //! SIGSYS handler; the syscall fails with ENOSYS) and its allocations (a counting global
 //! allocator). A test binary that uses it declares the allocator:
 //! `#[global_allocator] static A: tickbus_testkit::Counting = tickbus_testkit::Counting;`.
-//! Not published: it exists for this workspace's tests.
+//! Also [`within`]: a call that must return in bounded time (what hung forever before a fix fails
+//! instead of hanging the suite). Not published: it exists for this workspace's tests.
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
@@ -152,4 +153,15 @@ pub fn process_write_syscalls() -> u64 {
         .find_map(|l| l.strip_prefix("syscw: "))
         .and_then(|v| v.trim().parse().ok())
         .expect("syscw in /proc/self/io")
+}
+
+/// Runs `f` on a thread and returns what it returns, failing (with `what`) if that takes longer
+/// than `limit`. The thread is left behind: a call that hangs fails its test instead of hanging
+/// the suite.
+pub fn within<T: Send + 'static>(limit: Duration, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit).unwrap_or_else(|_| panic!("did not finish within {limit:?}: {what}"))
 }
