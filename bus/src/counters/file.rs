@@ -27,8 +27,11 @@ pub fn counters_dir() -> PathBuf {
         .map_or_else(|| PathBuf::from(format!("/dev/shm/tickbus-counters-{}", crate::sys::fs::euid())), PathBuf::from)
 }
 
-/// Every folder `stat` reads by default: `$TICKBUS_COUNTERS_DIR` if set, else every user's
-/// folder in /dev/shm that this user may read (root: all of them).
+/// Every folder `stat` reads by default: `$TICKBUS_COUNTERS_DIR` if set, else every
+/// `tickbus-counters-*` entry in /dev/shm, links and files included, so that the reader refuses
+/// a bad one aloud ([`super::scan`] checks each: a real folder, owned by the uid its name gives,
+/// writable by nobody else) instead of skipping it in silence. Another user's private folder is
+/// skipped quietly unless this is root, who reads every user's.
 pub fn counters_dirs() -> Vec<PathBuf> {
     if std::env::var_os("TICKBUS_COUNTERS_DIR").is_some() {
         return vec![counters_dir()];
@@ -37,7 +40,6 @@ pub fn counters_dirs() -> Vec<PathBuf> {
         .map(|d| {
             d.flatten()
                 .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("tickbus-counters-")))
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
                 .map(|e| e.path())
                 .collect()
         })

@@ -5,11 +5,12 @@
 //! write the folder) may shrink it, make it a FIFO or a symlink, and none of that may crash,
 //! hang or mislead the reader. A figure read while its owner updates it is one update old.
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::file::{CAPACITY, COUNTERS_AT, HEADER, MAGIC, NAME_AT, NAME_MAX, RECORD, VERSION};
 use super::{Counter, Role, Transport, COUNTERS};
+use crate::sys::{self, fs::Dir};
 
 /// Whether the process that owns a counters file is still the one running.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +53,8 @@ impl StreamRecord {
 pub struct CountersFile {
     /// The file read.
     pub path: PathBuf,
+    /// Whose it is: the uid owning its folder and the file (and running its process, if live).
+    pub uid: u32,
     /// The owner's pid.
     pub pid: u64,
     /// The owner's program name.
@@ -73,18 +76,84 @@ pub struct CountersFile {
 /// more): bounds what a hostile file can make the reader allocate.
 const MAX_RECORDS: usize = CAPACITY * 16;
 
+/// A counters folder opened for reading: the folder itself (never through a link), and the uid
+/// whose processes' figures it holds.
+struct Folder {
+    dir: Dir,
+    path: PathBuf,
+    owner: u32,
+}
+
+/// The uid a folder named `tickbus-counters-<uid>` is for.
+fn named_uid(path: &Path) -> Option<u32> {
+    path.file_name()?.to_str()?.strip_prefix("tickbus-counters-")?.parse().ok()
+}
+
+/// Opens `path` as a counters folder. `Err(None)`: nothing to read and nothing wrong (no such
+/// folder, or another user's private one this user may not open); `Err(Some(why))`: refused,
+/// and why, for the operator to see. A folder is read only if it is a real folder (not a link),
+/// owned by the uid its name gives (any other: owned by this user, or root reading), and nobody
+/// else can write it: otherwise anyone could show figures as someone else's, and a folder made
+/// first by another user (which makes the named user's processes count privately) would show
+/// only that user's fakes.
+fn open_folder(path: &Path) -> Result<Folder, Option<String>> {
+    let (named, me) = (named_uid(path), sys::fs::euid());
+    let dir = match Dir::open_nofollow(path) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(None),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && me != 0 && named != Some(me) => return Err(None),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR)) => {
+            return Err(Some(format!(
+                "counters folder {} is a symbolic link or not a folder: refused (a counters folder is a real \
+                 folder; remove what is there and restart the processes that count into it)",
+                path.display()
+            )))
+        }
+        Err(e) => return Err(Some(format!("counters folder {}: {e}", path.display()))),
+    };
+    let md = dir.metadata().map_err(|e| Some(format!("counters folder {}: {e}", path.display())))?;
+    let owner = md.uid();
+    let refuse = |why: String| Err(Some(format!("counters folder {} refused: {why}", path.display())));
+    match named {
+        Some(n) if owner != n => {
+            return refuse(format!(
+                "it is owned by uid {owner}, but its name is for uid {n} (whoever made it first can fill it, and \
+                 uid {n}'s processes then count privately); remove it as root (rm -r {}) and restart uid {n}'s \
+                 tickbus processes",
+                path.display()
+            ))
+        }
+        None if owner != me && me != 0 => {
+            return refuse(format!("it is owned by uid {owner}, not by this user (uid {me})"))
+        }
+        _ => {}
+    }
+    if md.mode() & 0o022 != 0 {
+        return refuse(format!(
+            "others can write it (mode {:04o}), so anyone could plant figures in it; chmod 700 it",
+            md.mode() & 0o7777
+        ));
+    }
+    Ok(Folder { dir, path: path.to_owned(), owner })
+}
+
 /// Reads every `*.counters` file in `dir`; a file that cannot be read or is not a counters file
-/// is reported by name with what is wrong, and the others are still read.
+/// is reported by name with what is wrong, and the others are still read. A folder that is
+/// refused (see the checks above) is reported, with none of its files read.
 pub fn scan(dir: &Path) -> (Vec<CountersFile>, Vec<String>) {
+    let folder = match open_folder(dir) {
+        Ok(f) => f,
+        Err(why) => return (Vec::new(), why.into_iter().collect()),
+    };
     let (mut files, mut errors) = (Vec::new(), Vec::new());
-    let Ok(entries) = std::fs::read_dir(dir) else { return (files, errors) };
-    let mut paths: Vec<PathBuf> =
-        entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "counters")).collect();
-    paths.sort();
-    for p in paths {
-        match read_file(&p) {
-            Ok(f) => files.push(f),
-            Err(e) => errors.push(format!("{}: {e}", p.display())),
+    let names = match folder.dir.names() {
+        Ok(n) => n,
+        Err(e) => return (files, vec![format!("counters folder {}: {e}", dir.display())]),
+    };
+    for name in names.iter().filter(|n| n.ends_with(".counters")) {
+        match read_in(&folder, name) {
+            Ok((f, _)) => files.push(f),
+            Err(e) => errors.push(format!("{}: {e}", dir.join(name).display())),
         }
     }
     (files, errors)
@@ -93,38 +162,48 @@ pub fn scan(dir: &Path) -> (Vec<CountersFile>, Vec<String>) {
 /// Removes the files in `dir` whose process is gone, and their leftover `*.counters.tmp`;
 /// returns each with why. Files that are not counters files are left alone.
 pub fn prune(dir: &Path) -> Vec<(PathBuf, String)> {
-    let (files, _) = scan(dir);
+    open_folder(dir).map(|f| prune_in(&f)).unwrap_or_default()
+}
+
+/// Prunes through the opened folder: every name is looked up, read and removed relative to it
+/// (`openat`, `unlinkat`), and a file is removed only if the name still holds the file that was
+/// read. So a folder swapped for a link between the scan and the removal (root pruning a user's
+/// folder) never gets a file removed anywhere else.
+fn prune_in(f: &Folder) -> Vec<(PathBuf, String)> {
     let mut removed = Vec::new();
-    for f in files {
-        if let Liveness::Stale { reason } = f.liveness {
-            if std::fs::remove_file(&f.path).is_ok() {
-                removed.push((f.path, reason));
+    let Ok(names) = f.dir.names() else { return removed };
+    for name in &names {
+        if name.ends_with(".counters") {
+            let Ok((file, id)) = read_in(f, name) else { continue };
+            if let Liveness::Stale { reason } = file.liveness {
+                if f.dir.id_of(name).is_ok_and(|now| now == id) && f.dir.unlink(name).is_ok() {
+                    removed.push((file.path, reason));
+                }
             }
-        }
-    }
-    let Ok(entries) = std::fs::read_dir(dir) else { return removed };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_suffix(".counters.tmp").and_then(|p| p.parse::<u64>().ok()) else { continue };
-        if !crate::sys::process::alive(pid) && std::fs::remove_file(e.path()).is_ok() {
-            removed.push((e.path(), format!("half-made by process {pid}, which is gone")));
+        } else if let Some(pid) = name.strip_suffix(".counters.tmp").and_then(|p| p.parse::<u64>().ok()) {
+            if !sys::process::alive(pid) && f.dir.unlink(name).is_ok() {
+                removed.push((f.path.join(name), format!("half-made by process {pid}, which is gone")));
+            }
         }
     }
     removed
 }
 
-fn read_file(path: &Path) -> Result<CountersFile, String> {
+/// Reads counters file `name` of folder `f` (a regular file owned by the folder's owner), and
+/// returns it with its (device, inode).
+fn read_in(f: &Folder, name: &str) -> Result<(CountersFile, (u64, u64)), String> {
     // Never through a symlink, never blocking on a FIFO; only a regular file is read.
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| e.to_string())?;
-    if !f.metadata().map_err(|e| e.to_string())?.is_file() {
-        return Err("not a regular file".into());
+    let file = f.dir.open_regular(name).map_err(|e| e.to_string())?;
+    let md = file.metadata().map_err(|e| e.to_string())?;
+    if md.uid() != f.owner {
+        return Err(format!("owned by uid {}, not by the folder's owner (uid {}): refused", md.uid(), f.owner));
     }
     let mut bytes = Vec::new();
-    f.take((HEADER + MAX_RECORDS * RECORD) as u64).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    file.take((HEADER + MAX_RECORDS * RECORD) as u64).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    Ok((parse(&bytes, &f.path.join(name), f.owner)?, (md.dev(), md.ino())))
+}
+
+fn parse(bytes: &[u8], path: &Path, owner: u32) -> Result<CountersFile, String> {
     let word = |off: usize| -> Option<u64> {
         bytes.get(off..off + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
     };
@@ -148,9 +227,18 @@ fn read_file(path: &Path) -> Result<CountersFile, String> {
     }
     let pid = header(24)?;
     let start = header(32)?;
-    let liveness = match crate::sys::process::proc_stat(pid) {
+    let liveness = match sys::process::proc_stat(pid) {
         Some((b'Z', _)) => Liveness::Stale { reason: format!("process {pid} exited (a zombie not yet reaped)") },
-        Some((_, s)) if s == start => Liveness::Live,
+        // The pid and start time are anyone's to read: the process must also be the owner's.
+        Some((_, s)) if s == start => match sys::process::uids(pid) {
+            Some((real, effective)) if real == owner || effective == owner => Liveness::Live,
+            Some((real, _)) => Liveness::Stale {
+                reason: format!(
+                    "pid {pid} is a process of uid {real}, not of uid {owner} who owns this file: not its writer"
+                ),
+            },
+            None => Liveness::Stale { reason: format!("process {pid} is gone (crashed or killed)") },
+        },
         Some(_) => Liveness::Stale { reason: format!("pid {pid} now belongs to another process") },
         None => Liveness::Stale { reason: format!("process {pid} is gone (crashed or killed)") },
     };
@@ -187,6 +275,7 @@ fn read_file(path: &Path) -> Result<CountersFile, String> {
     }
     Ok(CountersFile {
         path: path.to_owned(),
+        uid: owner,
         pid,
         program,
         liveness,
@@ -267,5 +356,101 @@ mod tests {
         assert!(errors[4].contains("not a regular file"), "{errors:?}");
         assert!(errors[5].contains("symbolic links") || errors[5].contains("loop"), "{errors:?}");
         let _ = std::fs::remove_dir_all(dir);
+    }
+    /// A copy of this process's own counters file, with `pid` written in (0: ours).
+    fn counters_bytes(pid: u64) -> Vec<u8> {
+        let keep = register(Role::Publisher, Transport::Shm, 5, "counters-owner-test");
+        let mut v = std::fs::read(counters_dir().join(format!("{}.counters", crate::sys::process::pid()))).unwrap();
+        drop(keep);
+        if pid != 0 {
+            v[24..32].copy_from_slice(&pid.to_le_bytes());
+        }
+        v
+    }
+
+    fn folder(path: &Path, uid: u32, mode: u32, file: Option<(&str, &[u8], u32)>) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(path).unwrap();
+        if let Some((name, bytes, owner)) = file {
+            std::fs::write(path.join(name), bytes).unwrap();
+            std::os::unix::fs::lchown(path.join(name), Some(owner), None).unwrap();
+        }
+        std::os::unix::fs::lchown(path, Some(uid), None).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// Issue 25 item 12. Tests run as root, so "another user" is played by chown. On the code
+    /// before, every folder here was read and our live process's figures shown as uid 4242's.
+    #[test]
+    fn a_folder_another_uid_made_or_others_can_write_is_refused_aloud_and_liveness_needs_the_owners_process() {
+        let base = std::env::temp_dir().join(format!("counters-owner-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let bytes = counters_bytes(0);
+        let me = format!("{}.counters", crate::sys::process::pid());
+        // The control: root's own folder, root's file, root's live process.
+        let ok = base.join("tickbus-counters-0");
+        folder(&ok, 0, 0o700, Some((&me, &bytes, 0)));
+        let (files, errors) = scan(&ok);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!((files.len(), &files[0].liveness, files[0].uid), (1, &Liveness::Live, 0));
+        // Made by uid 4343 under uid 4242's name (4242's processes then count privately).
+        let squatted = base.join("tickbus-counters-4242");
+        folder(&squatted, 4343, 0o700, Some((&me, &bytes, 4343)));
+        let (files, errors) = scan(&squatted);
+        assert!(files.is_empty(), "{files:?}");
+        assert!(
+            errors.len() == 1 && errors[0].contains("owned by uid 4343, but its name is for uid 4242"),
+            "{errors:?}"
+        );
+        // uid 4242's own folder and file, but the pid in it is a process of uid 0 (ours): the
+        // figures are not shown as live.
+        folder(&squatted, 4242, 0o700, None);
+        std::os::unix::fs::lchown(squatted.join(&me), Some(4242), None).unwrap();
+        let (files, errors) = scan(&squatted);
+        assert!(errors.is_empty(), "{errors:?}");
+        match &files[0].liveness {
+            Liveness::Stale { reason } => assert!(reason.contains("not of uid 4242"), "{reason}"),
+            l => panic!("another uid's process taken for the writer: {l:?}"),
+        }
+        // A file in it that another uid owns.
+        std::os::unix::fs::lchown(squatted.join(&me), Some(4343), None).unwrap();
+        let (files, errors) = scan(&squatted);
+        assert!(files.is_empty() && errors[0].contains("not by the folder's owner (uid 4242)"), "{errors:?}");
+        // Writable by others.
+        folder(&squatted, 4242, 0o777, None);
+        let (_, errors) = scan(&squatted);
+        assert!(errors.len() == 1 && errors[0].contains("others can write it (mode 0777)"), "{errors:?}");
+        // A link in a counters folder's place.
+        let link = base.join("tickbus-counters-4343");
+        std::os::unix::fs::symlink(&ok, &link).unwrap();
+        let (files, errors) = scan(&link);
+        assert!(files.is_empty() && errors[0].contains("is a symbolic link"), "{errors:?}");
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// Issue 25 item 14. Prune works through the folder it opened: a folder swapped for a link
+    /// after it was opened loses only its own stale files, and a prune of the link removes
+    /// nothing (the code before followed the link and removed the victim's file).
+    #[test]
+    fn prune_never_removes_a_file_outside_the_folder_it_checked() {
+        let base = std::env::temp_dir().join(format!("counters-prune-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let stale = counters_bytes(u64::from(u32::MAX)); // no such process
+        let name = "4294967295.counters";
+        let real = base.join("tickbus-counters-0");
+        folder(&real, 0, 0o700, Some((name, &stale, 0)));
+        let victim = base.join("victim");
+        folder(&victim, 0, 0o700, Some((name, &stale, 0)));
+        let opened = open_folder(&real).unwrap();
+        let moved = base.join("moved");
+        std::fs::rename(&real, &moved).unwrap();
+        std::os::unix::fs::symlink(&victim, &real).unwrap();
+        let removed = prune_in(&opened);
+        assert_eq!(removed.len(), 1, "{removed:?}");
+        assert!(!moved.join(name).exists(), "the opened folder's stale file went");
+        assert!(victim.join(name).exists(), "the file the link leads to stays");
+        assert!(prune(&real).is_empty(), "a link is refused, not followed");
+        assert!(victim.join(name).exists());
+        let _ = std::fs::remove_dir_all(&base);
     }
 }

@@ -52,6 +52,51 @@ impl Dir {
         Ok(unsafe { File::from_raw_fd(fd) })
     }
 
+    /// Opens `name` in this folder read-only if it is a regular file, never following a link
+    /// and never blocking on a FIFO (`openat(.., O_NOFOLLOW | O_NONBLOCK)`, then fstat).
+    pub fn open_regular(&self, name: &str) -> io::Result<File> {
+        let c = cstr(name.as_bytes())?;
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+        // SAFETY: the folder fd is open for as long as `self`; `c` is NUL-terminated.
+        let fd = unsafe { libc::openat(self.file.as_raw_fd(), c.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: openat returned a fresh descriptor that nothing else owns.
+        let f = unsafe { File::from_raw_fd(fd) };
+        if !f.metadata()?.is_file() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file (a FIFO, device or folder)"));
+        }
+        Ok(f)
+    }
+
+    /// The names in this folder (the folder this handle opened, whatever its path names now),
+    /// sorted; `.` and `..` left out, names that are not UTF-8 too.
+    pub fn names(&self) -> io::Result<Vec<String>> {
+        // /proc/self/fd/N leads to the opened folder itself, not to a path looked up again.
+        let mut v: Vec<String> = std::fs::read_dir(format!("/proc/self/fd/{}", self.file.as_raw_fd()))?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+            .collect();
+        v.sort();
+        Ok(v)
+    }
+
+    /// `(device, inode)` of `name` in this folder, not following a link there.
+    pub fn id_of(&self, name: &str) -> io::Result<(u64, u64)> {
+        let c = cstr(name.as_bytes())?;
+        let mut st = core::mem::MaybeUninit::<libc::stat>::zeroed();
+        // SAFETY: the folder fd is open, `c` is NUL-terminated, `st` is writable stat-sized memory.
+        let rc =
+            unsafe { libc::fstatat(self.file.as_raw_fd(), c.as_ptr(), st.as_mut_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fstatat returned 0, so it filled the struct.
+        let st = unsafe { st.assume_init() };
+        Ok((st.st_dev, st.st_ino))
+    }
+
     /// Removes `name` from this folder (`unlinkat`).
     pub fn unlink(&self, name: &str) -> io::Result<()> {
         let c = cstr(name.as_bytes())?;

@@ -34,6 +34,14 @@ pub fn start_time(pid: u64) -> Option<u64> {
     proc_stat(pid).map(|(_, start)| start)
 }
 
+/// Process `pid`'s real and effective uids (the `Uid:` line of /proc/PID/status), if it exists.
+pub fn uids(pid: u64) -> Option<(u32, u32)> {
+    let status = std::fs::read(format!("/proc/{pid}/status")).ok()?;
+    let line = status.split(|&b| b == b'\n').find_map(|l| l.strip_prefix(b"Uid:"))?;
+    let mut ids = std::str::from_utf8(line).ok()?.split_whitespace().map(|v| v.parse::<u32>().ok());
+    Some((ids.next()??, ids.next()??))
+}
+
 /// Process `pid`'s state letter (field 3: `R`, `S`, `Z` for a zombie, ...) and start time.
 pub fn proc_stat(pid: u64) -> Option<(u8, u64)> {
     // Bytes, not a String: the command name may be cut mid-character and is not UTF-8 then.
