@@ -175,7 +175,8 @@ fn stat_reports_exactly_what_a_live_process_did_and_a_killed_one_as_stale() {
 
     // Prometheus, printed and served, carries the same figures.
     let labels = format!(
-        "pid=\"{pid}\",record=\"{}\",program=\"{}\",role=\"publisher\",transport=\"shm\",stream=\"11\",name=\"{rel}\"",
+        "pid=\"{pid}\",uid=\"{}\",record=\"{}\",program=\"{}\",role=\"publisher\",transport=\"shm\",stream=\"11\",name=\"{rel}\"",
+        p1["uid"],
         p1["record"],
         p1["program"].as_str().unwrap()
     );
@@ -183,6 +184,8 @@ fn stat_reports_exactly_what_a_live_process_did_and_a_killed_one_as_stale() {
     assert!(stat(&["--prometheus"]).contains(&want), "{want}");
     let served = scrape_once();
     assert!(served.starts_with("HTTP/1.1 200 OK\r\n") && served.contains(&want), "{served}");
+    assert!(served.contains("application/openmetrics-text") && served.ends_with("# EOF\n"), "{served}");
+    assert_eq!(p1["uid"], my_uid(), "the owner is shown: {p1:#}");
 
     // --watch gives rates for live streams.
     let watched = stat(&["--watch", "0.2", "--count", "1", "--json"]);
@@ -225,10 +228,16 @@ fn a_process_that_exits_cleanly_leaves_no_counters_file() {
     }
 }
 
-/// Starts `tickbus stat --listen 127.0.0.1:0 --count 1`, scrapes /metrics once, returns the reply.
-fn scrape_once() -> String {
+/// This process's uid, as `stat` shows the owner of our helper's streams.
+fn my_uid() -> u32 {
+    std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap()
+}
+
+/// Starts `tickbus stat --listen 127.0.0.1:0` with `args`; returns it and the address it serves.
+fn listen(args: &[&str]) -> (Child, String) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_tickbus"))
-        .args(["stat", "--listen", "127.0.0.1:0", "--count", "1"])
+        .args(["stat", "--listen", "127.0.0.1:0"])
+        .args(args)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -236,11 +245,51 @@ fn scrape_once() -> String {
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
     let url = line.trim().rsplit(' ').next().unwrap().to_owned();
-    let addr = url.trim_start_matches("http://").trim_end_matches("/metrics");
+    (server, url.trim_start_matches("http://").trim_end_matches("/metrics").to_owned())
+}
+
+fn scrape(addr: &str) -> String {
     let mut conn = std::net::TcpStream::connect(addr).unwrap();
     conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     let mut reply = String::new();
     conn.read_to_string(&mut reply).unwrap();
+    reply
+}
+
+/// Starts `tickbus stat --listen 127.0.0.1:0 --count 1`, scrapes /metrics once, returns the reply.
+fn scrape_once() -> String {
+    let (mut server, addr) = listen(&["--count", "1"]);
+    let reply = scrape(&addr);
     assert!(server.wait().unwrap().success(), "the server stops after --count scrapes");
     reply
+}
+
+/// Issue 25 item 13: eight idle connections and a client sending its request a byte at a time
+/// do not hold up a scrape (the server before took one connection at a time, a second each, so
+/// this scrape waited 8 s and more), and the server cuts such clients off by itself.
+#[test]
+fn idle_and_slow_clients_do_not_hold_up_a_scrape_and_are_cut_off() {
+    use std::time::{Duration, Instant};
+    let (mut server, addr) = listen(&[]);
+    let idle: Vec<std::net::TcpStream> = (0..8).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    let mut slow = std::net::TcpStream::connect(&addr).unwrap();
+    slow.write_all(b"GE").unwrap();
+    std::thread::sleep(Duration::from_millis(200)); // all of them accepted and waiting
+    let t = Instant::now();
+    let reply = scrape(&addr);
+    let took = t.elapsed();
+    assert!(reply.starts_with("HTTP/1.1 200 OK\r\n") && reply.contains("# EOF"), "{reply}");
+    assert!(took < Duration::from_secs(3), "the scrape waited {took:?} behind idle clients");
+    // The slow client's head is overdue after 2 s; every connection is closed after 10 s.
+    for (what, mut c, limit) in
+        idle.into_iter().map(|c| ("idle", c, 12)).chain(std::iter::once(("slow", slow.try_clone().unwrap(), 4)))
+    {
+        c.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        let mut buf = [0u8; 256];
+        let _ = c.read(&mut buf); // EOF (or a 408 reply, then EOF) once the server gives up
+        let _ = c.read(&mut buf);
+        assert!(t.elapsed() < Duration::from_secs(limit), "the {what} client was held {:?}", t.elapsed());
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
 }

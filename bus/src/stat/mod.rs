@@ -12,7 +12,7 @@ use crate::counters::{self, Counter, Liveness, Role, Transport};
 use crate::shm::{self, PublisherState, ShmOptions};
 use crate::StartAt;
 
-pub use prometheus::prometheus;
+pub use prometheus::{prometheus, CONTENT_TYPE};
 
 /// One stream end (a publisher or a subscriber) as its counters record shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,6 +20,9 @@ pub use prometheus::prometheus;
 pub struct StreamView {
     /// The owning process.
     pub pid: u64,
+    /// Whose process it is: the uid owning its counters folder and file (a live process must
+    /// run as that uid too).
+    pub uid: u32,
     /// Its program name.
     pub program: String,
     /// The owning process is running: the figures are current.
@@ -222,6 +225,7 @@ pub fn snapshot(dirs: &[PathBuf], opts: &ShmOptions) -> Snapshot {
             });
             streams.push(StreamView {
                 pid: f.pid,
+                uid: f.uid,
                 program: f.program.clone(),
                 live,
                 stale: stale.clone(),
@@ -296,8 +300,9 @@ impl Snapshot {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{:<8} {:<12} {:<10} {:<8} {:>6} {:<22} {:>12} {:>12} {:>10} {:>8} {:>8} {:>8} {:>7} {:>11} {:>9}",
+            "{:<8} {:>6} {:<12} {:<10} {:<8} {:>6} {:<22} {:>12} {:>12} {:>10} {:>8} {:>8} {:>8} {:>7} {:>11} {:>9}",
             "pid",
+            "uid",
             "program",
             "role",
             "fabric",
@@ -318,8 +323,9 @@ impl Snapshot {
             let rate = |x: Option<f64>, p: usize| x.map_or("-".into(), |x| format!("{x:.p$}"));
             let _ = writeln!(
                 s,
-                "{:<8} {:<12} {:<10} {:<8} {:>6} {:<22} {:>12} {:>12} {:>10} {:>8} {:>8} {:>8} {:>7} {:>11} {:>9}{}",
+                "{:<8} {:>6} {:<12} {:<10} {:<8} {:>6} {:<22} {:>12} {:>12} {:>10} {:>8} {:>8} {:>8} {:>7} {:>11} {:>9}{}",
                 v.pid,
+                v.uid,
                 v.program.chars().take(12).collect::<String>(),
                 v.role,
                 v.transport,
