@@ -29,8 +29,16 @@ pub struct DoctorArgs {
 /// One argument holding a whole list (a plain `Vec` would make clap expect one core per value).
 type CoreList = Vec<usize>;
 
+/// The most CPUs a Linux kernel is built for (NR_CPUS's largest setting).
+const MAX_CPUS: usize = 8192;
+
 fn cores(s: &str) -> Result<CoreList, String> {
     let ok = !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == ',' || c == '-');
+    // Each number is checked before a range is expanded: 0-4000000000 is refused, not listed.
+    let past = s.split([',', '-']).filter_map(|n| n.parse::<usize>().ok()).find(|&n| n >= MAX_CPUS);
+    if let Some(n) = past {
+        return Err(format!("core {n} in `{s}`: cores are numbered 0 to {}", MAX_CPUS - 1));
+    }
     let list = tickbus::sys::cpu::parse_cpu_list(s);
     if !ok || list.is_empty() {
         return Err(format!("`{s}` is not a CPU list: write it as the kernel does, e.g. 2,3 or 2-5"));
@@ -81,6 +89,8 @@ mod tests {
         assert_eq!(cores("0-2").unwrap(), vec![0, 1, 2]);
         assert!(cores("two").unwrap_err().contains("e.g. 2,3 or 2-5"));
         assert!(cores("").is_err());
+        assert!(cores("0-4000000000").unwrap_err().contains("cores are numbered 0 to 8191"));
+        assert!(cores("99999999999999999999999").is_err(), "past usize: not a CPU list");
         assert_eq!(bytes("64M").unwrap(), 64 << 20);
         assert_eq!(bytes("512k").unwrap(), 512 << 10);
         assert_eq!(bytes("4096").unwrap(), 4096);

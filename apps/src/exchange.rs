@@ -32,7 +32,7 @@ pub struct ExchangeArgs {
     #[arg(long)]
     pub itch: PathBuf,
     /// ITCH messages per second (open loop: each is due at start + n / rate).
-    #[arg(long, default_value_t = 1_000_000.0)]
+    #[arg(long, default_value_t = 1_000_000.0, value_parser = crate::args::rate)]
     pub rate: f64,
     /// Stop after this many ITCH messages.
     #[arg(long)]
@@ -42,7 +42,7 @@ pub struct ExchangeArgs {
     pub md: String,
     /// Slots of the market-data ring (a trader stalled for longer than this many messages
     /// misses some, and says so).
-    #[arg(long, default_value_t = 1 << 16)]
+    #[arg(long, default_value_t = 1 << 16, value_parser = crate::args::slots)]
     pub md_slots: usize,
     /// The order ring (the trader publishes it).
     #[arg(long, default_value = "orders")]
@@ -58,10 +58,10 @@ pub struct ExchangeArgs {
     #[arg(long)]
     pub core: Option<usize>,
     /// How long to wait for the trader (s).
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, value_parser = crate::args::secs)]
     pub wait_secs: f64,
     /// After the market data, how long to wait for the trader to finish its orders (s).
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, value_parser = crate::args::secs)]
     pub drain_secs: f64,
     /// Print the summary as JSON.
     #[arg(long)]
@@ -90,9 +90,6 @@ pub struct MdCounts {
 }
 
 pub fn run(a: ExchangeArgs) -> Result<(), String> {
-    if !(a.rate > 0.0 && a.rate.is_finite()) {
-        return Err(format!("--rate {}: give messages per second, above 0", a.rate));
-    }
     let stop = pipeline::stop_flag()?;
     let source = replay::open(&a.itch, None, None).map_err(|e| e.to_string())?;
     if source.kind() != replay::SourceKind::Itch {

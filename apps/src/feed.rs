@@ -54,7 +54,7 @@ pub struct FeedArgs {
     #[arg(long, default_value_t = 1)]
     pub stream: u32,
     /// Ring slots (a burst the consumers take late must fit).
-    #[arg(long, default_value_t = 1 << 16)]
+    #[arg(long, default_value_t = 1 << 16, value_parser = crate::args::slots)]
     pub slots: usize,
     /// How long a gap waits for the other line before it is re-requested (ms).
     #[arg(long, default_value_t = 2.0)]

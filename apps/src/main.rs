@@ -2,6 +2,7 @@
 //! pcap captures of MoldUDP64).
 //!
 //! Owns: argument parsing and printing. Never: changes a ring or a file it is only asked to inspect.
+mod args;
 mod doctor;
 mod exchange;
 mod fabric;
@@ -12,6 +13,7 @@ mod hot_path_tests;
 mod itch;
 mod journal;
 mod link;
+mod metrics_http;
 mod mold_server;
 mod pipeline;
 mod record;
@@ -137,10 +139,10 @@ enum ItchCmd {
         pcap: Option<PathBuf>,
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        #[arg(long, default_value_t = 100)]
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..))]
         stocks: u16,
         /// Order-flow messages (system events, directory and crosses come on top).
-        #[arg(long, default_value_t = 1_000_000)]
+        #[arg(long, default_value_t = 1_000_000, value_parser = args::within(1, 10_000_000_000))]
         messages: u64,
     },
 }

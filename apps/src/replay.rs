@@ -24,22 +24,22 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub reliable: bool,
     /// Consumers of a reliable ring.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::args::within_usize(1, 64))]
     pub consumers: usize,
     /// Largest message the ring must hold (bytes).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = crate::args::within_usize(1, 1 << 20))]
     pub max_payload: usize,
     /// Ring slots.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = crate::args::slots)]
     pub slots: usize,
     /// Stream id of the ring (default: the journal's, else 1).
     #[arg(long)]
     pub stream: Option<u32>,
     /// Replay at the recording's pace times N (default 1 when no other pacing is given).
-    #[arg(long, conflicts_with_all = ["rate", "max"])]
+    #[arg(long, conflicts_with_all = ["rate", "max"], value_parser = crate::args::speed)]
     pub speed: Option<f64>,
     /// Replay at a fixed rate (messages per second).
-    #[arg(long, conflicts_with = "max")]
+    #[arg(long, conflicts_with = "max", value_parser = crate::args::rate)]
     pub rate: Option<f64>,
     /// Replay as fast as the stream takes it.
     #[arg(long)]
@@ -70,7 +70,7 @@ pub struct ReplayArgs {
     /// At the recording's pace, wait out quiet spells up to this many seconds, no longer: a
     /// longer step of the recording's clock (a datagram stamped 0, a recorder off overnight) is
     /// replayed at once and counted.
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 60.0, value_parser = crate::args::secs)]
     pub max_quiet_secs: f64,
     /// Print the summary as JSON.
     #[arg(long)]
@@ -78,17 +78,13 @@ pub struct ReplayArgs {
 }
 
 pub fn run(a: ReplayArgs) -> Result<(), String> {
+    // Each value was checked where it was parsed (`args`).
     let pace = match (a.speed, a.rate, a.max) {
         (_, _, true) => Pace::Max,
-        (_, Some(r), _) if r > 0.0 => Pace::Rate(r),
-        (_, Some(r), _) => return Err(format!("--rate {r}: give a positive rate")),
-        (Some(s), _, _) if s > 0.0 => Pace::AsRecorded { speed: s },
-        (Some(s), _, _) => return Err(format!("--speed {s}: give a positive factor")),
+        (_, Some(r), _) => Pace::Rate(r),
+        (Some(s), _, _) => Pace::AsRecorded { speed: s },
         _ => Pace::AsRecorded { speed: 1.0 },
     };
-    if !(a.max_quiet_secs.is_finite() && (0.0..=86_400.0).contains(&a.max_quiet_secs)) {
-        return Err(format!("--max-quiet-secs {}: give 0 to 86400 seconds", a.max_quiet_secs));
-    }
     let session: Option<[u8; 10]> = match &a.session {
         Some(s) => Some(s.as_bytes().try_into().map_err(|_| format!("--session {s:?} must be exactly 10 characters"))?),
         None => None,

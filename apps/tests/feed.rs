@@ -265,3 +265,64 @@ fn durations_that_are_not_a_number_of_milliseconds_are_refused() {
         }
     }
 }
+
+/// Issue 25 item 19: `mold-server` answers re-requests only from `--allow`ed sources. A request
+/// from 127.0.0.2 (loopback, but not allowed) gets nothing and is counted as refused; the same
+/// request from 127.0.0.1 is answered. (The code before answered anyone: a reflector.)
+#[test]
+fn mold_server_answers_only_the_sources_it_is_told_to() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("reflector");
+    let (a, b, r) = ("239.77.20.9:31009", "239.77.21.9:32009", "127.0.0.1:33009");
+    let server = env
+        .cmd(&[
+            "mold-server",
+            env.day.to_str().unwrap(),
+            "--rate",
+            "0",
+            "--linger-ms",
+            "1500",
+            "--json",
+            "--line-a",
+            a,
+            "--line-b",
+            b,
+            "--retransmit",
+            r,
+            "--allow",
+            "127.0.0.1/32",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let req = zerocopy::IntoBytes::as_bytes(&tickbus_codecs::moldudp64::rerequest(b"TICKBUS001", 1, 10)).to_vec();
+    // Asks for messages 1..=10 from `from` until answered or `tries` 300 ms waits passed.
+    let ask = |from: &str, tries: u32| -> Option<usize> {
+        let s = std::net::UdpSocket::bind(from).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_millis(300))).unwrap();
+        for _ in 0..tries {
+            s.send_to(&req, r).unwrap();
+            let mut buf = [0u8; 2048];
+            match s.recv_from(&mut buf) {
+                Ok((n, _)) => return Some(n),
+                // Not bound yet (ICMP port unreachable): ask again after a while.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    std::thread::sleep(std::time::Duration::from_millis(100))
+                }
+                Err(_) => {}
+            }
+        }
+        None
+    };
+    // The server is up and answering once the allowed client has its answer.
+    assert!(ask("127.0.0.1:0", 10).is_some_and(|n| n > 20), "an allowed client is answered");
+    assert_eq!(ask("127.0.0.2:0", 1), None, "a source --allow does not name gets nothing");
+    let out = server.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(n(&summary, "refused_rerequests"), 1, "{summary}");
+    assert!(n(&summary, "retransmitted") >= 10, "{summary}");
+    let bad = env.cmd(&["mold-server", env.day.to_str().unwrap(), "--allow", "ten"]).output().unwrap();
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--allow"));
+}

@@ -43,7 +43,7 @@ pub struct GatewayArgs {
     #[arg(long)]
     pub core: Option<usize>,
     /// How long to wait for the market-data and order rings to appear (s).
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, value_parser = crate::args::secs)]
     pub wait_secs: f64,
     /// Stop once the trader has closed its order stream and every order is answered (otherwise
     /// run until Ctrl-C / SIGTERM, waiting for the next trader).

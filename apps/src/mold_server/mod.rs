@@ -3,6 +3,11 @@
 //! drops packets on purpose (`--drop-a N`, `--drop-b N`: every Nth packet), like Aeron's loss
 //! generators. After the last message it keeps answering re-requests, sending heartbeats, for
 //! `--linger-ms`, then an end-of-session packet.
+//!
+//! The re-request server answers only the addresses `--allow` names (loopback by default), each
+//! within `--answer-budget` messages a second (`policy.rs`): it is never an open reflector.
+mod policy;
+
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -31,6 +36,16 @@ pub struct MoldServerArgs {
     /// Ignore re-requests (a retransmission server that is gone).
     #[arg(long)]
     pub no_retransmit: bool,
+    /// Answer re-requests only from these addresses or networks (repeat, or separate with
+    /// commas: 10.1.2.0/24,192.0.2.7; 0.0.0.0/0 for anyone). Others are counted as refused and
+    /// get nothing: a re-request's sender is not checked by UDP, so an open server would send a
+    /// forged victim up to 1,000 messages per 20-byte request.
+    #[arg(long, value_delimiter = ',', value_parser = policy::parse_net, default_value = "127.0.0.0/8")]
+    pub allow: Vec<ipnet::IpNet>,
+    /// Most messages answered per second to one source (a bucket holding one second's worth):
+    /// a source that asks for more gets what its budget allows and asks again.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub answer_budget: u64,
     /// Drop every Nth packet on line A (0: none).
     #[arg(long, default_value_t = 0)]
     pub drop_a: u64,
@@ -38,19 +53,19 @@ pub struct MoldServerArgs {
     #[arg(long, default_value_t = 0)]
     pub drop_b: u64,
     /// Messages per second (0: as fast as the socket takes them).
-    #[arg(long, default_value_t = 100_000.0)]
+    #[arg(long, default_value_t = 100_000.0, value_parser = crate::args::rate_or_0)]
     pub rate: f64,
     /// Largest UDP payload.
-    #[arg(long, default_value_t = 1400)]
+    #[arg(long, default_value_t = 1400, value_parser = crate::args::within_usize(64, 65_507))]
     pub packet_bytes: usize,
     /// The 10-character MoldUDP64 session.
     #[arg(long, default_value = "TICKBUS001")]
     pub session: String,
     /// How long to keep answering re-requests after the last message (ms).
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = crate::args::millis)]
     pub linger_ms: u64,
     /// Wait this long before the first packet (ms), so feeds can join.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::args::millis)]
     pub start_delay_ms: u64,
     /// Print the summary (packets sent and dropped per line, re-requests answered) as JSON.
     #[arg(long)]
@@ -90,6 +105,11 @@ struct Server {
     dropped_both_messages: u64,
     rerequests: u64,
     retransmitted: u64,
+    /// Re-requests from sources `--allow` does not name.
+    refused: u64,
+    /// Messages asked for that a source's budget did not cover.
+    throttled: u64,
+    policy: policy::Policy,
     answer: bool,
     bytes: usize,
 }
@@ -121,6 +141,9 @@ pub fn run(a: MoldServerArgs) -> Result<(), String> {
         dropped_both_messages: 0,
         rerequests: 0,
         retransmitted: 0,
+        refused: 0,
+        throttled: 0,
+        policy: policy::Policy::new(a.allow.clone(), a.answer_budget),
         answer: !a.no_retransmit,
         bytes: a.packet_bytes,
     };
@@ -167,11 +190,12 @@ pub fn run(a: MoldServerArgs) -> Result<(), String> {
     let summary = serde_json::json!({
         "messages": n, "packets": s.packets, "dropped_a": s.dropped_a, "dropped_b": s.dropped_b,
         "dropped_both_messages": s.dropped_both_messages, "rerequests": s.rerequests, "retransmitted": s.retransmitted,
+        "refused_rerequests": s.refused, "throttled_messages": s.throttled,
     });
     if a.json {
         println!("{summary}");
     } else {
-        println!("served {n} messages in {} packets; dropped {} on A, {} on B ({} messages on both); answered {} re-requests with {} messages", s.packets, s.dropped_a, s.dropped_b, s.dropped_both_messages, s.rerequests, s.retransmitted);
+        println!("served {n} messages in {} packets; dropped {} on A, {} on B ({} messages on both); answered {} re-requests with {} messages ({} refused: not --allow'ed; {} messages over a source's budget)", s.packets, s.dropped_a, s.dropped_b, s.dropped_both_messages, s.rerequests, s.retransmitted, s.refused, s.throttled);
     }
     Ok(())
 }
@@ -209,8 +233,9 @@ impl Server {
     }
 
     /// Answers waiting re-requests (never blocks). At most [`REQUESTS_PER_SERVE`] per call and
-    /// [`MAX_ANSWER`] messages per request: a flood of re-requests (or forged ones, UDP has no
-    /// sender check) cannot stall lines A and B or make the server an amplifier of any size.
+    /// [`MAX_ANSWER`] messages per request, only to `--allow`ed sources, each within its budget:
+    /// a flood of re-requests (or forged ones, UDP has no sender check) cannot stall lines A and
+    /// B, and the server reflects nothing to an address it was not told to serve.
     fn serve(&mut self) {
         let mut req = [0u8; 64];
         for _ in 0..REQUESTS_PER_SERVE {
@@ -219,12 +244,21 @@ impl Server {
             if n != HEADER_LEN || h.session != self.session {
                 continue;
             }
-            self.rerequests += 1;
             if !self.answer {
+                self.rerequests += 1;
                 continue;
             }
+            let want = u64::from(h.count.get()).min(MAX_ANSWER);
+            let count = match self.policy.admit(from.ip(), want, Instant::now()) {
+                policy::Admit::Refused => {
+                    self.refused += 1;
+                    continue;
+                }
+                policy::Admit::Messages(n) => n,
+            };
+            self.rerequests += 1;
+            self.throttled += want - count;
             let first = h.sequence.get();
-            let count = u64::from(h.count.get()).min(MAX_ANSWER);
             let mut b = PacketBuilder::new(self.session, first, self.bytes);
             for seq in first..first.saturating_add(count) {
                 let Some(m) = self.history.get(seq) else { break };

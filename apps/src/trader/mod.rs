@@ -41,7 +41,7 @@ pub struct TraderArgs {
     #[arg(long, default_value_t = ORDER_STREAM)]
     pub stream: u32,
     /// Shares per order.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = crate::args::within(1, 1_000_000_000))]
     pub qty: u64,
     /// Most orders awaiting their execution report (the strategy skips decisions beyond it;
     /// at most 1024).
@@ -51,10 +51,10 @@ pub struct TraderArgs {
     #[arg(long)]
     pub core: Option<usize>,
     /// How long to wait for the market-data and execution rings to appear (s).
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, value_parser = crate::args::secs)]
     pub wait_secs: f64,
     /// After the market data ends, how long to wait for outstanding execution reports (s).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = crate::args::secs)]
     pub drain_secs: f64,
     /// Print the summary as JSON.
     #[arg(long)]
@@ -67,7 +67,7 @@ pub struct TraderArgs {
     pub rdma: RdmaArgs,
     /// rdma: the market data counts as over after this long without a tick (multicast cannot
     /// say that its publisher finished); before the first tick, after --wait-secs.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = crate::args::secs)]
     pub md_quiet_secs: f64,
 }
 
@@ -249,13 +249,6 @@ pub fn order_ring(stream: u32) -> RingConfig {
 }
 
 pub fn run(a: TraderArgs) -> Result<(), String> {
-    for (name, v) in
-        [("--wait-secs", a.wait_secs), ("--drain-secs", a.drain_secs), ("--md-quiet-secs", a.md_quiet_secs)]
-    {
-        if !(v.is_finite() && v >= 0.0) {
-            return Err(format!("{name} {v}: give seconds, 0 or more"));
-        }
-    }
     if a.max_in_flight == 0 || a.max_in_flight > MAX_IN_FLIGHT {
         return Err(format!(
             "--max-in-flight {}: give 1..={MAX_IN_FLIGHT} (a quarter of the order and report rings, so neither app ever waits on the other)",

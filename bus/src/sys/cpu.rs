@@ -12,8 +12,10 @@ pub fn parse_cpu_list(s: &str) -> Vec<usize> {
     for part in s.trim().split(',').filter(|p| !p.is_empty()) {
         match part.split_once('-') {
             Some((a, b)) => {
+                // No kernel numbers a CPU past 8191: a range past it is cut there, never expanded
+                // into billions of entries.
                 if let (Ok(a), Ok(b)) = (a.trim().parse::<usize>(), b.trim().parse::<usize>()) {
-                    out.extend(a..=b);
+                    out.extend(a..=b.min(8191));
                 }
             }
             None => out.extend(part.trim().parse::<usize>().ok()),
@@ -31,5 +33,6 @@ mod tests {
         assert_eq!(parse_cpu_list("1,3-5\n"), vec![1, 3, 4, 5]);
         assert_eq!(parse_cpu_list("\n"), Vec::<usize>::new());
         assert_eq!(parse_cpu_list("x,2"), vec![2]);
+        assert_eq!(parse_cpu_list("8190-4000000000").len(), 2);
     }
 }
