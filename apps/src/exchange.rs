@@ -385,8 +385,11 @@ fn open(a: &ExchangeArgs, stop: &AtomicBool) -> Result<(Out, Option<Gateway>), S
                 ends.open((&a.execs, &gateway::report_ring(gateway::REPORT_STREAM)), stop).map_err(|e| {
                     format!("{e}; the order ring is the trader's: start `tickbus trader --orders {}`", a.orders)
                 })?;
+            let answered = gateway::Answered::on_ring(&a.execs, &ShmOptions::default())?;
             // Same process: the quotes go to the gateway directly, not through the ring.
-            Ok((Out::Shm(md), Some(Gateway::new(None, In::Shm(orders), Out::Shm(execs)))))
+            let mut g = Gateway::new(None, In::Shm(orders), Out::Shm(execs));
+            g.resume(answered);
+            Ok((Out::Shm(md), Some(g)))
         }
         #[cfg(not(feature = "rdma"))]
         Fabric::Rdma => Err(crate::fabric::no_rdma()),

@@ -3,6 +3,7 @@
 //!
 //! Owns: argument parsing and printing. Never: changes a ring or a file it is only asked to inspect.
 mod args;
+mod crash;
 mod doctor;
 mod exchange;
 mod fabric;
@@ -149,6 +150,7 @@ enum ItchCmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    crash::arm_from_env();
     init_logging(cli.verbose, cli.quiet);
     let opts = ShmOptions::default();
     let res = match cli.cmd {

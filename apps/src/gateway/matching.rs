@@ -44,6 +44,12 @@ impl Venue {
         Venue { tops: vec![Top::default(); INSTRUMENTS], next_id: 1 }
     }
 
+    /// Numbers the next execution after `last` (a gateway restarted on a report ring that
+    /// already holds ids up to `last`: ids stay unique across the restart).
+    pub fn number_after(&mut self, last: u64) {
+        self.next_id = self.next_id.max(last + 1);
+    }
+
     /// The market moved: the best bid and offer of one instrument.
     pub fn on_quote(&mut self, q: &Quote) {
         if let Some(t) = self.tops.get_mut(q.instrument_id as usize) {

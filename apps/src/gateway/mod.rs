@@ -7,6 +7,7 @@
 //! The market data it matches against is the same normalised stream the trader reads (its
 //! quotes). A trader that dies is reported and the gateway carries on: its orders already on the
 //! ring are answered, and a restarted trader takes the order stream over where it stopped.
+pub mod answered;
 pub mod hops;
 pub mod matching;
 
@@ -22,6 +23,7 @@ use tickbus_codecs::{decode, AnyMessage, Message};
 
 use crate::link::{In, Out, OutError};
 use crate::pipeline::{self, Peer, RING_SLOTS};
+pub use answered::Answered;
 pub use hops::Hops;
 use matching::{Report, Venue};
 
@@ -79,6 +81,9 @@ pub struct Counts {
     pub trader_deaths: u64,
     /// Reports the report stream refused for good (its transport failed).
     pub reports_failed: u64,
+    /// Orders taken again after a gateway died between answering and releasing them: already
+    /// answered on the report ring, so released without a second report.
+    pub already_answered: u64,
 }
 
 impl Counts {
@@ -108,6 +113,8 @@ pub struct Gateway {
     pub counts: Counts,
     /// A report waiting for room on the report ring, and the order position it answers.
     pending: Option<(Report, u64)>,
+    /// What a gateway before this one answered on the same report ring.
+    answered: Answered,
     tsc: Tsc,
     scale: TscScale,
     t0: u64,
@@ -127,10 +134,18 @@ impl Gateway {
             hops: Hops::new(scale.ticks_per_ns),
             counts: Counts::default(),
             pending: None,
+            answered: Answered::default(),
             tsc,
             scale,
             t0,
         }
+    }
+
+    /// Takes over from a gateway that published on the same report ring: what it answered is
+    /// not answered again, and execution ids go on after its highest.
+    pub fn resume(&mut self, answered: Answered) {
+        self.venue.number_after(answered.last_exec_id);
+        self.answered = answered;
     }
 
     /// One duty cycle: the waiting report or the next order (its arrival stamped at once), then
@@ -142,7 +157,7 @@ impl Gateway {
     /// idle).
     #[inline]
     pub fn duty(&mut self) -> usize {
-        let Gateway { md, orders, execs, venue, hops, counts: c, pending, tsc, scale, t0 } = self;
+        let Gateway { md, orders, execs, venue, hops, counts: c, pending, answered, tsc, scale, t0 } = self;
         let mut work = 0;
         // A report waiting for room goes first: no order is taken before its predecessor is
         // answered (the order stream backs up instead).
@@ -185,6 +200,10 @@ impl Gateway {
                     Err(_) => NewOrder::parse(m.payload).ok().inspect(|_| c.untraced += 1),
                 };
                 match order {
+                    Some(o) if answered.already(o.client_order_id) => {
+                        c.already_answered += 1;
+                        orders.release_to(position + 1);
+                    }
                     Some(o) => {
                         c.orders += 1;
                         let r = venue.match_order(o, scale.delta_ns(*t0, arrival));
@@ -197,8 +216,10 @@ impl Gateway {
                             Err(OutError::Full) => *pending = Some((r, position)),
                             sent => {
                                 c.answered(sent);
+                                crate::crash::point("gateway-after-report");
                                 // Released only once answered: a gateway that dies in between
-                                // leaves the order for the next one (answered again, at worst).
+                                // leaves the order for the next one, which finds the report on
+                                // the ring and does not answer it again (`answered.rs`).
                                 orders.release_to(position + 1);
                             }
                         }
@@ -253,7 +274,17 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
     let stop = pipeline::stop_flag()?;
     let ends = pipeline::Ends { app: "gateway", md: &a.md, peer: &a.orders, wait_secs: a.wait_secs, core: a.core };
     let (execs, md, orders) = ends.open((&a.execs, &report_ring(a.stream)), &stop)?;
+    let answered = Answered::on_ring(&a.execs, &tickbus::shm::ShmOptions::default())?;
+    if answered.len() > 0 {
+        eprintln!(
+            "gateway: report ring {:?} holds {} earlier answers (execution ids up to {}): none is answered twice",
+            a.execs,
+            answered.len(),
+            answered.last_exec_id
+        );
+    }
     let mut g = Gateway::new(Some(In::Shm(md)), In::Shm(orders), Out::Shm(execs));
+    g.resume(answered);
     let mut idler = pipeline::idler();
     let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
     let (mut trader, mut seen) = (Peer::Live, false);

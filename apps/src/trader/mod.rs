@@ -9,6 +9,9 @@
 //! Each order carries the trace of the tick that caused it ([`TracedOrder`]): the tick's ingress
 //! TSC, when it was received, when the book had applied it and when the decision was made; the
 //! order's header adds its publish TSC, and the gateway its arrival.
+#[cfg(test)]
+mod gap_tests;
+pub mod reports;
 pub mod strategy;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,8 +90,13 @@ pub struct Counts {
     pub md_undecodable: u64,
     pub orders: u64,
     pub reports: u64,
-    /// Reports that were not for one of this run's orders in flight (e.g. left on the report
-    /// ring for an earlier trader that died), or not a report at all: not counted as ours.
+    /// Orders whose report will never come: a later order's report arrived first (the gateway
+    /// answers in order). They leave the in-flight count.
+    pub reports_lost: u64,
+    /// Second reports for an order already settled: ignored.
+    pub reports_duplicate: u64,
+    /// Reports that were not for one of this run's orders (e.g. left on the report ring for an
+    /// earlier trader that died), or not a report at all: not counted as ours.
     pub reports_unexpected: u64,
     /// Times an order waited for room on the order ring.
     pub order_ring_full: u64,
@@ -109,6 +117,8 @@ pub struct Trader {
     /// OS's random source in the high half, not the pid, which repeats when a pid is reused: pid
     /// 1 in every container), so a report left for a dead predecessor is never taken for ours.
     id_base: u64,
+    /// Which reports are ours, lost or repeated (`reports.rs`).
+    matcher: reports::Reports,
     pub counts: Counts,
     /// Every tick's hop from the feed's ingress (or publish) stamp to its receive, in ns (the
     /// gateway times only the ticks that led to an order).
@@ -147,6 +157,7 @@ impl Trader {
             order,
             tsc: Tsc::new(),
             id_base,
+            matcher: reports::Reports::new(id_base),
             counts: Counts::default(),
             tick_hop,
             scale,
@@ -158,7 +169,7 @@ impl Trader {
     /// Returns the work done (0: idle).
     #[inline]
     pub fn duty(&mut self, stop: &AtomicBool) -> usize {
-        let Trader { md, orders, execs, strategy, order, tsc, id_base, counts: c, tick_hop, scale } = self;
+        let Trader { md, orders, execs, strategy, order, tsc, id_base, matcher, counts: c, tick_hop, scale } = self;
         let mut work = 0;
         if let Some(r) = md.try_recv() {
             work += 1;
@@ -215,14 +226,16 @@ impl Trader {
                 Some(AnyMessage::ExecReject(r)) => Some(r.client_order_id),
                 _ => None,
             };
-            // The gateway answers in order: ours is exactly the next one due. A duplicate (a
-            // gateway that crashed between report and release answers again) or a report for an
-            // earlier trader's order is not counted as ours.
-            match report {
-                Some(r) if id == Some(*id_base + c.reports + 1) && c.reports < c.orders => {
+            // The gateway answers in order: a report for a later order than the next due means
+            // the ones between will never be answered (`reports.rs`).
+            match (report, id.map(|id| matcher.on_report(id, c.orders))) {
+                (Some(r), Some(reports::Match::Ours { lost })) => {
                     c.reports += 1;
+                    c.reports_lost += lost;
+                    strategy.on_lost(lost);
                     strategy.on_report(&r);
                 }
+                (_, Some(reports::Match::Duplicate)) => c.reports_duplicate += 1,
                 _ => c.reports_unexpected += 1,
             }
         }
@@ -353,13 +366,15 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         println!("{summary}");
     } else {
         println!(
-            "trader: {} ticks, {} orders, {} reports ({} filled, {} unfilled, {} rejected), {} awaiting; {} md lost, {} feed gaps{}",
+            "trader: {} ticks, {} orders, {} reports ({} filled, {} unfilled, {} rejected; {} never came, {} repeated), {} awaiting; {} md lost, {} feed gaps{}",
             c.ticks,
             c.orders,
             c.reports,
             strategy.stats.filled_orders,
             strategy.stats.unfilled_orders,
             strategy.stats.rejected_orders,
+            c.reports_lost,
+            c.reports_duplicate,
             strategy.in_flight(),
             c.md_missed,
             c.feed_gaps,

@@ -41,6 +41,8 @@ pub struct StrategyStats {
     pub filled_qty: u64,
     pub unfilled_orders: u64,
     pub rejected_orders: u64,
+    /// Orders whose report never came (a later order's came first).
+    pub lost_reports: u64,
 }
 
 pub struct Strategy {
@@ -126,6 +128,12 @@ impl Strategy {
     /// The market data lost `missed` messages: the book cannot be trusted any more.
     pub fn on_gap(&mut self, missed: u64) {
         self.halted.get_or_insert(missed);
+    }
+
+    /// `n` orders will get no report (a later order's came first): no longer in flight.
+    pub fn on_lost(&mut self, n: u64) {
+        self.in_flight = self.in_flight.saturating_sub(n);
+        self.stats.lost_reports += n;
     }
 
     /// An execution report came back for one of our orders.

@@ -1,0 +1,66 @@
+//! Issue 25 item 3: what `tickbus trader` does on a `FeedGap` until recovery exists. It stops
+//! sending orders for the rest of the run (its book may be wrong from the gap on; rebuilding it
+//! from a snapshot or a replay is the late-join issue's work), goes on reading the market data
+//! and settling the reports of orders already out, and says so in its summary. The real trading
+//! loop over shm rings in this process: the test plays the feed and the gateway.
+use std::sync::atomic::AtomicBool;
+
+use tickbus::shm::{self, HugepagePolicy, ShmOptions};
+use tickbus::{Mode, Recv, RingConfig, StartAt};
+use tickbus_codecs::exec::ExecAck;
+use tickbus_codecs::md::{FeedGap, OrderAdd};
+use tickbus_codecs::orders::TracedOrder;
+use tickbus_codecs::{Message, Side, PRICE_SCALE};
+use zerocopy::IntoBytes;
+
+use super::{order_ring, Strategy, Trader};
+use crate::gateway::report_ring;
+use crate::link::{In, Out};
+
+fn add(id: u64, side: Side, price: i64) -> OrderAdd {
+    let mut a = OrderAdd::new();
+    (a.instrument_id, a.order_id, a.side, a.price, a.qty) = (2, id, side as u8, price * PRICE_SCALE, 300);
+    a
+}
+
+#[test]
+fn after_a_feed_gap_no_order_goes_out_but_ticks_and_reports_are_still_taken() {
+    let tag = format!("tickbus-apps-gap-{}", std::process::id());
+    let opts = ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred);
+    let mut md = shm::open_publisher("md", &RingConfig::for_payload(Mode::Lossy, 1, 128, 64), &opts).unwrap();
+    let orders = shm::open_publisher("orders", &order_ring(2), &opts).unwrap();
+    let mut execs = shm::open_publisher("execs", &report_ring(3), &opts).unwrap();
+    let mut gateway_in = shm::open_consumer("orders", &opts).unwrap();
+    let t_md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
+    let t_execs = shm::open_consumer("execs", &opts).unwrap();
+    let mut t = Trader::new(In::Shm(t_md), Out::Shm(orders), In::Shm(t_execs), Strategy::new(100, 8));
+    let stop = AtomicBool::new(false);
+    let run = |t: &mut Trader| while t.duty(&stop) > 0 {};
+
+    // A new best bid: one order out.
+    md.publish(add(1, Side::Buy, 10).as_bytes()).unwrap();
+    run(&mut t);
+    assert_eq!(t.counts.orders, 1);
+    let Some(Recv::Message(m)) = gateway_in.try_recv() else { panic!("no order on the ring") };
+    let id = TracedOrder::parse(m.payload).unwrap().order.client_order_id;
+    // The feed lost 5 messages; then the top moves again, twice.
+    let mut gap = FeedGap::new();
+    (gap.first_sequence, gap.count) = (2, 5);
+    md.publish(gap.as_bytes()).unwrap();
+    md.publish(add(2, Side::Buy, 11).as_bytes()).unwrap();
+    md.publish(add(3, Side::Sell, 12).as_bytes()).unwrap();
+    run(&mut t);
+    assert_eq!(t.counts.orders, 1, "no order after the gap");
+    assert_eq!((t.counts.ticks, t.counts.feed_gaps), (4, 1), "the market data is still read");
+    assert_eq!(t.strategy.stats.skipped_halted, 2, "both decisions were skipped");
+    assert_eq!(t.strategy.halted().as_deref(), Some("halted after a gap of 5 market-data messages"));
+    // The order sent before the gap still gets its report, and is settled.
+    let mut ack = ExecAck::new();
+    ack.client_order_id = id;
+    execs.send(&mut ack).unwrap();
+    run(&mut t);
+    assert_eq!((t.counts.reports, t.counts.reports_unexpected, t.strategy.in_flight()), (1, 0, 0));
+    for n in ["md", "orders", "execs"] {
+        let _ = shm::remove(n, &opts);
+    }
+}
