@@ -145,6 +145,7 @@ fn rc_link_cut() -> Result<(), Failed> {
         for (who, e) in p.take_dropped() {
             let after = cut_at.map(|t| t.elapsed()).ok_or_else(|| format!("dropped before the cut: {e}"))?;
             eprintln!("guest 0: subscriber {who} dropped {after:?} after the cut: {e}");
+            assert!(matches!(e, RdmaError::PortDown { .. }), "dropped for the port going down, not {e}");
             dropped_after.get_or_insert(after);
         }
         if pos.is_multiple_of(16) {
@@ -158,12 +159,13 @@ fn rc_link_cut() -> Result<(), Failed> {
     eprintln!("guest 1: {report}");
     assert_eq!(report, format!("rc done {n} reconnects 1"));
     let after = dropped_after.ok_or("the publisher never reported the lost subscriber")?;
-    // The retry budget (4.096 us * 2^14 * 7 tries = 0.47 s by the book) runs from the first WRITE
-    // that cannot get through, which may be posted only once credits allow, and TCG stretches
-    // rxe's timers: runs have reported the loss from under 2 s to 22 s after the cut. How soon a
-    // dead peer is reported is `rc_publisher_reports_a_powered_off_peer_within_its_retry_budget`'s
-    // business; here the link stays down until it is, and it must be before the 30 s cap.
-    assert!(after < Duration::from_secs(30), "reported {after:?} after the cut");
+    // The device's async event (IBV_EVENT_PORT_ERR, read by the context's event thread) drops
+    // the subscriber as soon as the port goes down. Before the publisher watched those events,
+    // the loss came from the QP's retry budget running out, which TCG stretches: 19-22 s after
+    // the cut (issue 25 item 20). Measured from the request to the rig, so the rig's path to
+    // QEMU's monitor is inside it (3.4 s in the first run, port event and drop included); the
+    // bound leaves room for a slow TCG phase and is still half the old best.
+    assert!(after < Duration::from_secs(10), "reported {after:?} after the cut");
     Ok(())
 }
 

@@ -90,6 +90,28 @@ pub enum RdmaError {
     /// A slot could not be claimed (full in reliable mode, or a message larger than a slot).
     #[error(transparent)]
     Claim(#[from] ClaimError),
+    /// The device said the local port went down (a cut link, a cable pulled, the netdev under
+    /// a Soft-RoCE device taken down): every subscriber on it is dropped at once, instead of when
+    /// each QP's retry budget runs out.
+    #[error("port {port} of {device} went down (the device's async event): every subscriber on it is dropped; check the link (`ip link`, `rdma link`), then let the subscribers reconnect")]
+    PortDown {
+        /// The device.
+        device: String,
+        /// The port.
+        port: u8,
+    },
+    /// The device said this subscriber's QP failed (fatal, a request or an access error).
+    #[error("subscriber {subscriber}: its QP failed (the device's async event): dropped; it may reconnect")]
+    QpFailed {
+        /// The subscriber's consumer line.
+        subscriber: usize,
+    },
+    /// The device failed: nothing on it works until it is reopened.
+    #[error("device {device} failed (IBV_EVENT_DEVICE_FATAL): every subscriber is dropped; check dmesg, then restart the publisher")]
+    DeviceFatal {
+        /// The device.
+        device: String,
+    },
     /// Publishing needs at least one connected subscriber.
     #[error("no subscriber connected; accept one first")]
     NoSubscriber,

@@ -20,7 +20,8 @@ use super::handshake::WriteMode;
 use crate::counters::{Counter, Counters, Role, Transport};
 use crate::ring::{layout::slot_window_offset, ClaimError, Mode, RingConfig, RingWriter};
 use crate::sys::verbs::{
-    ffi, Completion, ConnectedRc, Context, HugeBuf, MemoryRegion, PreparedRc, RcOptions, WriteWr, MAX_CHAIN,
+    ffi, AsyncEvents, Completion, ConnectedRc, Context, HugeBuf, MemoryRegion, PreparedRc, RcOptions, WriteWr,
+    MAX_CHAIN,
 };
 use crate::time::Tsc;
 
@@ -130,6 +131,9 @@ pub struct RdmaPublisher {
     local_addr: SocketAddr,
     tsc: Tsc,
     ctx: Arc<Context>,
+    /// The device's async events, and their generation when last looked at.
+    device_events: Arc<AsyncEvents>,
+    device_seen: u64,
 }
 
 impl RdmaPublisher {
@@ -138,6 +142,7 @@ impl RdmaPublisher {
     pub fn bind(addr: SocketAddr, cfg: &RingConfig, opts: PublisherOptions) -> Result<RdmaPublisher, RdmaError> {
         cfg.validate().map_err(|e| RdmaError::Handshake { peer: "-".into(), reason: e.to_string() })?;
         let ctx = Context::open(opts.device.as_deref())?;
+        let device_events = ctx.async_events()?;
         let buf = HugeBuf::hugepages_or_pages(cfg.ring_bytes(), opts.require_hugepages)?;
         let mirror = Arc::new(MemoryRegion::register(&ctx, buf, ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0)?);
         let writer = RingWriter::create(mirror.clone(), cfg, crate::sys::process::pid().max(1), 0)
@@ -187,6 +192,8 @@ impl RdmaPublisher {
             dropped: Vec::with_capacity(64),
             local_addr,
             tsc: Tsc::new(),
+            device_seen: device_events.generation(),
+            device_events,
             ctx,
         })
     }
@@ -278,11 +285,41 @@ impl RdmaPublisher {
     /// Returns how many subscribers were taken in.
     pub fn poll(&mut self) -> usize {
         let n = self.adopt();
+        self.check_device();
         let upto = self.writer.position();
         // Reaps, checks credits, drops what failed; reuses no slot, so it cannot be held back.
         let _ = self.make_room(upto, 0);
         self.ship_all(upto);
         n
+    }
+
+    /// Drops the subscribers the device's async events condemn (cheap when there are none: one
+    /// atomic load of the events' generation; the watcher thread does the syscalls).
+    #[inline]
+    fn check_device(&mut self) {
+        if self.device_events.generation() != self.device_seen {
+            self.on_device_events();
+        }
+    }
+
+    #[cold]
+    fn on_device_events(&mut self) {
+        let ev = self.device_events.clone();
+        self.device_seen = ev.generation();
+        let fatal = ev.take_fatal_qps();
+        let (device, port) = (self.ctx.name().to_owned(), self.ctx.port().port);
+        let (all_gone, device_fatal) = (ev.port_down(), ev.device_fatal());
+        retain_live(&mut self.conns, &mut self.dropped, &mut self.back, &mut self.back_pending, |c| {
+            if device_fatal {
+                Err(RdmaError::DeviceFatal { device: device.clone() })
+            } else if all_gone {
+                Err(RdmaError::PortDown { device: device.clone(), port })
+            } else if fatal.contains(&c.qp.qp_num()) {
+                Err(RdmaError::QpFailed { subscriber: c.consumer })
+            } else {
+                Ok(())
+            }
+        });
     }
 
     /// Takes in every subscriber the acceptor has ready (cheap when none: one atomic load).
@@ -354,6 +391,7 @@ impl RdmaPublisher {
     #[inline]
     pub fn publish(&mut self, payload: &[u8]) -> Result<u64, RdmaError> {
         self.adopt();
+        self.check_device();
         let pos = self.writer.position();
         self.make_room(pos, 1)?;
         let pos = self.writer.publish(payload)?;

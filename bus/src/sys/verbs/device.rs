@@ -1,10 +1,11 @@
 //! Opening a device, its port, and choosing the GID RoCE v2 traffic uses.
 use std::ffi::CStr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rdma_sys as ffi;
 
 use super::error::VerbsError;
+use super::events::{AsyncEvents, Watcher};
 
 /// Names of the RDMA devices present (empty without a provider or device).
 pub fn device_names() -> Vec<String> {
@@ -60,6 +61,8 @@ pub struct Context {
     pub(crate) pd: *mut ffi::ibv_pd,
     name: String,
     port: PortInfo,
+    /// The thread reading the device's async events, once someone asked for them.
+    watcher: Mutex<Option<Watcher>>,
 }
 
 // SAFETY: libibverbs contexts and PDs are thread-safe per the verbs API; we never hand out
@@ -124,7 +127,7 @@ impl Context {
             return close(VerbsError::last("ibv_alloc_pd"));
         }
         let port = PortInfo { port, gid_index, gid, active_mtu: attr.active_mtu, max_msg_sz: attr.max_msg_sz };
-        Ok(Arc::new(Context { ctx, pd, name: dev_name, port }))
+        Ok(Arc::new(Context { ctx, pd, name: dev_name, port, watcher: Mutex::new(None) }))
     }
 
     /// The device's name (e.g. `rxe0`, `mlx5_0`).
@@ -136,10 +139,29 @@ impl Context {
     pub fn port(&self) -> &PortInfo {
         &self.port
     }
+
+    /// The device's async events (port down or up, QPs gone fatal), read by a thread this
+    /// starts on first use and stops when the context closes (set-up path).
+    pub fn async_events(&self) -> Result<Arc<AsyncEvents>, VerbsError> {
+        let mut w = self.watcher.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = w.as_ref() {
+            return Ok(w.events.clone());
+        }
+        // SAFETY: self.ctx is open until Drop, which stops the watcher first.
+        let started = unsafe { Watcher::start(self.ctx, &self.name) }
+            .map_err(|source| VerbsError::Call { call: "watching the device's async events", source })?;
+        let events = started.events.clone();
+        *w = Some(started);
+        Ok(events)
+    }
 }
 
 impl Drop for Context {
     fn drop(&mut self) {
+        // The watcher reads events from the context: it stops before the context closes.
+        if let Some(mut w) = self.watcher.get_mut().ok().and_then(Option::take) {
+            w.stop();
+        }
         // SAFETY: every object created from this PD/context holds an Arc<Context>, so none is
         // left when the last Arc drops here.
         unsafe {

@@ -12,6 +12,7 @@ mod buf;
 mod cq;
 mod device;
 mod error;
+mod events;
 mod qp;
 mod ud;
 
@@ -19,6 +20,7 @@ pub use buf::{HugeBuf, MemoryRegion};
 pub use cq::{Completion, CompletionQueue};
 pub use device::{device_names, Context, Gid, PortInfo};
 pub use error::VerbsError;
+pub use events::AsyncEvents;
 pub use qp::{ConnectedRc, Endpoint, PreparedRc, RcOptions, ReadWr, WriteWr, MAX_CHAIN};
 pub use ud::{AddressHandle, SendWr, UdQp, GRH_BYTES};
 

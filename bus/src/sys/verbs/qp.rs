@@ -221,6 +221,12 @@ impl ConnectedRc {
         self.max_inline
     }
 
+    /// The QP's number (what the device's async events name it by).
+    pub fn qp_num(&self) -> u32 {
+        // SAFETY: the QP is live for as long as self.
+        unsafe { (*self.inner.qp).qp_num }
+    }
+
     /// The send completion queue (WRITE and READ completions).
     pub fn send_cq(&mut self) -> &mut CompletionQueue {
         &mut self.inner.send_cq
