@@ -141,6 +141,28 @@ pub enum JournalError {
         /// What is unsafe about it.
         reason: String,
     },
+    /// A segment whose header names another segment number: a copy or a rename into another
+    /// segment's place (found by the whole-folder fuzz target: a copy of segment 0 as segment 2
+    /// was read as if the stream went on, delivering its records a second time).
+    #[error("{path}: its header says it is segment {found}: a segment copied or renamed into another's place. Move it aside (readers read every segment before it) or restore the right one")]
+    Misnumbered {
+        /// The segment file.
+        path: PathBuf,
+        /// The number its header carries.
+        found: u64,
+    },
+    /// A record behind the stream's position: delivered records are in stream order, once.
+    #[error("{path}: the record at offset {offset} is at sequence {sequence}, but the stream had reached {reached}: records out of place (a segment restored from another copy, or another journal's); every record before it was delivered in order")]
+    OutOfOrder {
+        /// The segment file.
+        path: PathBuf,
+        /// Byte offset of the record.
+        offset: u64,
+        /// Its sequence.
+        sequence: u64,
+        /// The first sequence the records before it leave to come.
+        reached: u64,
+    },
     /// A sequence not after the last one recorded.
     #[error("sequence {sequence} is not after the last one recorded ({last}): a journal holds a stream in order")]
     Order {

@@ -205,3 +205,57 @@ fn new_segments_names_are_synced_unless_the_policy_is_none() {
         w.close().unwrap();
     }
 }
+
+/// Found by the whole-folder fuzz target (`bus/fuzz/fuzz_targets/journal_folder.rs`): segment 0
+/// copied over segment 2's name was read as if the stream went on, delivering messages 0.. a
+/// second time after the stream had reached the end of segment 1, and a writer recorded on
+/// behind it. Its header names segment 0: readers stop before it and say so, writers refuse.
+#[test]
+fn a_segment_copied_into_another_ones_place_is_never_delivered_as_the_stream_going_on() {
+    let d = Dir::new("copied-segment");
+    let opts = JournalOptions { segment_bytes: 16 << 10, ..small() };
+    journal(&d.0, 1000, opts);
+    assert!(writer::segments(&d.0).unwrap().len() >= 4);
+    std::fs::copy(segment_path(&d.0, 0), segment_path(&d.0, 2)).unwrap();
+    let e = read_until_error(&d.0);
+    assert!(e.to_string().contains("0000000002.tbj") && e.to_string().contains("says it is segment 0"), "{e}");
+    let err = JournalWriter::open(&d.0, meta(), opts).err();
+    assert!(err.is_none_or(|e| !e.to_string().is_empty()), "opening may go on past the middle segment");
+    // As the last segment, the writer refuses to record on behind it.
+    let d2 = Dir::new("copied-last");
+    journal(&d2.0, 1000, opts);
+    let last = writer::segments(&d2.0).unwrap().pop().unwrap();
+    std::fs::copy(segment_path(&d2.0, 0), segment_path(&d2.0, last)).unwrap();
+    let err = JournalWriter::open(&d2.0, meta(), opts).err().expect("recording on is refused");
+    assert!(matches!(err, JournalError::Misnumbered { found: 0, .. }), "{err}");
+}
+
+/// A segment with the right number whose records are behind the stream (restored from another
+/// recording of the same stream): the records before it are delivered, then an error; never the
+/// same positions twice.
+#[test]
+fn records_behind_the_stream_are_an_error_not_a_redelivery() {
+    let opts = JournalOptions { segment_bytes: 16 << 10, ..small() };
+    let (a, b) = (Dir::new("order-a"), Dir::new("order-b"));
+    journal(&a.0, 1000, opts);
+    // The other recording of the stream, with larger messages: its segment 2 holds lower
+    // positions than A's first two segments reach.
+    let mut w = JournalWriter::open(&b.0, meta(), opts).unwrap();
+    for s in 0..1000 {
+        w.append(s, 0, 0, &[s as u8; 200]).unwrap();
+    }
+    w.close().unwrap();
+    std::fs::copy(segment_path(&b.0, 2), segment_path(&a.0, 2)).unwrap();
+    let r = JournalReader::open(&a.0).unwrap();
+    let mut c = r.cursor();
+    let mut seen = std::collections::HashSet::new();
+    let err = loop {
+        match c.next() {
+            Ok(Some(rec)) => assert!(seen.insert(rec.sequence), "position {} delivered twice", rec.sequence),
+            Ok(None) => panic!("the out-of-place records went unnoticed"),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, JournalError::OutOfOrder { .. }), "{err}");
+    assert!(err.to_string().contains("0000000002.tbj"), "{err}");
+}

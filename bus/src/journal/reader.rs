@@ -69,6 +69,14 @@ impl JournalReader {
                     break;
                 }
             };
+            if header.segment_index != i {
+                let e = JournalError::Misnumbered { path: path.clone(), found: header.segment_index };
+                if segs.is_empty() {
+                    return Err(e);
+                }
+                damaged = Some(std::sync::Arc::new((path, e.to_string())));
+                break;
+            }
             if let Some(first) = segs.first().map(|s: &SegmentInfo| s.header.stream_id) {
                 if header.stream_id != first {
                     return Err(JournalError::Stream { dir: dir.to_owned(), found: header.stream_id, wanted: first });
@@ -117,7 +125,7 @@ impl JournalReader {
 
     /// A cursor at the first record.
     pub fn cursor(&self) -> Cursor {
-        Cursor { journal: self.clone(), seg: 0, map: None, at: DATA_START }
+        Cursor { journal: self.clone(), seg: 0, map: None, at: DATA_START, reached: 0 }
     }
 
     /// A cursor at the first record whose sequence is `sequence` or later (or whose gap covers
@@ -167,7 +175,7 @@ impl JournalReader {
     }
 
     fn at(&self, (seg, at): (usize, usize)) -> Cursor {
-        Cursor { journal: self.clone(), seg, map: None, at }
+        Cursor { journal: self.clone(), seg, map: None, at, reached: 0 }
     }
 
     /// A cursor at an index entry's record if it is the record the entry names, else at the
@@ -238,6 +246,9 @@ pub struct Cursor {
     seg: usize,
     map: Option<Mmap>,
     at: usize,
+    /// The lowest sequence the next record may carry: records are delivered in stream order,
+    /// once, whatever the folder holds.
+    reached: u64,
 }
 
 impl Cursor {
@@ -309,18 +320,36 @@ impl Cursor {
             let at = self.at;
             let parsed = {
                 let m = self.map()?;
-                format::parse(m.get(at..).unwrap_or(&[]), at as u64).map(|r| r.map(|(r, n)| (r.kind == Kind::End, n)))
+                format::parse(m.get(at..).unwrap_or(&[]), at as u64).map(|r| {
+                    r.map(|(r, n)| {
+                        let count = match r.kind {
+                            Kind::Gap { count } => count,
+                            _ => 1,
+                        };
+                        (r.kind == Kind::End, n, r.sequence, count)
+                    })
+                })
             };
             let path = || self.journal.segments[self.seg].path.clone();
             match parsed {
                 // The next segment is not begun yet, or cannot be read.
-                Ok(Some((true, _))) if last => return self.journal.unreadable().map_or(Ok(None), Err),
-                Ok(Some((true, _))) => {
+                Ok(Some((true, ..))) if last => return self.journal.unreadable().map_or(Ok(None), Err),
+                Ok(Some((true, ..))) => {
                     self.seg += 1;
                     self.map = None;
                     self.at = DATA_START;
                 }
-                Ok(Some((false, n))) => {
+                Ok(Some((false, _, sequence, _))) if sequence < self.reached => {
+                    return Err(JournalError::OutOfOrder {
+                        path: path(),
+                        offset: at as u64,
+                        sequence,
+                        reached: self.reached,
+                    });
+                }
+                Ok(Some((false, n, sequence, count))) => {
+                    // Parsed records keep sequence + count within 2^63: no overflow.
+                    self.reached = sequence + count;
                     self.at += n;
                     return Ok(Some(at));
                 }
@@ -359,13 +388,16 @@ impl Cursor {
 
     /// Moves past records for which `skip` holds, stopping before the first that does not.
     fn skip_while(&mut self, skip: impl Fn(&Record<'_>, u64) -> bool) -> Result<(), JournalError> {
+        let mut reached = self.reached;
         while let Some(start) = self.advance()? {
             let m = self.map.as_ref().expect("mapped by advance");
             let r = format::parsed_again(&m[start..]).ok_or_else(|| self.changed(start))?;
             if !skip(&r, self.journal.wall_ns(self.seg, r.receive_tsc)) {
-                self.at = start;
+                // Back before this record: it is the next one delivered.
+                (self.at, self.reached) = (start, reached);
                 return Ok(());
             }
+            reached = self.reached;
         }
         Ok(())
     }

@@ -638,6 +638,9 @@ fn seal_last_segment(
     let path = segment_path(dir, index);
     let bytes = folder::map(&path, "reading the segment")?;
     let (h, end, damage) = scan_bytes(&path, &bytes)?;
+    if h.segment_index != index {
+        return Err(JournalError::Misnumbered { path, found: h.segment_index });
+    }
     if h.stream_id != meta.stream_id {
         return Err(JournalError::Stream { dir: dir.to_owned(), found: h.stream_id, wanted: meta.stream_id });
     }
