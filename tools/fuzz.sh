@@ -21,7 +21,8 @@ for s in bus/fuzz/seeds/*; do cp -r "$s" "$seeds/"; done
 # crate:target:seed-folder
 for t in codecs:itch_file:itch codecs:book:itch codecs:pcap_capture:pcap codecs:moldudp64:pcap \
   bus:control_lines:control_lines bus:ring_memory:ring_memory bus:mcast_frames:mcast_frames \
-  bus:journal_records:journal_records bus:journal_folder:journal_folder bus:feed_arbiter:feed_arbiter; do
+  bus:journal_records:journal_records bus:journal_folder:journal_folder bus:feed_arbiter:feed_arbiter \
+  bus:feed_forgery:feed_forgery; do
   IFS=: read -r crate target seed <<<"$t"
   mkdir -p "$crate/fuzz/corpus/$target"
   echo "fuzz: $crate/$target for ${secs}s"

@@ -361,8 +361,18 @@ impl Arbiter {
         let trusted = line == Line::Retransmit;
         let in_order = trusted || first <= self.frontier();
         if let Some(i) = line_index(line) {
-            // A packet below a jump's start: the line went back, the jump was not its own.
-            let below: Vec<u64> = self.claims[i].range(first + 1..).map(|(&f, _)| f).collect();
+            // A packet below a jump's start: the line went back, the jump was not its own. A
+            // heartbeat or end of session says which sequence the line sends next: a jump
+            // reaching past it was not the line's own either (a real line's heartbeat after its
+            // messages is at or past their end). The feed_forgery fuzz target found a forged
+            // message right after the real stream's last one believed when only the line's end
+            // of session, at that very sequence, followed it.
+            let control = p.kind() != PacketKind::Messages;
+            let below: Vec<u64> = self.claims[i]
+                .iter()
+                .filter(|(&f, c)| f > first || (control && c.reach > first))
+                .map(|(&f, _)| f)
+                .collect();
             for from in below {
                 self.drop_claim(i, from);
             }

@@ -4,6 +4,9 @@
 //! caller owns the sockets and the clock, and publishes what comes out (see `tickbus feed`).
 pub mod arbiter;
 pub mod capture;
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub mod sim;
 
 pub use arbiter::{Arbiter, ArbiterOptions, ArbiterStats, Line, Out};
 pub use capture::{CaptureOrder, CaptureOut, CaptureStats};
