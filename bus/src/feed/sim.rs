@@ -152,7 +152,7 @@ pub fn run(s: &Scenario) -> Result<(), String> {
         // first session it sees, whoever sent it (pin it with `session`): forgeries start
         // once the real stream has been seen.
         if k > 0 {
-            w.forge(&forgeries, k, now);
+            w.forge(forgeries, k, now);
         }
         let first = w.sent;
         let msgs: Vec<[u8; 9]> = (first..first + count).map(real).collect();
@@ -166,7 +166,7 @@ pub fn run(s: &Scenario) -> Result<(), String> {
             w.feed(Line::B, &p, now + MS / 4);
         }
         if k == 0 {
-            w.forge(&forgeries, k, now);
+            w.forge(forgeries, k, now);
         }
         w.poll(now + MS / 2);
         w.serve(now + MS / 2 + 1);
