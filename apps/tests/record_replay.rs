@@ -316,7 +316,8 @@ fn damaged_foreign_and_missing_inputs_are_named() {
     for bad in ["-1", "nan", "inf", "1e9"] {
         let arg = format!("--wait-secs={bad}");
         let (code, _, err) = run(&["record", "--ring", "nosuch", "--journal", &j, &arg]);
-        assert_eq!(code, Some(1), "{bad}");
+        // Refused where the command line is parsed (apps/src/args.rs): a usage error, exit 2.
+        assert_eq!(code, Some(2), "{bad}");
         assert!(err.contains("--wait-secs"), "{bad}: {err}");
     }
     let (code, _, err) = run(&["replay", "/no/such/file", "--ring", "x", "--max"]);

@@ -54,10 +54,15 @@ impl Policy {
         if !self.allow.iter().any(|n| n.contains(&from)) {
             return Admit::Refused;
         }
-        if !self.sources.contains_key(&from) && self.sources.len() >= MAX_SOURCES {
-            return Admit::Refused;
-        }
         let rate = self.per_second;
+        if !self.sources.contains_key(&from) && self.sources.len() >= MAX_SOURCES {
+            // A bucket that has refilled is the same as none: forget those, so forged sources
+            // cannot hold the table for good.
+            self.sources.retain(|_, b| b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * rate < rate);
+            if self.sources.len() >= MAX_SOURCES {
+                return Admit::Refused;
+            }
+        }
         let b = self.sources.entry(from).or_insert(Bucket { tokens: rate, at: now });
         let dt = now.saturating_duration_since(b.at).as_secs_f64();
         b.tokens = (b.tokens + dt * rate).min(rate);
@@ -112,6 +117,8 @@ mod tests {
         }
         assert_eq!(p.admit(ip("192.0.2.1"), 1, t), Admit::Refused);
         assert_eq!(p.admit(ip("10.0.0.0"), 1, t), Admit::Messages(1), "a known source goes on");
+        // Once their buckets refill, the flood's sources are forgotten and a new one is served.
+        assert_eq!(p.admit(ip("192.0.2.1"), 1, t + std::time::Duration::from_secs(1)), Admit::Messages(1));
         assert!(parse_net("ten").unwrap_err().contains("0.0.0.0/0 (anyone)"));
     }
 }

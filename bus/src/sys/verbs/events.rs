@@ -131,6 +131,12 @@ fn watch(ctx: Ctx, fd: RawFd, events: &AsyncEvents, stop: &AtomicBool) {
         if n <= 0 {
             continue; // timeout, or EINTR: look at the stop flag and wait again
         }
+        if p.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+            // The device is gone (hot-unplug, or reset after a fatal error): poll would return at
+            // once for ever. Say so and stop watching.
+            events.record(ffi::ibv_event_type::IBV_EVENT_DEVICE_FATAL as u32, None);
+            return;
+        }
         loop {
             let mut ev = std::mem::MaybeUninit::<ffi::ibv_async_event>::zeroed();
             // SAFETY: the context is open until the watcher is stopped; `ev` is writable memory of
