@@ -308,7 +308,7 @@ impl RdmaPublisher {
         self.device_seen = ev.generation();
         let fatal = ev.take_fatal_qps();
         let (device, port) = (self.ctx.name().to_owned(), self.ctx.port().port);
-        let (all_gone, device_fatal) = (ev.port_down(), ev.device_fatal());
+        let (all_gone, device_fatal) = (ev.port_down(port), ev.device_fatal());
         retain_live(&mut self.conns, &mut self.dropped, &mut self.back, &mut self.back_pending, |c| {
             if device_fatal {
                 Err(RdmaError::DeviceFatal { device: device.clone() })

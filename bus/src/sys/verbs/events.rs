@@ -21,7 +21,9 @@ const MAX_FATAL_QPS: usize = 1024;
 #[derive(Debug, Default)]
 pub struct AsyncEvents {
     generation: AtomicU64,
-    port_down: AtomicBool,
+    /// Bit `n` set: port `n` went down and has not come back (ports are numbered 1..=255 by
+    /// verbs; a device with more than 63 ports is unheard of, so higher ones share bit 0).
+    ports_down: AtomicU64,
     device_fatal: AtomicBool,
     fatal_qps: Mutex<Vec<u32>>,
 }
@@ -34,9 +36,10 @@ impl AsyncEvents {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// The port went down (`IBV_EVENT_PORT_ERR`) and has not come back active since.
-    pub fn port_down(&self) -> bool {
-        self.port_down.load(Ordering::Acquire)
+    /// Port `port` went down (`IBV_EVENT_PORT_ERR`) and has not come back active since. Per
+    /// port: another port of the same device going down (or up) says nothing about this one.
+    pub fn port_down(&self, port: u8) -> bool {
+        self.ports_down.load(Ordering::Acquire) & port_bit(port) != 0
     }
 
     /// The device failed (`IBV_EVENT_DEVICE_FATAL`): nothing on it works any more.
@@ -50,13 +53,20 @@ impl AsyncEvents {
         self.fatal_qps.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
     }
 
-    fn record(&self, kind: u32, qp_num: Option<u32>) {
+    /// Records one event: `element` is the QP number for QP events and the port number for port
+    /// events (the union `ibv_async_event.element` holds one or the other).
+    fn record(&self, kind: u32, element: Option<u32>) {
         use ffi::ibv_event_type as E;
+        let port = || port_bit(element.and_then(|p| u8::try_from(p).ok()).unwrap_or(0));
         match kind {
-            k if k == E::IBV_EVENT_PORT_ERR as u32 => self.port_down.store(true, Ordering::Release),
-            k if k == E::IBV_EVENT_PORT_ACTIVE as u32 => self.port_down.store(false, Ordering::Release),
+            k if k == E::IBV_EVENT_PORT_ERR as u32 => {
+                self.ports_down.fetch_or(port(), Ordering::AcqRel);
+            }
+            k if k == E::IBV_EVENT_PORT_ACTIVE as u32 => {
+                self.ports_down.fetch_and(!port(), Ordering::AcqRel);
+            }
             k if k == E::IBV_EVENT_DEVICE_FATAL as u32 => self.device_fatal.store(true, Ordering::Release),
-            _ => match qp_num {
+            _ => match element {
                 Some(n) => {
                     if let Ok(mut v) = self.fatal_qps.lock() {
                         if v.len() < MAX_FATAL_QPS {
@@ -69,6 +79,11 @@ impl AsyncEvents {
         }
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
+}
+
+/// The bit of `port` in [`AsyncEvents::ports_down`].
+fn port_bit(port: u8) -> u64 {
+    1u64 << if port < 64 { port } else { 0 }
 }
 
 /// The raw context, moved to the watcher thread: the context outlives the thread
@@ -154,16 +169,25 @@ fn watch(ctx: Ctx, fd: RawFd, events: &AsyncEvents, stop: &AtomicBool) {
             ]
             .iter()
             .any(|&e| e as u32 == kind);
-            let qp_num = qp_event.then(|| {
-                // SAFETY: for these event types the element (a union whose members all start at
-                // its offset 0) is the QP, alive until the event is acknowledged (ibv_destroy_qp
-                // waits for that).
-                unsafe {
-                    let qp = std::ptr::addr_of!((*ev.as_ptr()).element).cast::<*mut ffi::ibv_qp>().read();
-                    qp.as_ref().map_or(0, |q| q.qp_num)
-                }
-            });
-            events.record(kind, qp_num);
+            let port_event = [ffi::ibv_event_type::IBV_EVENT_PORT_ERR, ffi::ibv_event_type::IBV_EVENT_PORT_ACTIVE]
+                .iter()
+                .any(|&e| e as u32 == kind);
+            let element = if port_event {
+                // SAFETY: for port events the element union holds the port number (an int at
+                // offset 0).
+                Some(unsafe { std::ptr::addr_of!((*ev.as_ptr()).element).cast::<i32>().read() } as u32)
+            } else {
+                qp_event.then(|| {
+                    // SAFETY: for these event types the element (a union whose members all start at
+                    // its offset 0) is the QP, alive until the event is acknowledged (ibv_destroy_qp
+                    // waits for that).
+                    unsafe {
+                        let qp = std::ptr::addr_of!((*ev.as_ptr()).element).cast::<*mut ffi::ibv_qp>().read();
+                        qp.as_ref().map_or(0, |q| q.qp_num)
+                    }
+                })
+            };
+            events.record(kind, element);
             // SAFETY: acknowledges the event just taken, once.
             unsafe { ffi::ibv_ack_async_event(ev.as_mut_ptr()) };
         }
@@ -180,13 +204,26 @@ mod tests {
         let a = AsyncEvents::default();
         a.record(E::IBV_EVENT_GID_CHANGE as u32, None);
         assert_eq!(a.generation(), 0);
-        a.record(E::IBV_EVENT_PORT_ERR as u32, None);
-        assert!(a.port_down() && a.generation() == 1);
+        a.record(E::IBV_EVENT_PORT_ERR as u32, Some(1));
+        assert!(a.port_down(1) && a.generation() == 1);
         a.record(E::IBV_EVENT_QP_FATAL as u32, Some(17));
         assert_eq!((a.take_fatal_qps(), a.take_fatal_qps()), (vec![17], vec![]));
-        a.record(E::IBV_EVENT_PORT_ACTIVE as u32, None);
-        assert!(!a.port_down() && a.generation() == 3);
+        a.record(E::IBV_EVENT_PORT_ACTIVE as u32, Some(1));
+        assert!(!a.port_down(1) && a.generation() == 3);
         a.record(E::IBV_EVENT_DEVICE_FATAL as u32, None);
         assert!(a.device_fatal());
+    }
+
+    #[test]
+    fn a_port_event_concerns_its_own_port_only() {
+        use ffi::ibv_event_type as E;
+        let a = AsyncEvents::default();
+        // Port 2 going down says nothing about port 1 (a dual-port NIC, publisher on port 1).
+        a.record(E::IBV_EVENT_PORT_ERR as u32, Some(2));
+        assert!(a.port_down(2) && !a.port_down(1));
+        // Port 1 down, then port 2 back: port 1 is still down.
+        a.record(E::IBV_EVENT_PORT_ERR as u32, Some(1));
+        a.record(E::IBV_EVENT_PORT_ACTIVE as u32, Some(2));
+        assert!(a.port_down(1) && !a.port_down(2));
     }
 }
