@@ -26,7 +26,7 @@ pub struct StatArgs {
     #[arg(long, value_name = "ADDR", conflicts_with_all = ["watch", "json"])]
     listen: Option<String>,
     /// Stop after N refreshes (--watch) or N scrapes (--listen).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::args::within(1, u64::MAX))]
     count: Option<u64>,
     /// Remove the counters files of processes that are gone (after reading what they say), and
     /// say which.
@@ -56,7 +56,7 @@ pub fn run(a: StatArgs, opts: &ShmOptions) -> Result<(), String> {
         // What a crashed process's file said is shown above before the file goes.
         if a.prune {
             for (path, reason) in dir.iter().flat_map(|d| tickbus::counters::prune(d)) {
-                eprintln!("tickbus stat: removed {} ({reason})", path.display());
+                eprintln!("tickbus stat: removed {} ({reason})", tickbus::sys::fs::shown(&path));
             }
         }
         return Ok(());

@@ -22,6 +22,14 @@ pub enum Liveness {
         /// Why the process is taken for gone.
         reason: String,
     },
+    /// The pid and start time match a running process, but it runs as another uid than the
+    /// file's owner (one that started as root and dropped privileges, or someone else's process
+    /// named in a forged file): its figures are not shown as live, and `prune` leaves the file,
+    /// since it may be a running process's.
+    Unverified {
+        /// Why the figures cannot be vouched for.
+        reason: String,
+    },
 }
 
 /// One stream's record.
@@ -106,21 +114,21 @@ fn open_folder(path: &Path) -> Result<Folder, Option<String>> {
             return Err(Some(format!(
                 "counters folder {} is a symbolic link or not a folder: refused (a counters folder is a real \
                  folder; remove what is there and restart the processes that count into it)",
-                path.display()
+                sys::fs::shown(path)
             )))
         }
-        Err(e) => return Err(Some(format!("counters folder {}: {e}", path.display()))),
+        Err(e) => return Err(Some(format!("counters folder {}: {e}", sys::fs::shown(path)))),
     };
-    let md = dir.metadata().map_err(|e| Some(format!("counters folder {}: {e}", path.display())))?;
+    let md = dir.metadata().map_err(|e| Some(format!("counters folder {}: {e}", sys::fs::shown(path))))?;
     let owner = md.uid();
-    let refuse = |why: String| Err(Some(format!("counters folder {} refused: {why}", path.display())));
+    let refuse = |why: String| Err(Some(format!("counters folder {} refused: {why}", sys::fs::shown(path))));
     match named {
         Some(n) if owner != n => {
             return refuse(format!(
                 "it is owned by uid {owner}, but its name is for uid {n} (whoever made it first can fill it, and \
                  uid {n}'s processes then count privately); remove it as root (rm -r {}) and restart uid {n}'s \
                  tickbus processes",
-                path.display()
+                sys::fs::shown(path)
             ))
         }
         None if owner != me && me != 0 => {
@@ -148,12 +156,12 @@ pub fn scan(dir: &Path) -> (Vec<CountersFile>, Vec<String>) {
     let (mut files, mut errors) = (Vec::new(), Vec::new());
     let names = match folder.dir.names() {
         Ok(n) => n,
-        Err(e) => return (files, vec![format!("counters folder {}: {e}", dir.display())]),
+        Err(e) => return (files, vec![format!("counters folder {}: {e}", sys::fs::shown(dir))]),
     };
     for name in names.iter().filter(|n| n.ends_with(".counters")) {
         match read_in(&folder, name) {
             Ok((f, _)) => files.push(f),
-            Err(e) => errors.push(format!("{}: {e}", dir.join(name).display())),
+            Err(e) => errors.push(format!("{}: {e}", sys::fs::shown(&dir.join(name)))),
         }
     }
     (files, errors)
@@ -232,9 +240,10 @@ fn parse(bytes: &[u8], path: &Path, owner: u32) -> Result<CountersFile, String> 
         // The pid and start time are anyone's to read: the process must also be the owner's.
         Some((_, s)) if s == start => match sys::process::uids(pid) {
             Some((real, effective)) if real == owner || effective == owner => Liveness::Live,
-            Some((real, _)) => Liveness::Stale {
+            Some((real, _)) => Liveness::Unverified {
                 reason: format!(
-                    "pid {pid} is a process of uid {real}, not of uid {owner} who owns this file: not its writer"
+                    "pid {pid} is running as uid {real}, not as uid {owner} who owns this file: its figures are \
+                     not vouched for (kept by --prune, in case it changed uid after making the file)"
                 ),
             },
             None => Liveness::Stale { reason: format!("process {pid} is gone (crashed or killed)") },
@@ -409,9 +418,13 @@ mod tests {
         let (files, errors) = scan(&squatted);
         assert!(errors.is_empty(), "{errors:?}");
         match &files[0].liveness {
-            Liveness::Stale { reason } => assert!(reason.contains("not of uid 4242"), "{reason}"),
+            Liveness::Unverified { reason } => assert!(reason.contains("not as uid 4242"), "{reason}"),
             l => panic!("another uid's process taken for the writer: {l:?}"),
         }
+        // ... and prune leaves it: a process that made its file as uid 4242 and then changed uid
+        // is still running (the code before removed it as stale).
+        assert!(prune(&squatted).is_empty());
+        assert!(squatted.join(&me).exists(), "a running process's file was pruned");
         // A file in it that another uid owns.
         std::os::unix::fs::lchown(squatted.join(&me), Some(4343), None).unwrap();
         let (files, errors) = scan(&squatted);
@@ -425,6 +438,12 @@ mod tests {
         std::os::unix::fs::symlink(&ok, &link).unwrap();
         let (files, errors) = scan(&link);
         assert!(files.is_empty() && errors[0].contains("is a symbolic link"), "{errors:?}");
+        // Issue 25 review: an entry anyone can name in /dev/shm, with a terminal escape in its
+        // name, reaches the error line escaped (the code before printed it raw).
+        let hostile = base.join("tickbus-counters-\x1b[2J\x1b[1;1Hall clear");
+        std::os::unix::fs::symlink(&ok, &hostile).unwrap();
+        let (_, errors) = scan(&hostile);
+        assert!(errors.len() == 1 && !errors[0].contains('\x1b') && errors[0].contains("\\u{1b}[2J"), "{errors:?}");
         let _ = std::fs::remove_dir_all(&base);
     }
 

@@ -152,7 +152,7 @@ pub fn rings(opts: &ShmOptions) -> (Vec<RingView>, Vec<String>) {
             }
             match ring(&name, opts) {
                 Ok(r) => out.push(r),
-                Err(e) => errors.push(format!("ring {}: {e}", dir.join(&name).display())),
+                Err(e) => errors.push(format!("ring {}: {e}", crate::sys::fs::shown(&dir.join(&name)))),
             }
         }
     }
@@ -212,7 +212,7 @@ pub fn snapshot(dirs: &[PathBuf], opts: &ShmOptions) -> Snapshot {
     for f in &files {
         let (live, stale) = match &f.liveness {
             Liveness::Live => (true, None),
-            Liveness::Stale { reason } => (false, Some(reason.clone())),
+            Liveness::Stale { reason } | Liveness::Unverified { reason } => (false, Some(reason.clone())),
         };
         for r in &f.streams {
             let counters = Counter::ALL.iter().map(|&c| (c.name().to_owned(), r.get(c))).collect();

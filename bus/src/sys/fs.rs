@@ -108,6 +108,17 @@ impl Dir {
     }
 }
 
+/// `path` as it may be printed: a name read from a shared folder is anyone's to choose, and
+/// control characters in it (escape sequences that clear a terminal or rewrite an earlier line)
+/// become `\u{..}` escapes instead of reaching the operator's terminal raw.
+pub fn shown(path: &Path) -> String {
+    let s = path.to_string_lossy();
+    if !s.chars().any(char::is_control) {
+        return s.into_owned();
+    }
+    s.chars().map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() }).collect()
+}
+
 /// This process's effective uid: who must own a ring folder and file.
 pub fn euid() -> u32 {
     // SAFETY: geteuid cannot fail and touches no memory.
@@ -244,5 +255,13 @@ mod tests {
     fn tmp_is_not_hugetlbfs_and_missing_paths_are_errors() {
         assert!(!is_hugetlbfs(Path::new("/proc")).unwrap());
         assert!(is_hugetlbfs(Path::new("/no/such/dir/for/tickbus")).is_err());
+    }
+
+    #[test]
+    fn shown_escapes_control_characters_and_leaves_plain_names_alone() {
+        assert_eq!(shown(Path::new("/dev/shm/md")), "/dev/shm/md");
+        let hostile = shown(Path::new("/dev/shm/tickbus-counters-\x1b[2J\r"));
+        assert!(!hostile.chars().any(char::is_control), "{hostile:?}");
+        assert!(hostile.contains("\\u{1b}[2J\\u{d}"), "{hostile}");
     }
 }
