@@ -144,12 +144,14 @@ pub enum JournalError {
     /// A segment whose header names another segment number: a copy or a rename into another
     /// segment's place (found by the whole-folder fuzz target: a copy of segment 0 as segment 2
     /// was read as if the stream went on, delivering its records a second time).
-    #[error("{path}: its header says it is segment {found}: a segment copied or renamed into another's place. Move it aside (readers read every segment before it) or restore the right one")]
+    #[error("{path}: its header says it is segment {found}, but its name is segment {expected}'s: a segment copied or renamed into another's place. Readers stop before it (every record before it is read) and recording on is refused. Move it out of the journal folder, and if a backup of this journal holds the real segment {expected}, copy that one in its place")]
     Misnumbered {
         /// The segment file.
         path: PathBuf,
         /// The number its header carries.
         found: u64,
+        /// The number its name gives.
+        expected: u64,
     },
     /// A record behind the stream's position: delivered records are in stream order, once.
     #[error("{path}: the record at offset {offset} is at sequence {sequence}, but the stream had reached {reached}: records out of place (a segment restored from another copy, or another journal's); every record before it was delivered in order")]

@@ -70,7 +70,7 @@ impl JournalReader {
                 }
             };
             if header.segment_index != i {
-                let e = JournalError::Misnumbered { path: path.clone(), found: header.segment_index };
+                let e = JournalError::Misnumbered { path: path.clone(), found: header.segment_index, expected: i };
                 if segs.is_empty() {
                     return Err(e);
                 }
@@ -201,7 +201,7 @@ impl JournalReader {
 }
 
 /// Segment `path`'s header, read from a regular file and checked.
-fn read_header(path: &Path) -> Result<SegmentHeader, JournalError> {
+pub(super) fn read_header(path: &Path) -> Result<SegmentHeader, JournalError> {
     use std::io::Read;
     let mut head = vec![0u8; format::SEGMENT_HEADER_BYTES];
     folder::open_for_reading(path, "opening")?.read_exact(&mut head).map_err(|e| match e.kind() {

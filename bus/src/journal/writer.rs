@@ -184,6 +184,17 @@ impl JournalWriter {
                 recovery = Some(Recovery { segment: aside, offset: 0, cut_bytes, reason });
             }
         }
+        // A segment before the last one carrying another's number (a copy or a rename) is where
+        // readers stop: what this writer records after it would never be read. Refused here, as
+        // the last one's is below (one header read per segment, at open only).
+        for &i in present.iter().rev().skip(1) {
+            let path = segment_path(dir, i);
+            if let Ok(h) = super::reader::read_header(&path) {
+                if h.segment_index != i {
+                    return Err(JournalError::Misnumbered { path, found: h.segment_index, expected: i });
+                }
+            }
+        }
         let mut next = None;
         let index = match present.last() {
             None => 0,
@@ -639,7 +650,7 @@ fn seal_last_segment(
     let bytes = folder::map(&path, "reading the segment")?;
     let (h, end, damage) = scan_bytes(&path, &bytes)?;
     if h.segment_index != index {
-        return Err(JournalError::Misnumbered { path, found: h.segment_index });
+        return Err(JournalError::Misnumbered { path, found: h.segment_index, expected: index });
     }
     if h.stream_id != meta.stream_id {
         return Err(JournalError::Stream { dir: dir.to_owned(), found: h.stream_id, wanted: meta.stream_id });
