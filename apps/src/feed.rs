@@ -149,6 +149,14 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     let wait_ns = ms_to_ns("--wait-ms", a.wait_ms)?;
     let give_up_ns = ms_to_ns("--give-up-ms", a.give_up_ms)?;
     let confirm_ns = ms_to_ns("--confirm-ms", a.confirm_ms)?;
+    if a.confirm_ms < MIN_CONFIRM_MS {
+        // 0 would believe a forged jump or end of session at once: the defence gone.
+        return Err(format!(
+            "--confirm-ms {}: give at least {MIN_CONFIRM_MS} milliseconds (longer than the lines' heartbeat interval, so \
+             that a real line's next packet can contradict a forged jump or end of session before it is believed)",
+            a.confirm_ms
+        ));
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::Release)).map_err(|e| e.to_string())?;
@@ -270,6 +278,9 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
 
 /// A duration option in ms as ns: finite, not negative, at most a day (NaN, inf or 1e300 would
 /// turn into a wait that never ends or none at all).
+/// The shortest `--confirm-ms` taken.
+const MIN_CONFIRM_MS: f64 = 100.0;
+
 fn ms_to_ns(name: &str, ms: f64) -> Result<u64, String> {
     if !(ms.is_finite() && (0.0..=86_400_000.0).contains(&ms)) {
         return Err(format!("{name} {ms}: give a number of milliseconds from 0 to 86400000 (a day)"));

@@ -264,6 +264,13 @@ fn durations_that_are_not_a_number_of_milliseconds_are_refused() {
             assert!(err.contains(opt) && err.contains("milliseconds"), "{arg}: {err}");
         }
     }
+    // A confirmation time too short to let a real line contradict a forgery (0 believed a
+    // forged jump at once: accepted by the code before).
+    for v in ["0", "99"] {
+        let out = env.cmd(&["feed", "--ring", "md-args", &format!("--confirm-ms={v}")]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("at least 100 milliseconds"), "{v}: {err}");
+    }
 }
 
 /// Issue 25 item 19: `mold-server` answers re-requests only from `--allow`ed sources. A request

@@ -28,8 +28,17 @@ fuzz_target!(|data: &[u8]| {
         .collect();
     let packets: Vec<(u64, u8, u8)> =
         real.chunks_exact(3).take(200).map(|p| (u64::from(p[0] % 4) + 1, p[1] % 100, p[2] % 100)).collect();
-    let s = Scenario { packets, loss_a: loss_a % 40, loss_b: loss_b % 40, forgeries, session_pinned: flags & 1 != 0 };
+    let s = Scenario { packets, loss_a: loss(loss_a), loss_b: loss(loss_b), forgeries, session_pinned: flags & 1 != 0 };
     if let Err(why) = run(&s) {
         panic!("{why}: {s:?}");
     }
 });
+
+/// Up to 40% of a line's packets lost, or (one byte value in 16) the whole line dead.
+fn loss(b: u8) -> u8 {
+    if b >= 240 {
+        255
+    } else {
+        b % 40
+    }
+}

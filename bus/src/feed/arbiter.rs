@@ -206,7 +206,10 @@ struct End {
 ///   is confirmed by the retransmission server's copy of that message (re-requests reach past
 ///   what is held, and asking is harmless: the server answers with the real stream); the whole
 ///   jump is believed after it stood `confirm_ns`, continued by a later packet of its line and
-///   never contradicted. Until then it opens no gap. The same bytes brought by both lines' jumps
+///   never contradicted, and only once the other line has not been heard at the stream's edge
+///   for `confirm_ns` (a live other line reaches a real jump and compares its bytes, or jumps
+///   too; so a jump forged on a silent line is not believed while the other line flows).
+///   Until then it opens no gap. The same bytes brought by both lines' jumps
 ///   stay held while either line's jump stands.
 /// - **End a session.** An end of session counts only at the stream's confirmed edge and after
 ///   `confirm_ns` in which no line's in-order packet went past it or was a heartbeat at it (a
@@ -240,6 +243,12 @@ pub struct Arbiter {
     open: Option<Open>,
     /// The latest time given to `on_packet` or `poll`.
     now_ns: u64,
+    /// When lines A and B last sent a packet in order (starting at or below the stream's edge).
+    /// A line heard at the edge within `confirm_ns` vouches that the stream is still there: the
+    /// other line's jump is not believed by time until that line too has gone past the edge
+    /// (its own jump, or its in-order packets reaching the jump and comparing bytes) or fallen
+    /// silent for `confirm_ns`.
+    edge_ns: [Option<u64>; 2],
     stats: ArbiterStats,
 }
 
@@ -272,6 +281,7 @@ impl Arbiter {
             known_end: 1,
             open: None,
             now_ns: 0,
+            edge_ns: [None; 2],
             stats: ArbiterStats::default(),
         }
     }
@@ -360,6 +370,9 @@ impl Arbiter {
         }
         let trusted = line == Line::Retransmit;
         let in_order = trusted || first <= self.frontier();
+        if let Some(i) = line_index(line).filter(|_| in_order) {
+            self.edge_ns[i] = Some(self.now_ns);
+        }
         if let Some(i) = line_index(line) {
             // A packet below a jump's start: the line went back, the jump was not its own. A
             // heartbeat or end of session says which sequence the line sends next: a jump
@@ -610,6 +623,11 @@ impl Arbiter {
             let next = self.next;
             self.claims[i].retain(|_, c| c.reach > next);
             let (now, confirm) = (self.now_ns, self.opts.confirm_ns);
+            // The other line still sends at the stream's edge: it will reach a real jump (and
+            // compare bytes) or jump itself; a jump it never goes near is not believed by time.
+            if self.edge_ns[1 - i].is_some_and(|t| now.saturating_sub(t) < confirm) {
+                continue;
+            }
             let stood: Vec<u64> = self.claims[i]
                 .values()
                 .filter(|c| c.continued && now.saturating_sub(c.since_ns) >= confirm)

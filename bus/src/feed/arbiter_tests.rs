@@ -454,3 +454,59 @@ fn a_heartbeat_at_the_edge_contradicts_a_forged_end_and_one_ahead_contradicts_no
     a.poll(t0 + opts.confirm_ns + 1, &mut collect(&mut got));
     assert!(a.session_ended(), "a heartbeat ahead of the stream kept the real end from counting");
 }
+
+/// As [`collect`], checking each message's bytes are the real stream's (`[seq; 4]`): a forged
+/// one is recorded as `Err((seq, 0))`.
+fn checked(got: &mut Vec<Result<u64, (u64, u64)>>) -> impl FnMut(Out<'_>) + '_ {
+    |o| match o {
+        Out::Message { sequence, message } if message == [sequence as u8; 4] => got.push(Ok(sequence)),
+        Out::Message { sequence, .. } => got.push(Err((sequence, 0))),
+        Out::Lost { from, to } => got.push(Err((from, to))),
+        Out::Rerequest { .. } | Out::Session { .. } => {}
+    }
+}
+
+/// From the attacker review: line B silent (its link down), line A flowing. Two forged packets
+/// continuing each other on B, far ahead of A, stood 2 s uncontradicted (B sent nothing below
+/// them) and were believed by time: their bytes delivered in place of the real ones when A got
+/// there. Now a jump is not believed by time while the other line is heard at the stream's edge:
+/// A reaches the forged sequences and its bytes contradict them.
+#[test]
+fn a_jump_forged_on_a_silent_line_is_not_believed_while_the_other_line_flows() {
+    let opts = ArbiterOptions::default();
+    let mut a = Arbiter::new(opts);
+    let mut got = Vec::new();
+    let ms = 1_000_000u64;
+    let real = |seq: u64| packet_at(S, seq, &[&[seq as u8; 4]]);
+    a.on_packet(Line::A, &Packet::parse(&real(1)).unwrap(), 0, &mut checked(&mut got));
+    for k in 0..2u64 {
+        let p = packet_at(S, 40 + k, &[b"evil"]);
+        a.on_packet(Line::B, &Packet::parse(&p).unwrap(), ms + k, &mut checked(&mut got));
+    }
+    // A sends one message every 100 ms: it reaches 41 after 4 s, twice the confirmation time.
+    for seq in 2..=45u64 {
+        a.on_packet(Line::A, &Packet::parse(&real(seq)).unwrap(), seq * 100 * ms, &mut checked(&mut got));
+    }
+    a.poll(46 * 100 * ms, &mut checked(&mut got));
+    assert_eq!(got, (1..=45).map(Ok).collect::<Vec<_>>(), "the real bytes, none lost");
+    assert_eq!((a.stats().believed_by_time, a.stats().contradicted), (0, 1));
+}
+
+/// The other side of the rule: a real jump (a hole both lines lost, no server) is still believed
+/// by time once the other line has gone quiet at the edge, here because it jumped too.
+#[test]
+fn a_real_jump_on_both_lines_with_no_server_is_still_believed_by_time() {
+    let opts = ArbiterOptions::default();
+    let mut a = Arbiter::new(opts);
+    let mut got = Vec::new();
+    let ms = 1_000_000u64;
+    let real = |seq: u64| packet_at(S, seq, &[&[seq as u8; 4]]);
+    for seq in (1..=4).chain(8..=30) {
+        for line in [Line::A, Line::B] {
+            a.on_packet(line, &Packet::parse(&real(seq)).unwrap(), seq * 100 * ms, &mut collect(&mut got));
+        }
+    }
+    a.poll(40 * 100 * ms, &mut collect(&mut got));
+    let want: Vec<_> = (1..=4).map(Ok).chain([Err((5, 8))]).chain((8..=30).map(Ok)).collect();
+    assert_eq!(got, want);
+}
