@@ -50,8 +50,9 @@ pub struct RecordArgs {
     #[arg(long, default_value = "none")]
     pub durability: String,
     /// MiB of queue between the polling thread and the journal writer thread: on a lossy
-    /// stream, a disk stall longer than this holds is recorded as a gap.
-    #[arg(long, default_value_t = 8, value_parser = crate::args::within_usize(1, 65_536))]
+    /// stream, a disk stall longer than this holds is recorded as a gap (1 to 4096: it is
+    /// allocated and touched up front).
+    #[arg(long, default_value_t = 8, value_parser = crate::args::within_usize(1, 4096))]
     pub queue_mb: usize,
     /// Pin the journal writer thread to this core (default: any core the process may use; it
     /// starts before the polling thread is pinned, so it does not inherit that pin).

@@ -47,7 +47,7 @@ impl Venue {
     /// Numbers the next execution after `last` (a gateway restarted on a report ring that
     /// already holds ids up to `last`: ids stay unique across the restart).
     pub fn number_after(&mut self, last: u64) {
-        self.next_id = self.next_id.max(last + 1);
+        self.next_id = self.next_id.max(last.saturating_add(1));
     }
 
     /// The market moved: the best bid and offer of one instrument.
@@ -80,7 +80,7 @@ impl Venue {
             return reject(RejectReason::UnknownInstrument, "no quote for the instrument");
         };
         let id = self.next_id;
-        self.next_id += 1;
+        self.next_id = self.next_id.saturating_add(1); // a damaged ring's last id cannot wrap ids to 0
         let (px, avail) = match side {
             Side::Buy if top.ask_qty > 0 && o.price >= top.ask_px => (top.ask_px, &mut top.ask_qty),
             Side::Sell if top.bid_qty > 0 && o.price <= top.bid_px => (top.bid_px, &mut top.bid_qty),
@@ -119,6 +119,19 @@ mod tests {
         (o.time_in_force, o.ord_type) = (TimeInForce::ImmediateOrCancel as u8, OrdType::Limit as u8);
         (o.price, o.qty) = (price, qty);
         o
+    }
+
+    /// Issue 25 review: a report ring read back at restart whose last execution id is u64::MAX
+    /// (damaged) overflowed the numbering (a panic in a debug build, ids from 0 again in a
+    /// release one).
+    #[test]
+    fn numbering_after_the_largest_id_does_not_overflow() {
+        let mut v = Venue::new();
+        v.number_after(u64::MAX);
+        v.on_quote(&quote((99, 300), (101, 150)));
+        let Report::Fill(f) = v.match_order(&order(Side::Buy, 101, 1), 0) else { panic!("fills") };
+        let Report::Fill(g) = v.match_order(&order(Side::Buy, 101, 1), 0) else { panic!("fills") };
+        assert!(f.exec_id == u64::MAX && g.exec_id == u64::MAX, "{} {}", f.exec_id, g.exec_id);
     }
 
     #[test]

@@ -64,3 +64,45 @@ fn after_a_feed_gap_no_order_goes_out_but_ticks_and_reports_are_still_taken() {
         let _ = shm::remove(n, &opts);
     }
 }
+
+/// Issue 25 review: every in-flight order's report lost, and no later report to show it. The
+/// trader stood at its in-flight limit for good (each decision skipped); after the report wait
+/// times out (`reports::Silence`, driven by the run loop) the orders are counted lost and it
+/// trades on; a report that comes after all is a duplicate, not a second settlement.
+#[test]
+fn orders_whose_reports_never_come_are_expired_and_trading_goes_on() {
+    let tag = format!("tickbus-apps-expire-{}", std::process::id());
+    let opts = ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred);
+    let mut md = shm::open_publisher("md", &RingConfig::for_payload(Mode::Lossy, 1, 128, 64), &opts).unwrap();
+    let orders = shm::open_publisher("orders", &order_ring(2), &opts).unwrap();
+    let mut execs = shm::open_publisher("execs", &report_ring(3), &opts).unwrap();
+    let mut gateway_in = shm::open_consumer("orders", &opts).unwrap();
+    let t_md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
+    let t_execs = shm::open_consumer("execs", &opts).unwrap();
+    let mut t = Trader::new(In::Shm(t_md), Out::Shm(orders), In::Shm(t_execs), Strategy::new(100, 1));
+    let stop = AtomicBool::new(false);
+    let run = |t: &mut Trader| while t.duty(&stop) > 0 {};
+
+    md.publish(add(1, Side::Buy, 10).as_bytes()).unwrap();
+    run(&mut t);
+    let Some(Recv::Message(m)) = gateway_in.try_recv() else { panic!("no order on the ring") };
+    let first = TracedOrder::parse(m.payload).unwrap().order.client_order_id;
+    // Its report is lost. The top moves: the one order allowed in flight still waits.
+    md.publish(add(2, Side::Buy, 11).as_bytes()).unwrap();
+    run(&mut t);
+    assert_eq!((t.counts.orders, t.strategy.stats.skipped_in_flight), (1, 1), "held at the limit");
+    assert_eq!(t.expire_reports(), 1);
+    assert_eq!((t.strategy.in_flight(), t.counts.reports_lost), (0, 1));
+    md.publish(add(3, Side::Buy, 12).as_bytes()).unwrap();
+    run(&mut t);
+    assert_eq!(t.counts.orders, 2, "trading goes on");
+    // The lost report turns up after all: a duplicate, and the second order still in flight.
+    let mut ack = ExecAck::new();
+    ack.client_order_id = first;
+    execs.send(&mut ack).unwrap();
+    run(&mut t);
+    assert_eq!((t.counts.reports_duplicate, t.counts.reports, t.strategy.in_flight()), (1, 0, 1));
+    for n in ["md", "orders", "execs"] {
+        let _ = shm::remove(n, &opts);
+    }
+}

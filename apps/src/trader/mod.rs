@@ -59,6 +59,13 @@ pub struct TraderArgs {
     /// After the market data ends, how long to wait for outstanding execution reports (s).
     #[arg(long, default_value_t = 10.0, value_parser = crate::args::secs)]
     pub drain_secs: f64,
+    /// With orders awaiting reports, how long without any report (and no order sent) before
+    /// those orders are counted as lost and trading goes on (s). A live gateway answers in
+    /// microseconds; reports lost with no later one to show it (a report ring reset) would
+    /// otherwise hold the trader at its in-flight limit for good. Not applied while the gateway
+    /// is known dead: its orders wait on the ring for the next gateway.
+    #[arg(long, default_value_t = 5.0, value_parser = crate::args::secs)]
+    pub report_timeout_secs: f64,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -244,6 +251,15 @@ impl Trader {
 }
 
 impl Trader {
+    /// Counts every order still awaiting its report as lost (the wait for them timed out:
+    /// [`reports::Silence`]); returns how many. Idle path.
+    pub fn expire_reports(&mut self) -> u64 {
+        let lost = self.matcher.expire(self.counts.orders);
+        self.counts.reports_lost += lost;
+        self.strategy.on_lost(lost);
+        lost
+    }
+
     /// The order stream (idle upkeep: rdma-rc takes in its reader and ships what waited).
     pub fn orders_mut(&mut self) -> &mut Out {
         &mut self.orders
@@ -277,6 +293,8 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
     let mut idler = pipeline::idler();
     let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
     let (mut md_over, mut gateway_gone, mut md_seen) = (None::<Instant>, false, false);
+    let mut silence = reports::Silence::new(Instant::now());
+    let report_timeout = Duration::from_secs_f64(a.report_timeout_secs);
     while !stop.load(Ordering::Acquire) {
         let work = t.duty(&stop);
         idler.idle(work);
@@ -307,6 +325,15 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
                 md_over = Some(Instant::now());
             }
             _ => {}
+        }
+        let waiting = t.strategy.in_flight() > 0 && !gateway_gone;
+        if silence.expired((t.counts.reports, t.counts.orders), waiting, Instant::now(), report_timeout) {
+            let lost = t.expire_reports();
+            eprintln!(
+                "trader: no execution report for {} s with {lost} orders awaiting one: counted as lost, trading on \
+                 (a report that comes later is counted as repeated)",
+                a.report_timeout_secs
+            );
         }
         if let Some(since) = md_over {
             // The feed had gone before this idle cycle found its ring empty: all of it was read.

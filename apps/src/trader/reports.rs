@@ -9,7 +9,13 @@
 //! predecessor's, left on the ring). Matching strictly by "the next id due" turned one lost
 //! report into every later report being "unexpected", and a trader that stopped trading.
 //!
-//! Pure: no bus, no clock (unit-tested below).
+//! When no later report comes at all (every in-flight order's report lost, or a report ring
+//! reset with nothing after it), [`Silence`] says when the wait has gone on too long: the orders
+//! still awaiting are then counted lost ([`Reports::expire`]) and the trader trades on. A report
+//! that comes after that is counted as a duplicate (its order was settled), never twice.
+//!
+//! Pure: no bus, no clock; time is an argument (unit-tested below).
+use std::time::{Duration, Instant};
 
 /// What one report is, for this run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +54,41 @@ impl Reports {
         self.settled = n;
         Match::Ours { lost }
     }
+
+    /// Settles every order sent so far (`sent`) that has no report yet, as lost; returns how
+    /// many that was.
+    pub fn expire(&mut self, sent: u64) -> u64 {
+        let lost = sent.saturating_sub(self.settled);
+        self.settled = self.settled.max(sent);
+        lost
+    }
+}
+
+/// How long the trader has waited for reports with orders in flight and nothing moving.
+#[derive(Debug, Clone, Copy)]
+pub struct Silence {
+    seen: (u64, u64),
+    since: Instant,
+}
+
+impl Silence {
+    pub fn new(now: Instant) -> Silence {
+        Silence { seen: (0, 0), since: now }
+    }
+
+    /// True once `limit` has passed with orders awaiting reports (`waiting`) and neither the
+    /// reports taken nor the orders sent (`progress`) moving; the wait then starts again.
+    pub fn expired(&mut self, progress: (u64, u64), waiting: bool, now: Instant, limit: Duration) -> bool {
+        if progress != self.seen || !waiting {
+            (self.seen, self.since) = (progress, now);
+            return false;
+        }
+        if now.saturating_duration_since(self.since) < limit {
+            return false;
+        }
+        self.since = now;
+        true
+    }
 }
 
 #[cfg(test)]
@@ -76,5 +117,29 @@ mod tests {
         assert_eq!(r.on_report(BASE, 2), Match::NotOurs);
         assert_eq!(r.on_report(3, 2), Match::NotOurs, "below the base");
         assert_eq!(r.on_report(BASE + 2, 2), Match::Ours { lost: 0 });
+    }
+
+    #[test]
+    fn expired_orders_are_settled_once_and_their_late_reports_are_duplicates() {
+        let mut r = Reports::new(BASE);
+        assert_eq!(r.on_report(BASE + 1, 3), Match::Ours { lost: 0 });
+        assert_eq!(r.expire(3), 2, "orders 2 and 3");
+        assert_eq!(r.expire(3), 0, "settled once");
+        assert_eq!(r.on_report(BASE + 3, 3), Match::Duplicate, "a late report");
+        assert_eq!(r.on_report(BASE + 4, 4), Match::Ours { lost: 0 }, "the next order still matches");
+    }
+
+    #[test]
+    fn silence_counts_only_while_orders_wait_and_nothing_moves() {
+        let (t0, s) = (Instant::now(), Duration::from_secs(1));
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut w = Silence::new(t0);
+        assert!(!w.expired((0, 0), false, at(5_000), s), "nothing in flight: no wait");
+        assert!(!w.expired((0, 1), true, at(5_000), s), "an order went out: the wait starts");
+        assert!(!w.expired((0, 1), true, at(5_900), s));
+        assert!(!w.expired((1, 1), true, at(5_950), s), "a report came: starts again");
+        assert!(!w.expired((1, 1), true, at(6_900), s));
+        assert!(w.expired((1, 1), true, at(6_950), s), "1 s with nothing moving");
+        assert!(!w.expired((1, 1), true, at(7_000), s), "and it starts again");
     }
 }
