@@ -330,6 +330,10 @@ fn mold_server_answers_only_the_sources_it_is_told_to() {
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(n(&summary, "refused_rerequests"), 1, "{summary}");
     assert!(n(&summary, "retransmitted") >= 10, "{summary}");
+    // The refusal is said once, with the fix (the code before refused in silence: a feed on
+    // another host saw only its gaps never filled).
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refused a re-request from 127.0.0.2") && err.contains("--allow 127.0.0.2/32"), "{err}");
     let bad = env.cmd(&["mold-server", env.day.to_str().unwrap(), "--allow", "ten"]).output().unwrap();
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--allow"));
 }

@@ -251,6 +251,16 @@ impl Server {
             let want = u64::from(h.count.get()).min(MAX_ANSWER);
             let count = match self.policy.admit(from.ip(), want, Instant::now()) {
                 policy::Admit::Refused => {
+                    if self.refused == 0 {
+                        // Once: a feed handler on another host is refused by the loopback-only
+                        // default, and would otherwise only see its gaps never filled.
+                        eprintln!(
+                            "mold-server: refused a re-request from {}: not in --allow (default 127.0.0.0/8 only); add \
+                             --allow {}/32 or its network to answer it (further refusals are only counted)",
+                            from.ip(),
+                            from.ip()
+                        );
+                    }
                     self.refused += 1;
                     continue;
                 }
