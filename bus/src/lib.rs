@@ -8,7 +8,9 @@
 //!
 //! # Transports
 //!
-//! One [`ring`] protocol, three ways to move it:
+//! One [`ring`] protocol, three ways to move it, all behind one API ([`stream`]: the
+//! `Publish`/`Subscribe` traits, and channel URIs such as `shm:md` or
+//! `rdma-rc://10.0.0.1:7400/7` opened at run time):
 //! - [`shm`]: a ring in a file on hugetlbfs, mapped by a publisher and its subscribers in
 //!   other processes on the host (`open_publisher`, `open_consumer` for a reliable reader that
 //!   holds the publisher back, `open_observer` for one that never does).
@@ -64,6 +66,8 @@ pub(crate) mod seqslot;
 pub mod shm;
 #[cfg(not(loom))]
 pub mod stat;
+#[cfg(not(loom))]
+pub mod stream;
 pub mod sys;
 pub mod time;
 #[cfg(not(loom))]

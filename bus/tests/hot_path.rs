@@ -308,3 +308,78 @@ fn the_recorders_poll_side_makes_no_syscall_and_no_allocation() {
     let _ = std::fs::remove_dir_all(&o.hugepage_dir);
     let _ = std::fs::remove_dir_all(&o.fallback_dir);
 }
+
+/// The one stream API (issue 24): a stream opened from its URI as `AnyPublisher` and
+/// `AnySubscriber`, published by claims written in place and sent typed, read with
+/// `try_recv_into`, all through the `Publish`/`Subscribe` traits: no syscall, no allocation.
+#[test]
+fn the_stream_api_opened_from_a_uri_makes_no_syscall_and_no_allocation() {
+    use tickbus::stream::{open_publisher, open_subscriber, Channel, OpenOptions, Publish, StreamClaim, Subscribe};
+    let mut o = OpenOptions::default();
+    o.shm = opts("stream-api");
+    let c = Channel::parse(&format!("shm:hot-any?reliable&slots=256&payload={}", Quote::LEN)).unwrap();
+    let n = 100_000u64;
+    let p = open_publisher(&c, &o).unwrap();
+    let s = open_subscriber(&c, &o).unwrap();
+    let go = Arc::new(Barrier::new(2));
+    let go2 = go.clone();
+    let publisher = std::thread::spawn(move || {
+        on_trapped_thread(
+            move || {
+                go2.wait();
+                (p, Quote::new())
+            },
+            move |(p, q)| {
+                for i in 0..n {
+                    if i % 2 == 0 {
+                        q.bid_px = i as i64;
+                        while let Err(e) = p.send(q) {
+                            assert!(tickbus::stream::Retry::retry_helps(&e), "{e}");
+                        }
+                    } else {
+                        // The same quote, written in place word by word through a claim.
+                        q.bid_px = i as i64;
+                        q.header.sequence = p.position();
+                        let bytes = zerocopy::IntoBytes::as_bytes(q);
+                        let mut claim = loop {
+                            match p.try_claim(Quote::LEN) {
+                                Ok(c) => break c,
+                                Err(e) => assert!(tickbus::stream::Retry::retry_helps(&e), "{e}"),
+                            }
+                        };
+                        for (k, w) in bytes.chunks_exact(8).enumerate() {
+                            claim.store_word(k, u64::from_le_bytes(w.try_into().unwrap()));
+                        }
+                        claim.commit().unwrap();
+                    }
+                }
+            },
+        )
+        .1
+    });
+    let (delivered, sc) = on_trapped_thread(
+        move || {
+            go.wait();
+            s
+        },
+        move |s| {
+            let (mut q, mut delivered, mut budget) = (Quote::new(), 0u64, 4_000_000_000u64);
+            while delivered < n && budget > 0 {
+                budget -= 1;
+                if let Ok(Some(RecvInto::Message { position })) =
+                    s.try_recv_into(zerocopy::IntoBytes::as_mut_bytes(&mut q))
+                {
+                    assert_eq!((q.bid_px as u64, position), (delivered, delivered), "in order, each once");
+                    delivered += 1;
+                }
+            }
+            delivered
+        },
+    );
+    let pc = publisher.join().unwrap();
+    let _ = std::fs::remove_dir_all(&o.shm.hugepage_dir);
+    let _ = std::fs::remove_dir_all(&o.shm.fallback_dir);
+    assert_eq!(pc, Counts { syscalls: 0, allocs: 0 }, "publisher");
+    assert_eq!(sc, Counts { syscalls: 0, allocs: 0 }, "subscriber");
+    assert_eq!(delivered, n);
+}

@@ -33,6 +33,7 @@ fn main() {
         Trial::test("a_publisher_gone_before_recovery_gives_a_gap_and_a_reason_not_a_hang", recovery_publisher_gone),
         Trial::test("foreign_and_corrupt_datagrams_are_reported_and_the_stream_goes_on", foreign),
         Trial::test("oversized_messages_and_unicast_groups_are_refused_before_anything_is_sent", refusals),
+        Trial::test("try_recv_into_copies_its_length_and_leaves_another_for_try_recv", recv_into),
         Trial::test("steady_state_publish_and_poll_make_no_allocation_and_only_doorbell_syscalls", hot_path),
         Trial::test("steady_state_publish_batch_makes_no_allocation_and_one_doorbell_per_burst", hot_path_batch),
     ];
@@ -385,6 +386,49 @@ fn foreign() -> Result<(), Failed> {
     assert!(seen[1].contains("give the stream a group of its own"), "{}", seen[1]);
     let st = s.stats();
     assert_eq!((st.delivered, st.malformed, st.other_streams, st.gaps), (5, 3, 1, 0), "{st:?}");
+    Ok(())
+}
+
+/// `try_recv_into` (issue 24: the `Subscribe` trait has it on every transport): a message of the
+/// buffer's length is copied in; one of another length is reported and delivered again by
+/// `try_recv`, so nothing is lost and nothing comes twice.
+fn recv_into() -> Result<(), Failed> {
+    use tickbus::RecvInto;
+    let group = Ipv4Addr::new(239, 77, 1, 6);
+    let mut p = publisher(group)?;
+    let mut so = McastSubscriberOptions::default();
+    so.device = Some(common::rdma_devices().1);
+    so.depth = 64;
+    let mut s = McastSubscriber::join(group, STREAM, &so)?;
+    for (i, len) in [16, PAYLOAD, 16].into_iter().enumerate() {
+        let mut buf = vec![0u8; len];
+        fill(i as u64, &mut buf);
+        p.publish(&buf)?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let next = |s: &mut McastSubscriber| -> Result<RecvInto, Failed> {
+        let mut out = [0u8; 16];
+        loop {
+            if let Some(r) = s.try_recv_into(&mut out)? {
+                if let RecvInto::Message { position } = r {
+                    assert!(intact(position, &out), "message {position} copied wrong");
+                }
+                return Ok(r);
+            }
+            if Instant::now() > deadline {
+                return Err("the messages never arrived".into());
+            }
+        }
+    };
+    assert_eq!(next(&mut s)?, RecvInto::Message { position: 0 });
+    assert_eq!(next(&mut s)?, RecvInto::OtherLength { position: 1, len: PAYLOAD });
+    // Still there: try_recv delivers it, intact.
+    match s.try_recv()? {
+        Some(Recv::Message(d)) => assert!(d.position == 1 && intact(1, d.payload), "message 1 redelivered wrong"),
+        other => return Err(format!("message 1 was lost: {:?}", other.map(|_| ())).into()),
+    }
+    assert_eq!(next(&mut s)?, RecvInto::Message { position: 2 });
+    assert_eq!(s.stats().delivered, 3, "each delivered once");
     Ok(())
 }
 

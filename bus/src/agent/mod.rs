@@ -4,6 +4,8 @@
 //! Several agents can share one thread ([`Composite`]): with two cores, a publisher, a
 //! subscriber and a recorder cannot each own a core.
 mod idle;
+#[cfg(not(loom))]
+pub mod lifecycle;
 mod runner;
 
 pub use idle::{IdleAction, IdleStrategy, Idler};

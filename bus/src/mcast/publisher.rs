@@ -114,6 +114,18 @@ pub struct McastPublisher {
     /// This stream's record for `tickbus stat`.
     counters: Counters,
     ctx: Arc<Context>,
+    /// A claim's bytes until its commit (`stream::Staged`), one datagram's payload, made here.
+    pub(crate) stage: Box<[u8]>,
+}
+
+impl std::fmt::Debug for McastPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McastPublisher")
+            .field("group", &self.group)
+            .field("stream", &self.stream)
+            .field("next_seq", &self.next_seq)
+            .finish_non_exhaustive()
+    }
 }
 
 impl McastPublisher {
@@ -162,6 +174,7 @@ impl McastPublisher {
             wc: [Completion::EMPTY; 16],
             counters: crate::counters::register(Role::Publisher, Transport::UdMcast, stream, &group.to_string()),
             ctx,
+            stage: vec![0u8; mtu - HEADER_BYTES].into_boxed_slice(),
         })
     }
 
@@ -359,6 +372,16 @@ impl McastPublisher {
     /// Largest message one datagram carries here.
     pub fn max_payload(&self) -> usize {
         self.max_payload
+    }
+
+    /// The stream id stamped in every frame.
+    pub fn stream(&self) -> u32 {
+        self.stream
+    }
+
+    /// The port's UD MTU (a datagram's largest size).
+    pub fn mtu(&self) -> usize {
+        self.mtu
     }
 
     /// Whether a message of `len` bytes goes inline (the NIC copies it at post time).

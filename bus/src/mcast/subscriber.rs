@@ -11,7 +11,7 @@ use super::frame;
 use super::publisher::{stream_qkey, DEFAULT_QKEY};
 use super::recovery::{ReadState, RecoveryClient, READ_PATIENCE};
 use crate::counters::{Counter, Counters, Role, Transport};
-use crate::ring::{Delivery, Gap, Recv};
+use crate::ring::{Delivery, Gap, Recv, RecvInto};
 use crate::sys::verbs::{ffi, Completion, Context, HugeBuf, MemoryRegion, UdQp, GRH_BYTES};
 use crate::time::Tsc;
 use crate::wire::sequencer::{Bounds, Sequencer, Verdict};
@@ -111,6 +111,11 @@ pub struct McastSubscriber {
     repost: Option<usize>,
     /// A completion held back while the gap before it is reported or recovered.
     held: Option<Completion>,
+    /// Where the last message delivered lies (its bytes stay valid until the next call), and
+    /// whether to deliver it again: `try_recv_into` with another length leaves it for
+    /// `try_recv`, as a ring reader does.
+    last: Option<Last>,
+    again: bool,
     recovering: Option<Recovering>,
     recovery_error: Option<McastError>,
     stats: McastStats,
@@ -120,6 +125,14 @@ pub struct McastSubscriber {
     tsc: Tsc,
     patience_ticks: u64,
     ctx: Arc<Context>,
+}
+
+/// Where a delivered message's bytes are: a receive slot (`slot`, the datagram's length, the
+/// payload's start and length) or the recovery landing buffer (`off`, `len`).
+#[derive(Debug, Clone, Copy)]
+enum Last {
+    Slot { position: u64, slot: usize, datagram: usize, start: usize, len: usize },
+    Landing { position: u64, off: usize, len: usize },
 }
 
 /// What one step of a recovery produced.
@@ -134,6 +147,16 @@ enum Step {
     /// A READ is in flight: nothing to deliver yet.
     Waiting,
     Done,
+}
+
+impl std::fmt::Debug for McastSubscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McastSubscriber")
+            .field("group", &self.group)
+            .field("stream", &self.seq_stream)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
 }
 
 impl McastSubscriber {
@@ -172,6 +195,8 @@ impl McastSubscriber {
             seq: Sequencer::new(stream, bounds),
             repost: None,
             held: None,
+            last: None,
+            again: false,
             recovering: None,
             recovery_error: None,
             stats: McastStats::default(),
@@ -229,6 +254,11 @@ impl McastSubscriber {
     /// fatal for this subscriber.
     #[inline]
     pub fn try_recv(&mut self) -> Result<Option<Recv<'_>>, McastError> {
+        if std::mem::take(&mut self.again) {
+            if let Some(last) = self.last {
+                return Ok(Some(Recv::Message(self.delivery(last))));
+            }
+        }
         if let Some(slot) = self.repost.take() {
             self.post(slot)?;
         }
@@ -236,8 +266,9 @@ impl McastSubscriber {
             if let Some(r) = self.recovering {
                 match self.recover_step(r) {
                     Step::Message { seq, off, len } => {
-                        let r = self.recovery.as_ref().expect("recovering without a client");
-                        return Ok(Some(Recv::Message(Delivery { position: seq, payload: r.landing_bytes(off, len) })));
+                        let last = Last::Landing { position: seq, off, len };
+                        self.last = Some(last);
+                        return Ok(Some(Recv::Message(self.delivery(last))));
                     }
                     Step::Gap(g) => return Ok(Some(Recv::Gap(g))),
                     Step::Waiting => return Ok(None),
@@ -281,9 +312,15 @@ impl McastSubscriber {
                     self.counters.add(Counter::Bytes, u64::from(h.len));
                     self.counters.set(Counter::Position, h.seq + 1);
                     self.repost = Some(slot);
-                    let start = usize::from(h.header_len);
-                    let payload = &self.bytes(slot, len)[start..start + h.len as usize];
-                    return Ok(Some(Recv::Message(Delivery { position: h.seq, payload })));
+                    let last = Last::Slot {
+                        position: h.seq,
+                        slot,
+                        datagram: len,
+                        start: usize::from(h.header_len),
+                        len: h.len as usize,
+                    };
+                    self.last = Some(last);
+                    return Ok(Some(Recv::Message(self.delivery(last))));
                 }
                 Verdict::Gap { from, to } => {
                     self.held = Some(c);
@@ -425,6 +462,38 @@ impl McastSubscriber {
     /// The queue key this subscriber's QP accepts.
     pub fn qkey(&self) -> u32 {
         self.qkey
+    }
+
+    /// The next message if it is exactly `out.len()` bytes, copied into `out`; one of another
+    /// length is reported ([`RecvInto::OtherLength`]) and delivered again by the next
+    /// [`McastSubscriber::try_recv`] (or this call, with a buffer of its length). Gaps as
+    /// `try_recv`. No syscall, no allocation.
+    #[inline]
+    pub fn try_recv_into(&mut self, out: &mut [u8]) -> Result<Option<RecvInto>, McastError> {
+        let (position, len) = match self.try_recv()? {
+            None => return Ok(None),
+            Some(Recv::Gap(g)) => return Ok(Some(RecvInto::Gap(g))),
+            Some(Recv::Message(d)) if d.payload.len() == out.len() => {
+                out.copy_from_slice(d.payload);
+                return Ok(Some(RecvInto::Message { position: d.position }));
+            }
+            Some(Recv::Message(d)) => (d.position, d.payload.len()),
+        };
+        self.again = true;
+        Ok(Some(RecvInto::OtherLength { position, len }))
+    }
+
+    /// The bytes of a message delivered by the current call.
+    fn delivery(&self, last: Last) -> Delivery<'_> {
+        match last {
+            Last::Slot { position, slot, datagram, start, len } => {
+                Delivery { position, payload: &self.bytes(slot, datagram)[start..start + len] }
+            }
+            Last::Landing { position, off, len } => {
+                let r = self.recovery.as_ref().expect("recovering without a client");
+                Delivery { position, payload: r.landing_bytes(off, len) }
+            }
+        }
     }
 
     /// The datagram in `slot` (after its GRH), `len` bytes.

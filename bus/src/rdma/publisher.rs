@@ -134,6 +134,20 @@ pub struct RdmaPublisher {
     /// The device's async events, and their generation when last looked at.
     device_events: Arc<AsyncEvents>,
     device_seen: u64,
+    /// A claim's bytes until its commit (`stream::Staged`), one slot's payload, made at bind.
+    pub(crate) stage: Box<[u8]>,
+}
+
+impl std::fmt::Debug for RdmaPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RdmaPublisher")
+            .field("local_addr", &self.local_addr)
+            .field("device", &self.ctx.name())
+            .field("stream_id", &self.writer.config().stream_id)
+            .field("position", &self.writer.position())
+            .field("subscribers", &self.conns.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl RdmaPublisher {
@@ -195,6 +209,7 @@ impl RdmaPublisher {
             device_seen: device_events.generation(),
             device_events,
             ctx,
+            stage: vec![0u8; cfg.max_payload()].into_boxed_slice(),
         })
     }
 

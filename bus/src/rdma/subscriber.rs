@@ -114,6 +114,15 @@ pub struct RdmaSubscriber {
     _ctx: Arc<Context>,
 }
 
+impl std::fmt::Debug for RdmaSubscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RdmaSubscriber")
+            .field("stream_id", &self.reader.config().stream_id)
+            .field("position", &self.reader.position())
+            .finish_non_exhaustive()
+    }
+}
+
 impl RdmaSubscriber {
     /// Connects to the publisher at `addr` for `stream_id`, authenticates both ways, allocates
     /// and registers a ring of the publisher's layout (LOCAL_WRITE | REMOTE_WRITE, nothing else)
@@ -234,6 +243,11 @@ impl RdmaSubscriber {
         self.reader.aborted_skipped()
     }
 
+    /// Positions reported lost in gaps so far (lossy mode).
+    pub fn missed(&self) -> u64 {
+        self.reader.missed()
+    }
+
     /// Reliable streams: credits go back to the publisher only through
     /// [`RdmaSubscriber::release_to`] (a recorder releases what its journal holds).
     pub fn set_manual_release(&mut self, manual: bool) {
@@ -263,6 +277,22 @@ impl RdmaSubscriber {
             self.poll_arrivals()?;
         }
         Ok(self.reader.try_recv_before(self.landed))
+    }
+
+    /// The next message if it is exactly `out.len()` bytes, copied into `out`, as
+    /// [`RingReader::try_recv_into`](crate::ring::RingReader::try_recv_into): one of another
+    /// length is reported and left for [`RdmaSubscriber::try_recv`]. Same credits and
+    /// completions as `try_recv`; no syscall, no allocation.
+    #[inline]
+    pub fn try_recv_into(&mut self, out: &mut [u8]) -> Result<Option<crate::ring::RecvInto>, RdmaError> {
+        self.send_credits()?;
+        if self.stream.write_mode == WriteMode::Write {
+            return Ok(self.reader.try_recv_into(out));
+        }
+        if self.reader.position() >= self.landed {
+            self.poll_arrivals()?;
+        }
+        Ok(self.reader.try_recv_into_before(self.landed, out))
     }
 
     /// WRITE_WITH_IMM: each receive completion says one slot has fully landed, and its

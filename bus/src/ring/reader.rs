@@ -108,6 +108,8 @@ pub struct RingReader<M: RingMemory> {
     manual_release: bool,
     /// Slots of dropped claims moved past since attach (touched only on that path).
     aborted: u64,
+    /// Positions lost to laps since attaching (what every gap said, summed).
+    missed: u64,
     buf: Box<[u64]>,
     /// Messages, bytes, position, gaps and laps for `tickbus stat` (none until a transport
     /// attaches its record).
@@ -213,6 +215,7 @@ impl<M: RingMemory> RingReader<M> {
             credit_every,
             manual_release: false,
             aborted: 0,
+            missed: 0,
             buf,
             counters: Counters::none(),
             _mem: mem,
@@ -239,6 +242,12 @@ impl<M: RingMemory> RingReader<M> {
     /// attached: a recorder tells them from messages consumed elsewhere by this count.
     pub fn aborted_skipped(&self) -> u64 {
         self.aborted
+    }
+
+    /// Positions reported lost in gaps since this reader attached (whether or not it counts
+    /// into a counters file).
+    pub fn missed(&self) -> u64 {
+        self.missed
     }
 
     /// The memory the ring lives in (a transport's mapping).
@@ -483,6 +492,7 @@ impl<M: RingMemory> RingReader<M> {
         let resumed_at = latest.max(seen.saturating_sub(1)).max(self.position.wrapping_add(1));
         let gap = Gap { expected: self.position, resumed_at };
         self.position = resumed_at;
+        self.missed += gap.missed();
         self.counters.add(Counter::Gaps, 1);
         self.counters.add(Counter::Missed, gap.missed());
         self.counters.add(Counter::Laps, 1);

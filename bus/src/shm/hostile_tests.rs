@@ -40,11 +40,11 @@ fn a_symlink_planted_as_the_ring_file_is_refused_and_its_target_left_untouched()
     let target = d.0.fallback_dir.with_extension("victim");
     std::fs::write(&target, b"precious").unwrap();
     symlink(&target, ring_file(&d, "md")).unwrap();
-    let err = open_publisher("md", &cfg(Mode::Lossy), &d.0).err().expect("a symlinked ring must be refused");
+    let err = open_publisher("md", &cfg(Mode::Lossy), &d.0).expect_err("a symlinked ring must be refused");
     let text = err.to_string();
     assert!(text.contains("symbolic link") && text.contains("md"), "{text}");
     assert_eq!(std::fs::read(&target).unwrap(), b"precious", "the link's target was written through");
-    let err = open_observer("md", StartAt::Latest, &d.0).err().expect("subscribers refuse it too");
+    let err = open_observer("md", StartAt::Latest, &d.0).expect_err("subscribers refuse it too");
     assert!(err.to_string().contains("symbolic link"), "{err}");
     let _ = std::fs::remove_file(&target);
 }
@@ -55,21 +55,21 @@ fn a_ring_folder_that_is_a_symlink_owned_by_another_user_or_writable_by_others_i
     let d = shm_only();
     std::fs::create_dir_all(&d.0.fallback_dir).unwrap();
     chmod(&d.0.fallback_dir, 0o777);
-    let err = open_publisher("md", &cfg(Mode::Lossy), &d.0).err().expect("a 0777 folder must be refused");
+    let err = open_publisher("md", &cfg(Mode::Lossy), &d.0).expect_err("a 0777 folder must be refused");
     assert!(err.to_string().contains("writable by others"), "{err}");
     assert!(!ring_file(&d, "md").exists(), "nothing may be created in it");
 
     // Owned by another user (who created it first).
     chmod(&d.0.fallback_dir, 0o700);
     chown(&d.0.fallback_dir, OTHER_UID);
-    let err = open_publisher("md", &cfg(Mode::Lossy), &d.0).err().expect("a foreign folder must be refused");
+    let err = open_publisher("md", &cfg(Mode::Lossy), &d.0).expect_err("a foreign folder must be refused");
     assert!(err.to_string().contains("owned by uid 65534"), "{err}");
 
     // A symlink to a folder of the attacker's choosing.
     let d2 = shm_only();
     std::fs::create_dir_all(d2.0.fallback_dir.parent().unwrap()).unwrap();
     symlink(&d.0.fallback_dir, &d2.0.fallback_dir).unwrap();
-    let err = open_publisher("md", &cfg(Mode::Lossy), &d2.0).err().expect("a symlinked folder must be refused");
+    let err = open_publisher("md", &cfg(Mode::Lossy), &d2.0).expect_err("a symlinked folder must be refused");
     assert!(err.to_string().contains("symbolic link"), "{err}");
     let _ = std::fs::remove_file(&d2.0.fallback_dir);
 }
@@ -90,7 +90,7 @@ fn a_valid_ring_readable_by_others_or_owned_by_another_user_is_refused() {
     }
     chmod(&path, 0o600);
     chown(&path, OTHER_UID);
-    let err = open_consumer("orders", &d.0).err().expect("a ring another user planted must be refused");
+    let err = open_consumer("orders", &d.0).expect_err("a ring another user planted must be refused");
     assert!(err.to_string().contains("owned by uid 65534"), "{err}");
 }
 

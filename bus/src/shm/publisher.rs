@@ -62,6 +62,17 @@ impl ShmPublisher {
     }
 }
 
+impl std::fmt::Debug for ShmPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmPublisher")
+            .field("path", &self.path())
+            .field("stream_id", &self.config().stream_id)
+            .field("mode", &self.config().mode)
+            .field("position", &self.position())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Deref for ShmPublisher {
     type Target = Publisher<ShmMemory>;
     fn deref(&self) -> &Self::Target {

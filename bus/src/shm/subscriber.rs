@@ -66,6 +66,16 @@ impl ShmSubscriber {
     }
 }
 
+impl std::fmt::Debug for ShmSubscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmSubscriber")
+            .field("stream_id", &self.config().stream_id)
+            .field("consumer_line", &self.reader().consumer_index())
+            .field("position", &self.position())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Deref for ShmSubscriber {
     type Target = Subscriber<ShmMemory>;
     fn deref(&self) -> &Self::Target {

@@ -62,7 +62,7 @@ fn publisher_creates_a_0600_ring_on_hugepages_when_they_exist() {
 fn required_hugepages_without_hugetlbfs_is_an_error_that_says_how_to_reserve_them() {
     let mut d = Dirs::new(HugepagePolicy::Required);
     d.0.hugepage_dir = d.0.fallback_dir.join("not-hugetlbfs");
-    let err = open_publisher("md", &cfg(Mode::Lossy), &d.0).err().expect("must refuse");
+    let err = open_publisher("md", &cfg(Mode::Lossy), &d.0).expect_err("must refuse");
     assert!(matches!(err, ShmError::HugepagesUnavailable { .. }), "{err}");
     let text = err.to_string();
     assert!(text.contains("not on a hugetlbfs mount") && text.contains("nr_hugepages"), "{text}");

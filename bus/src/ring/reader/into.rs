@@ -57,14 +57,22 @@ impl<M: RingMemory> RingReader<M> {
     #[inline]
     #[must_use = "a message of another length stays in the ring until try_recv takes it"]
     pub fn try_recv_into(&mut self, out: &mut [u8]) -> Option<RecvInto> {
+        self.try_recv_into_before(u64::MAX, out)
+    }
+
+    /// [`RingReader::try_recv_into`] reading no slot at or beyond position `limit`, as
+    /// [`RingReader::try_recv_before`] (RDMA WRITE_WITH_IMM: only slots whose completion came).
+    #[inline]
+    #[must_use = "a message of another length stays in the ring until try_recv takes it"]
+    pub fn try_recv_into_before(&mut self, limit: u64, out: &mut [u8]) -> Option<RecvInto> {
         if self.consumer.is_none() {
-            return self.observe_into(out);
+            return self.observe_into(limit, out);
         }
         self.credit_if_due();
         let fits = out.len() <= self.geo.max_payload;
         loop {
             let position = self.position;
-            let slot = match self.next_published(u64::MAX)? {
+            let slot = match self.next_published(limit)? {
                 Ok(slot) => slot,
                 Err(gap) => return Some(RecvInto::Gap(gap)),
             };
@@ -87,8 +95,8 @@ impl<M: RingMemory> RingReader<M> {
 
     /// An observer's [`RingReader::try_recv_into`]: copied out and validated as `try_recv` does,
     /// handed over only at the expected length, left in place (not consumed) otherwise.
-    fn observe_into(&mut self, out: &mut [u8]) -> Option<RecvInto> {
-        match self.observe_next(u64::MAX)? {
+    fn observe_into(&mut self, limit: u64, out: &mut [u8]) -> Option<RecvInto> {
+        match self.observe_next(limit)? {
             Err(gap) => Some(RecvInto::Gap(gap)),
             Ok((position, len)) if len != out.len() => Some(RecvInto::OtherLength { position, len }),
             Ok((position, len)) => {
