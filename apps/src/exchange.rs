@@ -10,6 +10,7 @@
 //! line, which it takes after starting to observe the market data), so no tick goes unseen.
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -21,10 +22,11 @@ use tickbus::{Mode, RingConfig, StartAt};
 use tickbus_codecs::normalize::{Md, Normalizer};
 use tickbus_codecs::{Header, FLAG_INGRESS_TSC};
 
-use crate::fabric::{Fabric, RdmaArgs};
 use crate::gateway::{self, Gateway};
-use crate::link::{In, Out, OutError};
+use crate::link::{Out, OutError};
 use crate::pipeline::{self, Peer};
+use crate::streams::{self, Topology};
+use tickbus::stream::Endpoint;
 
 #[derive(Args, Debug)]
 pub struct ExchangeArgs {
@@ -37,20 +39,15 @@ pub struct ExchangeArgs {
     /// Stop after this many ITCH messages.
     #[arg(long)]
     pub max: Option<u64>,
-    /// The market-data ring to publish (lossy: the trader and the gateway observe it).
-    #[arg(long, default_value = "md")]
-    pub md: String,
+    /// The streams: market data to publish (lossy: the trader and the gateway observe it),
+    /// orders to read (the trader publishes them), reports to publish (the trader's reader on
+    /// them says it is ready).
+    #[command(flatten)]
+    pub streams: crate::streams::StreamArgs,
     /// Slots of the market-data ring (a trader stalled for longer than this many messages
     /// misses some, and says so).
     #[arg(long, default_value_t = 1 << 16, value_parser = crate::args::slots)]
     pub md_slots: usize,
-    /// The order ring (the trader publishes it).
-    #[arg(long, default_value = "orders")]
-    pub orders: String,
-    /// The execution-report ring (the gateway publishes it; the trader's consumer line on it
-    /// says the trader is ready).
-    #[arg(long, default_value = "execs")]
-    pub execs: String,
     /// Leave the gateway to its own `tickbus gateway` process.
     #[arg(long)]
     pub no_gateway: bool,
@@ -66,13 +63,12 @@ pub struct ExchangeArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
-    /// The fabric the streams run on: `shm` (the rings named above) or `rdma` (the addresses
-    /// below; the gateway runs in this process).
-    #[arg(long, value_enum, default_value_t = Fabric::Shm)]
-    pub fabric: Fabric,
-    #[command(flatten)]
-    pub rdma: RdmaArgs,
 }
+
+/// The market data's stream id.
+pub const MD_STREAM: u32 = 1;
+/// Datagrams a ud-mcast market-data publisher keeps for recovery (at 1M msg/s, 65 ms).
+const MD_HISTORY: u32 = 1 << 16;
 
 /// What the market-data side did.
 #[derive(Debug, Default, serde::Serialize)]
@@ -90,6 +86,8 @@ pub struct MdCounts {
 }
 
 pub fn run(a: ExchangeArgs) -> Result<(), String> {
+    // Bad stream URIs are refused before anything is opened.
+    let topology = a.streams.resolve()?;
     let stop = pipeline::stop_flag()?;
     let source = replay::open(&a.itch, None, None).map_err(|e| e.to_string())?;
     if source.kind() != replay::SourceKind::Itch {
@@ -100,16 +98,15 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
     }
     let mut source = source;
     let norm = warm_up(&mut source, a.max.unwrap_or(u64::MAX))?;
-    let (md, gw) = open(&a, &stop)?;
+    let (md, gw) = open(&a, &topology, &stop)?;
     let mut x = Exchange::new(source, norm, md, gw);
     let wait = Duration::from_secs_f64(a.wait_secs.max(0.0));
-    match x.gateway.as_mut() {
-        // Its report stream has a reader: the trader, which attached to the market data first.
-        #[cfg(feature = "rdma")]
-        Some(g) if a.fabric == Fabric::Rdma => {
-            crate::fabric::wait_for_reader(g.execs_mut(), "the trader", wait, &stop)?
-        }
-        _ => wait_for_trader(&a.execs, wait, &stop)?,
+    // The trader attached to the market data before it read the reports: once its reader is on
+    // the report stream, no tick goes unseen.
+    match (&topology.execs.endpoint, x.gateway.as_mut()) {
+        (Endpoint::Shm { name, .. }, _) => wait_for_trader(name, wait, &stop)?,
+        (_, Some(g)) => crate::streams::wait_for_reader(g.execs_mut(), "the trader", wait, &stop)?,
+        (_, None) => {}
     }
     if let Some(core) = a.core {
         tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
@@ -121,15 +118,15 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
     let Exchange { mut md, gateway: mut gw, counts: c, feed_ns, .. } = x;
     let md_position = md.position();
     md.flush(); // multicast: every datagram sent, and a heartbeat saying where the stream ends
-    let md = match a.fabric {
+    let md = match md.is_multicast() {
+        // Multicast has no close: the trader ends on silence; heartbeats meanwhile say where the
+        // stream ended, so a lost tail is recovered.
+        true => Some(md),
         // Closes the market data: the trader finishes its orders and closes its stream.
-        Fabric::Shm => {
+        false => {
             drop(md);
             None
         }
-        // Multicast has no close: the trader ends on silence; heartbeats meanwhile say where the
-        // stream ended, so a lost tail is recovered.
-        Fabric::Rdma => Some(md),
     };
     if let Some(g) = gw.as_mut() {
         drain(g, md, Duration::from_secs_f64(a.drain_secs.max(0.0)), &stop);
@@ -368,46 +365,27 @@ fn drain(g: &mut Gateway, mut md: Option<Out>, wait: Duration, stop: &AtomicBool
     }
 }
 
-/// Opens the market data and (unless `--no-gateway`) the gateway's streams on the fabric,
-/// waiting for the trader's order stream.
-fn open(a: &ExchangeArgs, stop: &AtomicBool) -> Result<(Out, Option<Gateway>), String> {
-    match a.fabric {
-        Fabric::Shm => {
-            let md_cfg = RingConfig::for_payload(Mode::Lossy, 1, 64, a.md_slots);
-            let md = shm::open_publisher(&a.md, &md_cfg, &ShmOptions::default())
-                .map_err(|e| format!("market-data ring {:?}: {e}", a.md))?;
-            if a.no_gateway {
-                return Ok((Out::Shm(md), None));
-            }
-            let ends =
-                pipeline::Ends { app: "exchange", md: &a.md, peer: &a.orders, wait_secs: a.wait_secs, core: None };
-            let (execs, _, orders) =
-                ends.open((&a.execs, &gateway::report_ring(gateway::REPORT_STREAM)), stop).map_err(|e| {
-                    format!("{e}; the order ring is the trader's: start `tickbus trader --orders {}`", a.orders)
-                })?;
-            let answered = gateway::Answered::on_ring(&a.execs, &ShmOptions::default())?;
-            // Same process: the quotes go to the gateway directly, not through the ring.
-            let mut g = Gateway::new(None, In::Shm(orders), Out::Shm(execs));
-            g.resume(answered);
-            Ok((Out::Shm(md), Some(g)))
-        }
-        #[cfg(not(feature = "rdma"))]
-        Fabric::Rdma => Err(crate::fabric::no_rdma()),
-        #[cfg(feature = "rdma")]
-        Fabric::Rdma => {
-            if a.no_gateway {
-                return Err("--no-gateway is for --fabric shm: over RDMA the gateway runs in the exchange".into());
-            }
-            let (r, wait) = (&a.rdma, Duration::from_secs_f64(a.wait_secs.max(0.0)));
-            let md = crate::fabric::md_out(r)?;
-            let mut execs = crate::fabric::publisher(r.execs_at, &gateway::report_ring(gateway::REPORT_STREAM), r)?;
-            let orders =
-                crate::fabric::subscriber(r.orders_at, crate::trader::ORDER_STREAM, r, &mut execs, wait, stop)?;
-            eprintln!(
-                "exchange: ready (rdma: md {} with recovery at {}, orders from {}, reports at {})",
-                r.md_group, r.md_recovery, r.orders_at, r.execs_at
-            );
-            Ok((md, Some(Gateway::new(None, orders, execs))))
-        }
+/// Opens the market data and (unless `--no-gateway`) the gateway's streams, on any transport by
+/// URI, waiting for the trader's order stream.
+fn open(a: &ExchangeArgs, t: &Topology, stop: &Arc<AtomicBool>) -> Result<(Out, Option<Gateway>), String> {
+    let mut o = a.streams.options(a.wait_secs, stop);
+    o.history = Some(MD_HISTORY);
+    let md_cfg = RingConfig::for_payload(Mode::Lossy, MD_STREAM, 64, a.md_slots);
+    let md = streams::publisher(&t.md, &md_cfg, &o)?;
+    if a.no_gateway {
+        return Ok((md, None));
     }
+    let mut execs = streams::publisher(&t.execs, &gateway::report_ring(gateway::REPORT_STREAM), &o)?;
+    let orders = streams::subscriber_polling(&t.orders, true, &o, &mut execs)
+        .map_err(|e| format!("{e}; the orders are the trader's: start `tickbus trader --orders {}`", t.orders))?;
+    let answered = match &t.execs.endpoint {
+        Endpoint::Shm { name, .. } => gateway::Answered::on_ring(name, &o.shm)?,
+        // A new report stream each connection (rdma-rc): nothing answered on it yet.
+        _ => gateway::Answered::default(),
+    };
+    // Same process: the quotes go to the gateway directly, not through the ring.
+    let mut g = Gateway::new(None, orders, execs);
+    g.resume(answered);
+    eprintln!("exchange: ready (md {}, orders {}, reports {})", t.md, t.orders, t.execs);
+    Ok((md, Some(g)))
 }

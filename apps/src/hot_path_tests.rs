@@ -71,7 +71,7 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
             move || {
                 let md = shm::open_observer("md", StartAt::Oldest, &gw_opts).unwrap();
                 let orders = shm::open_consumer("orders", &gw_opts).unwrap();
-                let mut g = Gateway::new(Some(In::Shm(md)), In::Shm(orders), Out::Shm(execs));
+                let mut g = Gateway::new(Some(In::shm(md)), In::shm(orders), Out::shm(execs));
                 // Warm-up, unmeasured: the first orders (lazy first touches of every page).
                 let mut budget = 2_000_000_000u64;
                 while g.counts.orders < 64 && budget > 0 {
@@ -99,7 +99,7 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
         move || {
             let md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
             let execs = shm::open_consumer("execs", &opts).unwrap();
-            let mut t = Trader::new(In::Shm(md), Out::Shm(orders), In::Shm(execs), Strategy::new(100, 64));
+            let mut t = Trader::new(In::shm(md), Out::shm(orders), In::shm(execs), Strategy::new(100, 64));
             let mut budget = 2_000_000_000u64;
             while t.counts.ticks < ticks / 4 && budget > 0 {
                 t.duty(&AtomicBool::new(false));
@@ -174,8 +174,8 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
     let exchange = std::thread::spawn(move || {
         on_trapped_thread(
             move || {
-                let orders = In::Shm(shm::open_consumer("orders", &x_opts).unwrap());
-                started_exchange(&file, Out::Shm(md), orders, Out::Shm(execs), 200_000.0, itch_messages / 4)
+                let orders = In::shm(shm::open_consumer("orders", &x_opts).unwrap());
+                started_exchange(&file, Out::shm(md), orders, Out::shm(execs), 200_000.0, itch_messages / 4)
             },
             move |x| {
                 let (itch0, orders0) = (x.counts.itch, x.gateway.as_ref().unwrap().counts.orders);
@@ -208,7 +208,7 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
             let execs = shm::open_consumer("execs", &opts).unwrap();
             let mut strategy = Strategy::new(100, 64);
             strategy.pre_touch();
-            Trader::new(In::Shm(md), Out::Shm(orders), In::Shm(execs), strategy)
+            Trader::new(In::shm(md), Out::shm(orders), In::shm(execs), strategy)
         },
         move |t| {
             let mut budget = 4_000_000_000u64;
@@ -241,9 +241,8 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
 #[test]
 #[ignore = "needs two RDMA devices: runs in the Soft-RoCE guest (tools/test.sh)"]
 fn over_rdma_the_exchange_and_trader_loops_make_only_doorbell_syscalls_and_no_allocation() {
-    use crate::fabric::RdmaArgs;
-    use tickbus::mcast::{McastPublisher, McastPublisherOptions, McastSubscriber, McastSubscriberOptions};
-    use tickbus::rdma::{PublisherOptions, RdmaPublisher};
+    use crate::streams;
+    use tickbus::stream::{Channel, OpenOptions};
 
     let devices = tickbus::sys::verbs::device_names();
     assert!(devices.len() >= 2, "two RDMA devices (the rig's guest has rxe0 and rxe1): {devices:?}");
@@ -261,46 +260,30 @@ fn over_rdma_the_exchange_and_trader_loops_make_only_doorbell_syscalls_and_no_al
         norm.apply(&f.unwrap().message, &mut |_| ticks += 1);
     }
     let token = "hot-path-rdma";
-    let args = |device: &str| RdmaArgs {
-        md_group: "239.77.54.1".parse().unwrap(),
-        md_recovery: "127.0.0.1:0".parse().unwrap(),
-        orders_at: "127.0.0.1:0".parse().unwrap(),
-        execs_at: "127.0.0.1:0".parse().unwrap(),
-        device: Some(device.into()),
-        token: token.into(),
-    };
-    let (xa, ta) = (args(&xdev), args(&tdev));
-    let stop = AtomicBool::new(false);
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
     let wait = std::time::Duration::from_secs(60);
-
+    // The streams by URI, as the apps open them (ports fixed: the guest is this test's alone).
+    let opts = |device: &str| {
+        let mut o = OpenOptions::default();
+        (o.token, o.device, o.wait, o.stop) = (token.into(), Some(device.into()), wait, Some(stop.clone()));
+        o
+    };
+    let (xo, to) = (opts(&xdev), opts(&tdev));
+    let md = Channel::parse("ud-mcast://239.77.54.1/1?recovery=127.0.0.1:47211&history=4096").unwrap();
+    let (orders, execs) = (
+        Channel::parse("rdma-rc://127.0.0.1:47212/2").unwrap(),
+        Channel::parse("rdma-rc://127.0.0.1:47213/3").unwrap(),
+    );
     // The exchange's market data, with recovery; the trader joins and connects recovery.
-    let mut mo = McastPublisherOptions::default();
-    (mo.device, mo.token, mo.history) = (Some(xdev.clone()), Some(token.into()), 1 << 12);
-    let mut mp = McastPublisher::new(xa.md_group, 1, &mo).unwrap();
-    let recovery_at = mp.listen_recovery(xa.md_recovery, token).unwrap();
-    let md_out = Out::Mcast { publisher: mp, stream: 1 };
-    let mut so = McastSubscriberOptions::default();
-    (so.device, so.token, so.depth) = (Some(tdev.clone()), Some(token.into()), 4096);
-    let mut ms = McastSubscriber::join(ta.md_group, 1, &so).unwrap();
-    ms.connect_recovery(recovery_at, token.as_bytes(), 64, wait).unwrap();
-    let md_in = In::Mcast { sub: ms, failed: None };
+    let md_out = streams::publisher(&md, &RingConfig::for_payload(Mode::Lossy, 1, 64, 1 << 12), &xo).unwrap();
+    let md_in = streams::subscriber(&md, false, &to).unwrap();
     // Orders (the trader publishes, the gateway reads) and reports (the other way).
-    let publisher = |cfg: &RingConfig, dev: &str| {
-        let mut o = PublisherOptions::new(token);
-        o.device = Some(dev.into());
-        Out::Rdma(RdmaPublisher::bind("127.0.0.1:0".parse().unwrap(), cfg, o).unwrap())
-    };
-    let mut orders_out = publisher(&order_ring(2), &tdev);
-    let mut execs_out = publisher(&report_ring(3), &xdev);
-    let at = |o: &Out| match o {
-        Out::Rdma(p) => p.local_addr(),
-        _ => unreachable!(),
-    };
-    let (orders_at, execs_at) = (at(&orders_out), at(&execs_out));
-    let orders_in = crate::fabric::subscriber(orders_at, 2, &xa, &mut orders_out, wait, &stop).unwrap();
-    let execs_in = crate::fabric::subscriber(execs_at, 3, &ta, &mut execs_out, wait, &stop).unwrap();
-    crate::fabric::wait_for_reader(&mut orders_out, "the gateway", wait, &stop).unwrap();
-    crate::fabric::wait_for_reader(&mut execs_out, "the trader", wait, &stop).unwrap();
+    let mut orders_out = streams::publisher(&orders, &order_ring(2), &to).unwrap();
+    let mut execs_out = streams::publisher(&execs, &report_ring(3), &xo).unwrap();
+    let orders_in = streams::subscriber_polling(&orders, true, &xo, &mut orders_out).unwrap();
+    let execs_in = streams::subscriber_polling(&execs, true, &to, &mut execs_out).unwrap();
+    streams::wait_for_reader(&mut orders_out, "the gateway", wait, &stop).unwrap();
+    streams::wait_for_reader(&mut execs_out, "the trader", wait, &stop).unwrap();
 
     let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
         .unwrap()

@@ -1,137 +1,105 @@
-//! The trading apps' streams on either fabric: shared memory on one host, or RDMA between hosts
-//! (market data by ud-mcast, orders and reports by rdma-rc; feature `rdma`). The apps' loops are
-//! written once against these; each call is one `match` on a variant that never changes, so the
-//! branch is predicted and the loops stay free of syscalls and allocation on either fabric
-//! (Soft-RoCE's doorbell `write` aside, which the bus's own proofs count).
-//!
-//! A transport error on the hot path (a QP that failed, a publisher that went) is kept, not
-//! returned: the stream reads as empty from then on, and the app looks at [`In::failure`] when
-//! idle, as it looks at its peers.
-use tickbus::ring::ClaimError;
+//! The trading apps' streams, on any transport: thin wrappers over the library's
+//! [`AnySubscriber`] and [`AnyPublisher`] (`tickbus::stream`), which hold the one `match` per
+//! call. What the apps add is policy: a transport error on the hot path (a QP that failed, a
+//! publisher that went) is kept, not returned, so the stream reads as empty from then on and
+//! the app looks at [`In::failure`] when idle, as it looks at its peers.
+#[cfg(test)]
 use tickbus::shm::{ShmPublisher, ShmSubscriber};
+use tickbus::stream::{AnyError, AnyPublisher, AnySubscriber, PeerState, Publish, Retry, Subscribe};
 use tickbus::Recv;
 
-use crate::pipeline::{self, Peer};
+use crate::pipeline::Peer;
 
 /// A stream the app reads: market data, orders (gateway) or reports (trader).
-// One per stream per app, never moved on the hot path: the state stays inline, one load away,
-// rather than boxed behind a pointer.
-#[allow(clippy::large_enum_variant)]
-pub enum In {
-    Shm(ShmSubscriber),
-    #[cfg(feature = "rdma")]
-    Rdma {
-        sub: tickbus::rdma::RdmaSubscriber,
-        failed: Option<String>,
-    },
-    #[cfg(feature = "rdma")]
-    Mcast {
-        sub: tickbus::mcast::McastSubscriber,
-        failed: Option<String>,
-    },
+pub struct In {
+    sub: AnySubscriber,
+    failed: Option<String>,
 }
 
 impl In {
+    pub fn new(sub: AnySubscriber) -> In {
+        In { sub, failed: None }
+    }
+
+    /// A shm ring's subscriber.
+    #[cfg(test)]
+    pub fn shm(s: ShmSubscriber) -> In {
+        In::new(AnySubscriber::Shm(s))
+    }
+
     /// The next message or gap, or None (also once the transport failed: see `failure`).
     #[inline]
     pub fn try_recv(&mut self) -> Option<Recv<'_>> {
-        match self {
-            In::Shm(s) => s.try_recv(),
-            #[cfg(feature = "rdma")]
-            In::Rdma { sub, failed } => match failed {
-                Some(_) => None,
-                None => keep_error(sub.try_recv(), failed),
-            },
-            #[cfg(feature = "rdma")]
-            In::Mcast { sub, failed } => match failed {
-                Some(_) => None,
-                None => keep_error(sub.try_recv(), failed),
-            },
+        let In { sub, failed } = self;
+        if failed.is_some() {
+            return None;
+        }
+        match sub.try_recv() {
+            Ok(r) => r,
+            // One foreign datagram dropped (ud-mcast): counted by the transport, poll on.
+            Err(e) if e.retry_helps() => None,
+            Err(e) => {
+                fail(failed, e);
+                None
+            }
         }
     }
 
     /// Reliable streams: positions are released only by [`In::release_to`] (a gateway releases
     /// an order once it is answered).
     pub fn set_manual_release(&mut self, manual: bool) {
-        match self {
-            In::Shm(s) => s.reader_mut().set_manual_release(manual),
-            #[cfg(feature = "rdma")]
-            In::Rdma { sub, .. } => sub.set_manual_release(manual),
-            #[cfg(feature = "rdma")]
-            In::Mcast { .. } => {}
-        }
+        self.sub.set_manual_release(manual);
     }
 
     #[inline]
     pub fn release_to(&mut self, position: u64) {
-        match self {
-            In::Shm(s) => s.reader_mut().release_to(position),
-            #[cfg(feature = "rdma")]
-            In::Rdma { sub, .. } => sub.release_to(position),
-            #[cfg(feature = "rdma")]
-            In::Mcast { .. } => {}
-        }
+        self.sub.release_to(position)
     }
 
     /// TSC ticks per ns of the stream's publisher (shm, rdma-rc: from the ring's header), or
     /// this host's (ud-mcast).
     pub fn ticks_per_ns(&self) -> f64 {
-        match self {
-            In::Shm(s) => s.config().ticks_per_ns,
-            #[cfg(feature = "rdma")]
-            In::Rdma { sub, .. } => sub.config().ticks_per_ns,
-            #[cfg(feature = "rdma")]
-            In::Mcast { .. } => tickbus::time::ticks_per_ns(),
+        self.sub.ticks_per_ns()
+    }
+
+    /// What became of the stream's publisher (a syscall on shm and rdma-rc: call it when idle).
+    /// rdma-rc cannot tell a clean close from a crash: a publisher gone counts as closed.
+    /// ud-mcast has no way to tell at all: always live (the apps end a multicast feed by its
+    /// silence).
+    pub fn peer(&self) -> Peer {
+        if self.failed.is_some() {
+            return Peer::Closed;
+        }
+        match self.sub.publisher() {
+            PeerState::Live => Peer::Live,
+            PeerState::Closed => Peer::Closed,
+            PeerState::Died { pid } => Peer::Died { pid },
         }
     }
 
-    /// What became of the stream's publisher (a syscall on shm: call it when idle). rdma-rc
-    /// cannot tell a clean close from a crash: a publisher gone counts as closed. ud-mcast has
-    /// no way to tell at all: always live (the apps end a multicast feed by its silence).
-    pub fn peer(&self) -> Peer {
-        match self {
-            In::Shm(s) => pipeline::peer(s),
-            #[cfg(feature = "rdma")]
-            In::Rdma { sub, failed } => match failed.is_some() || sub.publisher_gone() {
-                true => Peer::Closed,
-                false => Peer::Live,
-            },
-            #[cfg(feature = "rdma")]
-            In::Mcast { .. } => Peer::Live,
+    /// Whether this is a ud-mcast stream.
+    pub fn is_multicast(&self) -> bool {
+        #[cfg(feature = "rdma")]
+        if let AnySubscriber::UdMcast(_) = self.sub {
+            return true;
         }
+        false
     }
 
     /// Why the transport failed, if it did.
     pub fn failure(&self) -> Option<&str> {
-        match self {
-            In::Shm(_) => None,
-            #[cfg(feature = "rdma")]
-            In::Rdma { failed, .. } | In::Mcast { failed, .. } => failed.as_deref(),
-        }
+        self.failed.as_deref()
     }
 
     /// ud-mcast: messages recovered from the publisher's history after the fabric lost them.
     pub fn recovered(&self) -> u64 {
-        match self {
-            #[cfg(feature = "rdma")]
-            In::Mcast { sub, .. } => sub.stats().recovered,
-            _ => 0,
-        }
+        self.sub.recovered()
     }
 }
 
-/// A transport's receive result with its error kept in `failed` (read when idle) instead of
-/// returned: the stream reads as empty from then on.
-#[cfg(feature = "rdma")]
-#[inline]
-fn keep_error<'a, E: std::fmt::Display>(
-    r: Result<Option<Recv<'a>>, E>,
-    failed: &mut Option<String>,
-) -> Option<Recv<'a>> {
-    r.unwrap_or_else(|e| {
-        *failed = Some(e.to_string());
-        None
-    })
+#[cold]
+fn fail(failed: &mut Option<String>, e: AnyError) {
+    *failed = Some(e.to_string());
 }
 
 /// Why a publish did not go out.
@@ -154,122 +122,97 @@ impl OutError {
 }
 
 /// A stream the app publishes: orders (trader), reports (gateway), market data (exchange).
-#[allow(clippy::large_enum_variant)] // as `In`: inline on purpose
-pub enum Out {
-    Shm(ShmPublisher),
-    #[cfg(feature = "rdma")]
-    Rdma(tickbus::rdma::RdmaPublisher),
-    #[cfg(feature = "rdma")]
-    Mcast {
-        publisher: tickbus::mcast::McastPublisher,
-        stream: u32,
-    },
+pub struct Out {
+    p: AnyPublisher,
 }
 
 impl Out {
+    pub fn new(p: AnyPublisher) -> Out {
+        Out { p }
+    }
+
+    /// A shm ring's publisher.
+    #[cfg(test)]
+    pub fn shm(p: ShmPublisher) -> Out {
+        Out::new(AnyPublisher::Shm(p))
+    }
+
     #[inline]
     pub fn publish(&mut self, payload: &[u8]) -> Result<u64, OutError> {
-        match self {
-            Out::Shm(p) => p.publish(payload).map_err(|e| match e {
-                ClaimError::Full { .. } => OutError::Full,
-                e => OutError::Failed(e.to_string()),
-            }),
-            #[cfg(feature = "rdma")]
-            Out::Rdma(p) => p.publish(payload).map_err(|e| match e {
-                tickbus::rdma::RdmaError::Claim(ClaimError::Full { .. }) => OutError::Full,
-                e => OutError::Failed(e.to_string()),
-            }),
-            #[cfg(feature = "rdma")]
-            Out::Mcast { publisher, .. } => publisher.publish(payload).map_err(|e| match e {
-                tickbus::mcast::McastError::SendQueueFull { .. } => OutError::Full,
-                e => OutError::Failed(e.to_string()),
-            }),
-        }
+        self.p.publish(payload).map_err(out_error)
     }
 
     /// Stamps `msg`'s header (stream, sequence = position, `tsc`) and publishes it.
     #[inline]
     pub fn send<T: tickbus_codecs::Message>(&mut self, msg: &mut T, tsc: u64) -> Result<u64, OutError> {
-        msg.header_mut().stamp(self.stream_id(), self.position(), tsc);
+        msg.header_mut().stamp(self.p.stream_id(), self.p.position(), tsc);
         self.publish(zerocopy::IntoBytes::as_bytes(msg))
     }
 
     /// The position (sequence number) the next message gets.
     #[inline]
     pub fn position(&self) -> u64 {
-        match self {
-            Out::Shm(p) => p.position(),
-            #[cfg(feature = "rdma")]
-            Out::Rdma(p) => p.position(),
-            #[cfg(feature = "rdma")]
-            Out::Mcast { publisher, .. } => publisher.next_seq(),
-        }
+        self.p.position()
     }
 
     #[inline]
     pub fn stream_id(&self) -> u32 {
-        match self {
-            Out::Shm(p) => p.config().stream_id,
-            #[cfg(feature = "rdma")]
-            Out::Rdma(p) => p.config().stream_id,
-            #[cfg(feature = "rdma")]
-            Out::Mcast { stream, .. } => *stream,
-        }
+        self.p.stream_id()
     }
 
     pub fn ticks_per_ns(&self) -> f64 {
-        match self {
-            Out::Shm(p) => p.config().ticks_per_ns,
-            #[cfg(feature = "rdma")]
-            Out::Rdma(p) => p.config().ticks_per_ns,
-            #[cfg(feature = "rdma")]
-            Out::Mcast { .. } => tickbus::time::ticks_per_ns(),
-        }
+        self.p.ticks_per_ns()
     }
 
     /// Call when idle: rdma-rc takes in subscribers, reaps completions and ships what waited for
     /// credit. Nothing to do on shm and ud-mcast.
     #[inline]
     pub fn idle(&mut self) {
-        #[cfg(feature = "rdma")]
-        if let Out::Rdma(p) = self {
-            p.poll();
-        }
+        self.p.idle();
     }
 
     /// Multicast: sends what is queued and a heartbeat saying where the stream is (so a
     /// subscriber learns of a lost tail); others: nothing to do. Set-up path (may wait 1 s).
     pub fn flush(&mut self) {
-        #[cfg(feature = "rdma")]
-        if let Out::Mcast { publisher, .. } = self {
-            if let Err(e) = publisher.flush(std::time::Duration::from_secs(1)) {
-                log::warn!("flushing the market data: {e}");
-            }
+        if let Err(e) = self.p.flush(std::time::Duration::from_secs(1)) {
+            log::warn!("flushing stream {}: {e}", self.p.stream_id());
         }
     }
 
     /// Multicast: a heartbeat (call when quiet); others: nothing to do.
     pub fn heartbeat(&mut self) {
-        #[cfg(feature = "rdma")]
-        if let Out::Mcast { publisher, .. } = self {
-            if let Err(e) = publisher.heartbeat() {
-                log::warn!("market-data heartbeat: {e}");
-            }
+        if let Err(e) = self.p.heartbeat() {
+            log::warn!("stream {} heartbeat: {e}", self.p.stream_id());
         }
     }
 
     /// rdma-rc: subscribers dropped since the last call, with why (call when idle). A reader
     /// that left cleanly (closed its connection) is not a failure and is not listed.
     pub fn dropped(&mut self) -> Vec<String> {
-        match self {
-            #[cfg(feature = "rdma")]
-            Out::Rdma(p) => p
-                .take_dropped()
-                .into_iter()
-                .filter(|(_, e)| !matches!(e, tickbus::rdma::RdmaError::Left { .. }))
-                .map(|(peer, e)| format!("{peer}: {e}"))
-                .collect(),
-            _ => Vec::new(),
+        self.p.dropped()
+    }
+
+    /// Whether a reader is there (rdma-rc: connected; shm and ud-mcast: always).
+    pub fn has_reader(&mut self) -> bool {
+        self.p.has_reader()
+    }
+
+    /// Whether this is a ud-mcast stream (no close: its readers end on silence).
+    pub fn is_multicast(&self) -> bool {
+        #[cfg(feature = "rdma")]
+        if let AnyPublisher::UdMcast(_) = self.p {
+            return true;
         }
+        false
+    }
+}
+
+/// A full reliable stream (or a full send queue) is `Full`: try again; anything else failed.
+#[inline]
+fn out_error(e: AnyError) -> OutError {
+    if e.retry_helps() {
+        OutError::Full
+    } else {
+        OutError::Failed(e.to_string())
     }
 }

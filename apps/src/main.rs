@@ -6,7 +6,6 @@ mod args;
 mod crash;
 mod doctor;
 mod exchange;
-mod fabric;
 mod feed;
 mod gateway;
 #[cfg(test)]
@@ -21,6 +20,7 @@ mod record;
 mod replay;
 mod ring;
 mod stat;
+mod streams;
 mod trader;
 
 use std::path::PathBuf;

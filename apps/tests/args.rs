@@ -21,6 +21,8 @@ fn table() -> Vec<(&'static [&'static str], &'static str, Vec<&'static str>)> {
         (&["trader"], "--drain-secs", f()),
         (&["trader"], "--md-quiet-secs", f()),
         (&["trader"], "--qty", vec!["0", "-5", "1e3", "99999999999999"]),
+        (&["trader"], "--md", vec!["tcp://10.0.0.1:1/1", "ud-mcast://10.0.0.1/1", "shm:a/b", "shm:md?slots=3"]),
+        (&["exchange", "--itch", "/nonexistent"], "--execs", vec!["rdma-rc://10.0.0.1/3"]),
         (&["gateway"], "--wait-secs", f()),
         (&["mold-server", "/nonexistent"], "--rate", with(&["1e-20", "0.5"])),
         (&["mold-server", "/nonexistent"], "--linger-ms", vec!["-1", "1e3", "86400001", "18446744073709551616"]),

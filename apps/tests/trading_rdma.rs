@@ -1,7 +1,7 @@
 //! The trading pipeline over RDMA on one host (the rig's guest, rxe0 and rxe1 on two veths):
-//! `tickbus exchange --fabric rdma` on rxe0 (market data by ud-mcast with recovery, the gateway
+//! `tickbus exchange` with ud-mcast and rdma-rc stream URIs on rxe0 (market data by ud-mcast with recovery, the gateway
 //! reading orders by rdma-rc and answering on its own rdma-rc stream) and `tickbus trader
-//! --fabric rdma` on rxe1. Counts are exact and every order is timed hop by hop. Ignored (with
+//! ` with the same URIs on rxe1. Counts are exact and every order is timed hop by hop. Ignored (with
 //! the reason) on a host without two RDMA devices; a failure in the guest, where
 //! TICKBUS_REQUIRE_RDMA=1 is set.
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -26,17 +26,15 @@ fn one_host() -> Result<(), Failed> {
     let (exchange_dev, trader_dev) = (dev(0, "TICKBUS_RDMA_DEVICE")?, dev(1, "TICKBUS_RDMA_PEER_DEVICE")?);
     let dir = std::env::temp_dir().join(format!("trading-rdma-{}", std::process::id()));
     let day = common::day(&dir, 1500);
+    // The streams as channel URIs, the same for both apps (each opens as publisher what it
+    // publishes): market data by ud-mcast with recovery, orders and reports by rdma-rc.
     let net = [
-        "--fabric",
-        "rdma",
-        "--md-group",
-        "239.77.52.1",
-        "--md-recovery",
-        "127.0.0.1:47201",
-        "--orders-at",
-        "127.0.0.1:47202",
-        "--execs-at",
-        "127.0.0.1:47203",
+        "--md",
+        "ud-mcast://239.77.52.1/1?recovery=127.0.0.1:47201",
+        "--orders",
+        "rdma-rc://127.0.0.1:47202/2",
+        "--execs",
+        "rdma-rc://127.0.0.1:47203/3",
         "--token",
         "trading-rdma-test",
         "--wait-secs",

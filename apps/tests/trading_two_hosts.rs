@@ -1,6 +1,6 @@
 //! The trading pipeline across two hosts: the rig's two-guest mode (two kernels joined by a link,
-//! rxe_eth on each end). Guest 0 runs `tickbus exchange --fabric rdma` (market data by ud-mcast,
-//! the gateway on rdma-rc); guest 1 runs `tickbus trader --fabric rdma` and sends its summary
+//! rxe_eth on each end). Guest 0 runs `tickbus exchange` (market data by ud-mcast, the
+//! gateway on rdma-rc, each stream a channel URI); guest 1 runs `tickbus trader` with the same URIs and sends its summary
 //! back over a coordination connection; guest 0 checks the counts across both. Functional only:
 //! two guests share two cores under TCG, so no latency is judged (and the two kernels' TSCs are
 //! not comparable, so hops are not either). Run as `tools/rig/rig run --guests 2 -- <binary>`;
@@ -25,24 +25,13 @@ fn addr(var: &str, port: u16) -> Result<String, Failed> {
 fn net(me: u8) -> Result<Vec<String>, Failed> {
     let (exchange, trader) =
         if me == 0 { ("RIG_GUEST_ADDR", "RIG_PEER_ADDR") } else { ("RIG_PEER_ADDR", "RIG_GUEST_ADDR") };
-    Ok([
-        "--fabric",
-        "rdma",
-        "--device",
-        DEVICE,
-        "--md-group",
-        "239.77.53.1",
-        "--token",
-        "trading-two-hosts",
-        "--wait-secs",
-        "180",
-        "--json",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain(["--md-recovery".into(), addr(exchange, 47301)?, "--orders-at".into(), addr(trader, 47302)?])
-    .chain(["--execs-at".into(), addr(exchange, 47303)?])
-    .collect())
+    Ok(["--device", DEVICE, "--token", "trading-two-hosts", "--wait-secs", "180", "--json"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(["--md".into(), format!("ud-mcast://239.77.53.1/1?recovery={}", addr(exchange, 47301)?)])
+        .chain(["--orders".into(), format!("rdma-rc://{}/2", addr(trader, 47302)?)])
+        .chain(["--execs".into(), format!("rdma-rc://{}/3", addr(exchange, 47303)?)])
+        .collect())
 }
 
 fn main() {

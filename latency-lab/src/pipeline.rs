@@ -594,16 +594,12 @@ fn rdma_pipeline(
 ) -> Result<(Json, Json), Box<dyn Error>> {
     let port = |k: u16| format!("127.0.0.1:{}", 47400 + 10 * round as u16 + k);
     let net = [
-        "--fabric".to_owned(),
-        "rdma".into(),
-        "--md-group".into(),
-        format!("239.77.55.{}", round + 1),
-        "--md-recovery".into(),
-        port(1),
-        "--orders-at".into(),
-        port(2),
-        "--execs-at".into(),
-        port(3),
+        "--md".to_owned(),
+        format!("ud-mcast://239.77.55.{}/1?recovery={}", round + 1, port(1)),
+        "--orders".into(),
+        format!("rdma-rc://{}/2", port(2)),
+        "--execs".into(),
+        format!("rdma-rc://{}/3", port(3)),
         "--token".into(),
         "latency-lab".into(),
         "--json".into(),

@@ -29,15 +29,10 @@ use matching::{Report, Venue};
 
 #[derive(Args, Debug)]
 pub struct GatewayArgs {
-    /// The market-data ring whose quotes orders are matched against.
-    #[arg(long, default_value = "md")]
-    pub md: String,
-    /// The order ring to read (the trader publishes it).
-    #[arg(long, default_value = "orders")]
-    pub orders: String,
-    /// The execution-report ring to publish (created if missing; reliable, one consumer).
-    #[arg(long, default_value = "execs")]
-    pub execs: String,
+    /// The streams: market data to observe (quotes), orders to read (reliable: an order is
+    /// released once answered), reports to publish (reliable, one reader: the trader).
+    #[command(flatten)]
+    pub streams: crate::streams::StreamArgs,
     /// Stream id of the report ring.
     #[arg(long, default_value_t = REPORT_STREAM)]
     pub stream: u32,
@@ -272,18 +267,29 @@ pub fn report_ring(stream: u32) -> RingConfig {
 
 pub fn run(a: GatewayArgs) -> Result<(), String> {
     let stop = pipeline::stop_flag()?;
-    let ends = pipeline::Ends { app: "gateway", md: &a.md, peer: &a.orders, wait_secs: a.wait_secs, core: a.core };
-    let (execs, md, orders) = ends.open((&a.execs, &report_ring(a.stream)), &stop)?;
-    let answered = Answered::on_ring(&a.execs, &tickbus::shm::ShmOptions::default())?;
+    let t = a.streams.resolve()?;
+    let o = a.streams.options(a.wait_secs, &stop);
+    let mut execs = crate::streams::publisher(&t.execs, &report_ring(a.stream), &o)?;
+    let md = crate::streams::subscriber(&t.md, false, &o)?;
+    let orders = crate::streams::subscriber_polling(&t.orders, true, &o, &mut execs)
+        .map_err(|e| format!("{e}; the orders are the trader's: start `tickbus trader --orders {}`", t.orders))?;
+    if let Some(core) = a.core {
+        tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
+    }
+    eprintln!("gateway: ready (md {}, orders {}, reports {})", t.md, t.orders, t.execs);
+    let answered = match &t.execs.endpoint {
+        tickbus::stream::Endpoint::Shm { name, .. } => Answered::on_ring(name, &o.shm)?,
+        _ => Answered::default(),
+    };
     if answered.len() > 0 {
         eprintln!(
-            "gateway: report ring {:?} holds {} earlier answers (execution ids up to {}): none is answered twice",
-            a.execs,
+            "gateway: report stream {} holds {} earlier answers (execution ids up to {}): none is answered twice",
+            t.execs,
             answered.len(),
             answered.last_exec_id
         );
     }
-    let mut g = Gateway::new(Some(In::Shm(md)), In::Shm(orders), Out::Shm(execs));
+    let mut g = Gateway::new(Some(md), orders, execs);
     g.resume(answered);
     let mut idler = pipeline::idler();
     let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));

@@ -33,7 +33,7 @@ fn after_a_feed_gap_no_order_goes_out_but_ticks_and_reports_are_still_taken() {
     let mut gateway_in = shm::open_consumer("orders", &opts).unwrap();
     let t_md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
     let t_execs = shm::open_consumer("execs", &opts).unwrap();
-    let mut t = Trader::new(In::Shm(t_md), Out::Shm(orders), In::Shm(t_execs), Strategy::new(100, 8));
+    let mut t = Trader::new(In::shm(t_md), Out::shm(orders), In::shm(t_execs), Strategy::new(100, 8));
     let stop = AtomicBool::new(false);
     let run = |t: &mut Trader| while t.duty(&stop) > 0 {};
 
@@ -79,7 +79,7 @@ fn orders_whose_reports_never_come_are_expired_and_trading_goes_on() {
     let mut gateway_in = shm::open_consumer("orders", &opts).unwrap();
     let t_md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
     let t_execs = shm::open_consumer("execs", &opts).unwrap();
-    let mut t = Trader::new(In::Shm(t_md), Out::Shm(orders), In::Shm(t_execs), Strategy::new(100, 1));
+    let mut t = Trader::new(In::shm(t_md), Out::shm(orders), In::shm(t_execs), Strategy::new(100, 1));
     let stop = AtomicBool::new(false);
     let run = |t: &mut Trader| while t.duty(&stop) > 0 {};
 

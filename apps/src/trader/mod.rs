@@ -15,6 +15,7 @@ pub mod reports;
 pub mod strategy;
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -24,23 +25,20 @@ use tickbus_codecs::orders::{NewOrder, OrderTrace, TracedOrder, TRACED_ORDER_LEN
 use tickbus_codecs::{decode, AnyMessage, Message, OrdType, TimeInForce};
 use zerocopy::IntoBytes;
 
-use crate::fabric::{Fabric, RdmaArgs};
 use crate::link::{In, Out, OutError};
 use crate::pipeline::{self, Peer, RING_SLOTS};
+use crate::streams;
 pub use strategy::Strategy;
+use tickbus::agent::lifecycle::{Ended, Lifecycle, LifecycleConfig, Phase, Step};
+use tickbus::stream::PeerState;
 
 #[derive(Args, Debug)]
 pub struct TraderArgs {
-    /// The market-data ring to read (normalised, as `tickbus feed` publishes it).
-    #[arg(long, default_value = "md")]
-    pub md: String,
-    /// The order ring to publish (created if missing; reliable, one consumer: the gateway).
-    #[arg(long, default_value = "orders")]
-    pub orders: String,
-    /// The execution-report ring to read (the gateway publishes it).
-    #[arg(long, default_value = "execs")]
-    pub execs: String,
-    /// Stream id of the order ring.
+    /// The streams: market data to read (normalised, as `tickbus feed` or `tickbus exchange`
+    /// publish it), orders to publish (reliable, one reader: the gateway), reports to read.
+    #[command(flatten)]
+    pub streams: crate::streams::StreamArgs,
+    /// Stream id of the order stream on shm (rdma-rc carries it in the URI's path).
     #[arg(long, default_value_t = ORDER_STREAM)]
     pub stream: u32,
     /// Shares per order.
@@ -69,14 +67,8 @@ pub struct TraderArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
-    /// The fabric the streams run on: `shm` (the rings named above) or `rdma` (the addresses
-    /// below).
-    #[arg(long, value_enum, default_value_t = Fabric::Shm)]
-    pub fabric: Fabric,
-    #[command(flatten)]
-    pub rdma: RdmaArgs,
-    /// rdma: the market data counts as over after this long without a tick (multicast cannot
-    /// say that its publisher finished); before the first tick, after --wait-secs.
+    /// ud-mcast market data: over after this long without a tick (multicast cannot say that its
+    /// publisher finished); before the first tick, after --wait-secs.
     #[arg(long, default_value_t = 2.0, value_parser = crate::args::secs)]
     pub md_quiet_secs: f64,
 }
@@ -289,10 +281,20 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
     strategy.pre_touch(); // before attaching: the feed starts once we are attached
     let (orders, md, execs) = open(&a, &stop)?;
     let mut t = Trader::new(md, orders, execs, strategy);
-    let mut quiet = (0u64, Instant::now()); // ticks at the last look, and since when
     let mut idler = pipeline::idler();
     let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
-    let (mut md_over, mut gateway_gone, mut md_seen) = (None::<Instant>, false, false);
+    let mut gateway_gone = false;
+    // The market data's life: a multicast feed cannot say it finished and ends on its silence
+    // (before its first tick, after --wait-secs); shm and rdma-rc end when their publisher does.
+    let multicast = t.md.is_multicast();
+    let mut md = Lifecycle::new(
+        LifecycleConfig {
+            wait: if multicast { Duration::from_secs_f64(a.wait_secs) } else { Duration::MAX },
+            quiet: multicast.then(|| Duration::from_secs_f64(a.md_quiet_secs)),
+            drain: Duration::from_secs_f64(a.drain_secs),
+        },
+        Instant::now(),
+    );
     let mut silence = reports::Silence::new(Instant::now());
     let report_timeout = Duration::from_secs_f64(a.report_timeout_secs);
     while !stop.load(Ordering::Acquire) {
@@ -315,14 +317,14 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
                 );
             }
             Peer::Live => gateway_gone = false,
-            // Over RDMA the venue's process runs the gateway and the feed: its report stream
-            // gone means the market data is over too (multicast cannot say so itself).
-            Peer::Closed if a.fabric == Fabric::Rdma && md_over.is_none() => {
+            // With multicast market data the venue's process runs the gateway and the feed: its
+            // report stream gone means the market data is over too (multicast cannot say so).
+            Peer::Closed if multicast && md.phase() < Phase::Over => {
                 eprintln!(
                     "trader: the gateway's report stream is gone ({}); ending",
                     t.execs.failure().unwrap_or("its publisher closed")
                 );
-                md_over = Some(Instant::now());
+                md.finish(Instant::now());
             }
             _ => {}
         }
@@ -335,43 +337,27 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
                 a.report_timeout_secs
             );
         }
-        if let Some(since) = md_over {
-            // The feed had gone before this idle cycle found its ring empty: all of it was read.
-            if t.strategy.in_flight() == 0 {
+        if let Some(why) = t.md.failure().filter(|_| md.phase() < Phase::Over) {
+            eprintln!("trader: the market data failed: {why}");
+            md.finish(Instant::now());
+        }
+        // Looked at only after a duty cycle found no work: a feed seen gone here had nothing
+        // left to read, and the step after that settles (or waits for the reports).
+        let feed = match t.md.peer() {
+            Peer::Live => PeerState::Live,
+            Peer::Closed => PeerState::Closed,
+            Peer::Died { pid } => PeerState::Died { pid },
+        };
+        match md.step(Instant::now(), feed, t.counts.ticks, t.strategy.in_flight()) {
+            Step::Over(Ended::NeverSeen) if multicast => {
+                eprintln!("trader: no market data within {} s (--wait-secs); ending", a.wait_secs)
+            }
+            Step::Drained => break,
+            Step::DrainTimedOut { outstanding } => {
+                eprintln!("trader: {outstanding} orders got no execution report within {} s", a.drain_secs);
                 break;
             }
-            if since.elapsed() >= Duration::from_secs_f64(a.drain_secs) {
-                eprintln!(
-                    "trader: {} orders got no execution report within {} s",
-                    t.strategy.in_flight(),
-                    a.drain_secs
-                );
-                break;
-            }
-        } else {
-            // A feed is over once it was seen (live, or through its data) and is no longer live;
-            // a ring left closed by an earlier run is waited on, not taken for the end.
-            let feed = t.md.peer();
-            md_seen |= feed == Peer::Live || t.counts.ticks > 0;
-            if md_seen && feed != Peer::Live {
-                md_over = Some(Instant::now()); // finish once a later idle cycle finds the ring empty
-            }
-            // Multicast cannot say its publisher finished: a long silence after data ends it.
-            if quiet.0 != t.counts.ticks {
-                quiet = (t.counts.ticks, Instant::now());
-            } else if a.fabric == Fabric::Rdma
-                && quiet.1.elapsed()
-                    >= Duration::from_secs_f64(if t.counts.ticks > 0 { a.md_quiet_secs } else { a.wait_secs })
-            {
-                if t.counts.ticks == 0 {
-                    eprintln!("trader: no market data within {} s (--wait-secs); ending", a.wait_secs);
-                }
-                md_over = Some(Instant::now());
-            }
-            if let Some(why) = t.md.failure() {
-                eprintln!("trader: the market data failed: {why}");
-                md_over = Some(Instant::now());
-            }
+            _ => {}
         }
     }
     if let Some(why) = t.execs.failure() {
@@ -411,33 +397,22 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Opens the trader's streams on its fabric, waiting for the peers; pins the thread; says ready.
-/// Returns (orders, market data, reports).
-fn open(a: &TraderArgs, stop: &AtomicBool) -> Result<(Out, In, In), String> {
-    let ends = pipeline::Ends { app: "trader", md: &a.md, peer: &a.execs, wait_secs: a.wait_secs, core: a.core };
-    match a.fabric {
-        Fabric::Shm => {
-            let (orders, md, execs) = ends.open((&a.orders, &order_ring(a.stream)), stop)?;
-            Ok((Out::Shm(orders), In::Shm(md), In::Shm(execs)))
-        }
-        #[cfg(not(feature = "rdma"))]
-        Fabric::Rdma => Err(crate::fabric::no_rdma()),
-        #[cfg(feature = "rdma")]
-        Fabric::Rdma => {
-            use crate::fabric::{md_in, publisher, subscriber, wait_for_reader};
-            let (r, wait) = (&a.rdma, Duration::from_secs_f64(a.wait_secs.max(0.0)));
-            let mut orders = publisher(r.orders_at, &order_ring(a.stream), r)?;
-            let md = md_in(r, wait, stop)?;
-            let execs = subscriber(r.execs_at, crate::gateway::REPORT_STREAM, r, &mut orders, wait, stop)?;
-            wait_for_reader(&mut orders, "the gateway", wait, stop)?;
-            ends.pin()?;
-            eprintln!(
-                "trader: ready (rdma: md {} recovering from {}, orders at {}, reports from {})",
-                r.md_group, r.md_recovery, r.orders_at, r.execs_at
-            );
-            Ok((orders, md, execs))
-        }
+/// Opens the trader's streams (any transport, by URI), waiting for the peers; pins the thread;
+/// says ready. Returns (orders, market data, reports). The order stream first: the gateway
+/// waits for it; then the market data, so no tick after the reports' reader is seen goes unread.
+fn open(a: &TraderArgs, stop: &Arc<AtomicBool>) -> Result<(Out, In, In), String> {
+    let t = a.streams.resolve()?;
+    let o = a.streams.options(a.wait_secs, stop);
+    let mut orders = streams::publisher(&t.orders, &order_ring(a.stream), &o)?;
+    let md = streams::subscriber(&t.md, false, &o)?;
+    let execs = streams::subscriber_polling(&t.execs, true, &o, &mut orders)
+        .map_err(|e| format!("{e}; the reports are the gateway's: start `tickbus gateway` or `tickbus exchange`"))?;
+    streams::wait_for_reader(&mut orders, "the gateway", o.wait, stop)?;
+    if let Some(core) = a.core {
+        tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
     }
+    eprintln!("trader: ready (md {}, orders {}, reports {})", t.md, t.orders, t.execs);
+    Ok((orders, md, execs))
 }
 
 /// Stamps the order's header and publishes it with its trace, waiting while the gateway has not

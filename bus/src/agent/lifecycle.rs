@@ -13,14 +13,15 @@ pub struct LifecycleConfig {
     /// How long to wait for the publisher (or the first message) before giving up.
     pub wait: Duration,
     /// A stream that cannot say its publisher finished (ud-mcast) counts as over after this long
-    /// without a message, once one came. None: only the publisher's state ends it.
+    /// without a message once one came, and after `wait` if none came. None: only the
+    /// publisher's state ends it.
     pub quiet: Option<Duration>,
     /// Once over, how long to wait for what is outstanding (orders awaiting reports).
     pub drain: Duration,
 }
 
-/// Where the stream is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where the stream is (in the order it goes through them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
     /// Neither its publisher nor a message seen yet.
     Waiting,
@@ -46,6 +47,8 @@ pub enum Ended {
     Quiet,
     /// Neither the publisher nor a message appeared within `wait`.
     NeverSeen,
+    /// The app ended it (the transport failed, or another stream said it is over).
+    Ended,
 }
 
 /// What changed at this look: the app acts on it (says so, stops trading, exits).
@@ -132,11 +135,23 @@ impl Lifecycle {
                     Some(q) if self.messages > 0 && now.saturating_duration_since(self.moved) >= q => {
                         self.over(Ended::Quiet, now)
                     }
+                    Some(_) if self.messages == 0 && now.saturating_duration_since(self.since) >= self.cfg.wait => {
+                        self.over(Ended::NeverSeen, now)
+                    }
                     _ => Step::Same,
                 },
             },
             Phase::Over => self.settle(now, outstanding).unwrap_or(Step::Same),
             Phase::Done => Step::Same,
+        }
+    }
+
+    /// Ends the stream now (its transport failed, or another stream said it is over); what is
+    /// outstanding is still awaited. `Step::Same` if it already ended.
+    pub fn finish(&mut self, now: Instant) -> Step {
+        match self.phase {
+            Phase::Waiting | Phase::Live => self.over(Ended::Ended, now),
+            Phase::Over | Phase::Done => Step::Same,
         }
     }
 
@@ -208,6 +223,21 @@ mod tests {
         assert_eq!(l.step(at(t0, 6_900), PeerState::Live, 2, 0), Step::Same, "data moved");
         assert_eq!(l.step(at(t0, 8_899), PeerState::Live, 2, 0), Step::Same);
         assert_eq!(l.step(at(t0, 8_900), PeerState::Live, 2, 0), Step::Over(Ended::Quiet));
+        // No message at all on such a stream: over after `wait`.
+        let mut l = Lifecycle::new(cfg, t0);
+        assert_eq!(l.step(at(t0, 0), PeerState::Live, 0, 0), Step::Seen);
+        assert_eq!(l.step(at(t0, 29_999), PeerState::Live, 0, 0), Step::Same);
+        assert_eq!(l.step(at(t0, 30_000), PeerState::Live, 0, 0), Step::Over(Ended::NeverSeen));
+    }
+
+    #[test]
+    fn finish_ends_a_live_stream_once_and_still_drains() {
+        let t0 = Instant::now();
+        let mut l = Lifecycle::new(CFG, t0);
+        l.step(at(t0, 0), PeerState::Live, 1, 1);
+        assert_eq!(l.finish(at(t0, 1)), Step::Over(Ended::Ended));
+        assert_eq!(l.finish(at(t0, 2)), Step::Same);
+        assert_eq!(l.step(at(t0, 3), PeerState::Live, 1, 0), Step::Drained);
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub struct OpenOptions {
     pub token: Vec<u8>,
     /// The RDMA device where the URI names none (None: `TICKBUS_RDMA_DEVICE`, else the first).
     pub device: Option<String>,
+    /// Datagrams a ud-mcast publisher keeps for recovery, where the URI does not say (None:
+    /// the transport's default, 1,024).
+    pub history: Option<u32>,
     /// How long a subscriber waits for its publisher (and a ud-mcast subscriber for recovery).
     pub wait: Duration,
     /// Set it to give up waiting at once (Ctrl-C).
@@ -57,6 +60,7 @@ impl Default for OpenOptions {
             start_at: StartAt::Latest,
             token: Vec::new(),
             device: None,
+            history: None,
             wait: Duration::from_secs(30),
             stop: None,
         }
@@ -163,6 +167,13 @@ fn ring_config(c: &Channel, o: &OpenOptions, stream: u32) -> RingConfig {
     cfg
 }
 
+/// The device `c` names, else the options' (None: the transport's default, from
+/// `TICKBUS_RDMA_DEVICE` or the first device).
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+fn device(c: &Channel, o: &OpenOptions) -> Option<String> {
+    c.device.clone().or_else(|| o.device.clone())
+}
+
 /// The secret for `c`: from its `token-env`, else the options'.
 #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
 fn token(c: &Channel, o: &OpenOptions) -> Result<Vec<u8>, OpenError> {
@@ -188,7 +199,7 @@ pub fn open_publisher(c: &Channel, o: &OpenOptions) -> Result<AnyPublisher, Open
         #[cfg(feature = "rdma")]
         Endpoint::RdmaRc { addr, stream } => {
             let mut po = crate::rdma::PublisherOptions::new(token(c, o)?);
-            po.device = c.device.clone().or_else(|| o.device.clone());
+            po.device = device(c, o).or(po.device);
             crate::rdma::RdmaPublisher::bind(*addr, &ring_config(c, o, *stream), po)
                 .map(AnyPublisher::RdmaRc)
                 .map_err(|source| OpenError::Rdma { channel: c.to_string(), source })
@@ -196,13 +207,10 @@ pub fn open_publisher(c: &Channel, o: &OpenOptions) -> Result<AnyPublisher, Open
         #[cfg(feature = "rdma")]
         Endpoint::UdMcast { group, stream, recovery, history } => {
             let token = token(c, o)?;
-            let mut mo = crate::mcast::McastPublisherOptions {
-                device: c.device.clone().or_else(|| o.device.clone()),
-                token: Some(token.clone()),
-                ..Default::default()
-            };
-            if let Some(h) = history {
-                mo.history = *h;
+            let mut mo = crate::mcast::McastPublisherOptions { token: Some(token.clone()), ..Default::default() };
+            mo.device = device(c, o).or(mo.device);
+            if let Some(h) = history.or(o.history) {
+                mo.history = h;
             }
             let fail = |source| OpenError::Mcast { channel: c.to_string(), source };
             let mut p = crate::mcast::McastPublisher::new(*group, *stream, &mo).map_err(fail)?;
@@ -239,7 +247,7 @@ pub fn open_subscriber(c: &Channel, o: &OpenOptions) -> Result<AnySubscriber, Op
         #[cfg(feature = "rdma")]
         Endpoint::RdmaRc { addr, stream } => {
             let mut so = crate::rdma::SubscriberOptions::new(token(c, o)?);
-            so.device = c.device.clone().or_else(|| o.device.clone());
+            so.device = device(c, o).or(so.device);
             let connect_refused = |e: &crate::rdma::RdmaError| matches!(e, crate::rdma::RdmaError::Connect { .. });
             let fail = |source| OpenError::Rdma { channel: c.to_string(), source };
             let s = waiting(c, o, connect_refused, || crate::rdma::RdmaSubscriber::connect(*addr, *stream, &so), fail)?;
@@ -248,12 +256,9 @@ pub fn open_subscriber(c: &Channel, o: &OpenOptions) -> Result<AnySubscriber, Op
         #[cfg(feature = "rdma")]
         Endpoint::UdMcast { group, stream, recovery, .. } => {
             let token = token(c, o)?;
-            let mo = crate::mcast::McastSubscriberOptions {
-                device: c.device.clone().or_else(|| o.device.clone()),
-                token: Some(token.clone()),
-                depth: 4096,
-                ..Default::default()
-            };
+            let mut mo =
+                crate::mcast::McastSubscriberOptions { token: Some(token.clone()), depth: 4096, ..Default::default() };
+            mo.device = device(c, o).or(mo.device);
             let fail = |source| OpenError::Mcast { channel: c.to_string(), source };
             let mut s = crate::mcast::McastSubscriber::join(*group, *stream, &mo).map_err(fail)?;
             if let Some(at) = recovery {
