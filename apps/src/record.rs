@@ -18,6 +18,11 @@ pub struct RecordArgs {
     /// The journal folder (created if missing; an existing journal is continued).
     #[arg(long)]
     pub journal: PathBuf,
+    /// Record the stream a channel URI names: `shm:NAME` (as --ring; `?lossy` observes),
+    /// `rdma-rc://HOST:PORT/STREAM`, `ud-mcast://GROUP/STREAM[?recovery=HOST:PORT]` (those two
+    /// need `--features rdma`; the secret is --token or the URI's token-env).
+    #[arg(long, value_name = "URI", conflicts_with_all = ["ring", "rdma", "mcast"])]
+    pub from: Option<String>,
     /// Record shm ring NAME.
     #[arg(long, value_name = "NAME")]
     pub ring: Option<String>,
@@ -102,10 +107,22 @@ fn durability(s: &str) -> Result<Durability, String> {
     }
 }
 
-pub fn run(a: RecordArgs) -> Result<(), String> {
+pub fn run(mut a: RecordArgs) -> Result<(), String> {
+    // A bad URI is refused before anything is opened.
+    let from = a.from.as_deref().map(|u| crate::streams::channel("--from", u)).transpose()?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::Release)).map_err(|e| e.to_string())?;
+    if let Some(c) = &from {
+        match &c.endpoint {
+            // A shm ring keeps --ring's choice of consumer or observer (and its waiting).
+            tickbus::stream::Endpoint::Shm { name, .. } => {
+                a.observe |= c.reliability == Some(tickbus::stream::Reliability::Lossy);
+                a.ring = Some(name.clone());
+            }
+            _ => return record_uri(&a, c, &stop),
+        }
+    }
     if let Some(name) = &a.ring {
         let opts = ShmOptions::default();
         let wait = Duration::from_secs_f64(a.wait_secs);
@@ -156,7 +173,25 @@ pub fn run(a: RecordArgs) -> Result<(), String> {
     if a.rdma.is_some() || a.mcast.is_some() {
         return Err("this tickbus was built without RDMA: build it with `--features rdma`".into());
     }
-    Err("say what to record: --ring NAME (or --rdma ADDR / --mcast GROUP with --features rdma)".into())
+    Err("say what to record: --from URI (shm:NAME, or rdma-rc://HOST:PORT/STREAM or ud-mcast://GROUP/STREAM with --features rdma), or --ring NAME".into())
+}
+
+/// Records an rdma-rc or ud-mcast stream named by URI, through the one stream API.
+fn record_uri(a: &RecordArgs, c: &tickbus::stream::Channel, stop: &Arc<AtomicBool>) -> Result<(), String> {
+    use tickbus::stream::{open_subscriber, Endpoint, OpenOptions, Reliability, Subscribe};
+    let mut o = OpenOptions::default();
+    o.token = a.token.clone().into_bytes();
+    o.wait = Duration::from_secs_f64(a.wait_secs);
+    o.stop = Some(stop.clone());
+    // An rdma-rc stream is recorded as its publisher made it (reliable unless the URI says).
+    o.reliability = Reliability::Reliable;
+    let stream = match c.endpoint {
+        Endpoint::RdmaRc { stream, .. } | Endpoint::UdMcast { stream, .. } => stream,
+        _ => a.stream,
+    };
+    let mut tap = open_subscriber(c, &o).map_err(|e| format!("--from {e}"))?;
+    let t = tap.ticks_per_ns();
+    record(a, &mut tap, stream, t, format!("{c} on {}", host()), stop)
 }
 
 fn host() -> String {

@@ -416,3 +416,35 @@ fn a_reliable_replay_nobody_consumes_says_whom_it_waits_for_sleeps_and_a_stop_is
     assert!(rest.iter().any(|l| l.contains("stopped before the end")), "{rest:?}");
     let _ = shm::remove("nc", &env.opts);
 }
+
+/// Issue 24: `record --from URI` takes the stream as a channel URI (here `shm:md`, a reliable
+/// ring: the recorder is its consumer and loses nothing); a URI that is wrong is refused by name
+/// before anything is opened.
+#[test]
+fn record_takes_its_source_as_a_channel_uri() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("from-uri");
+    let n = 5_000u64;
+    let mut p = shm::open_publisher("md", &RingConfig::for_payload(Mode::Reliable, 5, 64, 1024), &env.opts).unwrap();
+    let rec = env
+        .cmd(&["record", "--from", "shm:md", "--journal", env.journal.to_str().unwrap(), "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(30, "the recorder to attach", || p.consumer_status()[0].alive);
+    publish_all(&mut p, 0..n);
+    wait_for(60, "the journal to hold every message", || p.consumer_status()[0].position == n);
+    sigterm(&rec);
+    let out = rec.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((summary["messages"].as_u64(), summary["gaps"].as_u64()), (Some(n), Some(0)), "{summary}");
+    drop(p);
+    check_journal(&env.journal, n);
+    let bad = env.tmp.join("never");
+    let out = env.cmd(&["record", "--from", "udp://1.2.3.4/1", "--journal", bad.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--from") && err.contains("unknown transport"), "{err}");
+    assert!(!bad.exists(), "nothing made for a refused URI");
+}

@@ -79,9 +79,40 @@ impl Span {
     }
 }
 
+/// Merges a round's rows into the rows so far, by name: every row of `round` must match one
+/// of `rows` and none may be missing or doubled (a round whose rows came in another order or
+/// another set would otherwise put one transport's histogram in another's row).
+pub fn merge_round(rows: &mut Vec<Row>, round: Vec<Row>) -> Result<(), String> {
+    if rows.is_empty() {
+        *rows = round;
+        return Ok(());
+    }
+    let names = |r: &[Row]| {
+        let mut n: Vec<String> = r.iter().map(|r| r.name.clone()).collect();
+        n.sort();
+        n
+    };
+    if names(rows) != names(&round) {
+        return Err(format!(
+            "a round's rows do not match the first round's: {:?} against {:?}",
+            names(&round),
+            names(rows)
+        ));
+    }
+    if let Some(dup) = names(&round).windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("two rows named {:?} in one round: rows are merged by name", dup[0]));
+    }
+    for r in round {
+        let into = rows.iter_mut().find(|x| x.name == r.name).expect("names checked above");
+        into.merge(r);
+    }
+    Ok(())
+}
+
 impl Row {
-    /// Adds another run of the same transport (interleaved rounds).
+    /// Adds another run of the same transport (interleaved rounds); see [`merge_round`].
     pub fn merge(&mut self, other: Row) {
+        debug_assert_eq!(self.name, other.name, "rows are merged by name");
         if let (Some(a), Some(b)) = (self.hist.as_mut(), other.hist) {
             a.add(&b).expect("histograms with the same bounds");
             let h = a.clone();
@@ -449,6 +480,23 @@ mod tests {
             h.record(v + i / 990).unwrap();
         }
         Row::new(name.into(), kind, String::new(), h)
+    }
+
+    /// Issue 24: rounds merged by row position put a reordered round's histograms in the wrong
+    /// rows (the code before zipped them). Merged by name, checked: a reordered round lands in
+    /// the right rows; a round with another set of rows, or a row twice, is an error.
+    #[test]
+    fn rounds_merge_by_row_name_and_a_mismatched_round_is_an_error() {
+        let mut rows = Vec::new();
+        merge_round(&mut rows, vec![row("floor", Kind::Floor, 100), row("tickbus shm", Kind::Tickbus, 300)]).unwrap();
+        merge_round(&mut rows, vec![row("tickbus shm", Kind::Tickbus, 300), row("floor", Kind::Floor, 100)]).unwrap();
+        assert_eq!((rows[0].name.as_str(), rows[0].count, rows[0].ns[0]), ("floor", 2000, 100));
+        assert_eq!((rows[1].name.as_str(), rows[1].count, rows[1].ns[0]), ("tickbus shm", 2000, 300));
+        let e =
+            merge_round(&mut rows, vec![row("floor", Kind::Floor, 100), row("aeron", Kind::Peer, 900)]).unwrap_err();
+        assert!(e.contains("do not match"), "{e}");
+        let e = merge_round(&mut rows, vec![row("floor", Kind::Floor, 1), row("floor", Kind::Floor, 1)]).unwrap_err();
+        assert!(e.contains("do not match") || e.contains("two rows named"), "{e}");
     }
 
     fn rtt_64(rows: Vec<Row>) -> Section {

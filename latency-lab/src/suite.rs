@@ -257,6 +257,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
             let mut uncounted = tickbus_shm::TickbusShmUncounted::default();
             let mut lossy = tickbus_shm::TickbusShmLossy::default();
             let mut into = tickbus_shm::TickbusShmInto::default();
+            let mut via_uri = tickbus_shm::TickbusStream::default();
             for _ in 0..ROUNDS {
                 let spec = per_round;
                 let mut round = vec![
@@ -268,6 +269,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
                 round.push(pp(&mut uncounted, &spec)?);
                 round.push(pp(&mut lossy, &spec)?);
                 round.push(pp(&mut into, &spec)?);
+                round.push(pp(&mut via_uri, &spec)?);
                 if size == 64 {
                     round.insert(4, pp2(&tickbus_shm::TickbusShmProcesses::default(), &spec)?);
                     #[cfg(feature = "peers")]
@@ -288,11 +290,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
                         round.insert(3 + i, pp(&mut SlotRung(length), &spec)?);
                     }
                 }
-                if rows.is_empty() {
-                    rows = round;
-                } else {
-                    rows.iter_mut().zip(round).for_each(|(a, b)| a.merge(b));
-                }
+                crate::report::merge_round(&mut rows, round)?;
             }
             let mut sec = Section { mode: "rtt".into(), size, rate: None, rows };
             sec.ratios();

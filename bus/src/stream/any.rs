@@ -534,6 +534,15 @@ impl Subscribe for AnySubscriber {
     fn release_to(&mut self, position: u64) {
         each!(self, s => Subscribe::release_to(s, position))
     }
+    fn window(&self) -> u64 {
+        each!(self, s => Subscribe::window(s))
+    }
+    fn aborted(&self) -> u64 {
+        each!(self, s => Subscribe::aborted(s))
+    }
+    fn source_id(&self) -> Option<u64> {
+        each!(self, s => Subscribe::source_id(s))
+    }
 }
 
 impl AnySubscriber {

@@ -157,6 +157,24 @@ pub trait Subscribe {
 
     /// Releases every position below `position` to the publisher (manual release).
     fn release_to(&mut self, position: u64);
+
+    /// How far below the stream's newest position a fresh attachment may start delivering (a
+    /// ring's slot count; 0 for a live feed that starts at what it sees): a recorder restarted
+    /// on the stream skips what its journal holds only within this window.
+    fn window(&self) -> u64 {
+        0
+    }
+
+    /// Slots of dropped claims (no message) this reader moved past since it attached.
+    fn aborted(&self) -> u64 {
+        0
+    }
+
+    /// This incarnation of the stream's identity, one a recreated stream does not share (a shm
+    /// ring: when it was created). None: the transport has none.
+    fn source_id(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Compile-time checks: the handles move between threads (an agent is built on one thread and

@@ -183,6 +183,12 @@ impl Subscribe for RdmaSubscriber {
     fn release_to(&mut self, position: u64) {
         RdmaSubscriber::release_to(self, position)
     }
+    fn window(&self) -> u64 {
+        self.config().slot_count as u64
+    }
+    fn aborted(&self) -> u64 {
+        self.aborted_skipped()
+    }
 }
 
 impl Staging for McastPublisher {

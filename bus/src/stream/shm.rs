@@ -127,6 +127,15 @@ impl<M: RingMemory> Subscribe for Subscriber<M> {
     fn release_to(&mut self, position: u64) {
         self.reader_mut().release_to(position)
     }
+    fn window(&self) -> u64 {
+        self.config().slot_count as u64
+    }
+    fn aborted(&self) -> u64 {
+        self.reader().aborted_skipped()
+    }
+    fn source_id(&self) -> Option<u64> {
+        Some(self.reader().created_unix_ns())
+    }
 }
 
 /// The shm handles forward to the ring publisher and subscriber they wrap.
@@ -197,6 +206,15 @@ impl Subscribe for ShmSubscriber {
     #[inline]
     fn release_to(&mut self, position: u64) {
         Subscribe::release_to(&mut **self, position)
+    }
+    fn window(&self) -> u64 {
+        Subscribe::window(&**self)
+    }
+    fn aborted(&self) -> u64 {
+        Subscribe::aborted(&**self)
+    }
+    fn source_id(&self) -> Option<u64> {
+        Subscribe::source_id(&**self)
     }
 }
 

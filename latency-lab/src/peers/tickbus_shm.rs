@@ -213,3 +213,73 @@ impl CrossProcess for TickbusShmProcesses {
         open_rx(channel, size, &self.opts)
     }
 }
+
+/// The same reliable rings opened by channel URI (`shm:NAME?reliable&slots=1024&payload=N`)
+/// and driven through the one stream API (`tickbus::stream`: `AnyPublisher`/`AnySubscriber`,
+/// the `Publish`/`Subscribe` traits, one `match` per call): beside "tickbus shm" in the same
+/// run, what the abstraction costs on the round trip.
+#[derive(Default)]
+pub struct TickbusStream {
+    pub made: usize,
+}
+
+pub struct StreamTx {
+    p: tickbus::stream::AnyPublisher,
+    buf: Vec<u8>,
+    _file: RemoveOnDrop,
+}
+
+pub struct StreamRx {
+    s: tickbus::stream::AnySubscriber,
+    buf: Vec<u8>,
+}
+
+impl Tx for StreamTx {
+    #[inline]
+    fn try_send(&mut self, stamp: u64) -> bool {
+        use tickbus::stream::Publish;
+        put_stamp(&mut self.buf, stamp);
+        self.p.publish(&self.buf).is_ok()
+    }
+}
+
+impl Rx for StreamRx {
+    #[inline]
+    fn try_recv(&mut self) -> Option<u64> {
+        use tickbus::stream::Subscribe;
+        match self.s.try_recv().expect("a shm stream's receive cannot fail")? {
+            Recv::Message(m) => {
+                let n = m.payload.len();
+                self.buf[..n].copy_from_slice(m.payload);
+                Some(stamp_of(&self.buf))
+            }
+            Recv::Gap(g) => panic!("ping-pong keeps one message in flight: nothing can be lapped, yet {g:?}"),
+        }
+    }
+}
+
+impl InProcess for TickbusStream {
+    type Tx = StreamTx;
+    type Rx = StreamRx;
+    fn name(&self) -> String {
+        "tickbus shm (stream API, URI)".into()
+    }
+    fn note(&self) -> String {
+        format!(
+            "shm:NAME?reliable&slots={SLOTS}, opened and driven through tickbus::stream (AnyPublisher, AnySubscriber)"
+        )
+    }
+    fn channel(&mut self, size: usize, ticks_per_ns: f64) -> Result<(StreamTx, StreamRx), Box<dyn Error>> {
+        use tickbus::stream::{open_publisher, open_subscriber, Channel, OpenOptions};
+        let name = format!("lab-uri-{}-{}", std::process::id(), self.made);
+        self.made += 1;
+        let channel = Channel::parse(&format!("shm:{name}?reliable&slots={SLOTS}&payload={}", size.max(8)))?;
+        let o = OpenOptions::default();
+        let p = open_publisher(&channel, &o)?;
+        // The stream records the ring's TSC rate itself; the lab converts with its own (same host).
+        let _ = ticks_per_ns;
+        let s = open_subscriber(&channel, &o)?;
+        let file = RemoveOnDrop { name, opts: o.shm.clone() };
+        Ok((StreamTx { p, buf: message(size), _file: file }, StreamRx { s, buf: message(size) }))
+    }
+}
