@@ -19,7 +19,7 @@ echo "== workspace tests (unit, multi-process, hot-path proofs, doctests)"
 cargo test --workspace --all-features
 echo "== loom model checks of the ring's synchronisation"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p tickbus --lib --release loom
-echo "== fuzz: every target (codecs: ITCH file, MoldUDP64, pcap, book; bus: control lines, ring memory, ud-mcast frames, journal records, feed arbitration) for a bounded time"
+echo "== fuzz: every target (codecs: ITCH file, MoldUDP64, pcap, book; bus: control lines, ring memory, ud-mcast frames, journal records, journal folders, feed arbitration and forgery, channel URIs) for a bounded time"
 tools/fuzz.sh "${TICKBUS_FUZZ_SECONDS:-20}"
 
 echo "== Soft-RoCE guest: rig self-test"
