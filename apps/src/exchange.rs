@@ -371,6 +371,14 @@ fn open(a: &ExchangeArgs, t: &Topology, stop: &Arc<AtomicBool>) -> Result<(Out, 
     let mut o = a.streams.options(a.wait_secs, stop);
     o.history = Some(MD_HISTORY);
     let md_cfg = RingConfig::for_payload(Mode::Lossy, MD_STREAM, 64, a.md_slots);
+    if a.no_gateway && !matches!(t.execs.endpoint, Endpoint::Shm { .. }) {
+        // Without its gateway the exchange knows the trader is in only by its consumer line on
+        // the shm report ring; elsewhere it would start the feed before the trader listens.
+        return Err(format!(
+            "--no-gateway needs a shm report stream (the exchange waits for the trader's reader on it), not {}: run the gateway in the exchange",
+            t.execs
+        ));
+    }
     let md = streams::publisher(&t.md, &md_cfg, &o)?;
     if a.no_gateway {
         return Ok((md, None));

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use tickbus::stream::{open_publisher, open_subscriber, Channel, OpenOptions, Reliability};
+use tickbus::stream::{open_publisher, open_subscriber, Channel, Endpoint, OpenOptions, Reliability};
 use tickbus::{Mode, RingConfig, StartAt};
 
 use crate::link::{In, Out};
@@ -98,11 +98,15 @@ impl StreamArgs {
                 (None, None) => channel(&format!("--{role}"), &format!("shm:{role}")),
             }
         };
-        Ok(Topology {
+        let t = Topology {
             md: pick("md", &self.md)?,
             orders: pick("orders", &self.orders)?,
             execs: pick("execs", &self.execs)?,
-        })
+        };
+        for (role, c) in [("md", &t.md), ("orders", &t.orders), ("execs", &t.execs)] {
+            check(role, c)?;
+        }
+        Ok(t)
     }
 
     /// Opening options: the secret, the device, how long to wait, the stop flag.
@@ -114,6 +118,34 @@ impl StreamArgs {
         o.stop = Some(stop.clone());
         o
     }
+}
+
+/// What the trading apps need of each stream, checked before anything is opened: market data is
+/// lossy and goes by shm or ud-mcast (an rdma-rc publisher takes its readers in only while it
+/// publishes, and the exchange publishes only once the trader is in: they would wait on each
+/// other); orders and reports keep the apps' own layout (reliable, one reader, and the trader's
+/// in-flight limit is a quarter of the ring: a smaller ring would deadlock the two apps).
+fn check(role: &str, c: &Channel) -> Result<(), String> {
+    let refuse = |why: &str| Err(format!("the {role} stream {c}: {why}"));
+    if role == "md" {
+        if matches!(c.endpoint, Endpoint::RdmaRc { .. }) {
+            return refuse("market data goes by shm or ud-mcast, not rdma-rc");
+        }
+        if c.reliability == Some(Reliability::Reliable) || c.consumers.is_some() {
+            return refuse("market data is lossy (the trader and the gateway observe it, never holding the feed back): drop reliable and consumers");
+        }
+        if c.payload.is_some_and(|p| p < 64) {
+            return refuse("market data needs a payload of at least 64 bytes");
+        }
+        return Ok(());
+    }
+    if c.reliability == Some(Reliability::Lossy) || c.slots.is_some() || c.payload.is_some() || c.consumers.is_some() {
+        return refuse(&format!(
+            "its layout is the apps' own (reliable, {} slots, one reader): give no lossy, slots, payload or consumers",
+            crate::pipeline::RING_SLOTS
+        ));
+    }
+    Ok(())
 }
 
 /// The layout `cfg` as the defaults of `o` (what the URI does not say).
@@ -203,6 +235,20 @@ mod tests {
         assert!(e.contains("[streams] md") && e.contains("unknown transport"), "{e}");
         let e = StreamArgs { md: Some("ud-mcast://10.1.1.1/1".into()), ..StreamArgs::default() }.resolve().unwrap_err();
         assert!(e.starts_with("--md: ") && e.contains("not a multicast group"), "{e}");
+        // From the review: layouts the apps depend on, refused before anything is opened.
+        for (args, says) in [
+            (StreamArgs { md: Some("rdma-rc://10.0.0.1:7400/1".into()), ..StreamArgs::default() }, "not rdma-rc"),
+            (StreamArgs { md: Some("shm:md?reliable".into()), ..StreamArgs::default() }, "market data is lossy"),
+            (
+                StreamArgs { orders: Some("shm:orders?slots=8".into()), ..StreamArgs::default() },
+                "layout is the apps' own",
+            ),
+            (StreamArgs { execs: Some("shm:execs?lossy".into()), ..StreamArgs::default() }, "layout is the apps' own"),
+            (StreamArgs { orders: Some("orders?slots=8".into()), ..StreamArgs::default() }, "ring name"),
+        ] {
+            let e = args.resolve().unwrap_err();
+            assert!(e.contains(says), "{e}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

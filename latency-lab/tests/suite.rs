@@ -74,6 +74,7 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     want.push("tickbus shm (counters off)");
     want.push("tickbus shm (lossy, observer)");
     want.push("tickbus shm (receive into)");
+    want.push("tickbus shm (stream API, URI)");
     if cfg!(feature = "peers") {
         want.push("iceoryx2 0.10 (2 processes)");
     }

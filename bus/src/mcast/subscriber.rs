@@ -221,6 +221,8 @@ impl McastSubscriber {
         batch: u32,
         timeout: Duration,
     ) -> Result<(), McastError> {
+        // A redelivery from the old client's landing buffer would read the new one's.
+        (self.last, self.again) = (None, false);
         let stream = self.seq_stream;
         let r = RecoveryClient::connect(&self.ctx, addr, token, stream, batch, timeout)?;
         if r.history.qkey != self.qkey {
@@ -345,6 +347,8 @@ impl McastSubscriber {
     /// A new publisher run is followed: its history is not the one recovery was set up for.
     #[cold]
     fn new_session(&mut self) {
+        // A message held for redelivery belongs to the session that ended.
+        (self.last, self.again) = (None, false);
         self.stats.new_sessions += 1;
         self.recovering = None;
         if self.recovery.take().is_some() {

@@ -167,6 +167,15 @@ fn ring_config(c: &Channel, o: &OpenOptions, stream: u32) -> RingConfig {
     cfg
 }
 
+/// An rdma-rc connection that may work later: nobody listening yet, the publisher busy with
+/// other handshakes or its lines all taken (a reader that died still holds one until its
+/// publisher notices), or a handshake that timed out while the publisher was busy.
+#[cfg(feature = "rdma")]
+fn not_yet(e: &crate::rdma::RdmaError) -> bool {
+    use crate::rdma::RdmaError as E;
+    matches!(e, E::Connect { .. } | E::Refused { .. } | E::Handshake { .. })
+}
+
 /// The device `c` names, else the options' (None: the transport's default, from
 /// `TICKBUS_RDMA_DEVICE` or the first device).
 #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
@@ -207,7 +216,11 @@ pub fn open_publisher(c: &Channel, o: &OpenOptions) -> Result<AnyPublisher, Open
         #[cfg(feature = "rdma")]
         Endpoint::UdMcast { group, stream, recovery, history } => {
             let token = token(c, o)?;
-            let mut mo = crate::mcast::McastPublisherOptions { token: Some(token.clone()), ..Default::default() };
+            // No secret: the default queue key, as a tokenless publisher uses.
+            let mut mo = crate::mcast::McastPublisherOptions {
+                token: (!token.is_empty()).then(|| token.clone()),
+                ..Default::default()
+            };
             mo.device = device(c, o).or(mo.device);
             if let Some(h) = history.or(o.history) {
                 mo.history = h;
@@ -248,23 +261,24 @@ pub fn open_subscriber(c: &Channel, o: &OpenOptions) -> Result<AnySubscriber, Op
         Endpoint::RdmaRc { addr, stream } => {
             let mut so = crate::rdma::SubscriberOptions::new(token(c, o)?);
             so.device = device(c, o).or(so.device);
-            let connect_refused = |e: &crate::rdma::RdmaError| matches!(e, crate::rdma::RdmaError::Connect { .. });
             let fail = |source| OpenError::Rdma { channel: c.to_string(), source };
-            let s = waiting(c, o, connect_refused, || crate::rdma::RdmaSubscriber::connect(*addr, *stream, &so), fail)?;
+            let s = waiting(c, o, not_yet, || crate::rdma::RdmaSubscriber::connect(*addr, *stream, &so), fail)?;
             Ok(AnySubscriber::RdmaRc(s))
         }
         #[cfg(feature = "rdma")]
         Endpoint::UdMcast { group, stream, recovery, .. } => {
             let token = token(c, o)?;
-            let mut mo =
-                crate::mcast::McastSubscriberOptions { token: Some(token.clone()), depth: 4096, ..Default::default() };
+            let mut mo = crate::mcast::McastSubscriberOptions {
+                token: (!token.is_empty()).then(|| token.clone()),
+                depth: 4096,
+                ..Default::default()
+            };
             mo.device = device(c, o).or(mo.device);
             let fail = |source| OpenError::Mcast { channel: c.to_string(), source };
             let mut s = crate::mcast::McastSubscriber::join(*group, *stream, &mo).map_err(fail)?;
             if let Some(at) = recovery {
-                let not_there = |e: &crate::mcast::McastError| {
-                    matches!(e, crate::mcast::McastError::Setup(crate::rdma::RdmaError::Connect { .. }))
-                };
+                let not_there =
+                    |e: &crate::mcast::McastError| matches!(e, crate::mcast::McastError::Setup(r) if not_yet(r));
                 waiting(c, o, not_there, || s.connect_recovery(*at, &token, 64, Duration::from_secs(5)), fail)?;
             }
             Ok(AnySubscriber::UdMcast(s))

@@ -11,10 +11,10 @@ use crate::ring::{ClaimError, Mode, Recv, RecvInto};
 use crate::time::Tsc;
 
 impl Retry for RdmaError {
-    /// A full reliable ring or no subscriber yet: later, yes. Everything else (a failed QP, a
-    /// dropped subscriber, a message larger than a slot, a dead device) needs a fix or a reopen.
+    /// A full reliable ring: later, yes. Everything else (a failed QP, a dropped subscriber, a
+    /// message larger than a slot, a dead device) needs a fix or a reopen.
     fn retry_helps(&self) -> bool {
-        matches!(self, RdmaError::Claim(ClaimError::Full { .. }) | RdmaError::NoSubscriber)
+        matches!(self, RdmaError::Claim(ClaimError::Full { .. }))
     }
 }
 

@@ -1,8 +1,8 @@
 //! Channel URIs: one string names a stream on any transport, as Aeron's channels do.
 //!
 //! ```text
-//! shm:NAME[?PARAMS]                      a ring on this host (NAME: 1-64 of A-Z a-z 0-9 . _ -)
-//! rdma-rc://HOST:PORT/STREAM[?PARAMS]    the rdma-rc publisher's control address, and its stream
+//! shm:NAME[?PARAMS]                      a ring on this host (NAME: 1-128 of A-Z a-z 0-9 . _ -)
+//! rdma-rc://IP:PORT/STREAM[?PARAMS]      the rdma-rc publisher's control address, and its stream
 //! ud-mcast://GROUP/STREAM[?PARAMS]       an IPv4 multicast group (224.0.0.0/4), and the stream
 //!
 //! PARAMS: KEY or KEY=VALUE, joined by '&', each key at most once:
@@ -14,13 +14,14 @@
 //!   device=NAME             the RDMA device (rdma-rc, ud-mcast)
 //!   token-env=VAR           the handshake secret is in environment variable VAR (rdma-rc,
 //!                           ud-mcast): never the secret itself, which a URI would put in `ps`
-//!   recovery=HOST:PORT      ud-mcast: where the publisher serves lost datagrams by RDMA READ
-//!   history=N               ud-mcast publisher: datagrams kept for recovery (power of two)
+//!   recovery=IP:PORT        ud-mcast: where the publisher serves lost datagrams by RDMA READ
+//!   history=N               ud-mcast publisher: datagrams kept for recovery (power of two,
+//!                           at most 2^20: each is a registered MTU-sized slot)
 //! ```
 //!
 //! Examples: `shm:md`, `shm:orders?reliable&slots=4096`, `rdma-rc://10.0.0.1:7400/7`,
 //! `ud-mcast://239.1.2.3/1?recovery=10.0.0.1:7500`. Whoever publishes a stream and whoever reads
-//! it give the same URI: the publisher of an rdma-rc stream listens at HOST:PORT, its readers
+//! it give the same URI: the publisher of an rdma-rc stream listens at IP:PORT, its readers
 //! connect there; a ud-mcast publisher sends to the group and serves recovery at `recovery`.
 //!
 //! Pure (no I/O): [`Channel::parse`] and `Display` round-trip (the `channel_uri` fuzz target
@@ -97,7 +98,7 @@ pub enum ChannelError {
         why: String,
     },
     /// A scheme tickbus does not know.
-    #[error("channel {uri:?}: unknown transport {scheme:?}: use shm:NAME, rdma-rc://HOST:PORT/STREAM or ud-mcast://GROUP/STREAM")]
+    #[error("channel {uri:?}: unknown transport {scheme:?}: use shm:NAME, rdma-rc://IP:PORT/STREAM or ud-mcast://GROUP/STREAM")]
     Scheme {
         /// The URI (escaped, at most 80 characters).
         uri: String,
@@ -150,8 +151,18 @@ impl Channel {
         }
     }
 
-    /// A shm ring named `name`, with nothing else said.
+    /// A shm ring named `name`, with nothing else said (a name, not a URI: `md?lossy` is
+    /// refused, not read as parameters).
     pub fn shm(name: &str) -> Result<Channel, ChannelError> {
+        if !is_name(name, 128) {
+            return Err(ChannelError::Address {
+                uri: quoted(name),
+                why: format!(
+                    "ring name {:?}: give 1 to 128 of A-Z a-z 0-9 . _ - (or a channel URI, e.g. shm:md?lossy)",
+                    quoted(name)
+                ),
+            });
+        }
         Channel::parse(&format!("shm:{name}"))
     }
 
@@ -160,7 +171,7 @@ impl Channel {
         let q = || quoted(uri);
         let malformed = |why: &str| ChannelError::Malformed { uri: q(), why: why.into() };
         if uri.is_empty() {
-            return Err(malformed("empty: give shm:NAME, rdma-rc://HOST:PORT/STREAM or ud-mcast://GROUP/STREAM"));
+            return Err(malformed("empty: give shm:NAME, rdma-rc://IP:PORT/STREAM or ud-mcast://GROUP/STREAM"));
         }
         if uri.len() > MAX_URI {
             return Err(malformed(&format!("{} bytes: a channel URI is at most {MAX_URI}", uri.len())));
@@ -182,9 +193,9 @@ impl Channel {
         let endpoint = match scheme {
             "shm" => {
                 let name = body.strip_prefix("//").unwrap_or(body);
-                if !is_name(name, 64) {
+                if !is_name(name, 128) {
                     return Err(address(format!(
-                        "ring name {:?}: give 1 to 64 of A-Z a-z 0-9 . _ - (a file name in the ring folders)",
+                        "ring name {:?}: give 1 to 128 of A-Z a-z 0-9 . _ - (a file name in the ring folders)",
                         quoted(name)
                     )));
                 }
@@ -197,7 +208,7 @@ impl Channel {
                 let path = body.strip_prefix("//").ok_or_else(|| {
                     address(format!(
                         "{scheme} needs //: {scheme}://{}",
-                        if scheme == "rdma-rc" { "HOST:PORT/STREAM" } else { "GROUP/STREAM" }
+                        if scheme == "rdma-rc" { "IP:PORT/STREAM" } else { "GROUP/STREAM" }
                     ))
                 })?;
                 let (host, stream) = path
@@ -209,12 +220,18 @@ impl Channel {
                 if scheme == "rdma-rc" {
                     let addr: SocketAddr = host.parse().map_err(|_| {
                         address(format!(
-                            "{:?} is not HOST:PORT (an IPv4 address and port, e.g. 10.0.0.1:7400, or [IPv6]:PORT)",
+                            "{:?} is not IP:PORT (an IPv4 address and port, e.g. 10.0.0.1:7400, or [IPv6]:PORT; no host names)",
                             quoted(host)
                         ))
                     })?;
                     if addr.port() == 0 {
                         return Err(address("port 0: give the port the publisher listens on".into()));
+                    }
+                    let ip = addr.ip();
+                    if ip.is_unspecified() || ip.is_multicast() || ip == std::net::IpAddr::V4(Ipv4Addr::BROADCAST) {
+                        return Err(address(format!(
+                            "{ip} is not one host's address: give the address the publisher listens on, which its readers connect to"
+                        )));
                     }
                     Endpoint::RdmaRc { addr, stream }
                 } else {
@@ -322,7 +339,7 @@ impl Channel {
                 "recovery" => {
                     only(mcast, "ud-mcast")?;
                     let v = val()?;
-                    let a: SocketAddr = v.parse().map_err(|_| err(format!("{:?} is not HOST:PORT", quoted(v))))?;
+                    let a: SocketAddr = v.parse().map_err(|_| err(format!("{:?} is not IP:PORT", quoted(v))))?;
                     if a.port() == 0 {
                         return Err(err("port 0: give the port recovery is served on".into()));
                     }
@@ -332,7 +349,7 @@ impl Channel {
                 }
                 "history" => {
                     only(mcast, "ud-mcast")?;
-                    let n = num(2, 1 << 24, true)? as u32;
+                    let n = num(2, 1 << 20, true)? as u32;
                     if let Endpoint::UdMcast { history, .. } = &mut self.endpoint {
                         *history = Some(n);
                     }
@@ -467,8 +484,12 @@ mod tests {
             ("shm:md?device=rxe0", "rdma-rc and ud-mcast"),
             ("rdma-rc:10.0.0.1:7400/7", "needs //"),
             ("rdma-rc://10.0.0.1:7400", "no stream id"),
-            ("rdma-rc://10.0.0.1/7", "is not HOST:PORT"),
+            ("rdma-rc://10.0.0.1/7", "is not IP:PORT"),
             ("rdma-rc://10.0.0.1:0/7", "port 0"),
+            ("rdma-rc://0.0.0.0:7400/7", "not one host's address"),
+            ("rdma-rc://239.1.1.1:7400/7", "not one host's address"),
+            ("rdma-rc://exchange.local:7400/7", "no host names"),
+            ("ud-mcast://239.1.2.3/7?history=2097152", "a power of two from 2 to 1048576"),
             ("rdma-rc://10.0.0.1:7400/x", "stream id"),
             ("rdma-rc://10.0.0.1:7400/4294967296", "stream id"),
             ("rdma-rc://10.0.0.1:7400/7?stream=3", "carry the stream id in the path"),
@@ -484,5 +505,9 @@ mod tests {
             assert!(!e.contains('\u{1b}'), "{uri:?}: raw escape in {e:?}");
         }
         assert!(err(&format!("shm:{}", "a".repeat(2000))).contains("at most 1024"));
+        assert!(Channel::parse(&format!("shm:{}", "a".repeat(128))).is_ok(), "the names shm takes");
+        assert!(err(&format!("shm:{}", "a".repeat(129))).contains("ring name"));
+        let bare = Channel::shm("md?lossy").unwrap_err().to_string();
+        assert!(bare.contains("ring name") && bare.contains("or a channel URI"), "{bare}");
     }
 }

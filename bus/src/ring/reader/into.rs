@@ -8,9 +8,9 @@
 //! nearly all of tickbus's distance to its same-payload floor at those sizes. So a reliable
 //! consumer here copies `out.len()` bytes first and only then reads the length and flags.
 //!
-//! Not for memory whose slots may land out of order (RDMA WRITE_WITH_IMM, where the transport
-//! passes a landed limit to [`RingReader::try_recv_before`]): there is no limited variant, and
-//! the RDMA subscribers do not offer this receive.
+//! For memory whose slots may land out of order (RDMA WRITE_WITH_IMM) the transport passes its
+//! landed limit to [`RingReader::try_recv_into_before`], as to [`RingReader::try_recv_before`]:
+//! a slot whose completion has not arrived is never copied.
 //!
 //! Copying before the length is known is sound for a reliable consumer: the trail says the slot
 //! is published and the publisher cannot touch it again until this consumer's line passes it, so
