@@ -157,9 +157,7 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
             a.confirm_ms
         ));
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    ctrlc::set_handler(move || flag.store(true, Ordering::Release)).map_err(|e| e.to_string())?;
+    let stop = crate::pipeline::stop_flag()?;
     let mode = if a.reliable { Mode::Reliable } else { Mode::Lossy };
     let payload = if a.raw { 64 } else { 128 };
     let cfg = RingConfig::for_payload(mode, a.stream, payload, a.slots);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tickbus::agent::{IdleStrategy, Idler};
 use tickbus::time::Tsc;
 
-/// A flag set by Ctrl-C or SIGTERM.
+/// The one stop flag of every command, set by Ctrl-C or SIGTERM (one handler per process).
 pub fn stop_flag() -> Result<Arc<AtomicBool>, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();

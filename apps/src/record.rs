@@ -110,9 +110,7 @@ fn durability(s: &str) -> Result<Durability, String> {
 pub fn run(mut a: RecordArgs) -> Result<(), String> {
     // A bad URI is refused before anything is opened.
     let from = a.from.as_deref().map(|u| crate::streams::channel("--from", u)).transpose()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    ctrlc::set_handler(move || flag.store(true, Ordering::Release)).map_err(|e| e.to_string())?;
+    let stop = crate::pipeline::stop_flag()?;
     if let Some(c) = &from {
         match &c.endpoint {
             // A shm ring keeps --ring's choice of consumer or observer (and its waiting).

@@ -100,9 +100,7 @@ pub fn run(a: ReplayArgs) -> Result<(), String> {
     let mut cfg = RingConfig::for_payload(mode, stream, a.max_payload, a.slots);
     cfg.max_consumers = a.consumers;
     let mut p = shm::open_publisher(name, &cfg, &ShmOptions::default()).map_err(|e| e.to_string())?;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = stop.clone();
-    ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::Release)).map_err(|e| e.to_string())?;
+    let stop = crate::pipeline::stop_flag()?;
     let scale = TscScale { ticks_per_ns: cfg.ticks_per_ns };
     let bar = progress(&source, a.json);
     let mut err = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
