@@ -5,7 +5,7 @@
 //! the app looks at [`In::failure`] when idle, as it looks at its peers.
 #[cfg(test)]
 use tickbus::shm::{ShmPublisher, ShmSubscriber};
-use tickbus::stream::{AnyError, AnyPublisher, AnySubscriber, PeerState, Publish, Retry, Subscribe};
+use tickbus::stream::{AnyError, AnyPublisher, AnySubscriber, Publish, Retry, Subscribe};
 use tickbus::Recv;
 
 use crate::pipeline::Peer;
@@ -70,11 +70,7 @@ impl In {
         if self.failed.is_some() {
             return Peer::Closed;
         }
-        match self.sub.publisher() {
-            PeerState::Live => Peer::Live,
-            PeerState::Closed => Peer::Closed,
-            PeerState::Died { pid } => Peer::Died { pid },
-        }
+        self.sub.publisher()
     }
 
     /// Whether this is a ud-mcast stream.

@@ -30,17 +30,8 @@ pub fn idler() -> Idler {
 /// other).
 pub const RING_SLOTS: usize = 4096;
 
-/// What became of a peer's publisher since the last look.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Peer {
-    Live,
-    /// It closed its ring cleanly (it finished).
-    Closed,
-    /// Its process ended without closing (killed or crashed).
-    Died {
-        pid: u64,
-    },
-}
+/// What became of a peer's publisher since the last look: the library's own answer.
+pub use tickbus::stream::PeerState as Peer;
 
 /// Paces what an app does only while idle (looking at its peers: syscalls): at most once per
 /// `every`, asked only after a duty cycle without work, and timed by the TSC, so a loop with

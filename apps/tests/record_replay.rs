@@ -46,7 +46,12 @@ impl Env {
     }
 
     fn spawn_recorder(&self, ring: &str) -> Child {
-        self.cmd(&["record", "--ring", ring, "--journal", self.journal.to_str().unwrap(), "--json"])
+        self.spawn_recorder_of(&["--ring", ring])
+    }
+
+    /// A recorder of the source `source` names (`--ring NAME`, `--from URI`) into the journal.
+    fn spawn_recorder_of(&self, source: &[&str]) -> Child {
+        self.cmd(&[&["record"][..], source, &["--journal", self.journal.to_str().unwrap(), "--json"]].concat())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -426,12 +431,7 @@ fn record_takes_its_source_as_a_channel_uri() {
     let env = Env::new("from-uri");
     let n = 5_000u64;
     let mut p = shm::open_publisher("md", &RingConfig::for_payload(Mode::Reliable, 5, 64, 1024), &env.opts).unwrap();
-    let rec = env
-        .cmd(&["record", "--from", "shm:md", "--journal", env.journal.to_str().unwrap(), "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let rec = env.spawn_recorder_of(&["--from", "shm:md"]);
     wait_for(30, "the recorder to attach", || p.consumer_status()[0].alive);
     publish_all(&mut p, 0..n);
     wait_for(60, "the journal to hold every message", || p.consumer_status()[0].position == n);

@@ -23,17 +23,35 @@ fn add(id: u64, side: Side, price: i64) -> OrderAdd {
     a
 }
 
+/// The real trading loop over shm rings in this process, and the ends the test plays: the
+/// feed's market data, the gateway's side of the orders and the reports.
+struct Rig {
+    opts: ShmOptions,
+    md: shm::ShmPublisher,
+    execs: shm::ShmPublisher,
+    gateway_in: shm::ShmSubscriber,
+    t: Trader,
+}
+
+impl Rig {
+    fn new(tag: &str, max_in_flight: u64) -> Rig {
+        let tag = format!("tickbus-apps-{tag}-{}", std::process::id());
+        let opts =
+            ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred);
+        let md = shm::open_publisher("md", &RingConfig::for_payload(Mode::Lossy, 1, 128, 64), &opts).unwrap();
+        let orders = shm::open_publisher("orders", &order_ring(2), &opts).unwrap();
+        let execs = shm::open_publisher("execs", &report_ring(3), &opts).unwrap();
+        let gateway_in = shm::open_consumer("orders", &opts).unwrap();
+        let t_md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
+        let t_execs = shm::open_consumer("execs", &opts).unwrap();
+        let t = Trader::new(In::shm(t_md), Out::shm(orders), In::shm(t_execs), Strategy::new(100, max_in_flight));
+        Rig { opts, md, execs, gateway_in, t }
+    }
+}
+
 #[test]
 fn after_a_feed_gap_no_order_goes_out_but_ticks_and_reports_are_still_taken() {
-    let tag = format!("tickbus-apps-gap-{}", std::process::id());
-    let opts = ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred);
-    let mut md = shm::open_publisher("md", &RingConfig::for_payload(Mode::Lossy, 1, 128, 64), &opts).unwrap();
-    let orders = shm::open_publisher("orders", &order_ring(2), &opts).unwrap();
-    let mut execs = shm::open_publisher("execs", &report_ring(3), &opts).unwrap();
-    let mut gateway_in = shm::open_consumer("orders", &opts).unwrap();
-    let t_md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
-    let t_execs = shm::open_consumer("execs", &opts).unwrap();
-    let mut t = Trader::new(In::shm(t_md), Out::shm(orders), In::shm(t_execs), Strategy::new(100, 8));
+    let Rig { opts, mut md, mut execs, mut gateway_in, mut t } = Rig::new("gap", 8);
     let stop = AtomicBool::new(false);
     let run = |t: &mut Trader| while t.duty(&stop) > 0 {};
 
@@ -71,15 +89,7 @@ fn after_a_feed_gap_no_order_goes_out_but_ticks_and_reports_are_still_taken() {
 /// trades on; a report that comes after all is a duplicate, not a second settlement.
 #[test]
 fn orders_whose_reports_never_come_are_expired_and_trading_goes_on() {
-    let tag = format!("tickbus-apps-expire-{}", std::process::id());
-    let opts = ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred);
-    let mut md = shm::open_publisher("md", &RingConfig::for_payload(Mode::Lossy, 1, 128, 64), &opts).unwrap();
-    let orders = shm::open_publisher("orders", &order_ring(2), &opts).unwrap();
-    let mut execs = shm::open_publisher("execs", &report_ring(3), &opts).unwrap();
-    let mut gateway_in = shm::open_consumer("orders", &opts).unwrap();
-    let t_md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
-    let t_execs = shm::open_consumer("execs", &opts).unwrap();
-    let mut t = Trader::new(In::shm(t_md), Out::shm(orders), In::shm(t_execs), Strategy::new(100, 1));
+    let Rig { opts, mut md, mut execs, mut gateway_in, mut t } = Rig::new("expire", 1);
     let stop = AtomicBool::new(false);
     let run = |t: &mut Trader| while t.duty(&stop) > 0 {};
 

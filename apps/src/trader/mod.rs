@@ -30,7 +30,6 @@ use crate::pipeline::{self, Peer, RING_SLOTS};
 use crate::streams;
 pub use strategy::Strategy;
 use tickbus::agent::lifecycle::{Ended, Lifecycle, LifecycleConfig, Phase, Step};
-use tickbus::stream::PeerState;
 
 #[derive(Args, Debug)]
 pub struct TraderArgs {
@@ -343,12 +342,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         }
         // Looked at only after a duty cycle found no work: a feed seen gone here had nothing
         // left to read, and the step after that settles (or waits for the reports).
-        let feed = match t.md.peer() {
-            Peer::Live => PeerState::Live,
-            Peer::Closed => PeerState::Closed,
-            Peer::Died { pid } => PeerState::Died { pid },
-        };
-        match md.step(Instant::now(), feed, t.counts.ticks, t.strategy.in_flight()) {
+        match md.step(Instant::now(), t.md.peer(), t.counts.ticks, t.strategy.in_flight()) {
             Step::Over(Ended::NeverSeen) if multicast => {
                 eprintln!("trader: no market data within {} s (--wait-secs); ending", a.wait_secs)
             }
