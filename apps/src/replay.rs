@@ -235,6 +235,7 @@ fn publish(
             Err(e @ tickbus::ring::ClaimError::TooLarge { .. }) => {
                 return Err(format!("{e} (replay with --max-payload {})", payload.len()))
             }
+            Err(e) => return Err(e.to_string()),
         }
     }
 }

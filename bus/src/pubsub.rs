@@ -91,6 +91,7 @@ impl<M: RingMemory> Publisher<M> {
 const TSC_WORD: usize = core::mem::offset_of!(tickbus_codecs::Header, publish_tsc) / 8;
 
 /// A claimed slot typed as `T`; [`MsgClaim::commit`] stamps the TSC and publishes.
+#[must_use = "a claim is published only by commit; dropped, its slot is aborted"]
 pub struct MsgClaim<'a, M: RingMemory, T: Message> {
     claim: Claim<'a, M>,
     tsc: &'a Tsc,
@@ -176,6 +177,7 @@ impl<M: RingMemory> Subscriber<M> {
     /// publisher may lap). A [`Recv::Gap`] says which positions were lost to a lap, and reading
     /// goes on after them; it never repeats or reorders a message.
     #[inline]
+    #[must_use = "a message taken and not looked at is lost to this reader"]
     pub fn try_recv(&mut self) -> Option<Recv<'_>> {
         self.reader.try_recv()
     }

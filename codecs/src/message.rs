@@ -71,6 +71,7 @@ impl fmt::Display for MsgType {
 
 /// Why bytes did not decode as a message. Never allocates; every variant names what was wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// Fewer bytes than a header.
     #[error("message truncated: {got} bytes, a header alone needs {HEADER_LEN}")]

@@ -30,6 +30,7 @@ const _: () = assert!(core::mem::size_of::<MoldHeader>() == HEADER_LEN);
 
 /// Why a packet is malformed; offsets are within the packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MoldError {
     /// Fewer bytes than a header.
     #[error("packet of {got} bytes is shorter than the 20-byte MoldUDP64 header")]

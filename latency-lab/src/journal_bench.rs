@@ -93,7 +93,7 @@ struct Synthetic {
 }
 
 impl Tap for Synthetic {
-    fn take(&mut self, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, String> {
+    fn take(&mut self, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, tickbus::journal::SourceError> {
         if self.next == self.n {
             return Ok(false);
         }

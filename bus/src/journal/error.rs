@@ -6,6 +6,7 @@ use super::format::FormatError;
 /// Why a journal could not be opened, read or written. Every message names the file (and offset
 /// where it matters) and what to do about it.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum JournalError {
     /// A filesystem call failed.
     #[error("{what} {path}: {source}")]

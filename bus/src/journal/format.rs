@@ -133,6 +133,7 @@ const _: () = {
 
 /// Why bytes are not a valid record or header. Offsets are within the segment file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FormatError {
     /// The file does not start with [`MAGIC`].
     #[error("not a tickbus journal segment (magic {found:#018x})")]

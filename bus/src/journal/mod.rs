@@ -33,5 +33,5 @@ mod tests;
 pub use error::JournalError;
 pub use format::{Kind, Record};
 pub use reader::{Cursor, JournalReader, SegmentInfo};
-pub use recorder::{RecordError, Recorder, RecorderOptions, RecorderStats, Taken, Tap};
+pub use recorder::{RecordError, Recorder, RecorderOptions, RecorderStats, SourceError, Taken, Tap};
 pub use writer::{segment_path, Durability, JournalMeta, JournalOptions, JournalWriter, Recovery};

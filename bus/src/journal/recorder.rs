@@ -54,11 +54,14 @@ pub enum Taken<'a> {
     },
 }
 
+/// A source's error that retrying does not help, kept whole (its type is the transport's).
+pub type SourceError = Box<dyn std::error::Error + Send + Sync>;
+
 /// A subscriber a recorder can take from.
 pub trait Tap {
     /// Takes the next message or gap if there is one (never waits): `f` sees it. Returns whether
     /// something was taken.
-    fn take(&mut self, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, String>;
+    fn take(&mut self, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, SourceError>;
     /// A reliable source: the publisher waits for it. Its consumed position is released only
     /// through [`Tap::release_to`].
     fn reliable(&self) -> bool;
@@ -147,13 +150,14 @@ impl Default for RecorderOptions {
 
 /// Why recording stopped.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RecordError {
     /// The journal refused a write.
     #[error(transparent)]
     Journal(#[from] JournalError),
-    /// The stream being recorded failed (its error, as text).
+    /// The stream being recorded failed (the transport's error).
     #[error("the source failed: {0}")]
-    Source(String),
+    Source(#[source] SourceError),
     /// A message larger than the queue to the writer thread.
     #[error("a {len}-byte message does not fit the {queue} bytes of queue to the writer thread: give the recorder a larger queue")]
     TooLarge {

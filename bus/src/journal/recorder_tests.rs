@@ -24,7 +24,7 @@ impl FakeTap {
 }
 
 impl Tap for FakeTap {
-    fn take(&mut self, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, String> {
+    fn take(&mut self, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, SourceError> {
         if self.next == self.n {
             return Ok(false);
         }
@@ -158,7 +158,7 @@ fn malformed_or_out_of_order_records_are_refused_and_the_good_ones_before_them_k
 fn a_source_larger_than_a_record_holds_is_refused_before_taking() {
     struct Huge;
     impl Tap for Huge {
-        fn take(&mut self, _: &mut dyn FnMut(Taken<'_>)) -> Result<bool, String> {
+        fn take(&mut self, _: &mut dyn FnMut(Taken<'_>)) -> Result<bool, SourceError> {
             panic!("nothing is taken from a source whose messages cannot be recorded")
         }
         fn reliable(&self) -> bool {

@@ -11,7 +11,7 @@ use crate::Subscriber;
 /// message is at whatever sequence it joined at, and every loss after it comes as a Gap. A
 /// retryable error (one foreign datagram dropped by a ud-mcast subscriber) is something taken:
 /// the recorder polls on.
-fn take<S: Subscribe>(s: &mut S, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, String> {
+fn take<S: Subscribe>(s: &mut S, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, super::recorder::SourceError> {
     s.set_manual_release(true);
     let (before, ring) = (s.position(), s.window() > 0);
     match s.try_recv() {
@@ -29,7 +29,7 @@ fn take<S: Subscribe>(s: &mut S, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, S
         }
         Ok(None) => Ok(false),
         Err(e) if e.retry_helps() => Ok(true),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(Box::new(e)),
     }
 }
 
@@ -38,7 +38,7 @@ macro_rules! tap_by_subscribe {
     ($($(#[$m:meta])* [$($g:tt)*] $t:ty),* $(,)?) => {$(
         $(#[$m])*
         impl<$($g)*> Tap for $t {
-            fn take(&mut self, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, String> {
+            fn take(&mut self, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, super::recorder::SourceError> {
                 take(self, f)
             }
             fn reliable(&self) -> bool {

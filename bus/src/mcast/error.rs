@@ -6,6 +6,7 @@ use crate::sys::verbs::VerbsError;
 
 /// Why a ud-mcast publisher or subscriber failed. Each message says what to do.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum McastError {
     /// A verbs call failed (device, port, registration, QP set-up).
     #[error(transparent)]

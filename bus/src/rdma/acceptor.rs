@@ -289,7 +289,7 @@ fn exchange(ctl: &mut Control, s: &Shared, consumer: usize, id: u64) -> Result<J
     let qp = qp.connect(&ring)?;
     ctl.send("READY")?;
     if ctl.recv()? != "READY" {
-        return Err(ctl.refuse("expected READY".into()));
+        return Err(ctl.refuse("expected READY"));
     }
     Ok(Joined { id, peer: ctl.peer().to_owned(), qp, ring, consumer, credit, resume })
 }

@@ -5,6 +5,7 @@ use crate::sys::verbs::VerbsError;
 
 /// Why an rdma-rc publisher or subscriber failed. Each message says what failed and what to check.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RdmaError {
     /// A verbs call failed (device, port, registration, QP set-up).
     #[error(transparent)]

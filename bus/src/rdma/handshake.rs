@@ -43,7 +43,7 @@ pub(crate) fn authenticate_subscriber(ctl: &mut Control, token: &[u8], stream_id
     let auth = ctl.recv()?;
     match wire::parse_auth(&auth) {
         Some(p) if check_proof(token, Role::Subscriber, &nonce_s, &nonce_p, &p) => {}
-        _ => return Err(ctl.refuse("authentication failed: wrong token".into())),
+        _ => return Err(ctl.refuse("authentication failed: wrong token")),
     }
     ctl.transcript.start_signing(token, &nonce_s, &nonce_p);
     Ok(())
@@ -62,7 +62,7 @@ pub(crate) fn authenticate_to_publisher(ctl: &mut Control, token: &[u8], stream_
         )));
     }
     if !check_proof(token, Role::Publisher, &nonce_s, &nonce_p, &proof_p) {
-        return Err(ctl.refuse("the publisher failed authentication: wrong token".into()));
+        return Err(ctl.refuse("the publisher failed authentication: wrong token"));
     }
     ctl.send(&wire::auth(&proof(token, Role::Subscriber, &nonce_s, &nonce_p)))?;
     ctl.transcript.start_signing(token, &nonce_s, &nonce_p);
@@ -202,7 +202,8 @@ impl Control {
     }
 
     /// Tells the peer why we stop (best effort, unsigned), then returns that as our error.
-    pub fn refuse(&mut self, reason: String) -> RdmaError {
+    pub fn refuse(&mut self, reason: impl std::fmt::Display) -> RdmaError {
+        let reason = reason.to_string();
         let _ = self.stream.set_nonblocking(true);
         let _ = self.stream.write_all(format!("ERR {reason}\n").as_bytes());
         let _ = self.stream.set_nonblocking(false);

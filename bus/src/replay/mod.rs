@@ -12,6 +12,6 @@ pub mod player;
 pub mod source;
 
 pub use capture::CaptureCounts;
-pub use pace::{parse_time_of_day, Pace, Pacer, Window, DEFAULT_MAX_QUIET_NS};
+pub use pace::{parse_time_of_day, Pace, Pacer, TimeOfDayError, Window, DEFAULT_MAX_QUIET_NS};
 pub use player::{PlayError, Played, Player};
 pub use source::{open, open_window, Item, JournalStart, ReplayError, Source, SourceKind};

@@ -67,9 +67,18 @@ impl Window {
     }
 }
 
+/// A string that is not a time of day.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{given:?} is not a time of day (HH:MM, HH:MM:SS or HH:MM:SS.fraction, 00:00 to 23:59:59.999999999)")]
+#[non_exhaustive]
+pub struct TimeOfDayError {
+    /// What was given.
+    pub given: String,
+}
+
 /// Parses `HH:MM[:SS[.fraction]]` as nanoseconds since midnight.
-pub fn parse_time_of_day(s: &str) -> Result<u64, String> {
-    let bad = || format!("{s:?} is not a time of day (HH:MM, HH:MM:SS or HH:MM:SS.fraction)");
+pub fn parse_time_of_day(s: &str) -> Result<u64, TimeOfDayError> {
+    let bad = || TimeOfDayError { given: s.to_owned() };
     let mut parts = s.split(':');
     let h: u64 = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
     let m: u64 = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
@@ -181,7 +190,7 @@ mod tests {
         assert_eq!(parse_time_of_day("09:30:01.5"), Ok(34_201_500_000_000));
         assert_eq!(parse_time_of_day("23:59:59.999999999"), Ok(86_399_999_999_999));
         for bad in ["9", "24:00", "09:60", "09:30:61", "09:30:01.1234567890", "a:b", "09:30:01:00"] {
-            assert!(parse_time_of_day(bad).unwrap_err().contains("HH:MM"), "{bad}");
+            assert!(parse_time_of_day(bad).unwrap_err().to_string().contains("HH:MM"), "{bad}");
         }
     }
 

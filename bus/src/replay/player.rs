@@ -31,6 +31,7 @@ pub struct Played {
 
 /// Why a replay stopped early.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlayError {
     /// The recording could not be read.
     #[error(transparent)]

@@ -30,6 +30,7 @@ pub struct Item<'a> {
 
 /// Why a replay source failed; each names the file and where.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReplayError {
     /// The journal could not be read.
     #[error(transparent)]

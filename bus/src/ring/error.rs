@@ -4,6 +4,7 @@ use core::fmt;
 
 /// A region is not a ring this build can use, or a config is invalid. Retrying does not help.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LayoutError {
     /// The region does not start with the ring's magic.
     #[error("not a tickbus ring (magic {found_magic:#018x}); check the path or stream name")]
@@ -52,6 +53,7 @@ pub enum LayoutError {
 
 /// A claim or publish could not take a slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClaimError {
     /// Reliable mode: consumer `consumer` still holds position `consumer_position`. Retry after it
     /// consumes; if it never does, check it is alive (the transport's `consumer_status`).
@@ -83,6 +85,7 @@ impl ClaimError {
 
 /// A typed send failed; the message is handed back so nothing is lost.
 #[derive(PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SendError<T> {
     /// Reliable mode: a consumer holds the slot. Retry after it consumes.
     #[error("ring full; message handed back, retry when the consumer catches up")]
@@ -112,6 +115,7 @@ impl<T> fmt::Debug for SendError<T> {
 
 /// A reader could not attach.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AttachError {
     /// The region is not a usable ring.
     #[error(transparent)]

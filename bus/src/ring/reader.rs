@@ -310,6 +310,7 @@ impl<M: RingMemory> RingReader<M> {
 
     /// The next message or gap, or `None` if nothing new is published.
     #[inline]
+    #[must_use = "a message taken and not looked at is lost to this reader"]
     pub fn try_recv(&mut self) -> Option<Recv<'_>> {
         self.try_recv_before(u64::MAX)
     }
@@ -319,6 +320,7 @@ impl<M: RingMemory> RingReader<M> {
     /// a completion per slot), so a slot whose completion has not arrived is never read, even
     /// after skipping an aborted slot or resuming after a gap.
     #[inline]
+    #[must_use = "a message taken and not looked at is lost to this reader"]
     pub fn try_recv_before(&mut self, limit: u64) -> Option<Recv<'_>> {
         if self.consumer.is_some() {
             return self.recv_consumer(limit);

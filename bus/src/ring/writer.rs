@@ -280,6 +280,7 @@ fn release_token(words: &Words, token: u64) {
 
 /// A reserved slot. Write the payload with [`Claim::write`] (or, unsafely, in place with
 /// [`Claim::bytes_mut`]), then [`Claim::commit`].
+#[must_use = "a claim is published only by commit; dropped, its slot is aborted"]
 pub struct Claim<'a, M: RingMemory> {
     writer: &'a mut RingWriter<M>,
     slot: usize,

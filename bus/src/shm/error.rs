@@ -5,6 +5,7 @@ use crate::ring::{AttachError, LayoutError, RingConfig};
 
 /// Why an shm ring could not be opened, created or read. Each message says what to do.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ShmError {
     /// A ring name that is not a plain file name.
     #[error("ring name {name:?} is not a plain file name (letters, digits, '.', '_', '-', at most 128)")]

@@ -357,6 +357,7 @@ pub enum AnyPublisher {
 /// A claim on any transport.
 #[derive(Debug)]
 #[non_exhaustive]
+#[must_use = "a claim is published only by commit; dropped, its slot is aborted"]
 pub enum AnyClaim<'a> {
     /// In place in a shm ring.
     Shm(super::ShmClaim<'a, ShmMemory>),

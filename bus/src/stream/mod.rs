@@ -61,7 +61,7 @@ impl Retry for core::convert::Infallible {
 /// it publishes nothing (shm readers skip the aborted slot; it is counted).
 pub trait StreamClaim {
     /// The transport's error.
-    type Error: Retry + std::error::Error + 'static;
+    type Error: Retry + std::error::Error + Send + Sync + 'static;
     /// The position the message will have.
     fn position(&self) -> u64;
     /// The claimed length in bytes.
@@ -81,7 +81,7 @@ pub trait StreamClaim {
 /// Publishes one stream.
 pub trait Publish {
     /// The transport's error.
-    type Error: Retry + std::error::Error + 'static;
+    type Error: Retry + std::error::Error + Send + Sync + 'static;
     /// A claimed slot.
     type Claim<'a>: StreamClaim<Error = Self::Error>
     where
@@ -122,16 +122,18 @@ pub trait Publish {
 /// Reads one stream.
 pub trait Subscribe {
     /// The transport's error.
-    type Error: Retry + std::error::Error + 'static;
+    type Error: Retry + std::error::Error + Send + Sync + 'static;
 
     /// The next message or gap in stream order, or `None` when nothing new arrived. Never
     /// blocks, allocates or makes a syscall. A message borrows the transport's bytes until the
     /// next call.
+    #[must_use = "a message taken and not looked at is lost to this reader"]
     fn try_recv(&mut self) -> Result<Option<Recv<'_>>, Self::Error>;
 
     /// The next message if it is exactly `out.len()` bytes, copied into `out` (a fixed-layout
     /// message's bytes); one of another length is reported and left for [`Subscribe::try_recv`].
     /// `out` holds a message only when [`RecvInto::Message`] is returned.
+    #[must_use = "a message taken and not looked at is lost to this reader"]
     fn try_recv_into(&mut self, out: &mut [u8]) -> Result<Option<RecvInto>, Self::Error>;
 
     /// The position of the next message this subscriber will read.
@@ -187,3 +189,31 @@ fn handles_are_send() {
     send::<AnyPublisher>();
     send::<AnySubscriber>();
 }
+
+/// Compile-time checks that every handle an app keeps can move to the thread that polls it
+/// (`Send`), and that the plain descriptions (a channel, a ring's config) can also be shared.
+/// A field that broke this (an `Rc`, a raw pointer without its `unsafe impl`) fails the build
+/// here, not in a user's crate. Handles are deliberately not required to be `Sync`: each has
+/// one owner on one thread.
+const _: () = {
+    const fn send<T: Send>() {}
+    const fn send_sync<T: Send + Sync>() {}
+    send::<crate::shm::ShmPublisher>();
+    send::<crate::shm::ShmSubscriber>();
+    send::<AnyPublisher>();
+    send::<AnySubscriber>();
+    send::<crate::journal::JournalWriter>();
+    send::<crate::journal::JournalReader>();
+    send::<crate::replay::Player>();
+    #[cfg(feature = "rdma")]
+    {
+        send::<crate::rdma::RdmaPublisher>();
+        send::<crate::rdma::RdmaSubscriber>();
+        send::<crate::mcast::McastPublisher>();
+        send::<crate::mcast::McastSubscriber>();
+    }
+    send_sync::<Channel>();
+    send_sync::<crate::RingConfig>();
+    send_sync::<AnyError>();
+    send_sync::<OpenError>();
+};

@@ -29,7 +29,7 @@ impl Retry for McastError {
 /// The publishers whose claims are staged.
 pub trait Staging {
     /// The transport's error.
-    type Error;
+    type Error: Retry + std::error::Error + Send + Sync + 'static;
     /// The stage buffer (one payload's worth, made at set-up).
     fn stage(&mut self) -> &mut [u8];
     /// Publishes `stage[..len]`.
@@ -41,6 +41,7 @@ pub trait Staging {
 }
 
 /// A claim staged in the publisher's buffer, published by a copy at commit.
+#[must_use = "a claim is published only by commit; dropped, its slot is aborted"]
 pub struct Staged<'a, P: Staging> {
     p: &'a mut P,
     len: usize,

@@ -15,6 +15,7 @@ impl Retry for ClaimError {
 
 /// A ring slot claimed for writing in place: written with atomic word stores (safe beside
 /// lapped observers), published by `commit`, aborted if dropped.
+#[must_use = "a claim is published only by commit; dropped, its slot is aborted"]
 pub struct ShmClaim<'a, M: RingMemory>(Claim<'a, M>, usize);
 
 impl<M: RingMemory> std::fmt::Debug for ShmClaim<'_, M> {

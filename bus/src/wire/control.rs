@@ -22,7 +22,66 @@
 //! Either side may send `ERR <reason>` and close. Every parser here names what is wrong and
 //! quotes at most [`QUOTE_MAX`] characters of what the peer sent: a peer's junk is never
 //! echoed back whole.
-use crate::ring::{Mode, RingConfig, MAX_CONSUMERS};
+use crate::ring::{LayoutError, Mode, RingConfig, MAX_CONSUMERS};
+
+/// A control line that is not the one the handshake expects, or one of whose fields is wrong.
+/// Every variant quotes at most [`QUOTE_MAX`] characters of the peer's line. Retrying does not
+/// help: the peer speaks another protocol or version, or is broken.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ControlError {
+    /// The line is not the one this step of the handshake expects.
+    #[error("expected {expected}, got {quoted}")]
+    Unexpected {
+        /// The line this step expects (its form).
+        expected: &'static str,
+        /// What came, quoted and cut short.
+        quoted: String,
+    },
+    /// A field of the right line does not parse.
+    #[error("bad {field} in {quoted}")]
+    Field {
+        /// The field.
+        field: &'static str,
+        /// The line, quoted and cut short.
+        quoted: String,
+    },
+    /// A field holds a value this side does not know (a mode or write mode code).
+    #[error("unknown {field} {value}")]
+    Unknown {
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: usize,
+    },
+    /// CONFIG's ring layout is not one this build can use.
+    #[error("{0}")]
+    Layout(#[from] LayoutError),
+    /// CONFIG names a consumer line the ring does not have.
+    #[error("consumer line {consumer} of a ring with {lines}")]
+    ConsumerLine {
+        /// The line named.
+        consumer: usize,
+        /// The lines the ring has.
+        lines: usize,
+    },
+    /// HISTORY's geometry is not one a subscriber reads sensibly.
+    #[error("history geometry {slots} slots of {slot_bytes} bytes is not one this subscriber reads")]
+    Geometry {
+        /// Slots.
+        slots: u64,
+        /// Bytes per slot.
+        slot_bytes: usize,
+    },
+}
+
+fn unexpected(expected: &'static str, line: &str) -> ControlError {
+    ControlError::Unexpected { expected, quoted: quote(line) }
+}
+
+fn field(field: &'static str, line: &str) -> ControlError {
+    ControlError::Field { field, quoted: quote(line) }
+}
 
 /// Protocol version; bumped on any change to the lines above, and on any change to the ring's
 /// slot layout ([`crate::ring::layout::LAYOUT_VERSION`]): the publisher WRITEs slots into the
@@ -104,14 +163,14 @@ pub fn hello_sub(stream: u32, nonce_s: &[u8; 16]) -> String {
 }
 
 /// Parses the subscriber's hello: (version, stream, nonce).
-pub fn parse_hello_sub(line: &str) -> Result<(u32, u32, [u8; 16]), String> {
+pub fn parse_hello_sub(line: &str) -> Result<(u32, u32, [u8; 16]), ControlError> {
     let f: Vec<&str> = line.split_whitespace().collect();
     if f.len() != 5 || f[0] != "HELLO" || f[1] != MAGIC {
-        return Err(format!("not a tickbus-rdma hello: {}", quote(line)));
+        return Err(unexpected("a tickbus-rdma hello", line));
     }
-    let version = f[2].parse().map_err(|_| format!("bad version in {}", quote(line)))?;
-    let stream = f[3].parse().map_err(|_| format!("bad stream id in {}", quote(line)))?;
-    let nonce = unhex::<16>(f[4]).ok_or_else(|| format!("bad nonce in {}", quote(line)))?;
+    let version = f[2].parse().map_err(|_| field("version", line))?;
+    let stream = f[3].parse().map_err(|_| field("stream id", line))?;
+    let nonce = unhex::<16>(f[4]).ok_or_else(|| field("nonce", line))?;
     Ok((version, stream, nonce))
 }
 
@@ -121,14 +180,14 @@ pub fn hello_pub(nonce_p: &[u8; 16], proof_p: &[u8; 32]) -> String {
 }
 
 /// Parses the publisher's hello: (version, nonce, proof).
-pub fn parse_hello_pub(line: &str) -> Result<(u32, [u8; 16], [u8; 32]), String> {
+pub fn parse_hello_pub(line: &str) -> Result<(u32, [u8; 16], [u8; 32]), ControlError> {
     let f: Vec<&str> = line.split_whitespace().collect();
     if f.len() != 5 || f[0] != "HELLO" || f[1] != MAGIC {
-        return Err(format!("not a tickbus-rdma hello: {}", quote(line)));
+        return Err(unexpected("a tickbus-rdma hello", line));
     }
-    let version = f[2].parse().map_err(|_| format!("bad version in {}", quote(line)))?;
-    let nonce = unhex::<16>(f[3]).ok_or_else(|| format!("bad nonce in {}", quote(line)))?;
-    let proof = unhex::<32>(f[4]).ok_or_else(|| format!("bad proof in {}", quote(line)))?;
+    let version = f[2].parse().map_err(|_| field("version", line))?;
+    let nonce = unhex::<16>(f[3]).ok_or_else(|| field("nonce", line))?;
+    let proof = unhex::<32>(f[4]).ok_or_else(|| field("proof", line))?;
     Ok((version, nonce, proof))
 }
 
@@ -160,35 +219,37 @@ pub fn config_line(c: &StreamConfig) -> String {
 
 /// Parses CONFIG, refusing any field that does not fit (never truncating it) and a consumer
 /// line the ring does not have.
-pub fn parse_config(line: &str) -> Result<StreamConfig, String> {
+pub fn parse_config(line: &str) -> Result<StreamConfig, ControlError> {
+    const NAMES: [&str; 9] =
+        ["", "mode", "slot size", "slot count", "stream id", "max consumers", "ticks_per_ns", "consumer", "write mode"];
     let f: Vec<&str> = line.split_whitespace().collect();
     if f.len() != 9 || f[0] != "CONFIG" {
-        return Err(format!("expected CONFIG, got {}", quote(line)));
+        return Err(unexpected("CONFIG", line));
     }
-    let n = |i: usize| f[i].parse::<usize>().map_err(|_| format!("field {i} of {}", quote(line)));
+    let n = |i: usize| f[i].parse::<usize>().map_err(|_| field(NAMES[i], line));
     let mode = match n(1)? {
         1 => Mode::Lossy,
         2 => Mode::Reliable,
-        m => return Err(format!("unknown mode {m}")),
+        m => return Err(ControlError::Unknown { field: "mode", value: m }),
     };
     let ring = RingConfig {
         mode,
         slot_size: n(2)?,
         slot_count: n(3)?,
-        stream_id: f[4].parse::<u32>().map_err(|_| format!("stream id is not a u32 in {}", quote(line)))?,
+        stream_id: f[4].parse::<u32>().map_err(|_| field(NAMES[4], line))?,
         max_consumers: n(5)?,
-        ticks_per_ns: f[6].parse().map_err(|_| format!("ticks_per_ns in {}", quote(line)))?,
+        ticks_per_ns: f[6].parse().map_err(|_| field(NAMES[6], line))?,
     };
-    ring.validate().map_err(|e| e.to_string())?;
+    ring.validate()?;
     let consumer = n(7)?;
     let lines = if mode == Mode::Reliable { ring.max_consumers } else { 1 };
     if consumer >= lines.min(MAX_CONSUMERS) {
-        return Err(format!("consumer line {consumer} of a ring with {lines}"));
+        return Err(ControlError::ConsumerLine { consumer, lines });
     }
     let write_mode = match n(8)? {
         0 => WriteMode::Write,
         1 => WriteMode::WriteWithImm,
-        m => return Err(format!("unknown write mode {m}")),
+        m => return Err(ControlError::Unknown { field: "write mode", value: m }),
     };
     Ok(StreamConfig { ring, consumer, write_mode })
 }
@@ -203,19 +264,17 @@ pub fn resume_line(next: Option<u64>) -> String {
 }
 
 /// Parses the subscriber's resume line: the position to resume from, or None for a fresh start.
-pub fn parse_resume(line: &str) -> Result<Option<u64>, String> {
+pub fn parse_resume(line: &str) -> Result<Option<u64>, ControlError> {
     match line.strip_prefix("RESUME ") {
         Some("-") => Ok(None),
-        Some(p) => p.parse().map(Some).map_err(|_| format!("bad RESUME position in {}", quote(line))),
-        None => Err(format!("expected RESUME, got {}", quote(line))),
+        Some(p) => p.parse().map(Some).map_err(|_| field("RESUME position", line)),
+        None => Err(unexpected("RESUME", line)),
     }
 }
 
 /// Parses the publisher's start line: the position the subscriber's ring starts at.
-pub fn parse_start(line: &str) -> Result<u64, String> {
-    line.strip_prefix("START ")
-        .and_then(|p| p.parse().ok())
-        .ok_or_else(|| format!("expected START <position>, got {}", quote(line)))
+pub fn parse_start(line: &str) -> Result<u64, ControlError> {
+    line.strip_prefix("START ").and_then(|p| p.parse().ok()).ok_or_else(|| unexpected("START <position>", line))
 }
 
 /// The line that tells a ud-mcast subscriber where the publisher's history is.
@@ -224,9 +283,9 @@ pub fn history_line(h: &History) -> String {
 }
 
 /// Parses HISTORY, refusing a geometry no subscriber could READ sensibly.
-pub fn parse_history(line: &str) -> Result<History, String> {
+pub fn parse_history(line: &str) -> Result<History, ControlError> {
     let f: Vec<&str> = line.split_whitespace().collect();
-    let bad = || format!("expected HISTORY <session> <slot_bytes> <slots> <qkey>, got {}", quote(line));
+    let bad = || unexpected("HISTORY <session> <slot_bytes> <slots> <qkey>", line);
     if f.len() != 5 || f[0] != "HISTORY" {
         return Err(bad());
     }
@@ -242,10 +301,7 @@ pub fn parse_history(line: &str) -> Result<History, String> {
         && h.slot_bytes.is_multiple_of(64)
         && (h.slot_bytes as u64).checked_mul(h.slots).is_some();
     if !sane {
-        return Err(format!(
-            "history geometry {} slots of {} bytes is not one this subscriber reads",
-            h.slots, h.slot_bytes
-        ));
+        return Err(ControlError::Geometry { slots: h.slots, slot_bytes: h.slot_bytes });
     }
     Ok(h)
 }
@@ -261,7 +317,7 @@ mod tests {
         let m = [0xCD; 32];
         assert_eq!(parse_hello_pub(&hello_pub(&n, &m)).unwrap(), (PROTOCOL_VERSION, n, m));
         assert_eq!(parse_auth(&auth(&m)), Some(m));
-        assert!(parse_hello_sub("GET / HTTP/1.1").unwrap_err().contains("not a tickbus-rdma hello"));
+        assert!(parse_hello_sub("GET / HTTP/1.1").unwrap_err().to_string().contains("expected a tickbus-rdma hello"));
         let c = StreamConfig {
             ring: RingConfig { ticks_per_ns: 2.596, ..RingConfig::for_payload(Mode::Reliable, 9, 64, 256) },
             consumer: 0,

@@ -67,6 +67,7 @@ impl FrameHeader {
 
 /// Why a datagram is not a tickbus frame. The subscriber drops it, counts it and goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FrameError {
     /// The datagram is shorter than a frame header.
     #[error("a {got}-byte datagram is shorter than the {HEADER_BYTES}-byte frame header: something other than a tickbus publisher sends to this group")]

@@ -79,6 +79,7 @@ pub struct Update {
 /// Why a message does not fit the book. Each variant names the order; the book is unchanged.
 /// An `UnknownOrder` is expected when the feed was joined mid-day (orders added before it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BookError {
     /// The message refers to an order the book does not hold.
     #[error("'{}' refers to order {reference}, which is not in the book (joined mid-day, or a lost message)", *.code as char)]

@@ -6,6 +6,7 @@ use super::messages::*;
 /// Why bytes are not an ITCH message (or an ITCH file is malformed). Each variant names the byte
 /// offset in the input and, where known, the message type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ItchError {
     /// A type code ITCH 5.0 does not have.
     #[error("offset {offset}: unknown ITCH message type {code:#04x} ({})", printable(*.code))]

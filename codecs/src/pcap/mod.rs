@@ -13,6 +13,7 @@ pub use writer::{Endpoints, MoldPcapWriter};
 
 /// Why a capture cannot be read (or written). Each variant says what was wrong.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CaptureError {
     /// The file starts with neither magic number (its first four bytes).
     #[error("not a pcap or pcapng capture (first bytes {0:02x?}); ITCH files are read with ItchFileReader")]

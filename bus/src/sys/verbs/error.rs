@@ -2,6 +2,7 @@
 
 /// A verbs call failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum VerbsError {
     /// No RDMA device (or none of that name).
     #[error("no RDMA device{}: load a provider (e.g. `rdma link add rxe0 type rxe netdev eth0`), or run the suite in the Soft-RoCE guest (tools/rig/rig)", .name.as_ref().map(|n| format!(" named {n:?}")).unwrap_or_default())]
