@@ -1,10 +1,13 @@
-//! Fault points (feature `fault-injection`, for tests only): a test arms a point, and the process
+//! Fault points (`--cfg tickbus_fault`, for tests only): a test arms a point, and the process
 //! dies at exactly that instruction of the protocol, as a `kill -9` that happened to land there
-//! would leave it. Without the feature every point compiles to nothing.
+//! would leave it. Without the cfg every point compiles to nothing and this module is private.
+//! A cfg, not a Cargo feature: features unify across a build graph, so any dependency could
+//! have switched kill points on in a production binary; a `--cfg` is set only by whoever runs
+//! the build (`RUSTFLAGS="--cfg tickbus_fault"`, as `tools/test.sh` does).
 //!
 //! Owns: the armed counters. Never: allocates or makes a syscall before the armed hit (a hot-path
-//! proof may run with the feature on), and never runs in a build without the feature.
-#[cfg(feature = "fault-injection")]
+//! proof may run with the cfg on), and never runs in a build without the cfg.
+#[cfg(tickbus_fault)]
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where a process can be made to die.
@@ -17,16 +20,17 @@ pub enum Point {
     WriterAfterTrail = 1,
 }
 
-#[cfg(any(feature = "fault-injection", test))]
+#[cfg(any(tickbus_fault, test))]
 const POINTS: usize = 2;
 /// Exit code of a process killed at a fault point.
+#[cfg(tickbus_fault)]
 pub const EXIT_CODE: i32 = 86;
 
-#[cfg(feature = "fault-injection")]
+#[cfg(tickbus_fault)]
 static ARMED: [AtomicU64; POINTS] = [const { AtomicU64::new(0) }; POINTS];
 
 impl Point {
-    #[cfg(any(feature = "fault-injection", test))]
+    #[cfg(any(tickbus_fault, test))]
     fn parse(s: &str) -> Option<Point> {
         match s {
             "writer-after-lead" => Some(Point::WriterAfterLead),
@@ -37,14 +41,14 @@ impl Point {
 }
 
 /// Arms `point`: the process exits with [`EXIT_CODE`] at its `nth` hit (1 = the next one).
-#[cfg(feature = "fault-injection")]
+#[cfg(tickbus_fault)]
 pub fn arm(point: Point, nth: u64) {
     ARMED[point as usize].store(nth, Ordering::Relaxed);
 }
 
 /// Arms the point `TICKBUS_FAULT=<point>:<nth>` names (e.g. `writer-after-trail:1000`); returns
 /// whether one was armed. Panics on a malformed value, so a test never runs unarmed by mistake.
-#[cfg(feature = "fault-injection")]
+#[cfg(tickbus_fault)]
 pub fn arm_from_env() -> bool {
     let Ok(v) = std::env::var("TICKBUS_FAULT") else { return false };
     let (name, nth) = v.split_once(':').expect("TICKBUS_FAULT=<point>:<nth>");
@@ -53,46 +57,46 @@ pub fn arm_from_env() -> bool {
     true
 }
 
-#[cfg(feature = "fault-injection")]
+#[cfg(tickbus_fault)]
 static RKEY_XOR: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Makes every RDMA subscriber this process connects from now on advertise its ring's rkey
 /// XORed with `xor` (0: honest again): a wrong rkey as a broken or hostile peer would send it.
 /// Kept out of the public option structs so no production configuration can carry it.
-#[cfg(feature = "fault-injection")]
+#[cfg(tickbus_fault)]
 pub fn corrupt_rkey(xor: u32) {
     RKEY_XOR.store(xor, Ordering::Relaxed);
 }
 
-/// What `corrupt_rkey` set (always 0 without the feature).
+/// What `corrupt_rkey` set (always 0 without the cfg).
 #[cfg(feature = "rdma")]
 #[inline]
 pub(crate) fn rkey_xor() -> u32 {
-    #[cfg(feature = "fault-injection")]
+    #[cfg(tickbus_fault)]
     return RKEY_XOR.load(Ordering::Relaxed);
-    #[cfg(not(feature = "fault-injection"))]
+    #[cfg(not(tickbus_fault))]
     0
 }
 
 /// Armed cut for the next UD chain: 0 unarmed, else 1 + how many WRs to post.
-#[cfg(feature = "fault-injection")]
+#[cfg(tickbus_fault)]
 static UD_CHAIN_CUT: AtomicU64 = AtomicU64::new(0);
 
 /// Makes the next chained UD post ([`crate::sys::verbs::UdQp::post_sends`]) of more than `taken`
 /// WRs in this process post only its first `taken` and report the next refused (EINVAL), as a
 /// provider that took part of a chain and refused the next WR would. One shot: shorter chains
 /// pass untouched and leave it armed.
-#[cfg(feature = "fault-injection")]
+#[cfg(tickbus_fault)]
 pub fn cut_next_ud_chain(taken: u64) {
     UD_CHAIN_CUT.store(taken + 1, Ordering::Relaxed);
 }
 
 /// Takes the armed cut if it applies to a chain of `len` WRs (always `None` without the
-/// feature).
+/// cfg).
 #[cfg(feature = "rdma")]
 #[inline]
 pub(crate) fn take_ud_chain_cut(len: usize) -> Option<usize> {
-    #[cfg(feature = "fault-injection")]
+    #[cfg(tickbus_fault)]
     {
         let armed = UD_CHAIN_CUT.load(Ordering::Relaxed);
         if armed != 0 && ((armed - 1) as usize) < len {
@@ -107,15 +111,15 @@ pub(crate) fn take_ud_chain_cut(len: usize) -> Option<usize> {
 /// Marks `point` on the calling path; dies there if armed and due.
 #[inline(always)]
 pub(crate) fn hit(point: Point) {
-    #[cfg(feature = "fault-injection")]
+    #[cfg(tickbus_fault)]
     if ARMED[point as usize].load(Ordering::Relaxed) != 0 {
         due(point);
     }
-    #[cfg(not(feature = "fault-injection"))]
+    #[cfg(not(tickbus_fault))]
     let _ = point;
 }
 
-#[cfg(feature = "fault-injection")]
+#[cfg(tickbus_fault)]
 #[cold]
 fn due(point: Point) {
     if ARMED[point as usize].fetch_sub(1, Ordering::Relaxed) == 1 {

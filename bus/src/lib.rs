@@ -46,7 +46,12 @@ pub mod agent;
 pub mod counters;
 #[cfg(not(loom))]
 pub mod doctor;
+// Public only in builds made with `--cfg tickbus_fault` (tools/test.sh): no dependent can switch
+// a kill point on through a Cargo feature.
+#[cfg(tickbus_fault)]
 pub mod fault;
+#[cfg(not(tickbus_fault))]
+mod fault;
 #[cfg(not(loom))]
 pub mod feed;
 #[cfg(not(loom))]
@@ -82,3 +87,8 @@ pub use tickbus_codecs as codecs;
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// This crate's README (what crates.io shows), compiled and run as doctests too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct CrateReadmeDoctests;

@@ -263,6 +263,11 @@ fn wrong_token() -> Result<(), Failed> {
 }
 
 fn wrong_rkey() -> Result<(), Failed> {
+    if !cfg!(tickbus_fault) {
+        return Err(
+            "this test arms a fault point: build it with RUSTFLAGS=\"--cfg tickbus_fault\" (tools/test.sh does)".into(),
+        );
+    }
     let mut p = publisher(Mode::Lossy, 64, WriteMode::Write, |o| o.signal_every = 1)?;
     let mut peer = Peer::spawn("sub-idle", &p, 0, &[("TICKBUS_RT_CORRUPT_RKEY", "1")]);
     p.accept(Duration::from_secs(30))?;
@@ -407,6 +412,7 @@ fn child(role: &str) -> Result<(), Failed> {
     let addr = std::env::var("TICKBUS_RT_ADDR")?.parse()?;
     let n: u64 = std::env::var("TICKBUS_RT_COUNT")?.parse()?;
     let o = SubscriberOptions::new(TOKEN);
+    #[cfg(tickbus_fault)]
     tickbus::fault::corrupt_rkey(std::env::var("TICKBUS_RT_CORRUPT_RKEY").map(|v| v.parse().unwrap_or(0)).unwrap_or(0));
     let mut s = RdmaSubscriber::connect(addr, 11, &o)?;
     let mut stdin = std::io::stdin().lines();

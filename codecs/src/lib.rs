@@ -57,3 +57,8 @@ mod testutil {
             .collect()
     }
 }
+
+/// This crate's README (what crates.io shows), compiled and run as doctests so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct CrateReadmeDoctests;

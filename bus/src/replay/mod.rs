@@ -6,11 +6,13 @@
 //! sequence), and the pacing ([`pace`]: each message's intended send time, from which the
 //! pacing error is measured). Never: publishes itself (the caller owns the transport) or reads
 //! a clock it is not given.
+#[cfg(feature = "pcap")]
 pub mod capture;
 pub mod pace;
 pub mod player;
 pub mod source;
 
+#[cfg(feature = "pcap")]
 pub use capture::CaptureCounts;
 pub use pace::{parse_time_of_day, Pace, Pacer, TimeOfDayError, Window, DEFAULT_MAX_QUIET_NS};
 pub use player::{PlayError, Played, Player};

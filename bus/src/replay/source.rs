@@ -2,13 +2,16 @@
 //! Each is streamed: journals and ITCH files through memory maps (the page cache, not the heap),
 //! captures through buffered reads, one datagram at a time.
 use std::fs::File;
+#[cfg(feature = "pcap")]
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 use tickbus_codecs::itch::{self, ItchError};
+#[cfg(feature = "pcap")]
 use tickbus_codecs::pcap::{CaptureError, CaptureFormat, CaptureReader};
 
+#[cfg(feature = "pcap")]
 use super::capture::{Capture, CaptureCounts};
 use super::pace::{Window, DAY_NS};
 use crate::journal::{Cursor, JournalError, JournalReader, Kind};
@@ -44,6 +47,7 @@ pub enum ReplayError {
         source: ItchError,
     },
     /// A capture could not be read.
+    #[cfg(feature = "pcap")]
     #[error("{path}: {source}")]
     Capture {
         /// The file.
@@ -71,6 +75,14 @@ pub enum ReplayError {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// The path is a pcap/pcapng capture and this build reads none (an embedder left out the
+    /// `pcap` feature).
+    #[cfg(not(feature = "pcap"))]
+    #[error("{path} is a pcap/pcapng capture, and this build of tickbus reads no captures: build it with the `pcap` feature (on by default)")]
+    NoCaptures {
+        /// The path given.
+        path: PathBuf,
+    },
     /// The path is no kind of recording this reads.
     #[error("{path} is neither a journal folder, an ITCH file nor a pcap/pcapng capture")]
     Unknown {
@@ -96,9 +108,22 @@ pub struct Source(State);
 
 /// Where each kind of recording is read from, and how far.
 enum State {
-    Journal { reader: JournalReader, cursor: Cursor, from: JournalStart },
-    Itch { path: PathBuf, map: Mmap, at: usize, index: u64 },
-    Capture { capture: Box<Capture>, port: Option<u16> },
+    Journal {
+        reader: JournalReader,
+        cursor: Cursor,
+        from: JournalStart,
+    },
+    Itch {
+        path: PathBuf,
+        map: Mmap,
+        at: usize,
+        index: u64,
+    },
+    #[cfg(feature = "pcap")]
+    Capture {
+        capture: Box<Capture>,
+        port: Option<u16>,
+    },
 }
 
 /// Where a journal replay starts (found through the index, and again on every loop).
@@ -149,6 +174,12 @@ pub fn open_window(path: &Path, window: &Window, port: Option<u16>) -> Result<So
     let file = File::open(path).map_err(|e| io("opening", e))?;
     let mut head = [0u8; 8];
     let n = std::io::Read::read(&mut &file, &mut head).map_err(|e| io("reading", e))?;
+    #[cfg(not(feature = "pcap"))]
+    if is_capture(&head[..n]) {
+        let _ = port;
+        return Err(ReplayError::NoCaptures { path: path.to_owned() });
+    }
+    #[cfg(feature = "pcap")]
     if CaptureFormat::detect(&head[..n]).is_some() {
         let file = File::open(path).map_err(|e| io("opening", e))?;
         let reader = CaptureReader::new(BufReader::with_capacity(1 << 20, file))
@@ -176,6 +207,7 @@ impl Source {
         match &self.0 {
             State::Journal { .. } => SourceKind::Journal,
             State::Itch { .. } => SourceKind::Itch,
+            #[cfg(feature = "pcap")]
             State::Capture { .. } => SourceKind::Capture,
         }
     }
@@ -201,6 +233,7 @@ impl Source {
         match &self.0 {
             State::Itch { at, .. } => *at as u64,
             State::Journal { cursor, .. } => cursor.location().1,
+            #[cfg(feature = "pcap")]
             State::Capture { capture, .. } => capture.packets(),
         }
     }
@@ -213,6 +246,7 @@ impl Source {
                 *at = 0;
                 *index = 0;
             }
+            #[cfg(feature = "pcap")]
             State::Capture { capture, port } => {
                 let session = capture.session();
                 let path = capture.path().to_owned();
@@ -259,12 +293,14 @@ impl Source {
                     }
                 }
             }
+            #[cfg(feature = "pcap")]
             State::Capture { capture, .. } => capture.next(),
         }
     }
 
     /// A capture follows only MoldUDP64 session `session` (by default, the first one it holds);
     /// no effect on other recordings.
+    #[cfg(feature = "pcap")]
     pub fn pin_session(&mut self, session: [u8; 10]) {
         if let State::Capture { capture, .. } = &mut self.0 {
             capture.pin_session(session);
@@ -272,10 +308,49 @@ impl Source {
     }
 
     /// What reading a capture left out so far (None for other recordings).
+    #[cfg(feature = "pcap")]
     pub fn capture_counts(&self) -> Option<CaptureCounts> {
         match &self.0 {
             State::Capture { capture, .. } => Some(capture.counts()),
             _ => None,
         }
+    }
+}
+
+/// A pcap (either byte order, µs or ns) or pcapng file's first bytes, told apart without the
+/// capture reader (a build without the `pcap` feature names what it cannot read).
+#[cfg(any(not(feature = "pcap"), test))]
+fn is_capture(head: &[u8]) -> bool {
+    const MAGICS: [[u8; 4]; 5] = [
+        [0xd4, 0xc3, 0xb2, 0xa1],
+        [0xa1, 0xb2, 0xc3, 0xd4],
+        [0x4d, 0x3c, 0xb2, 0xa1],
+        [0xa1, 0xb2, 0x3c, 0x4d],
+        [0x0a, 0x0d, 0x0d, 0x0a],
+    ];
+    head.len() >= 4 && MAGICS.iter().any(|m| head[..4] == m[..])
+}
+
+#[cfg(all(test, feature = "pcap"))]
+mod is_capture_tests {
+    /// The check a build without the capture reader makes agrees with the reader's own on every
+    /// first four bytes a capture can start with, and on a journal's and an ITCH file's.
+    #[test]
+    fn the_magic_check_without_the_pcap_feature_agrees_with_the_capture_reader() {
+        use tickbus_codecs::pcap::CaptureFormat;
+        let heads: [&[u8]; 8] = [
+            &[0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0],
+            &[0xa1, 0xb2, 0xc3, 0xd4, 0, 2, 0, 4],
+            &[0x4d, 0x3c, 0xb2, 0xa1, 2, 0, 4, 0],
+            &[0xa1, 0xb2, 0x3c, 0x4d, 0, 2, 0, 4],
+            &[0x0a, 0x0d, 0x0d, 0x0a, 0x1c, 0, 0, 0],
+            &[0, 12, b'S', 0, 0, 0, 0, 0],
+            b"TBJOURNL",
+            &[0xd4, 0xc3],
+        ];
+        for h in heads {
+            assert_eq!(super::is_capture(h), CaptureFormat::detect(h).is_some(), "{h:02x?}");
+        }
+        assert_eq!(heads.iter().filter(|h| super::is_capture(h)).count(), 5);
     }
 }
