@@ -27,6 +27,7 @@ use crate::link::{Out, OutError};
 use crate::pipeline::{self, Peer};
 use crate::streams::{self, Topology};
 use tickbus::stream::Endpoint;
+use tickbus_apps::summary::{ExchangeSummary, HopStats};
 
 #[derive(Args, Debug)]
 pub struct ExchangeArgs {
@@ -70,20 +71,7 @@ pub const MD_STREAM: u32 = 1;
 /// Datagrams a ud-mcast market-data publisher keeps for recovery (at 1M msg/s, 65 ms).
 const MD_HISTORY: u32 = 1 << 16;
 
-/// What the market-data side did.
-#[derive(Debug, Default, serde::Serialize)]
-pub struct MdCounts {
-    /// ITCH messages replayed.
-    pub itch: u64,
-    /// Normalised messages published (an ITCH message makes 0 to 2).
-    pub published: u64,
-    /// ITCH messages that did not parse (counted, not published).
-    pub unparsed: u64,
-    /// Times the loop found itself more than 1 µs past a message's due time.
-    pub late: u64,
-    /// Market-data messages the transport refused for good (not published).
-    pub failed: u64,
-}
+pub use tickbus_apps::summary::MdCounts;
 
 pub fn run(a: ExchangeArgs) -> Result<(), String> {
     // Bad stream URIs are refused before anything is opened.
@@ -140,15 +128,15 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
         eprintln!("exchange: {e}");
     }
     let q = |h: &Histogram<u64>, q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
-    let mut summary = serde_json::json!({
-        "md": c, "md_position": md_position, "transport_errors": transport_errors,
-        "feed_ns": { "hop": "tick due -> market data published", "count": feed_ns.len(), "p50": q(&feed_ns, 0.5), "p99": q(&feed_ns, 0.99), "p99_9": q(&feed_ns, 0.999), "max": feed_ns.max() },
-    });
-    if let Some(g) = &gw {
-        summary["gateway"] = gateway::summary(g);
-    }
     if a.json {
-        println!("{summary}");
+        let summary = ExchangeSummary {
+            md: c.clone(),
+            md_position,
+            transport_errors,
+            feed_ns: HopStats::of("tick due -> market data published", &feed_ns),
+            gateway: gw.as_ref().map(gateway::summary),
+        };
+        println!("{}", serde_json::to_string(&summary).map_err(|e| e.to_string())?);
     } else {
         println!(
             "exchange: {} ITCH messages replayed, {} market-data messages published, {} unparsed, {} started more than 1 µs late; tick due -> published p50 {} ns, p99 {} ns",

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use tickbus::shm::{self, ShmOptions};
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, Recv, RingConfig, StartAt};
+use tickbus_apps::summary::{ExchangeSummary, HopStats, TraderSummary};
 
 use crate::harness::{histogram, pin, spin_until};
 
@@ -97,14 +98,13 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
     }
     let book_p50 = book_cost(s.itch, s.ticks_per_ns)?;
     let (ex, tr, layout) = pipeline(s)?;
-    let gw = &ex["gateway"];
+    let gw = ex.gateway.as_ref().ok_or("the exchange ran its gateway yet printed no gateway summary")?;
     // The floors, just after: the same payloads between the same cores, at the rates and counts
     // the pipeline produced (market data: the normalised messages of the replay's span; orders:
     // what the trader sent over it).
-    let u = |v: &Json| v.as_u64().unwrap_or(0);
-    let itch = u(&ex["md"]["itch"]).max(1);
+    let itch = ex.md.itch.max(1);
     let span = itch as f64 / s.rate as f64;
-    let (published, orders) = (u(&ex["md"]["published"]), u(&tr["counts"]["orders"]));
+    let (published, orders) = (ex.md.published, tr.counts.orders);
     // (At least 100 messages, over no longer than the replay's span.)
     let count = |n: u64| n.clamp(100, 2_000_000);
     let at = |n: u64| ((n.max(100) as f64 / span) as u64).max(1);
@@ -119,8 +119,7 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
         (s.cores[1], gateway_core),
         s.ticks_per_ns,
     )?;
-    let mut hops: Vec<Hop> =
-        serde_json::from_value::<Vec<RawHop>>(gw["hops_ns"].clone())?.into_iter().map(to_hop).collect();
+    let mut hops: Vec<Hop> = gw.hops_ns.iter().map(to_hop).collect();
     if hops.len() != 6 {
         return Err(format!("the gateway reported {} hops, not 6", hops.len()).into());
     }
@@ -129,7 +128,7 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
         h.floor = Some((f.0, f.1));
         h.x_floor = Some((h.p50 as f64 / f.0.max(1) as f64, h.p99 as f64 / f.1.max(1) as f64));
     }
-    let mut every_tick = to_hop(serde_json::from_value(tr["tick_hop_ns"].clone())?);
+    let mut every_tick = to_hop(&tr.tick_hop_ns);
     every_tick.floor = Some(md_floor);
     every_tick.x_floor =
         Some((every_tick.p50 as f64 / md_floor.0.max(1) as f64, every_tick.p99 as f64 / md_floor.1.max(1) as f64));
@@ -140,38 +139,36 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
         layout,
         ttt_met: hops[5].p50 <= budget_p50,
         hops,
-        published: u(&ex["md"]["published"]),
-        ticks: u(&tr["counts"]["ticks"]),
-        ticks_missed: u(&tr["counts"]["md_missed"]),
-        orders: u(&tr["counts"]["orders"]),
-        reports: u(&tr["counts"]["reports"]),
+        published: ex.md.published,
+        ticks: tr.counts.ticks,
+        ticks_missed: tr.counts.md_missed,
+        orders: tr.counts.orders,
+        reports: tr.counts.reports,
         every_tick,
-        feed: to_hop(serde_json::from_value(ex["feed_ns"].clone())?),
+        feed: to_hop(&ex.feed_ns),
         book_p50,
         budget_p50,
         hops_met,
     })
 }
 
-#[derive(Deserialize)]
-struct RawHop {
-    hop: String,
-    count: u64,
-    p50: u64,
-    p99: u64,
-    p99_9: u64,
-    max: u64,
+/// A hop as an app's summary reports it, before the lab adds its floor.
+fn to_hop(h: &HopStats) -> Hop {
+    Hop {
+        name: h.hop.clone(),
+        count: h.count,
+        p50: h.p50,
+        p99: h.p99,
+        p99_9: h.p99_9,
+        max: h.max,
+        floor: None,
+        x_floor: None,
+    }
 }
-
-fn to_hop(h: RawHop) -> Hop {
-    Hop { name: h.hop, count: h.count, p50: h.p50, p99: h.p99, p99_9: h.p99_9, max: h.max, floor: None, x_floor: None }
-}
-
-type Json = serde_json::Value;
 
 /// Runs the apps; returns the exchange's summary (with the gateway's), the trader's, and the
 /// layout.
-fn pipeline(s: &Spec<'_>) -> Result<(Json, Json, String), Box<dyn Error>> {
+fn pipeline(s: &Spec<'_>) -> Result<(ExchangeSummary, TraderSummary, String), Box<dyn Error>> {
     let tag = format!("lab-pipe-{}-{}", std::process::id(), s.rate);
     let (md, orders, execs) = (format!("{tag}-md"), format!("{tag}-orders"), format!("{tag}-execs"));
     let names = ["--md", &md, "--orders", &orders, "--execs", &execs];
@@ -198,12 +195,12 @@ fn pipeline(s: &Spec<'_>) -> Result<(Json, Json, String), Box<dyn Error>> {
     // Bounded: the replay's own length, plus start-up and draining.
     let limit = Duration::from_secs_f64(s.messages as f64 / s.rate as f64 + 60.0);
     let deadline = Instant::now() + limit;
-    let tr = tr.finish("trader", deadline)?;
-    let ex = ex.finish("exchange", deadline)?;
+    let tr: TraderSummary = tr.finish("trader", deadline)?;
+    let ex: ExchangeSummary = ex.finish("exchange", deadline)?;
     let (ex, layout) = match gw {
         Some(g) => {
             let mut ex = ex;
-            ex["gateway"] = g.finish("gateway", deadline)?;
+            ex.gateway = Some(g.finish("gateway", deadline)?);
             let c = s.cores;
             (ex, format!("exchange (core {}) | trader (core {}) | gateway (core {})", c[0], c[1], c[2]))
         }
@@ -220,7 +217,9 @@ struct Kill(Option<Child>);
 
 impl Kill {
     /// Waits (bounded) for the app to end, and parses the JSON summary it printed.
-    fn finish(mut self, app: &str, deadline: Instant) -> Result<Json, Box<dyn Error>> {
+    /// Waits for the app to exit and reads its `--json` summary (its last line) as `T`: a field
+    /// the app renamed is an error here, not a 0.
+    fn finish<T: serde::de::DeserializeOwned>(mut self, app: &str, deadline: Instant) -> Result<T, Box<dyn Error>> {
         let mut child = self.0.take().expect("a child");
         loop {
             if let Some(status) = child.try_wait()? {
@@ -343,9 +342,19 @@ pub fn hop_floor(
     let status = child.wait_with_output()?;
     drop(p);
     let _ = shm::remove(&name, &opts);
-    let v: Json = serde_json::from_str(line.trim())
+    let v: FloorReading = serde_json::from_str(line.trim())
         .map_err(|e| format!("the hop floor's reader failed ({}): {e}: {line}", status.status))?;
-    Ok((v["p50"].as_u64().unwrap_or(0), v["p99"].as_u64().unwrap_or(0)))
+    Ok((v.p50, v.p99))
+}
+
+/// What the hop floor's reading process prints (one JSON line).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FloorReading {
+    p50: u64,
+    p99: u64,
+    count: u64,
+    missed: u64,
 }
 
 /// The hop floor's reading side (`latency-lab __hop-floor`): prints "ready", reads `count`
@@ -385,7 +394,7 @@ pub fn hop_floor_reader(ring: &str, count: u64, consumer: bool, core: usize) -> 
         }
     }
     let q = |q: f64| h.value_at_quantile(q);
-    println!("{}", serde_json::json!({ "p50": q(0.5), "p99": q(0.99), "count": seen, "missed": missed }));
+    println!("{}", serde_json::to_string(&FloorReading { p50: q(0.5), p99: q(0.99), count: seen, missed })?);
     Ok(())
 }
 
@@ -554,11 +563,10 @@ pub fn rdma_rounds(
         let ud = crate::perftest::one_way("ib_send_lat", &["-c", "UD"], devices, MD_PAYLOAD, perftest_iters)?.0;
         let rc = crate::perftest::one_way("ib_write_lat", &[], devices, ORDER_PAYLOAD, perftest_iters)?.0;
         let (ex, tr) = rdma_pipeline(tickbus, itch, devices, rate, messages, round)?;
-        let h: Vec<Hop> =
-            serde_json::from_value::<Vec<RawHop>>(ex["gateway"]["hops_ns"].clone())?.into_iter().map(to_hop).collect();
+        let gw = ex.gateway.as_ref().ok_or("the exchange (rdma) printed no gateway summary")?;
+        let h: Vec<Hop> = gw.hops_ns.iter().map(to_hop).collect();
         let ttt = h.get(5).ok_or("the gateway reported no tick-to-trade")?;
         let budget = ud + rc + book_p50;
-        let u = |v: &Json| v.as_u64().unwrap_or(0);
         out.push(RdmaRound {
             ttt_p50: ttt.p50,
             ttt_p99: ttt.p99,
@@ -566,8 +574,8 @@ pub fn rdma_rounds(
             rc_one_way: rc,
             budget,
             ratio: ttt.p50 as f64 / budget.max(1) as f64,
-            ticks: u(&tr["counts"]["ticks"]),
-            orders: u(&tr["counts"]["orders"]),
+            ticks: tr.counts.ticks,
+            orders: tr.counts.orders,
         });
         eprintln!(
             "latency-lab: rdma pipeline round {}: tick-to-trade p50 {} ns against UD {ud} + RC {rc} + book {book_p50} ns",
@@ -591,7 +599,7 @@ fn rdma_pipeline(
     rate: u64,
     messages: u64,
     round: usize,
-) -> Result<(Json, Json), Box<dyn Error>> {
+) -> Result<(ExchangeSummary, TraderSummary), Box<dyn Error>> {
     let port = |k: u16| format!("127.0.0.1:{}", 47400 + 10 * round as u16 + k);
     let net = [
         "--md".to_owned(),

@@ -60,19 +60,8 @@ impl Hops {
     }
 
     /// Percentiles per hop (ns), for the summary.
-    pub fn summary(&self) -> serde_json::Value {
-        let rows: Vec<serde_json::Value> = HOPS
-            .iter()
-            .zip(&self.hist)
-            .map(|(name, h)| {
-                let q = |q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
-                serde_json::json!({
-                    "hop": name, "count": h.len(), "p50": q(0.5), "p99": q(0.99), "p99_9": q(0.999),
-                    "max": if h.is_empty() { 0 } else { h.max() },
-                })
-            })
-            .collect();
-        serde_json::Value::Array(rows)
+    pub fn summary(&self) -> Vec<tickbus_apps::summary::HopStats> {
+        HOPS.iter().zip(&self.hist).map(|(name, h)| tickbus_apps::summary::HopStats::of(name, h)).collect()
     }
 }
 
@@ -95,7 +84,7 @@ mod tests {
         let mut h = Hops::new(1.0); // 1 tick per ns
         h.record(&traced([1000, 1400, 1500, 1600, 1700]), 2000);
         let s = h.summary();
-        let p50: Vec<u64> = s.as_array().unwrap().iter().map(|r| r["p50"].as_u64().unwrap()).collect();
+        let p50: Vec<u64> = s.iter().map(|r| r.p50).collect();
         assert_eq!(p50, [400, 100, 100, 100, 300, 1000]);
         h.record(&traced([1000, 990, 1500, 1600, 1700]), 1690); // two hops 10 ns backwards
         assert_eq!((h.timed(), h.skewed, h.unordered), (2, 1, 0));

@@ -17,6 +17,7 @@ use std::time::Duration;
 use clap::Args;
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, Recv, RingConfig};
+use tickbus_apps::summary::GatewaySummary;
 use tickbus_codecs::exec::ExecFill;
 use tickbus_codecs::orders::{NewOrder, TracedOrder};
 use tickbus_codecs::{decode, AnyMessage, Message};
@@ -54,43 +55,17 @@ pub struct GatewayArgs {
 /// The report stream's id unless told otherwise.
 pub const REPORT_STREAM: u32 = 3;
 
-#[derive(Debug, Default, serde::Serialize)]
-pub struct Counts {
-    pub orders: u64,
-    pub fills: u64,
-    pub expired: u64,
-    pub rejects: u64,
-    /// Order-stream payloads that were not an order at all: nothing can be answered.
-    pub malformed: u64,
-    /// Plain `NewOrder`s (no trace): matched and answered, not timed.
-    pub untraced: u64,
-    /// Positions lost on the order ring (never happens to a reliable consumer; counted if it did).
-    pub orders_lost: u64,
-    pub reports: u64,
-    pub quotes: u64,
-    /// Market data the gateway lost to a lap (it matched against an older quote meanwhile).
-    pub md_missed: u64,
-    /// Times the report ring was full (the trader did not take its reports).
-    pub report_ring_full: u64,
-    /// Traders that died (their process ended without closing the order stream).
-    pub trader_deaths: u64,
-    /// Reports the report stream refused for good (its transport failed).
-    pub reports_failed: u64,
-    /// Orders taken again after a gateway died between answering and releasing them: already
-    /// answered on the report ring, so released without a second report.
-    pub already_answered: u64,
-}
+/// What the gateway counted (the summary's type, shared with its readers).
+pub use tickbus_apps::summary::GatewayCounts as Counts;
 
-impl Counts {
-    /// A report went out, or failed for good (not `Full`: that one waits).
-    #[inline]
-    fn answered(&mut self, sent: Result<u64, OutError>) {
-        match sent {
-            Ok(_) => self.reports += 1,
-            Err(e) => {
-                self.reports_failed += 1;
-                e.log("an execution report");
-            }
+/// A report went out, or failed for good (not `Full`: that one waits).
+#[inline]
+fn count_report(c: &mut Counts, sent: Result<u64, OutError>) {
+    match sent {
+        Ok(_) => c.reports += 1,
+        Err(e) => {
+            c.reports_failed += 1;
+            e.log("an execution report");
         }
     }
 }
@@ -160,7 +135,7 @@ impl Gateway {
             match publish(execs, r, tsc) {
                 Err(OutError::Full) => c.report_ring_full += 1,
                 sent => {
-                    c.answered(sent);
+                    count_report(c, sent);
                     orders.release_to(position + 1);
                     *pending = None;
                 }
@@ -210,7 +185,7 @@ impl Gateway {
                         match publish(execs, r, tsc) {
                             Err(OutError::Full) => *pending = Some((r, position)),
                             sent => {
-                                c.answered(sent);
+                                count_report(c, sent);
                                 crate::crash::point("gateway-after-report");
                                 // Released only once answered: a gateway that dies in between
                                 // leaves the order for the next one, which finds the report on
@@ -326,18 +301,22 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
         }
     }
     if a.json {
-        println!("{}", summary(&g));
+        println!("{}", serde_json::to_string(&summary(&g)).map_err(|e| e.to_string())?);
     } else {
         print(&g);
     }
     Ok(())
 }
 
-/// What the gateway counted and its hops, as JSON.
-pub fn summary(g: &Gateway) -> serde_json::Value {
-    serde_json::json!({
-        "counts": g.counts, "timed": g.hops.timed(), "hops_ns": g.hops.summary(), "unordered_traces": g.hops.unordered, "skewed_traces": g.hops.skewed,
-    })
+/// What the gateway counted and its hops, for `--json`.
+pub fn summary(g: &Gateway) -> GatewaySummary {
+    GatewaySummary {
+        counts: g.counts.clone(),
+        timed: g.hops.timed(),
+        hops_ns: g.hops.summary(),
+        unordered_traces: g.hops.unordered,
+        skewed_traces: g.hops.skewed,
+    }
 }
 
 /// Prints what the gateway counted and its hops.
@@ -347,15 +326,10 @@ pub fn print(g: &Gateway) {
         "gateway: {} orders ({} untraced): {} filled, {} expired unfilled, {} rejected; {} reports; {} malformed; {} trader deaths",
         c.orders, c.untraced, c.fills, c.expired, c.rejects, c.reports, c.malformed, c.trader_deaths
     );
-    for h in g.hops.summary().as_array().into_iter().flatten() {
+    for h in g.hops.summary() {
         println!(
             "  {:<58} p50 {:>9} ns  p99 {:>9} ns  p99.9 {:>9} ns  max {:>9} ns  ({} orders)",
-            h["hop"].as_str().unwrap_or(""),
-            h["p50"],
-            h["p99"],
-            h["p99_9"],
-            h["max"],
-            h["count"]
+            h.hop, h.p50, h.p99, h.p99_9, h.max, h.count
         );
     }
 }

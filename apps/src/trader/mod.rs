@@ -75,32 +75,8 @@ pub struct TraderArgs {
 /// The order stream's id unless told otherwise.
 pub const ORDER_STREAM: u32 = 2;
 
-/// What the trading loop counted.
-#[derive(Debug, Default, serde::Serialize)]
-pub struct Counts {
-    /// Market-data messages received (each one is a tick for the strategy).
-    pub ticks: u64,
-    /// Market-data messages lost to a lap (the trader was too slow for a lossy feed).
-    pub md_missed: u64,
-    /// `FeedGap` messages: the feed itself lost data.
-    pub feed_gaps: u64,
-    /// Market-data messages that were not tickbus messages.
-    pub md_undecodable: u64,
-    pub orders: u64,
-    pub reports: u64,
-    /// Orders whose report will never come: a later order's report arrived first (the gateway
-    /// answers in order). They leave the in-flight count.
-    pub reports_lost: u64,
-    /// Second reports for an order already settled: ignored.
-    pub reports_duplicate: u64,
-    /// Reports that were not for one of this run's orders (e.g. left on the report ring for an
-    /// earlier trader that died), or not a report at all: not counted as ours.
-    pub reports_unexpected: u64,
-    /// Times an order waited for room on the order ring.
-    pub order_ring_full: u64,
-    /// Orders the order stream refused for good (its transport failed): not in flight.
-    pub orders_failed: u64,
-}
+/// What the trading loop counted (the summary's type, shared with its readers).
+pub use tickbus_apps::summary::TraderCounts as Counts;
 
 /// The trading loop: its rings, the strategy and what it counted. [`Trader::duty`] is one
 /// cycle; `run` adds idling and looking at the peers around it.
@@ -360,17 +336,19 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
     let recovered = t.md.recovered();
     let Trader { orders, strategy, counts: c, tick_hop: h, .. } = t;
     drop(orders); // closes the order stream: the gateway sees the trader finished
-    let q = |q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
-    let summary = serde_json::json!({
-        "tick_hop_ns": { "hop": "feed ingress (or publish) -> strategy receive, every tick", "count": h.len(), "p50": q(0.5), "p99": q(0.99), "p99_9": q(0.999), "max": h.max() },
-        "counts": c,
-        "md_recovered": recovered,
-        "strategy": strategy.stats,
-        "in_flight": strategy.in_flight(),
-        "halted": strategy.halted(),
-    });
     if a.json {
-        println!("{summary}");
+        let summary = tickbus_apps::summary::TraderSummary {
+            tick_hop_ns: tickbus_apps::summary::HopStats::of(
+                "feed ingress (or publish) -> strategy receive, every tick",
+                &h,
+            ),
+            counts: c.clone(),
+            md_recovered: recovered,
+            strategy: strategy.stats,
+            in_flight: strategy.in_flight(),
+            halted: strategy.halted(),
+        };
+        println!("{}", serde_json::to_string(&summary).map_err(|e| e.to_string())?);
     } else {
         println!(
             "trader: {} ticks, {} orders, {} reports ({} filled, {} unfilled, {} rejected; {} never came, {} repeated), {} awaiting; {} md lost, {} feed gaps{}",

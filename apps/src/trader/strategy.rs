@@ -24,26 +24,8 @@ pub struct Intent {
     pub qty: u64,
 }
 
-/// What the strategy has seen and done, for the summary.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct StrategyStats {
-    /// Order events the book applied.
-    pub book_events: u64,
-    /// Events that did not fit the book (joined mid-day, or a lost message).
-    pub book_errors: u64,
-    /// Top-of-book changes seen.
-    pub top_changes: u64,
-    /// Decisions not sent because `max_in_flight` orders were awaiting reports.
-    pub skipped_in_flight: u64,
-    /// Decisions not sent because trading had halted after a gap.
-    pub skipped_halted: u64,
-    pub filled_orders: u64,
-    pub filled_qty: u64,
-    pub unfilled_orders: u64,
-    pub rejected_orders: u64,
-    /// Orders whose report never came (a later order's came first).
-    pub lost_reports: u64,
-}
+/// What the strategy has seen and done (the summary's type, shared with its readers).
+pub use tickbus_apps::summary::StrategyStats;
 
 pub struct Strategy {
     book: OrderBook,

@@ -1,0 +1,225 @@
+//! The JSON summaries `tickbus exchange`, `gateway` and `trader` print with `--json`, as types
+//! the apps serialise and their readers (the latency lab, the apps' tests) deserialise: a field
+//! renamed on one side is a compile error on the other, not a silent 0. Unknown fields are
+//! refused when reading, so a reader built against another version says so.
+use serde::{Deserialize, Serialize};
+
+/// One hop's latency percentiles (ns), from an HdrHistogram.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HopStats {
+    /// What the hop measures, from where to where.
+    pub hop: String,
+    /// Samples.
+    pub count: u64,
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p99_9: u64,
+    /// Largest.
+    pub max: u64,
+}
+
+impl HopStats {
+    /// The percentiles of `h` (all 0 when it is empty), named `hop`.
+    pub fn of(hop: &str, h: &hdrhistogram::Histogram<u64>) -> HopStats {
+        let q = |q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
+        HopStats {
+            hop: hop.to_owned(),
+            count: h.len(),
+            p50: q(0.5),
+            p99: q(0.99),
+            p99_9: q(0.999),
+            max: if h.is_empty() { 0 } else { h.max() },
+        }
+    }
+}
+
+/// What the exchange's market-data side did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MdCounts {
+    /// ITCH messages replayed.
+    pub itch: u64,
+    /// Normalised messages published (an ITCH message makes 0 to 2).
+    pub published: u64,
+    /// ITCH messages that did not parse (counted, not published).
+    pub unparsed: u64,
+    /// Times the loop found itself more than 1 µs past a message's due time.
+    pub late: u64,
+    /// Market-data messages the transport refused for good (not published).
+    pub failed: u64,
+}
+
+/// `tickbus exchange --json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExchangeSummary {
+    /// The market-data side.
+    pub md: MdCounts,
+    /// The market-data stream's position at the end.
+    pub md_position: u64,
+    /// Stream failures, one line each.
+    pub transport_errors: Vec<String>,
+    /// Tick due -> market data published.
+    pub feed_ns: HopStats,
+    /// The gateway's, when it ran inside the exchange (the composite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewaySummary>,
+}
+
+/// What the gateway counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayCounts {
+    /// Orders taken.
+    pub orders: u64,
+    /// Orders filled.
+    pub fills: u64,
+    /// Orders expired unfilled.
+    pub expired: u64,
+    /// Orders rejected.
+    pub rejects: u64,
+    /// Order-stream payloads that were not an order at all: nothing can be answered.
+    pub malformed: u64,
+    /// Plain `NewOrder`s (no trace): matched and answered, not timed.
+    pub untraced: u64,
+    /// Positions lost on the order ring (never happens to a reliable consumer; counted if it did).
+    pub orders_lost: u64,
+    /// Reports published.
+    pub reports: u64,
+    /// Quotes taken from the market data.
+    pub quotes: u64,
+    /// Market data the gateway lost to a lap (it matched against an older quote meanwhile).
+    pub md_missed: u64,
+    /// Times the report ring was full (the trader did not take its reports).
+    pub report_ring_full: u64,
+    /// Traders that died (their process ended without closing the order stream).
+    pub trader_deaths: u64,
+    /// Reports the report stream refused for good (its transport failed).
+    pub reports_failed: u64,
+    /// Orders taken again after a gateway died between answering and releasing them: already
+    /// answered on the report ring, so released without a second report.
+    pub already_answered: u64,
+}
+
+/// `tickbus gateway --json` (and the exchange's `gateway` field).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewaySummary {
+    /// What it counted.
+    pub counts: GatewayCounts,
+    /// Orders timed end to end.
+    pub timed: u64,
+    /// The six hops of a traced order, tick to order published last.
+    pub hops_ns: Vec<HopStats>,
+    /// Traces whose stamps were out of order (a clock or a bug; recorded as 1 ns).
+    pub unordered_traces: u64,
+    /// Traces whose stamps crossed cores with skewed TSCs.
+    pub skewed_traces: u64,
+}
+
+/// What the trading loop counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraderCounts {
+    /// Market-data messages received (each one is a tick for the strategy).
+    pub ticks: u64,
+    /// Market-data messages lost to a lap (the trader was too slow for a lossy feed).
+    pub md_missed: u64,
+    /// `FeedGap` messages: the feed itself lost data.
+    pub feed_gaps: u64,
+    /// Market-data messages that were not tickbus messages.
+    pub md_undecodable: u64,
+    /// Orders sent.
+    pub orders: u64,
+    /// Reports taken.
+    pub reports: u64,
+    /// Orders whose report will never come: a later order's report arrived first (the gateway
+    /// answers in order). They leave the in-flight count.
+    pub reports_lost: u64,
+    /// Second reports for an order already settled: ignored.
+    pub reports_duplicate: u64,
+    /// Reports that were not for one of this run's orders (e.g. left on the report ring for an
+    /// earlier trader that died), or not a report at all: not counted as ours.
+    pub reports_unexpected: u64,
+    /// Times an order waited for room on the order ring.
+    pub order_ring_full: u64,
+    /// Orders the order stream refused for good (its transport failed): not in flight.
+    pub orders_failed: u64,
+}
+
+/// What the strategy has seen and done.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StrategyStats {
+    /// Order events the book applied.
+    pub book_events: u64,
+    /// Events that did not fit the book (joined mid-day, or a lost message).
+    pub book_errors: u64,
+    /// Top-of-book changes seen.
+    pub top_changes: u64,
+    /// Decisions not sent because `max_in_flight` orders were awaiting reports.
+    pub skipped_in_flight: u64,
+    /// Decisions not sent because trading had halted after a gap.
+    pub skipped_halted: u64,
+    /// Orders filled.
+    pub filled_orders: u64,
+    /// Shares filled.
+    pub filled_qty: u64,
+    /// Orders expired unfilled.
+    pub unfilled_orders: u64,
+    /// Orders rejected.
+    pub rejected_orders: u64,
+    /// Orders whose report never came (a later order's came first).
+    pub lost_reports: u64,
+}
+
+/// `tickbus trader --json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraderSummary {
+    /// Feed ingress (or publish) -> strategy receive, every tick.
+    pub tick_hop_ns: HopStats,
+    /// What the loop counted.
+    pub counts: TraderCounts,
+    /// ud-mcast: market data recovered from the publisher's history.
+    pub md_recovered: u64,
+    /// What the strategy did.
+    pub strategy: StrategyStats,
+    /// Orders still awaiting a report at the end.
+    pub in_flight: u64,
+    /// Why trading halted, if it did.
+    pub halted: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader refuses a summary with a field it does not know (another version's), instead of
+    /// reading what it knows and taking the rest as 0.
+    #[test]
+    fn a_renamed_or_unknown_field_is_refused_not_read_as_zero() {
+        let mut v = serde_json::to_value(TraderSummary::default()).unwrap();
+        assert!(serde_json::from_value::<TraderSummary>(v.clone()).is_ok());
+        v["counts"]["tickz"] = 5.into();
+        let e = serde_json::from_value::<TraderSummary>(v.clone()).unwrap_err().to_string();
+        assert!(e.contains("tickz"), "{e}");
+        v["counts"].as_object_mut().unwrap().remove("tickz");
+        v["counts"].as_object_mut().unwrap().remove("ticks");
+        let e = serde_json::from_value::<TraderSummary>(v).unwrap_err().to_string();
+        assert!(e.contains("ticks"), "{e}");
+    }
+
+    #[test]
+    fn the_exchange_summary_carries_the_gateway_only_when_it_ran_inside() {
+        let alone = ExchangeSummary::default();
+        assert!(serde_json::to_value(&alone).unwrap().get("gateway").is_none());
+        let with = ExchangeSummary { gateway: Some(GatewaySummary::default()), ..alone };
+        let back: ExchangeSummary = serde_json::from_str(&serde_json::to_string(&with).unwrap()).unwrap();
+        assert_eq!(back, with);
+    }
+}
