@@ -3,31 +3,12 @@
 //!
 //! Owns: choosing what to run, running it on pinned cores, and the report. Never: tunes a
 //! figure, or prints a number without the floor and the peers measured in the same run.
-mod compare;
-mod fanout;
-#[cfg(feature = "rdma")]
-mod fanout_hosts;
-mod harness;
-mod html;
-mod itch_bench;
-mod journal_bench;
-#[cfg(feature = "rdma")]
-mod mcast_pingpong;
-mod peers;
-#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
-mod perftest;
-mod pipeline;
-mod plot;
-#[cfg(feature = "rdma")]
-mod rdma_fanout;
-#[cfg(feature = "rdma")]
-mod rdma_pingpong;
-mod rdma_rounds;
-mod report;
-mod soak;
-mod suite;
-mod tick_to_trade;
-mod transport;
+mod bench;
+mod model;
+mod render;
+
+use bench::{pipeline, soak, suite};
+use render::compare;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -279,7 +260,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose, cli.quiet);
     let res: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
-        None => suite::run(&cli.suite),
+        None => bench::default_suite::run(&cli.suite),
         Some(Cmd::Compare { old, new, threshold }) => match compare::compare(&old, &new, threshold) {
             Ok(c) => {
                 print!("{}", c.text);

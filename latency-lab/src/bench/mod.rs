@@ -1,0 +1,25 @@
+//! The bench layer: runs what is measured (the harness, the transports and peers, the trading
+//! pipeline, fan-out, the journal, ITCH, perftest, the soak) and produces [`crate::model`]
+//! values. Never formats a report (the render layer does).
+pub mod default_suite;
+pub mod fanout;
+#[cfg(feature = "rdma")]
+pub mod fanout_hosts;
+pub mod harness;
+pub mod itch_bench;
+pub mod journal_bench;
+#[cfg(feature = "rdma")]
+pub mod mcast_pingpong;
+pub mod peers;
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+pub mod perftest;
+pub mod pipeline;
+#[cfg(feature = "rdma")]
+pub mod rdma_fanout;
+#[cfg(feature = "rdma")]
+pub mod rdma_pingpong;
+pub mod rdma_rounds;
+pub mod soak;
+pub mod suite;
+pub mod tick_to_trade;
+pub mod transport;

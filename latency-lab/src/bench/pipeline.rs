@@ -1,0 +1,468 @@
+//! The trading pipeline across real processes, as a user runs it: `tickbus exchange` (an ITCH day
+//! replayed as market data, open loop, each tick stamped with its intended send time, and the
+//! gateway as a second agent on the same core) and `tickbus trader` (book, decision, traced IOC
+//! orders) on the other core. With three or more cores the gateway is its own process
+//! (`tickbus gateway`) and each app owns a core.
+//!
+//! Each hop is printed beside its floor from the same invocation: the two hops that cross
+//! processes (market data to the trader, orders to the gateway) beside a bare tickbus ring hop
+//! across two processes on the same cores with the same payload, at the rate and count the
+//! pipeline produced on that hop, timed from intended send times as the pipeline is; and
+//! tick-to-trade beside the chained floors plus the book's own apply cost. The floor hop starts
+//! at the intended time and the message goes out at once; the pipeline's first hop also holds
+//! the feed's own work (its row "tick due -> market data published" shows how much).
+use std::error::Error;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::model::pipeline::{Hop, Run};
+#[cfg(feature = "rdma")]
+use crate::model::pipeline::{RdmaRound, RdmaRun};
+use serde::{Deserialize, Serialize};
+use tickbus::shm::{self, ShmOptions};
+use tickbus::time::{Tsc, TscScale};
+use tickbus::{Mode, Recv, RingConfig, StartAt};
+use tickbus_apps::summary::{ExchangeSummary, HopStats, TraderSummary};
+
+use crate::bench::harness::{histogram, pin, spin_until};
+
+/// Payload of a normalised market-data slot and of a traced order (what the two process
+/// crossings carry).
+pub const MD_PAYLOAD: usize = 64;
+pub const ORDER_PAYLOAD: usize = tickbus_codecs::orders::TRACED_ORDER_LEN;
+
+/// What to run.
+pub struct Spec<'a> {
+    pub tickbus: &'a Path,
+    pub itch: &'a Path,
+    pub rate: u64,
+    /// ITCH messages to replay.
+    pub messages: u64,
+    pub cores: &'a [usize],
+    pub ticks_per_ns: f64,
+}
+
+/// Runs the pipeline at one rate, then its floors.
+pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
+    if s.cores.len() < 2 {
+        return Err("the pipeline needs two cores at least (--cores)".into());
+    }
+    if !s.tickbus.is_file() {
+        return Err(format!(
+            "{} not found: build it (`cargo build --release -p tickbus-apps`; tools/lab.sh does) or give --tickbus",
+            s.tickbus.display()
+        )
+        .into());
+    }
+    let book_p50 = book_cost(s.itch, s.ticks_per_ns)?;
+    let (ex, tr, layout) = pipeline(s)?;
+    let gw = ex.gateway.as_ref().ok_or("the exchange ran its gateway yet printed no gateway summary")?;
+    // The floors, just after: the same payloads between the same cores, at the rates and counts
+    // the pipeline produced (market data: the normalised messages of the replay's span; orders:
+    // what the trader sent over it).
+    let itch = ex.md.itch.max(1);
+    let span = itch as f64 / s.rate as f64;
+    let (published, orders) = (ex.md.published, tr.counts.orders);
+    // (At least 100 messages, over no longer than the replay's span.)
+    let count = |n: u64| n.clamp(100, 2_000_000);
+    let at = |n: u64| ((n.max(100) as f64 / span) as u64).max(1);
+    let gateway_core = if s.cores.len() >= 3 { s.cores[2] } else { s.cores[0] };
+    let md_floor =
+        hop_floor(MD_PAYLOAD, Mode::Lossy, at(published), count(published), (s.cores[0], s.cores[1]), s.ticks_per_ns)?;
+    let order_floor = hop_floor(
+        ORDER_PAYLOAD,
+        Mode::Reliable,
+        at(orders),
+        count(orders),
+        (s.cores[1], gateway_core),
+        s.ticks_per_ns,
+    )?;
+    let mut hops: Vec<Hop> = gw.hops_ns.iter().map(to_hop).collect();
+    if hops.len() != 6 {
+        return Err(format!("the gateway reported {} hops, not 6", hops.len()).into());
+    }
+    for (k, f) in [(0, md_floor), (4, order_floor)] {
+        let h = &mut hops[k];
+        h.floor = Some((f.0, f.1));
+        h.x_floor = Some((h.p50 as f64 / f.0.max(1) as f64, h.p99 as f64 / f.1.max(1) as f64));
+    }
+    let mut every_tick = to_hop(&tr.tick_hop_ns);
+    every_tick.floor = Some(md_floor);
+    every_tick.x_floor =
+        Some((every_tick.p50 as f64 / md_floor.0.max(1) as f64, every_tick.p99 as f64 / md_floor.1.max(1) as f64));
+    let budget_p50 = md_floor.0 + order_floor.0 + book_p50 + 100;
+    let hops_met = hops.iter().filter_map(|h| h.x_floor).all(|(a, b)| a <= 1.15 && b <= 1.15);
+    Ok(Run {
+        rate: s.rate,
+        layout,
+        ttt_met: hops[5].p50 <= budget_p50,
+        hops,
+        published: ex.md.published,
+        ticks: tr.counts.ticks,
+        ticks_missed: tr.counts.md_missed,
+        orders: tr.counts.orders,
+        reports: tr.counts.reports,
+        every_tick,
+        feed: to_hop(&ex.feed_ns),
+        book_p50,
+        budget_p50,
+        hops_met,
+    })
+}
+
+/// A hop as an app's summary reports it, before the lab adds its floor.
+fn to_hop(h: &HopStats) -> Hop {
+    Hop {
+        name: h.hop.clone(),
+        count: h.count,
+        p50: h.p50,
+        p99: h.p99,
+        p99_9: h.p99_9,
+        max: h.max,
+        floor: None,
+        x_floor: None,
+    }
+}
+
+/// Runs the apps; returns the exchange's summary (with the gateway's), the trader's, and the
+/// layout.
+fn pipeline(s: &Spec<'_>) -> Result<(ExchangeSummary, TraderSummary, String), Box<dyn Error>> {
+    let tag = format!("lab-pipe-{}-{}", std::process::id(), s.rate);
+    let (md, orders, execs) = (format!("{tag}-md"), format!("{tag}-orders"), format!("{tag}-execs"));
+    let names = ["--md", &md, "--orders", &orders, "--execs", &execs];
+    let (rate, max, itch) = (s.rate.to_string(), s.messages.to_string(), s.itch.to_str().ok_or("ITCH path not UTF-8")?);
+    let split = s.cores.len() >= 3;
+    let spawn = |args: &[&str], core: usize| -> Result<Kill, Box<dyn Error>> {
+        let child = Command::new(s.tickbus)
+            .args(args)
+            .args(names)
+            .args(["--core", &core.to_string(), "--json", "-q"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", s.tickbus.display()))?;
+        Ok(Kill(Some(child)))
+    };
+    let mut ex_args = vec!["exchange", "--itch", itch, "--rate", &rate, "--max", &max];
+    if split {
+        ex_args.push("--no-gateway");
+    }
+    let ex = spawn(&ex_args, s.cores[0])?;
+    let gw = if split { Some(spawn(&["gateway", "--exit-with-trader"], s.cores[2])?) } else { None };
+    let tr = spawn(&["trader"], s.cores[1])?;
+    // Bounded: the replay's own length, plus start-up and draining.
+    let limit = Duration::from_secs_f64(s.messages as f64 / s.rate as f64 + 60.0);
+    let deadline = Instant::now() + limit;
+    let tr: TraderSummary = tr.finish("trader", deadline)?;
+    let ex: ExchangeSummary = ex.finish("exchange", deadline)?;
+    let (ex, layout) = match gw {
+        Some(g) => {
+            let mut ex = ex;
+            ex.gateway = Some(g.finish("gateway", deadline)?);
+            let c = s.cores;
+            (ex, format!("exchange (core {}) | trader (core {}) | gateway (core {})", c[0], c[1], c[2]))
+        }
+        None => (ex, format!("exchange+gateway (core {}) | trader (core {})", s.cores[0], s.cores[1])),
+    };
+    for name in [&md, &orders, &execs] {
+        let _ = shm::remove(name, &ShmOptions::default());
+    }
+    Ok((ex, tr, layout))
+}
+
+/// A child process killed if the run is abandoned.
+struct Kill(Option<Child>);
+
+impl Kill {
+    /// Waits (bounded) for the app to end, and parses the JSON summary it printed.
+    /// Waits for the app to exit and reads its `--json` summary (its last line) as `T`: a field
+    /// the app renamed is an error here, not a 0.
+    fn finish<T: serde::de::DeserializeOwned>(mut self, app: &str, deadline: Instant) -> Result<T, Box<dyn Error>> {
+        let mut child = self.0.take().expect("a child");
+        loop {
+            if let Some(status) = child.try_wait()? {
+                let out = child.wait_with_output()?;
+                let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+                if !status.success() {
+                    return Err(format!("tickbus {app} failed ({status}): {stderr}").into());
+                }
+                let last = stdout.lines().last().unwrap_or("");
+                return serde_json::from_str(last)
+                    .map_err(|e| format!("tickbus {app} printed no JSON summary ({e}): {stdout} {stderr}").into());
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let out = child.wait_with_output()?;
+                return Err(format!(
+                    "tickbus {app} did not finish in time (killed): {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The order book's p50 cost per normalised message of the day (in process, TSC-timed), as the
+/// trader's book applies them.
+fn book_cost(itch: &Path, ticks_per_ns: f64) -> Result<u64, Box<dyn Error>> {
+    use tickbus_codecs::normalize::Normalizer;
+    let file = std::fs::File::open(itch).map_err(|e| format!("{}: {e}", itch.display()))?;
+    // SAFETY: the lab's own ITCH file, not changed while mapped (a file truncated under the map
+    // would fault, never be misread as valid memory).
+    let map = unsafe { memmap2::Mmap::map(&file)? };
+    let mut norm = Normalizer::new();
+    let mut mds: Vec<Vec<u8>> = Vec::new();
+    for f in tickbus_codecs::itch::frames(&map).take(500_000) {
+        norm.apply(&f?.message, &mut |m| mds.push(m.as_bytes().to_vec()));
+    }
+    let mut book = tickbus_codecs::book::OrderBook::with_capacity(1 << 20, 8192);
+    let (tsc, scale) = (Tsc::new(), TscScale { ticks_per_ns });
+    let mut h = histogram();
+    for m in &mds {
+        let Ok(msg) = tickbus_codecs::decode(m) else { continue };
+        let t0 = tsc.now();
+        let _ = std::hint::black_box(book.apply_md(&msg));
+        h.saturating_record(scale.delta_ns(t0, tsc.now()).max(1));
+    }
+    Ok(if h.is_empty() { 0 } else { h.value_at_quantile(0.5) })
+}
+
+/// A bare tickbus ring hop across two processes: this process publishes `count` messages of
+/// `payload` bytes at `rate` from core `cores.0`, each stamped with its intended send time; a
+/// child (`latency-lab __hop-floor`) on `cores.1` reads them. Returns its (p50, p99) in ns.
+pub fn hop_floor(
+    payload: usize,
+    mode: Mode,
+    rate: u64,
+    count: u64,
+    cores: (usize, usize),
+    ticks_per_ns: f64,
+) -> Result<(u64, u64), Box<dyn Error>> {
+    let name = format!("lab-hop-{}-{payload}-{rate}", std::process::id());
+    let opts = ShmOptions::default();
+    let slots = if mode == Mode::Lossy { 1 << 16 } else { 4096 };
+    let cfg = RingConfig { ticks_per_ns, ..RingConfig::for_payload(mode, 9, payload, slots) };
+    let mut p = shm::open_publisher(&name, &cfg, &opts)?;
+    let mut child = Kill(Some(
+        Command::new(std::env::current_exe()?)
+            .args(["__hop-floor", "--ring", &name, "--count", &count.to_string(), "--core", &cores.1.to_string()])
+            .args(if mode == Mode::Reliable { &["--consumer"][..] } else { &[][..] })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?,
+    ));
+    let mut out = BufReader::new(child.0.as_mut().and_then(|c| c.stdout.take()).ok_or("no stdout")?);
+    let mut line = String::new();
+    out.read_line(&mut line)?;
+    if line.trim() != "ready" {
+        let _ = child.0.as_mut().map(|c| c.kill());
+        return Err(format!("the hop floor's reader did not start: {line}").into());
+    }
+    let publisher = std::thread::scope(|sc| {
+        sc.spawn(|| -> Result<(), String> {
+            pin(cores.0).map_err(|e| e.to_string())?;
+            let tsc = Tsc::new();
+            let period = ticks_per_ns * 1e9 / rate as f64;
+            let start = tsc.now() + (ticks_per_ns * 1e6) as u64;
+            let mut buf = vec![0u8; payload];
+            let give_up = Instant::now() + Duration::from_secs_f64(count as f64 / rate as f64 + 30.0);
+            for i in 0..count {
+                let due = start + (i as f64 * period) as u64;
+                spin_until(&tsc, due);
+                buf[..8].copy_from_slice(&due.to_le_bytes());
+                while p.publish(&buf).is_err() {
+                    if Instant::now() >= give_up {
+                        return Err("the hop floor's reader stopped taking messages".into());
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+            Ok(())
+        })
+        .join()
+    })
+    .map_err(|_| "the hop floor's publisher panicked")?;
+    publisher?;
+    line.clear();
+    out.read_line(&mut line)?;
+    let child = child.0.take().expect("a child");
+    let status = child.wait_with_output()?;
+    drop(p);
+    let _ = shm::remove(&name, &opts);
+    let v: FloorReading = serde_json::from_str(line.trim())
+        .map_err(|e| format!("the hop floor's reader failed ({}): {e}: {line}", status.status))?;
+    Ok((v.p50, v.p99))
+}
+
+/// What the hop floor's reading process prints (one JSON line).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FloorReading {
+    p50: u64,
+    p99: u64,
+    count: u64,
+    missed: u64,
+}
+
+/// The hop floor's reading side (`latency-lab __hop-floor`): prints "ready", reads `count`
+/// messages (or gives up after the ring stays quiet for 10 s) and prints its percentiles.
+pub fn hop_floor_reader(ring: &str, count: u64, consumer: bool, core: usize) -> Result<(), Box<dyn Error>> {
+    let opts = ShmOptions::default();
+    let mut s =
+        if consumer { shm::open_consumer(ring, &opts)? } else { shm::open_observer(ring, StartAt::Latest, &opts)? };
+    pin(core)?;
+    let scale = TscScale { ticks_per_ns: s.config().ticks_per_ns };
+    let tsc = Tsc::new();
+    let mut h = histogram();
+    println!("ready");
+    let (mut seen, mut missed) = (0u64, 0u64);
+    // Quiet since (checked every 64k empty polls, so the clock stays out of the measured loop).
+    let mut quiet_since: Option<Instant> = None;
+    let mut spins = 0u32;
+    while seen + missed < count {
+        match s.try_recv() {
+            Some(Recv::Message(m)) => {
+                let due = u64::from_le_bytes(m.payload[..8].try_into()?);
+                h.saturating_record(scale.delta_ns(due, tsc.now()).max(1));
+                seen += 1;
+                quiet_since = None;
+            }
+            Some(Recv::Gap(g)) => missed += g.missed(),
+            None => {
+                spins = spins.wrapping_add(1);
+                if spins.is_multiple_of(1 << 16) {
+                    let since = *quiet_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > Duration::from_secs(10) {
+                        return Err(format!("the ring went quiet after {seen} messages").into());
+                    }
+                }
+                std::hint::spin_loop();
+            }
+        }
+    }
+    let q = |q: f64| h.value_at_quantile(q);
+    println!("{}", serde_json::to_string(&FloorReading { p50: q(0.5), p99: q(0.99), count: seen, missed })?);
+    Ok(())
+}
+
+/// Where `tickbus` is by default: beside this binary (same target folder).
+pub fn default_tickbus() -> PathBuf {
+    std::env::current_exe().ok().and_then(|p| p.parent().map(|d| d.join("tickbus"))).unwrap_or_else(|| "tickbus".into())
+}
+
+/// The RDMA pipeline's rounds (`latency-lab rdma --pipeline-*`).
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+#[derive(Debug, Clone, Copy)]
+pub struct RdmaPipeline {
+    pub rounds: usize,
+    /// ITCH messages per second.
+    pub rate: u64,
+    /// ITCH messages per round.
+    pub messages: u64,
+}
+
+/// `pipe.rounds` rounds of: perftest UD and RC one-way, then the pipeline over RDMA at
+/// `pipe.rate` (`pipe.messages` ITCH messages), exchange on `devices.0` and trader on
+/// `devices.1`.
+#[cfg(feature = "rdma")]
+pub fn rdma_rounds(
+    tickbus: &Path,
+    itch: &Path,
+    devices: (&str, &str),
+    pipe: &RdmaPipeline,
+    perftest_iters: u64,
+    ticks_per_ns: f64,
+) -> Result<RdmaRun, Box<dyn Error>> {
+    let RdmaPipeline { rounds, rate, messages } = *pipe;
+    let book_p50 = book_cost(itch, ticks_per_ns)?;
+    let mut out = Vec::new();
+    let mut hops = Vec::new();
+    for round in 0..rounds {
+        let ud = crate::bench::perftest::one_way("ib_send_lat", &["-c", "UD"], devices, MD_PAYLOAD, perftest_iters)?.0;
+        let rc = crate::bench::perftest::one_way("ib_write_lat", &[], devices, ORDER_PAYLOAD, perftest_iters)?.0;
+        let (ex, tr) = rdma_pipeline(tickbus, itch, devices, rate, messages, round)?;
+        let gw = ex.gateway.as_ref().ok_or("the exchange (rdma) printed no gateway summary")?;
+        let h: Vec<Hop> = gw.hops_ns.iter().map(to_hop).collect();
+        let ttt = h.get(5).ok_or("the gateway reported no tick-to-trade")?;
+        let budget = ud + rc + book_p50;
+        out.push(RdmaRound {
+            ttt_p50: ttt.p50,
+            ttt_p99: ttt.p99,
+            ud_one_way: ud,
+            rc_one_way: rc,
+            budget,
+            ratio: ttt.p50 as f64 / budget.max(1) as f64,
+            ticks: tr.counts.ticks,
+            orders: tr.counts.orders,
+        });
+        eprintln!(
+            "latency-lab: rdma pipeline round {}: tick-to-trade p50 {} ns against UD {ud} + RC {rc} + book {book_p50} ns",
+            round + 1,
+            ttt.p50
+        );
+        hops = h;
+    }
+    let mut r: Vec<f64> = out.iter().map(|r| r.ratio).collect();
+    r.sort_by(f64::total_cmp);
+    let ratio = (r[r.len() / 2], r[0], r[r.len() - 1]);
+    Ok(RdmaRun { rate, rounds: out, book_p50, hops, ratio })
+}
+
+/// One run of `tickbus exchange` and `tickbus trader` over RDMA; returns their summaries.
+#[cfg(feature = "rdma")]
+fn rdma_pipeline(
+    tickbus: &Path,
+    itch: &Path,
+    devices: (&str, &str),
+    rate: u64,
+    messages: u64,
+    round: usize,
+) -> Result<(ExchangeSummary, TraderSummary), Box<dyn Error>> {
+    let port = |k: u16| format!("127.0.0.1:{}", 47400 + 10 * round as u16 + k);
+    let net = [
+        "--md".to_owned(),
+        format!("ud-mcast://239.77.55.{}/1?recovery={}", round + 1, port(1)),
+        "--orders".into(),
+        format!("rdma-rc://{}/2", port(2)),
+        "--execs".into(),
+        format!("rdma-rc://{}/3", port(3)),
+        "--token".into(),
+        "latency-lab".into(),
+        "--json".into(),
+        "-q".into(),
+    ];
+    let spawn = |args: Vec<String>| -> Result<Kill, Box<dyn Error>> {
+        let c = Command::new(tickbus).args(args).args(&net).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+        Ok(Kill(Some(c)))
+    };
+    let itch = itch.to_str().ok_or("ITCH path not UTF-8")?.to_owned();
+    let ex = spawn(vec![
+        "exchange".into(),
+        "--itch".into(),
+        itch,
+        "--rate".into(),
+        rate.to_string(),
+        "--max".into(),
+        messages.to_string(),
+        "--device".into(),
+        devices.0.into(),
+    ])?;
+    let tr = spawn(vec!["trader".into(), "--md-quiet-secs".into(), "3".into(), "--device".into(), devices.1.into()])?;
+    let deadline = Instant::now() + Duration::from_secs_f64(messages as f64 / rate as f64 + 180.0);
+    let tr = tr.finish("trader (rdma)", deadline)?;
+    let ex = ex.finish("exchange (rdma)", deadline)?;
+    Ok((ex, tr))
+}

@@ -1,0 +1,37 @@
+//! ITCH decode and order-book results beside itchy.
+use serde::{Deserialize, Serialize};
+
+/// One decoder's best pass.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DecodeResult {
+    pub name: String,
+    pub messages: u64,
+    pub seconds: f64,
+    pub msgs_per_s: f64,
+    pub gb_per_s: f64,
+    pub x_itchy: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BookResult {
+    pub messages: u64,
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+    /// Cost of the empty timing pair, included in every per-message sample above.
+    pub timer_ns: u64,
+    pub resting_orders_at_close: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ItchReport {
+    pub file_bytes: usize,
+    pub messages: u64,
+    pub seed: u64,
+    pub stocks: u16,
+    pub passes: u32,
+    pub decode: Vec<DecodeResult>,
+    pub book: BookResult,
+}

@@ -1,0 +1,37 @@
+//! The journal's results beside their floors.
+use serde::{Deserialize, Serialize};
+
+/// What the journal benchmarks measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JournalReport {
+    pub messages: u64,
+    pub message_bytes: usize,
+    /// A bare buffered sequential write of the same record bytes.
+    pub floor_write_msgs_per_s: f64,
+    pub recorder_msgs_per_s: f64,
+    pub recorder_x_floor: f64,
+    /// Interleaved rounds the recorder and floor figures are medians of (0: a report from
+    /// before this was recorded).
+    #[serde(default)]
+    pub rounds: usize,
+    /// Times the recorder's poll side found its queue to the writer thread full (last round):
+    /// zero means the poll side set the pace, many means the writer thread did.
+    #[serde(default)]
+    pub recorder_queue_full: u64,
+    pub read_msgs_per_s: f64,
+    pub read_gb_per_s: f64,
+    /// The same run's ITCH walk, for comparison.
+    pub itch_decode_msgs_per_s: Option<f64>,
+    pub sustained: Option<Sustained>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sustained {
+    pub rate: u64,
+    pub seconds: f64,
+    pub published: u64,
+    pub recorded: u64,
+    /// Publishes that found the ring full (the recorder's back-pressure).
+    pub full: u64,
+    pub achieved_msgs_per_s: f64,
+}

@@ -1,0 +1,393 @@
+//! The model layer: what a run measured, as plain values (rows, sections, every result type)
+//! and the arithmetic on them (ratios, suspect floors, merging rounds by name). The bench layer
+//! ([`crate::bench`]) produces these; the render layer ([`crate::render`]) turns them into text,
+//! HTML, plots and files. This layer imports neither (a test below reads its sources to hold
+//! that), so data flows one way: bench -> model -> render.
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+pub mod fanout;
+pub mod itch;
+pub mod journal;
+pub mod pipeline;
+pub mod rdma;
+
+use itch::ItchReport;
+
+/// Percentiles every table shows, then max.
+pub const PERCENTILES: [(f64, &str); 5] =
+    [(50.0, "p50"), (90.0, "p90"), (99.0, "p99"), (99.9, "p99.9"), (99.99, "p99.99")];
+
+/// Whether a row is tickbus itself, the floor, a peer (what the ratios compare against), or a
+/// rung between a floor and tickbus (a floor with some of tickbus's costs added, to show where
+/// tickbus's time goes: neither a yardstick nor a floor that could be suspect).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Floor,
+    Tickbus,
+    Peer,
+    Rung,
+}
+
+/// One transport's latency in one section.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Row {
+    pub name: String,
+    pub kind: Kind,
+    pub note: String,
+    pub count: u64,
+    pub mean_ns: f64,
+    /// p50, p90, p99, p99.9, p99.99, max in ns.
+    pub ns: Vec<u64>,
+    pub x_floor: Option<Vec<f64>>,
+    pub x_best_peer: Option<Vec<f64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_sends: Option<u64>,
+    /// Set on a floor that a tickbus row beats by more than 10% at p50, saying by how much: a
+    /// floor the product beats does not move the bytes the fastest way, so ratios against it
+    /// flatter tickbus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspect: Option<String>,
+    /// When the samples were taken: latency.hlog's interval start and length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<Span>,
+    #[serde(skip)]
+    pub hist: Option<Histogram<u64>>,
+}
+
+/// A wall-clock interval during which a row's samples were recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Span {
+    /// Seconds since the Unix epoch.
+    pub start_unix_s: f64,
+    pub secs: f64,
+}
+
+impl Span {
+    /// From `t0` to now.
+    pub fn since(t0: std::time::SystemTime) -> Span {
+        let start_unix_s = t0.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        Span { start_unix_s, secs: t0.elapsed().map_or(0.0, |d| d.as_secs_f64()) }
+    }
+
+    /// From the earlier start to the later end. Interleaved rounds of one transport merge into
+    /// one interval that also spans the other transports' rounds between them: the samples were
+    /// all taken within it, which is what the interval log promises.
+    fn union(self, o: Span) -> Span {
+        let start = self.start_unix_s.min(o.start_unix_s);
+        let end = (self.start_unix_s + self.secs).max(o.start_unix_s + o.secs);
+        Span { start_unix_s: start, secs: end - start }
+    }
+}
+
+/// Merges a round's rows into the rows so far, by name: every row of `round` must match one
+/// of `rows` and none may be missing or doubled (a round whose rows came in another order or
+/// another set would otherwise put one transport's histogram in another's row).
+pub fn merge_round(rows: &mut Vec<Row>, round: Vec<Row>) -> Result<(), String> {
+    if rows.is_empty() {
+        *rows = round;
+        return Ok(());
+    }
+    let names = |r: &[Row]| {
+        let mut n: Vec<String> = r.iter().map(|r| r.name.clone()).collect();
+        n.sort();
+        n
+    };
+    if names(rows) != names(&round) {
+        return Err(format!(
+            "a round's rows do not match the first round's: {:?} against {:?}",
+            names(&round),
+            names(rows)
+        ));
+    }
+    if let Some(dup) = names(&round).windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("two rows named {:?} in one round: rows are merged by name", dup[0]));
+    }
+    for r in round {
+        let into = rows.iter_mut().find(|x| x.name == r.name).expect("names checked above");
+        into.merge(r);
+    }
+    Ok(())
+}
+
+impl Row {
+    /// Adds another run of the same transport (interleaved rounds); see [`merge_round`].
+    pub fn merge(&mut self, other: Row) {
+        debug_assert_eq!(self.name, other.name, "rows are merged by name");
+        if let (Some(a), Some(b)) = (self.hist.as_mut(), other.hist) {
+            a.add(&b).expect("histograms with the same bounds");
+            let h = a.clone();
+            let span = match (self.span, other.span) {
+                (Some(x), Some(y)) => Some(x.union(y)),
+                (x, y) => x.or(y),
+            };
+            *self = Row {
+                late_sends: self.late_sends,
+                span,
+                ..Row::new(self.name.clone(), self.kind, self.note.clone(), h)
+            };
+        }
+    }
+
+    pub fn new(name: String, kind: Kind, note: String, h: Histogram<u64>) -> Row {
+        let mut ns: Vec<u64> = PERCENTILES.iter().map(|(p, _)| h.value_at_percentile(*p)).collect();
+        ns.push(h.max());
+        Row {
+            name,
+            kind,
+            note,
+            count: h.len(),
+            mean_ns: h.mean(),
+            ns,
+            x_floor: None,
+            x_best_peer: None,
+            late_sends: None,
+            suspect: None,
+            span: None,
+            hist: Some(h),
+        }
+    }
+
+    /// Records that the samples were taken from `t0` until now.
+    pub fn taken_since(mut self, t0: std::time::SystemTime) -> Row {
+        self.span = Some(Span::since(t0));
+        self
+    }
+}
+
+/// A table of rows measured under one condition (mode, size, rate).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Section {
+    /// "rtt" (closed-loop ping-pong) or "one-way" (open loop at `rate`).
+    pub mode: String,
+    pub size: usize,
+    pub rate: Option<u64>,
+    pub rows: Vec<Row>,
+}
+
+impl Section {
+    pub fn key(&self) -> String {
+        match self.rate {
+            Some(r) => format!("{}-{}B-{}", self.mode, self.size, rate_name(r)),
+            None => format!("{}-{}B", self.mode, self.size),
+        }
+    }
+
+    /// Fills in the ratios: against the floor row (if any) and the best peer by p50.
+    pub fn ratios(&mut self) {
+        let ratio =
+            |a: &[u64], b: &[u64]| a.iter().zip(b).map(|(x, y)| *x as f64 / (*y).max(1) as f64).collect::<Vec<_>>();
+        let floor = self.rows.iter().find(|r| r.kind == Kind::Floor).map(|r| r.ns.clone());
+        let best = self.best_peer().map(|r| r.ns.clone());
+        for r in &mut self.rows {
+            r.x_floor = floor.as_deref().map(|f| ratio(&r.ns, f));
+            r.x_best_peer = best.as_deref().map(|b| ratio(&r.ns, b));
+        }
+        self.mark_suspect_floors();
+    }
+
+    /// A floor is the least the hardware allows; tickbus more than 10% under it at p50 means the
+    /// floor is broken, not that tickbus won.
+    fn mark_suspect_floors(&mut self) {
+        let fastest = self.rows.iter().filter(|r| r.kind == Kind::Tickbus).min_by_key(|r| r.ns[0]);
+        let Some((name, p50)) = fastest.map(|r| (r.name.clone(), r.ns[0])) else { return };
+        for f in self.rows.iter_mut().filter(|r| r.kind == Kind::Floor) {
+            f.suspect = ((p50 as f64) < 0.9 * f.ns[0] as f64).then(|| {
+                format!(
+                    "{name} beats it at p50 ({p50} < {} ns, {:.2}x): this floor is not the fastest way to move these bytes",
+                    f.ns[0],
+                    p50 as f64 / f.ns[0].max(1) as f64
+                )
+            });
+        }
+    }
+
+    pub fn best_peer(&self) -> Option<&Row> {
+        self.rows.iter().filter(|r| r.kind == Kind::Peer).min_by_key(|r| r.ns[0])
+    }
+}
+
+pub fn rate_name(r: u64) -> String {
+    match r {
+        r if r >= 1_000_000 && r % 1_000_000 == 0 => format!("{}M", r / 1_000_000),
+        r if r >= 1_000 && r % 1_000 == 0 => format!("{}k", r / 1_000),
+        r => r.to_string(),
+    }
+}
+
+/// Messages per second with the sender never waiting on measurement.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ThroughputRow {
+    pub name: String,
+    pub kind: Kind,
+    pub size: usize,
+    pub msgs_per_s: f64,
+    pub mb_per_s: f64,
+    pub x_best_peer: Option<f64>,
+}
+
+/// Everything one run measured.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Report {
+    pub machine: String,
+    /// The command line this report came from (the run's settings).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub command: String,
+    /// The host as `tickbus doctor` saw it when the run began (identity and every finding with
+    /// the lab's cores): `compare` warns when two reports come from different environments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<tickbus::doctor::Diagnosis>,
+    /// The Soft-RoCE guest's environment, from the RDMA report merged into this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_rdma: Option<tickbus::doctor::Diagnosis>,
+    pub cores: (usize, usize),
+    pub ticks_per_ns: f64,
+    pub sections: Vec<Section>,
+    pub throughput: Vec<ThroughputRow>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itch: Option<ItchReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick_to_trade: Option<Section>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<journal::JournalReport>,
+    /// The trading pipeline across processes, per rate, hop by hop beside its floors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pipeline: Vec<pipeline::Run>,
+    /// The pipeline over RDMA in the Soft-RoCE guest, beside perftest (latency-lab rdma).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline_rdma: Option<pipeline::RdmaRun>,
+    /// Fan-out to 1, 2 and 4 subscribers: shm on the host, rdma-rc and ud-mcast in the guest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fanout: Vec<fanout::FanoutReport>,
+    /// tickbus over RDMA beside perftest in alternating rounds (latency-lab rdma).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma_versus: Option<rdma::Versus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    pub fn throughput_ratios(&mut self) {
+        let sizes: Vec<usize> = self.throughput.iter().map(|t| t.size).collect();
+        for size in sizes {
+            let best = self
+                .throughput
+                .iter()
+                .filter(|t| t.size == size && t.kind == Kind::Peer)
+                .map(|t| t.msgs_per_s)
+                .fold(0.0, f64::max);
+            for t in self.throughput.iter_mut().filter(|t| t.size == size) {
+                t.x_best_peer = (best > 0.0).then(|| t.msgs_per_s / best);
+            }
+        }
+    }
+}
+
+pub fn slug(name: &str) -> String {
+    let s: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+    s.split('_').filter(|p| !p.is_empty()).collect::<Vec<_>>().join("_")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A row whose 1000 samples sit at `v` (p50 = `v`).
+    pub(crate) fn row(name: &str, kind: Kind, v: u64) -> Row {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        for i in 0..1000 {
+            h.record(v + i / 990).unwrap();
+        }
+        Row::new(name.into(), kind, String::new(), h)
+    }
+
+    /// Issue 24: rounds merged by row position put a reordered round's histograms in the wrong
+    /// rows (the code before zipped them). Merged by name, checked: a reordered round lands in
+    /// the right rows; a round with another set of rows, or a row twice, is an error.
+    #[test]
+    fn rounds_merge_by_row_name_and_a_mismatched_round_is_an_error() {
+        let mut rows = Vec::new();
+        merge_round(&mut rows, vec![row("floor", Kind::Floor, 100), row("tickbus shm", Kind::Tickbus, 300)]).unwrap();
+        merge_round(&mut rows, vec![row("tickbus shm", Kind::Tickbus, 300), row("floor", Kind::Floor, 100)]).unwrap();
+        assert_eq!((rows[0].name.as_str(), rows[0].count, rows[0].ns[0]), ("floor", 2000, 100));
+        assert_eq!((rows[1].name.as_str(), rows[1].count, rows[1].ns[0]), ("tickbus shm", 2000, 300));
+        let e =
+            merge_round(&mut rows, vec![row("floor", Kind::Floor, 100), row("aeron", Kind::Peer, 900)]).unwrap_err();
+        assert!(e.contains("do not match"), "{e}");
+        let e = merge_round(&mut rows, vec![row("floor", Kind::Floor, 1), row("floor", Kind::Floor, 1)]).unwrap_err();
+        assert!(e.contains("do not match") || e.contains("two rows named"), "{e}");
+    }
+
+    pub(crate) fn rtt_64(rows: Vec<Row>) -> Section {
+        Section { mode: "rtt".into(), size: 64, rate: None, rows }
+    }
+
+    #[test]
+    fn a_floor_tickbus_beats_by_more_than_ten_percent_is_marked_suspect() {
+        let mut sec = rtt_64(vec![
+            row("floor (cache-line ping-pong)", Kind::Floor, 100),
+            row("floor, same payload", Kind::Floor, 200),
+            row("floor, close call", Kind::Floor, 160),
+            row("tickbus shm", Kind::Tickbus, 150),
+        ]);
+        sec.ratios();
+        assert_eq!(sec.rows[0].suspect, None, "a floor below tickbus is a floor");
+        let w = sec.rows[1].suspect.as_deref().expect("tickbus at 150 beats a 200 ns floor by 25%");
+        assert!(w.contains("tickbus shm beats it at p50 (150 < 200 ns, 0.75x)"), "{w}");
+        assert_eq!(sec.rows[2].suspect, None, "within 10% is noise, not a broken floor");
+        let json = serde_json::to_value(&sec).unwrap();
+        assert!(json["rows"][1]["suspect"].is_string() && json["rows"][0].get("suspect").is_none());
+    }
+
+    #[test]
+    fn ratios_are_against_the_floor_and_the_best_peer() {
+        let mut sec = rtt_64(vec![
+            row("floor", Kind::Floor, 100),
+            row("tickbus shm", Kind::Tickbus, 150),
+            row("a", Kind::Peer, 300),
+            row("b", Kind::Peer, 200),
+        ]);
+        sec.ratios();
+        assert_eq!(sec.rows[1].x_floor.as_ref().unwrap()[0], 1.5);
+        assert_eq!(sec.rows[1].x_best_peer.as_ref().unwrap()[0], 0.75);
+        assert_eq!(sec.best_peer().unwrap().name, "b");
+    }
+
+    /// Issue 24: the model layer depends on nothing above it. Its sources may name only the
+    /// model itself (`crate::model`, `super::`), never the bench or render layer (nor anything
+    /// else in the crate): data flows bench -> model -> render.
+    #[test]
+    fn the_model_layer_imports_neither_the_bench_nor_the_render_layer() {
+        let sources = [
+            ("mod.rs", include_str!("mod.rs")),
+            ("fanout.rs", include_str!("fanout.rs")),
+            ("itch.rs", include_str!("itch.rs")),
+            ("journal.rs", include_str!("journal.rs")),
+            ("pipeline.rs", include_str!("pipeline.rs")),
+            ("rdma.rs", include_str!("rdma.rs")),
+        ];
+        let entries = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/src/model")).unwrap().count();
+        assert_eq!(entries, sources.len(), "a model file this test does not read: list it above");
+        for (file, src) in sources {
+            for (n, line) in src.lines().enumerate() {
+                // The code outside string literals and comments.
+                let code: String = line.split("//").next().unwrap_or("").split('"').step_by(2).collect();
+                let mut rest = code.as_str();
+                while let Some(at) = rest.find("crate::") {
+                    let after = &rest[at + "crate::".len()..];
+                    assert!(
+                        after.starts_with("model"),
+                        "model/{file}:{}: names crate::{} (the model may import only itself)",
+                        n + 1,
+                        after.split(|c: char| !c.is_alphanumeric() && c != '_').next().unwrap_or("")
+                    );
+                    rest = after;
+                }
+                assert!(!code.contains("super::super"), "model/{file}:{}: reaches above the model", n + 1);
+            }
+        }
+    }
+}

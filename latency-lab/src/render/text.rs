@@ -1,0 +1,318 @@
+//! The report as text: every section's table with each percentile as a ratio to the floor and
+//! to the best peer, the pipeline's hops beside their floors, the RDMA rounds, fan-out, ITCH,
+//! the journal, and the environment. Reads the model; measures nothing.
+use std::fmt::Write as _;
+
+use crate::model::itch::ItchReport;
+use crate::model::journal::JournalReport;
+use crate::model::pipeline::{RdmaRun, Run};
+use crate::model::rdma::{Versus, VsRow};
+use crate::model::{rate_name, Report, Section, PERCENTILES};
+
+impl Section {
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let what = match self.rate {
+            Some(r) => format!("one-way latency from the intended send time, open loop at {} msg/s", rate_name(r)),
+            None => "round-trip time, closed-loop ping-pong".to_owned(),
+        };
+        let best = self.best_peer().map(|r| r.name.clone()).unwrap_or_else(|| "-".into());
+        let _ = writeln!(s, "{what}, {} B messages; ns (x floor | x best peer = {best})", self.size);
+        let _ = write!(s, "{:<50}", "transport");
+        for (_, name) in PERCENTILES {
+            let _ = write!(s, "{name:>22}");
+        }
+        let _ = writeln!(s, "{:>22}", "max");
+        for r in &self.rows {
+            let name = if r.suspect.is_some() { format!("{} [SUSPECT]", r.name) } else { r.name.clone() };
+            let _ = write!(s, "{name:<50}");
+            for (k, v) in r.ns.iter().enumerate() {
+                let f = r.x_floor.as_ref().map_or("-".into(), |x| format!("{:.2}", x[k]));
+                let b = r.x_best_peer.as_ref().map_or("-".into(), |x| format!("{:.2}", x[k]));
+                let _ = write!(s, "{:>22}", format!("{v} ({f}|{b})"));
+            }
+            let _ = writeln!(s);
+        }
+        for r in &self.rows {
+            let late = r.late_sends.map_or(String::new(), |l| format!("; {l} sends left late"));
+            let suspect = r.suspect.as_ref().map_or(String::new(), |w| format!("; SUSPECT FLOOR: {w}"));
+            let _ = writeln!(s, "  {}: {}{late}{suspect}", r.name, r.note);
+        }
+        s
+    }
+}
+
+impl Report {
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "latency-lab on {} (cores {}/{}, TSC {:.3} ticks/ns)\n",
+            self.machine, self.cores.0, self.cores.1, self.ticks_per_ns
+        );
+        if let Some(env) = &self.environment {
+            let _ = writeln!(s, "{}", environment_table(env));
+        }
+        if let Some(env) = &self.environment_rdma {
+            let _ = writeln!(s, "RDMA GUEST {}", environment_table(env));
+        }
+        if let Some(t) = &self.tick_to_trade {
+            let _ = writeln!(s, "TICK-TO-TRADE\n{}", t.table());
+        }
+        if !self.pipeline.is_empty() {
+            let _ = writeln!(s, "TRADING PIPELINE\n{}", pipeline_table(&self.pipeline));
+        }
+        if let Some(r) = &self.pipeline_rdma {
+            let _ = writeln!(s, "{}", rdma_table(r));
+        }
+        if let Some(v) = &self.rdma_versus {
+            let _ = writeln!(s, "{}", versus_table(v));
+        }
+        for sec in &self.sections {
+            let _ = writeln!(s, "{}", sec.table());
+        }
+        if !self.throughput.is_empty() {
+            let _ = writeln!(s, "throughput, sender flat out (x best peer)");
+            for t in &self.throughput {
+                let x = t.x_best_peer.map_or("-".into(), |x| format!("{x:.2}x"));
+                let _ = writeln!(
+                    s,
+                    "  {:<32} {:>5} B {:>14.0} msg/s {:>10.1} MB/s  {x}",
+                    t.name, t.size, t.msgs_per_s, t.mb_per_s
+                );
+            }
+            let _ = writeln!(s);
+        }
+        for f in &self.fanout {
+            let _ = writeln!(s, "{}", f.table());
+        }
+        if let Some(i) = &self.itch {
+            let _ = writeln!(s, "{}", i.table());
+        }
+        if let Some(j) = &self.journal {
+            let _ = writeln!(s, "{}", j.table());
+        }
+        for n in &self.notes {
+            let _ = writeln!(s, "note: {n}");
+        }
+        s
+    }
+}
+
+/// The environment in a few lines: who the host is, and every finding that is not plainly ok
+/// (the full list, with remedies, is in report.json and `tickbus doctor`).
+pub fn environment_table(env: &tickbus::doctor::Diagnosis) -> String {
+    use tickbus::doctor::Status;
+    let id = &env.identity;
+    let mut s = format!(
+        "ENVIRONMENT: {} ({}), kernel {}, {} CPUs, {} GiB, {}; doctor: {}\n",
+        id.hostname,
+        id.cpu_model,
+        id.kernel,
+        id.cpus,
+        id.memory_bytes >> 30,
+        id.virtualization,
+        if env.ready() { "ready" } else { "NOT ready" }
+    );
+    for f in env.findings.iter().filter(|f| f.status >= Status::Warn) {
+        let _ = writeln!(s, "  [{}] {}: {}", f.status.tag(), f.check, f.detail);
+    }
+    s
+}
+
+/// The report's table for the pipeline runs.
+pub fn pipeline_table(runs: &[Run]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for r in runs {
+        let _ = writeln!(
+            s,
+            "trading pipeline across processes at {} msg/s, open loop from each tick's intended time: {}",
+            rate_name(r.rate),
+            r.layout
+        );
+        let _ = writeln!(
+            s,
+            "{:<62}{:>10}{:>10}{:>10}{:>12}{:>22}",
+            "hop (ns)", "p50", "p99", "p99.9", "max", "floor p50/p99 (x)"
+        );
+        for h in [&r.feed, &r.every_tick].into_iter().chain(&r.hops) {
+            let f = match (h.floor, h.x_floor) {
+                (Some((a, b)), Some((x, y))) => format!("{a}/{b} ({x:.2}x/{y:.2}x)"),
+                _ => "-".into(),
+            };
+            let _ = writeln!(s, "{:<62}{:>10}{:>10}{:>10}{:>12}{:>22}", h.name, h.p50, h.p99, h.p99_9, h.max, f);
+        }
+        let _ = writeln!(
+            s,
+            "  {} market-data messages published, {} seen by the trader ({} missed), {} orders, {} reports (hops are timed per order; the first row per market-data message)",
+            r.published, r.ticks, r.ticks_missed, r.orders, r.reports
+        );
+        let _ = writeln!(
+            s,
+            "  targets: process-crossing hops within 1.15x of their floor at p50 and p99: {}; tick-to-trade p50 {} ns <= floors + book p50 ({} ns) + 100 ns = {} ns: {}\n",
+            if r.hops_met { "met" } else { "NOT met" },
+            r.hops[5].p50,
+            r.book_p50,
+            r.budget_p50,
+            if r.ttt_met { "met" } else { "NOT met" }
+        );
+    }
+    s
+}
+
+/// The RDMA pipeline's table.
+pub fn rdma_table(r: &RdmaRun) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "trading pipeline over RDMA in the guest at {} msg/s (exchange on rxe0: ud-mcast market data, gateway on rdma-rc; trader on rxe1), rounds interleaved with perftest",
+        rate_name(r.rate)
+    );
+    for (k, x) in r.rounds.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "  round {}: tick-to-trade p50 {} ns, p99 {} ns; ib_send_lat UD {} + ib_write_lat {} + book {} = {} ns; {:.2}x ({} ticks, {} orders)",
+            k + 1,
+            x.ttt_p50,
+            x.ttt_p99,
+            x.ud_one_way,
+            x.rc_one_way,
+            r.book_p50,
+            x.budget,
+            x.ratio,
+            x.ticks,
+            x.orders
+        );
+    }
+    let (m, lo, hi) = r.ratio;
+    let _ = writeln!(
+        s,
+        "  median {m:.2}x (spread {lo:.2}x-{hi:.2}x) against perftest one-way UD + RC + the book: target <= 1.25x {}",
+        if m <= 1.25 { "met" } else { "NOT met" }
+    );
+    for h in &r.hops {
+        let _ = writeln!(s, "  {:<62} p50 {:>10} ns  p99 {:>10} ns", h.name, h.p50, h.p99);
+    }
+    s
+}
+
+/// Both tables as text.
+pub fn versus_table(v: &Versus) -> String {
+    let mut s = String::new();
+    let mut one = |title: &str, unit: &str, rows: &[VsRow], fmt: fn(f64) -> String| {
+        let _ = writeln!(
+            s,
+            "{title} ({} rounds, perftest and tickbus back to back in each, in turn first; median ratio [min-max])",
+            v.rounds
+        );
+        for r in rows {
+            let per: Vec<String> =
+                r.ours.iter().zip(&r.theirs).map(|(o, t)| format!("{}/{}", fmt(*o), fmt(*t))).collect();
+            let _ = writeln!(
+                s,
+                "  {:<34} {:>5} B  {:.2}x {} [{:.2}-{:.2}]   {unit} per round: {}{}",
+                r.name,
+                r.size,
+                r.median,
+                r.tool,
+                r.min,
+                r.max,
+                per.join(" "),
+                if r.note.is_empty() { String::new() } else { format!("  ({})", r.note) }
+            );
+        }
+        let _ = writeln!(s);
+    };
+    if !v.rtt.is_empty() {
+        one(
+            "RDMA RTT p50 beside 2 x perftest's typical one-way, lower is better",
+            "ns tickbus/perftest",
+            &v.rtt,
+            |x| format!("{x:.0}"),
+        );
+    }
+    if !v.rate.is_empty() {
+        one(
+            "RDMA message rate beside perftest's bandwidth tools, higher is better",
+            "msg/s tickbus/perftest",
+            &v.rate,
+            |x| format!("{x:.0}"),
+        );
+    }
+    s
+}
+
+impl JournalReport {
+    pub fn table(&self) -> String {
+        let mut s = format!("journal: {} messages of {} B\n", self.messages, self.message_bytes);
+        s += &format!(
+            "  recorder            {:>12.0} msg/s   bare sequential write of the same bytes (floor) {:>12.0} msg/s   {:.2}x floor (medians of {} interleaved rounds; queue full {} times)\n",
+            self.recorder_msgs_per_s, self.floor_write_msgs_per_s, self.recorder_x_floor, self.rounds, self.recorder_queue_full
+        );
+        let itch = self.itch_decode_msgs_per_s.map_or("-".into(), |r| format!("{r:.0} msg/s"));
+        s += &format!(
+            "  journal read        {:>12.0} msg/s {:>6.2} GB/s   ITCH decode (same run) {itch}\n",
+            self.read_msgs_per_s, self.read_gb_per_s
+        );
+        if let Some(x) = &self.sustained {
+            s += &format!(
+                "  sustained           {} msg/s for {:.1} s: {} published, {} recorded ({} lost), achieved {:.0} msg/s, ring full {} times\n",
+                x.rate,
+                x.seconds,
+                x.published,
+                x.recorded,
+                x.published - x.recorded,
+                x.achieved_msgs_per_s,
+                x.full
+            );
+        }
+        s
+    }
+}
+
+impl ItchReport {
+    pub fn table(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "ITCH 5.0 decode: generated day (seed {}, {} stocks), {} messages, {:.1} MB in memory, best of {} passes",
+            self.seed,
+            self.stocks,
+            self.messages,
+            self.file_bytes as f64 / 1e6,
+            self.passes
+        );
+        let _ = writeln!(s, "{:<56} {:>14} {:>10} {:>10}", "decoder", "msgs/s", "GB/s", "x itchy");
+        for d in &self.decode {
+            let _ = writeln!(s, "{:<56} {:>14.0} {:>10.2} {:>9.2}x", d.name, d.msgs_per_s, d.gb_per_s, d.x_itchy);
+        }
+        let b = &self.book;
+        let _ = writeln!(
+            s,
+            "order book apply: mean {:.1} ns/msg over the whole day; per message p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns (each includes the {} ns timer pair); {} orders resting at the close",
+            b.mean_ns, b.p50_ns, b.p99_ns, b.p999_ns, b.max_ns, b.timer_ns, b.resting_orders_at_close
+        );
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::rdma::{Versus, VsRow};
+
+    #[test]
+    fn rows_take_the_median_ratio_and_its_spread() {
+        let r =
+            VsRow::new("t", "ib_write_lat", 64, vec![300.0, 100.0, 240.0], vec![200.0, 100.0, 100.0], String::new());
+        assert_eq!(r.ratios, vec![1.5, 1.0, 2.4]);
+        assert_eq!((r.median, r.min, r.max), (1.5, 1.0, 2.4));
+        let even = VsRow::new("t", "x", 64, vec![1.0, 3.0], vec![1.0, 1.0], String::new());
+        assert_eq!(even.median, 2.0);
+        let v = Versus { rounds: 3, rtt: vec![r], rate: vec![] };
+        let t = super::versus_table(&v);
+        assert!(t.contains("1.50x ib_write_lat [1.00-2.40]") && t.contains("300/200 100/100 240/100"), "{t}");
+    }
+}
