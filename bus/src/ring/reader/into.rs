@@ -1,7 +1,7 @@
 //! Receiving a message of the size the caller expects straight into the caller's buffer: what a
 //! consumer of one fixed-layout message type does.
 //!
-//! Why a second way to receive: the lab's floor rungs (`latency-lab/src/peers/floor_rungs.rs`)
+//! Why a second way to receive: the lab's floor rungs (`latency-lab/src/bench/peers/floor_rungs.rs`)
 //! showed that a reader that looks at the slot's length word before it copies the payload (to
 //! size its copy, or only to check it) pays one to three 10 ns timer quanta per hop at 32 and
 //! 64 B over one that copies the size it expects and checks the length afterwards. That was
