@@ -18,7 +18,7 @@ fi
 # Fault and crash points (tickbus::fault, the apps' crash.rs) compiled in for the tests that arm
 # them: a --cfg, not a Cargo feature, so no dependent can switch kill points on in a product. The
 # tests that need them fail if TICKBUS_REQUIRE_FAULTS is set and they are not compiled in.
-export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }--cfg tickbus_fault" TICKBUS_REQUIRE_FAULTS=1
+export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }--cfg tickbus_testing" TICKBUS_REQUIRE_FAULTS=1
 echo "== workspace tests (unit, multi-process, hot-path proofs, doctests)"
 cargo test --workspace --all-features
 echo "== loom model checks of the ring's synchronisation"

@@ -39,7 +39,7 @@ fn cores(s: &str) -> Result<CoreList, String> {
     if let Some(n) = past {
         return Err(format!("core {n} in `{s}`: cores are numbered 0 to {}", MAX_CPUS - 1));
     }
-    let list = tickbus::sys::cpu::parse_cpu_list(s);
+    let list = tickbus::doctor::parse_cpu_list(s);
     if !ok || list.is_empty() {
         return Err(format!("`{s}` is not a CPU list: write it as the kernel does, e.g. 2,3 or 2-5"));
     }

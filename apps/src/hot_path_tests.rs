@@ -244,7 +244,7 @@ fn over_rdma_the_exchange_and_trader_loops_make_only_doorbell_syscalls_and_no_al
     use crate::streams;
     use tickbus::stream::{Channel, OpenOptions};
 
-    let devices = tickbus::sys::verbs::device_names();
+    let devices = tickbus::rdma::device_names();
     assert!(devices.len() >= 2, "two RDMA devices (the rig's guest has rxe0 and rxe1): {devices:?}");
     let (xdev, tdev) = (devices[0].clone(), devices[1].clone());
     let dir = std::env::temp_dir().join(format!("tickbus-apps-hot-rdma-{}", std::process::id()));

@@ -40,7 +40,7 @@ pub fn inspect(name: &str, opts: &ShmOptions) -> Result<(), String> {
     for l in &st.consumers {
         let owner = match l.owner {
             0 => "no consumer attached".to_owned(),
-            pid if tickbus::sys::process::alive(pid) => format!("pid {pid}"),
+            pid if tickbus::shm::process_alive(pid) => format!("pid {pid}"),
             pid => format!("pid {pid} (DEAD: the next consumer takes this line over)"),
         };
         println!(

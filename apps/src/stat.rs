@@ -56,7 +56,7 @@ pub fn run(a: StatArgs, opts: &ShmOptions) -> Result<(), String> {
         // What a crashed process's file said is shown above before the file goes.
         if a.prune {
             for (path, reason) in dir.iter().flat_map(|d| tickbus::counters::prune(d)) {
-                eprintln!("tickbus stat: removed {} ({reason})", tickbus::sys::fs::shown(&path));
+                eprintln!("tickbus stat: removed {} ({reason})", tickbus::stat::shown(&path));
             }
         }
         return Ok(());

@@ -55,7 +55,7 @@ fn every_finding_on_this_host_matches_the_kernel() {
     assert_eq!(fs["status"], if mounted { "ok" } else { "fail" }, "{fs:#}");
 
     let iso = finding(&d, "core 0 isolation");
-    let isolated = tickbus::sys::cpu::isolated_cpus().contains(&0);
+    let isolated = tickbus::doctor::isolated_cpus().contains(&0);
     assert_eq!(iso["facts"]["isolcpus"], isolated.to_string(), "{iso:#}");
     // Every IRQ listed may land on core 0, by the kernel's own affinity files; none listed: ok.
     let irqs = finding(&d, "core 0 irqs");
@@ -64,7 +64,7 @@ fn every_finding_on_this_host_matches_the_kernel() {
     for n in listed.split(',').filter(|n| !n.is_empty()) {
         let eff = read(&format!("/proc/irq/{n}/effective_affinity_list"));
         let aff = if eff.trim().is_empty() { read(&format!("/proc/irq/{n}/smp_affinity_list")) } else { eff };
-        assert!(tickbus::sys::cpu::parse_cpu_list(&aff).contains(&0), "IRQ {n} ({aff:?}) cannot land on core 0");
+        assert!(tickbus::doctor::parse_cpu_list(&aff).contains(&0), "IRQ {n} ({aff:?}) cannot land on core 0");
     }
 
     let rdma_devices = std::fs::read_dir("/sys/class/infiniband").map(|d| d.count()).unwrap_or(0);

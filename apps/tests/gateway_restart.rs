@@ -111,13 +111,13 @@ fn a_gateway_restarted_after_dying_between_report_and_release_answers_no_order_t
     }
 }
 
-/// `tools/test.sh` builds with `--cfg tickbus_fault` and sets `TICKBUS_REQUIRE_FAULTS=1`: the
+/// `tools/test.sh` builds with `--cfg tickbus_testing` and sets `TICKBUS_REQUIRE_FAULTS=1`: the
 /// crash point the test above arms must then be compiled into the `tickbus` it runs. Without
 /// the cfg the gateway would not die where it is told to, and the test above would fail on a
 /// crash that never happened rather than say why.
 #[test]
 fn crash_points_are_compiled_in_when_the_suite_requires_them() {
-    if std::env::var_os("TICKBUS_REQUIRE_FAULTS").is_some() && !cfg!(tickbus_fault) {
-        panic!("TICKBUS_REQUIRE_FAULTS is set but this build has no crash points: build with RUSTFLAGS=\"--cfg tickbus_fault\" (tools/test.sh does)");
+    if std::env::var_os("TICKBUS_REQUIRE_FAULTS").is_some() && !cfg!(tickbus_testing) {
+        panic!("TICKBUS_REQUIRE_FAULTS is set but this build has no crash points: build with RUSTFLAGS=\"--cfg tickbus_testing\" (tools/test.sh does)");
     }
 }

@@ -19,7 +19,7 @@ const TOKEN: &str = "stat-rdma-test";
 const GROUP: Ipv4Addr = Ipv4Addr::new(239, 77, 60, 1);
 
 fn devices() -> Vec<String> {
-    tickbus::sys::verbs::device_names()
+    tickbus::rdma::device_names()
 }
 
 fn main() {

@@ -11,7 +11,7 @@ mod common;
 fn main() {
     let mut args = Arguments::from_args();
     args.test_threads = Some(1);
-    let devices = tickbus::sys::verbs::device_names();
+    let devices = tickbus::rdma::device_names();
     let skip = devices.len() < 2 && std::env::var_os("TICKBUS_REQUIRE_RDMA").is_none();
     if skip {
         eprintln!("trading_rdma: needs two RDMA devices (the Soft-RoCE guest: tools/test.sh): tests ignored");
@@ -21,7 +21,7 @@ fn main() {
 }
 
 fn one_host() -> Result<(), Failed> {
-    let d = tickbus::sys::verbs::device_names();
+    let d = tickbus::rdma::device_names();
     let dev = |i: usize, var: &str| std::env::var(var).ok().or_else(|| d.get(i).cloned()).ok_or("no RDMA device");
     let (exchange_dev, trader_dev) = (dev(0, "TICKBUS_RDMA_DEVICE")?, dev(1, "TICKBUS_RDMA_PEER_DEVICE")?);
     let dir = std::env::temp_dir().join(format!("trading-rdma-{}", std::process::id()));

@@ -22,7 +22,7 @@ const MESSAGES: u64 = 300;
 const TOKEN: &[u8] = b"example-token"; // derives the queue key; recovery requires it
 
 fn devices() -> (Option<String>, Option<String>) {
-    let names = tickbus::sys::verbs::device_names();
+    let names = tickbus::rdma::device_names();
     let local = std::env::var("TICKBUS_RDMA_DEVICE").ok().or_else(|| names.first().cloned());
     let peer = std::env::var("TICKBUS_RDMA_PEER_DEVICE").ok().or_else(|| names.get(1).or(names.first()).cloned());
     (local, peer)

@@ -20,7 +20,7 @@ const MESSAGES: u64 = 20_000;
 const TOKEN: &str = "example-token"; // the shared secret both sides prove they hold
 
 fn devices() -> (Option<String>, Option<String>) {
-    let names = tickbus::sys::verbs::device_names();
+    let names = tickbus::rdma::device_names();
     let local = std::env::var("TICKBUS_RDMA_DEVICE").ok().or_else(|| names.first().cloned());
     let peer = std::env::var("TICKBUS_RDMA_PEER_DEVICE").ok().or_else(|| names.get(1).or(names.first()).cloned());
     (local, peer)

@@ -1,13 +1,13 @@
-//! Fault points (`--cfg tickbus_fault`, for tests only): a test arms a point, and the process
+//! Fault points (`--cfg tickbus_testing`, for tests only): a test arms a point, and the process
 //! dies at exactly that instruction of the protocol, as a `kill -9` that happened to land there
 //! would leave it. Without the cfg every point compiles to nothing and this module is private.
 //! A cfg, not a Cargo feature: features unify across a build graph, so any dependency could
 //! have switched kill points on in a production binary; a `--cfg` is set only by whoever runs
-//! the build (`RUSTFLAGS="--cfg tickbus_fault"`, as `tools/test.sh` does).
+//! the build (`RUSTFLAGS="--cfg tickbus_testing"`, as `tools/test.sh` does).
 //!
 //! Owns: the armed counters. Never: allocates or makes a syscall before the armed hit (a hot-path
 //! proof may run with the cfg on), and never runs in a build without the cfg.
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where a process can be made to die.
@@ -20,17 +20,17 @@ pub enum Point {
     WriterAfterTrail = 1,
 }
 
-#[cfg(any(tickbus_fault, test))]
+#[cfg(any(tickbus_testing, test))]
 const POINTS: usize = 2;
 /// Exit code of a process killed at a fault point.
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 pub const EXIT_CODE: i32 = 86;
 
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 static ARMED: [AtomicU64; POINTS] = [const { AtomicU64::new(0) }; POINTS];
 
 impl Point {
-    #[cfg(any(tickbus_fault, test))]
+    #[cfg(any(tickbus_testing, test))]
     fn parse(s: &str) -> Option<Point> {
         match s {
             "writer-after-lead" => Some(Point::WriterAfterLead),
@@ -41,14 +41,14 @@ impl Point {
 }
 
 /// Arms `point`: the process exits with [`EXIT_CODE`] at its `nth` hit (1 = the next one).
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 pub fn arm(point: Point, nth: u64) {
     ARMED[point as usize].store(nth, Ordering::Relaxed);
 }
 
 /// Arms the point `TICKBUS_FAULT=<point>:<nth>` names (e.g. `writer-after-trail:1000`); returns
 /// whether one was armed. Panics on a malformed value, so a test never runs unarmed by mistake.
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 pub fn arm_from_env() -> bool {
     let Ok(v) = std::env::var("TICKBUS_FAULT") else { return false };
     let (name, nth) = v.split_once(':').expect("TICKBUS_FAULT=<point>:<nth>");
@@ -57,13 +57,13 @@ pub fn arm_from_env() -> bool {
     true
 }
 
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 static RKEY_XOR: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Makes every RDMA subscriber this process connects from now on advertise its ring's rkey
 /// XORed with `xor` (0: honest again): a wrong rkey as a broken or hostile peer would send it.
 /// Kept out of the public option structs so no production configuration can carry it.
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 pub fn corrupt_rkey(xor: u32) {
     RKEY_XOR.store(xor, Ordering::Relaxed);
 }
@@ -72,21 +72,21 @@ pub fn corrupt_rkey(xor: u32) {
 #[cfg(feature = "rdma")]
 #[inline]
 pub(crate) fn rkey_xor() -> u32 {
-    #[cfg(tickbus_fault)]
+    #[cfg(tickbus_testing)]
     return RKEY_XOR.load(Ordering::Relaxed);
-    #[cfg(not(tickbus_fault))]
+    #[cfg(not(tickbus_testing))]
     0
 }
 
 /// Armed cut for the next UD chain: 0 unarmed, else 1 + how many WRs to post.
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 static UD_CHAIN_CUT: AtomicU64 = AtomicU64::new(0);
 
 /// Makes the next chained UD post ([`crate::sys::verbs::UdQp::post_sends`]) of more than `taken`
 /// WRs in this process post only its first `taken` and report the next refused (EINVAL), as a
 /// provider that took part of a chain and refused the next WR would. One shot: shorter chains
 /// pass untouched and leave it armed.
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 pub fn cut_next_ud_chain(taken: u64) {
     UD_CHAIN_CUT.store(taken + 1, Ordering::Relaxed);
 }
@@ -96,7 +96,7 @@ pub fn cut_next_ud_chain(taken: u64) {
 #[cfg(feature = "rdma")]
 #[inline]
 pub(crate) fn take_ud_chain_cut(len: usize) -> Option<usize> {
-    #[cfg(tickbus_fault)]
+    #[cfg(tickbus_testing)]
     {
         let armed = UD_CHAIN_CUT.load(Ordering::Relaxed);
         if armed != 0 && ((armed - 1) as usize) < len {
@@ -111,15 +111,15 @@ pub(crate) fn take_ud_chain_cut(len: usize) -> Option<usize> {
 /// Marks `point` on the calling path; dies there if armed and due.
 #[inline(always)]
 pub(crate) fn hit(point: Point) {
-    #[cfg(tickbus_fault)]
+    #[cfg(tickbus_testing)]
     if ARMED[point as usize].load(Ordering::Relaxed) != 0 {
         due(point);
     }
-    #[cfg(not(tickbus_fault))]
+    #[cfg(not(tickbus_testing))]
     let _ = point;
 }
 
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 #[cold]
 fn due(point: Point) {
     if ARMED[point as usize].fetch_sub(1, Ordering::Relaxed) == 1 {

@@ -46,11 +46,11 @@ pub mod agent;
 pub mod counters;
 #[cfg(not(loom))]
 pub mod doctor;
-// Public only in builds made with `--cfg tickbus_fault` (tools/test.sh): no dependent can switch
+// Public only in builds made with `--cfg tickbus_testing` (tools/test.sh): no dependent can switch
 // a kill point on through a Cargo feature.
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 pub mod fault;
-#[cfg(not(tickbus_fault))]
+#[cfg(not(tickbus_testing))]
 mod fault;
 #[cfg(not(loom))]
 pub mod feed;
@@ -73,7 +73,14 @@ pub mod shm;
 pub mod stat;
 #[cfg(not(loom))]
 pub mod stream;
+// The OS and verbs FFI: private, so no libc or rdma-sys type is part of tickbus's API (an
+// rdma-sys upgrade is not a tickbus semver break). Test builds (`--cfg tickbus_testing`, as
+// tools/test.sh makes them) open it to the tests that drive verbs directly (verbs_smoke, the
+// raw UD sender of the hostile ud-mcast tests).
+#[cfg(tickbus_testing)]
 pub mod sys;
+#[cfg(not(tickbus_testing))]
+pub(crate) mod sys;
 pub mod time;
 #[cfg(not(loom))]
 pub mod wire;

@@ -150,9 +150,10 @@ fn finish_in_order(mut p: McastPublisher, subs: Vec<Subprocess>, total: u64) -> 
 /// busy (their completions never come: the next burst would stall on `SendQueueFull`), nor any
 /// other as the 1024-slot history wraps twice.
 fn cut_chain() -> Result<(), Failed> {
-    if !cfg!(tickbus_fault) {
+    if !cfg!(tickbus_testing) {
         return Err(
-            "this test arms a fault point: build it with RUSTFLAGS=\"--cfg tickbus_fault\" (tools/test.sh does)".into(),
+            "this test arms a fault point: build it with RUSTFLAGS=\"--cfg tickbus_testing\" (tools/test.sh does)"
+                .into(),
         );
     }
     let group = Ipv4Addr::new(239, 77, 1, 22);
@@ -163,7 +164,7 @@ fn cut_chain() -> Result<(), Failed> {
         fill(j as u64, b);
     }
     let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
-    #[cfg(tickbus_fault)]
+    #[cfg(tickbus_testing)]
     tickbus::fault::cut_next_ud_chain(3);
     assert_eq!(p.publish_batch(&refs)?, (0, 3), "a short burst of what the provider took");
     let e = p.publish_batch(&refs[3..]).err().ok_or("the refusal was not reported by the next call")?;

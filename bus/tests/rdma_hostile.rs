@@ -1,7 +1,7 @@
 //! rdma-rc against hostile or failing peers, on real verbs (Soft-RoCE in the rig's guest): a
 //! handshake that trickles or floods, a subscriber that stops polling, one whose send queue is
 //! small, a burst with an oversized message, a subscriber that reconnects, and (built with
-//! `--cfg tickbus_fault`) one that writes credits it does not own. Each subscriber is a separate
+//! `--cfg tickbus_testing`) one that writes credits it does not own. Each subscriber is a separate
 //! process. Without RDMA devices these report ignored unless TICKBUS_REQUIRE_RDMA=1.
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -29,7 +29,7 @@ fn main() {
         Trial::test("a_burst_with_an_oversized_message_publishes_nothing", oversized_burst),
         Trial::test("a_reliable_subscriber_resumes_after_reconnecting_with_nothing_twice", resume),
     ];
-    #[cfg(tickbus_fault)]
+    #[cfg(tickbus_testing)]
     tests.extend([
         Trial::test("a_subscriber_cannot_write_another_consumer_s_credit", hostile_credits),
         Trial::test("a_credit_beyond_the_stream_drops_its_subscriber_and_keeps_its_line", hostile_own_credit),
@@ -261,7 +261,7 @@ fn resume() -> Result<(), Failed> {
 /// consumer's credit word through its own key: its NIC refuses (its registration covers its own
 /// 8 bytes only), the other consumer's credit is untouched, and the publisher drops it. An
 /// honest subscriber then takes its line over and both honest ones get every message.
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 fn hostile_credits() -> Result<(), Failed> {
     let mut p = two_consumer_publisher()?;
     let n = 2_000u64;
@@ -285,7 +285,7 @@ fn hostile_credits() -> Result<(), Failed> {
 /// A hostile subscriber writes its own credit far beyond what was published: the publisher
 /// drops it for breaking the protocol and restores its line's last honest credit, so the honest
 /// subscriber that takes the line over resumes exactly there.
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 fn hostile_own_credit() -> Result<(), Failed> {
     let mut p = two_consumer_publisher()?;
     let n = 2_000u64;
@@ -305,7 +305,7 @@ fn hostile_own_credit() -> Result<(), Failed> {
     finish_with_a_replacement(p, honest, evil, n, 10)
 }
 
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 fn two_consumer_publisher() -> Result<RdmaPublisher, Failed> {
     let cfg = RingConfig { max_consumers: 2, ..RingConfig::for_payload(Mode::Reliable, STREAM, PAYLOAD, 64) };
     let mut opts = PublisherOptions::new(TOKEN);
@@ -344,7 +344,7 @@ fn wait_dropped(p: &mut RdmaPublisher, pos: &mut u64, publish: bool) -> Result<S
 
 /// An honest subscriber takes the hostile one's line over, resuming at `resume_at`; both honest
 /// ones then read to `n`.
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 fn finish_with_a_replacement(
     mut p: RdmaPublisher,
     mut honest: Subprocess,
@@ -437,7 +437,7 @@ fn child(role: &str) -> Result<(), Failed> {
             }
             println!("latency {max} {delivered} {missed}");
         }
-        #[cfg(tickbus_fault)]
+        #[cfg(tickbus_testing)]
         "sub-evil" => {
             read_in_order(&mut s, n)?;
             let target: usize = std::env::var("TICKBUS_RH_TARGET")?.parse()?;

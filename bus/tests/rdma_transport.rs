@@ -263,9 +263,10 @@ fn wrong_token() -> Result<(), Failed> {
 }
 
 fn wrong_rkey() -> Result<(), Failed> {
-    if !cfg!(tickbus_fault) {
+    if !cfg!(tickbus_testing) {
         return Err(
-            "this test arms a fault point: build it with RUSTFLAGS=\"--cfg tickbus_fault\" (tools/test.sh does)".into(),
+            "this test arms a fault point: build it with RUSTFLAGS=\"--cfg tickbus_testing\" (tools/test.sh does)"
+                .into(),
         );
     }
     let mut p = publisher(Mode::Lossy, 64, WriteMode::Write, |o| o.signal_every = 1)?;
@@ -412,7 +413,7 @@ fn child(role: &str) -> Result<(), Failed> {
     let addr = std::env::var("TICKBUS_RT_ADDR")?.parse()?;
     let n: u64 = std::env::var("TICKBUS_RT_COUNT")?.parse()?;
     let o = SubscriberOptions::new(TOKEN);
-    #[cfg(tickbus_fault)]
+    #[cfg(tickbus_testing)]
     tickbus::fault::corrupt_rkey(std::env::var("TICKBUS_RT_CORRUPT_RKEY").map(|v| v.parse().unwrap_or(0)).unwrap_or(0));
     let mut s = RdmaSubscriber::connect(addr, 11, &o)?;
     let mut stdin = std::io::stdin().lines();

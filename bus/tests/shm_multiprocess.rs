@@ -33,7 +33,7 @@ fn main() {
             live_consumer_with_foreign_pid_keeps_its_line,
         ),
     ];
-    #[cfg(tickbus_fault)]
+    #[cfg(tickbus_testing)]
     let tests = {
         let mut tests = tests;
         tests.push(Trial::test("publisher_killed_after_a_slot_s_trail_loses_nothing_on_restart", || {
@@ -352,7 +352,7 @@ fn live_consumer_with_foreign_pid_keeps_its_line() -> Result<(), Failed> {
 /// A publisher killed at fault point `point` (its `nth` hit) on a reliable ring; a new publisher
 /// takes the ring over. Every message the dead one published (`published` of them) and every
 /// message the new one publishes reaches the consumer exactly once, in order, intact.
-#[cfg(tickbus_fault)]
+#[cfg(tickbus_testing)]
 fn publisher_killed_at(point: &str, nth: u64, published: u64) -> Result<(), Failed> {
     let dirs = Dirs::new();
     let fault = format!("{point}:{nth}");
@@ -493,7 +493,7 @@ fn child(role: &str) -> i32 {
             let _ = stdin.next();
             0
         }
-        #[cfg(tickbus_fault)]
+        #[cfg(tickbus_testing)]
         "publish-until-fault" => {
             assert!(tickbus::fault::arm_from_env(), "no TICKBUS_FAULT for this role");
             let cfg = RingConfig::for_payload(Mode::Reliable, 1, PAYLOAD, 64);
@@ -521,11 +521,11 @@ fn child(role: &str) -> i32 {
     }
 }
 
-/// `tools/test.sh` builds with `--cfg tickbus_fault` and sets `TICKBUS_REQUIRE_FAULTS=1`: the
+/// `tools/test.sh` builds with `--cfg tickbus_testing` and sets `TICKBUS_REQUIRE_FAULTS=1`: the
 /// fault-point tests in this file must then be compiled in, never silently absent.
 #[test]
 fn fault_points_are_compiled_in_when_the_suite_requires_them() {
-    if std::env::var_os("TICKBUS_REQUIRE_FAULTS").is_some() && !cfg!(tickbus_fault) {
-        panic!("TICKBUS_REQUIRE_FAULTS is set but this build has no fault points: build with RUSTFLAGS=\"--cfg tickbus_fault\" (tools/test.sh does)");
+    if std::env::var_os("TICKBUS_REQUIRE_FAULTS").is_some() && !cfg!(tickbus_testing) {
+        panic!("TICKBUS_REQUIRE_FAULTS is set but this build has no fault points: build with RUSTFLAGS=\"--cfg tickbus_testing\" (tools/test.sh does)");
     }
 }

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 /// The RDMA devices, as verbs lists them, in name order (rxe0, rxe1, ... in the guest).
 fn devices() -> Vec<String> {
-    let mut d = tickbus::sys::verbs::device_names();
+    let mut d = tickbus::rdma::device_names();
     d.sort();
     d
 }

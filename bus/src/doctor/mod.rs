@@ -18,6 +18,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+/// The kernel's CPU lists: `isolcpus`/`nohz_full` as read from sysfs, and the list format.
+pub use crate::sys::cpu::{isolated_cpus, parse_cpu_list};
 pub use identity::Identity;
 
 /// How a finding bears on whether the host is ready.

@@ -26,9 +26,17 @@ pub(crate) mod acceptor;
 mod control_tests;
 mod error;
 pub(crate) mod handshake;
+mod memory;
 mod publisher;
 mod subscriber;
 
+/// The RDMA devices on this host (`ibv_get_device_list`), by name: what `device` options and
+/// URI `device=` parameters name.
+pub use crate::sys::verbs::device_names;
+/// A verbs call that failed (inside [`RdmaError::Verbs`] and `McastError::Verbs`).
+pub use crate::sys::verbs::VerbsError;
+/// The most messages one `publish_batch` posts behind one doorbell (longer bursts are split).
+pub use crate::sys::verbs::MAX_CHAIN;
 pub use error::{explain, RdmaError};
 pub use handshake::{StreamConfig, WriteMode, PROTOCOL_VERSION};
 pub use publisher::{PublisherOptions, RdmaPublisher, SubscriberInfo};

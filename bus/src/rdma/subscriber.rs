@@ -173,7 +173,7 @@ impl RdmaSubscriber {
         let ring = Arc::new(MemoryRegion::register(&ctx, buf, access)?);
         ring::initialize(&ring, &cfg).map_err(|e| ctl.refuse(e.to_string()))?;
         let qp = PreparedRc::new(&ctx, RcOptions { access, ..opts.rc })?;
-        // Honest unless a test armed tickbus::fault::corrupt_rkey (--cfg tickbus_fault).
+        // Honest unless a test armed tickbus::fault::corrupt_rkey (--cfg tickbus_testing).
         let rkey = ring.rkey() ^ crate::fault::rkey_xor();
         let ep = qp.endpoint(Some((ring.addr(), rkey, ring.len() as u64)));
         ctl.send(&format!("EP {ep}"))?;
@@ -364,7 +364,7 @@ impl RdmaSubscriber {
 
     /// Fault injection for tests: WRITEs `value` into consumer line `line`'s credit word of the
     /// publisher's mirror, through this subscriber's credit key, as a hostile subscriber would.
-    #[cfg(tickbus_fault)]
+    #[cfg(tickbus_testing)]
     pub fn fault_write_credit(&mut self, line: usize, value: u64) -> Result<(), RdmaError> {
         let Some(c) = self.credits.as_mut() else { return Err(RdmaError::NoSubscriber) };
         let own = consumer_position_word(self.stream.consumer) * 8;
@@ -390,7 +390,7 @@ impl RdmaSubscriber {
 
     /// Fault injection for tests: polls this subscriber's send queue until the last posted WR
     /// completed or failed (up to `timeout`); the failure, if any.
-    #[cfg(tickbus_fault)]
+    #[cfg(tickbus_testing)]
     pub fn fault_wait_sent(&mut self, timeout: Duration) -> Result<(), RdmaError> {
         let deadline = std::time::Instant::now() + timeout;
         let Some(c) = self.credits.as_mut() else { return Ok(()) };

@@ -21,6 +21,9 @@ mod subscriber;
 #[cfg(test)]
 pub(crate) mod tests;
 
+/// Whether process `pid` exists (a ring's publisher or a consumer line's owner, as
+/// [`ShmSubscriber`] and `tickbus ring` report them).
+pub use crate::sys::process::alive as process_alive;
 pub use error::ShmError;
 pub use mapping::{Backing, ShmMemory};
 pub use options::{HugepagePolicy, ShmOptions};

@@ -12,6 +12,8 @@ use crate::counters::{self, Counter, Liveness, Role, Transport};
 use crate::shm::{self, PublisherState, ShmOptions};
 use crate::StartAt;
 
+/// A path as it may be printed (control characters escaped): for names read from shared folders.
+pub use crate::sys::fs::shown;
 pub use prometheus::{prometheus, CONTENT_TYPE};
 
 /// One stream end (a publisher or a subscriber) as its counters record shows it.

@@ -2,6 +2,7 @@
 //!
 //! Owns: FFI to libc for filesystems, processes and CPUs. Never: runs on a hot path. Everything
 //! here is set-up, status or slow-path code.
+pub mod addr;
 pub mod cpu;
 pub mod fs;
 pub mod process;

@@ -45,7 +45,7 @@ pub fn intact(pos: u64, buf: &[u8]) -> bool {
 /// and TICKBUS_RDMA_PEER_DEVICE (default: the second, else the first).
 #[cfg(feature = "rdma")]
 pub fn rdma_devices() -> (String, String) {
-    let d = tickbus::sys::verbs::device_names();
+    let d = tickbus::rdma::device_names();
     let local = std::env::var("TICKBUS_RDMA_DEVICE").unwrap_or_else(|_| d.first().cloned().unwrap_or_default());
     let peer = std::env::var("TICKBUS_RDMA_PEER_DEVICE")
         .unwrap_or_else(|_| d.get(1).or(d.first()).cloned().unwrap_or_default());
@@ -149,7 +149,7 @@ pub fn rdma_test_main(
     }
     let mut args = libtest_mimic::Arguments::from_args();
     args.test_threads = Some(1);
-    let skip = tickbus::sys::verbs::device_names().is_empty() && std::env::var_os("TICKBUS_REQUIRE_RDMA").is_none();
+    let skip = tickbus::rdma::device_names().is_empty() && std::env::var_os("TICKBUS_REQUIRE_RDMA").is_none();
     if skip {
         eprintln!(
             "{binary}: no RDMA device on this host: tests ignored. They run in the Soft-RoCE guest (tools/test.sh)."
@@ -205,15 +205,31 @@ pub fn publish_with_doorbells_only<P: Send + 'static>(
     }
 }
 
-#[cfg(feature = "rdma")]
+/// Without `--cfg tickbus_testing` the verbs layer is private: a test that needs a raw sender
+/// fails and says how to build it, never passes without sending.
+#[cfg(all(feature = "rdma", not(tickbus_testing)))]
+pub struct RawSender;
+
+#[cfg(all(feature = "rdma", not(tickbus_testing)))]
+impl RawSender {
+    pub fn new(_: &str, _: std::net::Ipv4Addr, _: u32) -> Result<RawSender, Failed> {
+        Err("this test sends raw datagrams through tickbus's private verbs layer: build it with RUSTFLAGS=\"--cfg tickbus_testing\" (tools/test.sh does)".into())
+    }
+    pub fn send(&mut self, _: &[u8]) -> Result<(), Failed> {
+        Err("no raw sender in this build".into())
+    }
+}
+
 /// A bare UD QP that sends arbitrary bytes to a group (what a misconfigured neighbour does).
+/// Drives verbs directly, which tickbus opens only in test builds (`--cfg tickbus_testing`).
+#[cfg(all(feature = "rdma", tickbus_testing))]
 pub struct RawSender {
     qp: tickbus::sys::verbs::UdQp,
     ah: tickbus::sys::verbs::AddressHandle,
     buf: tickbus::sys::verbs::MemoryRegion,
 }
 
-#[cfg(feature = "rdma")]
+#[cfg(all(feature = "rdma", tickbus_testing))]
 impl RawSender {
     pub fn new(device: &str, group: std::net::Ipv4Addr, qkey: u32) -> Result<RawSender, Failed> {
         let ctx = tickbus::sys::verbs::Context::open(Some(device))?;

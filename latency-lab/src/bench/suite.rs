@@ -191,7 +191,7 @@ pub fn rdma(
     // perftest wants a whole number of chains: the chained run sends n rounded down to a
     // multiple of 32 (at least 32). The two perftest runs swap order each round, as perftest
     // and tickbus do, so drift within the boot does not favour either.
-    use tickbus::sys::verbs::MAX_CHAIN;
+    use tickbus::rdma::MAX_CHAIN;
     let chain = MAX_CHAIN.to_string();
     let chained = ["--post_list", chain.as_str()];
     let pt_rates = |tool: &str, extra: &[&str], size: usize, n: u64, round: usize| {

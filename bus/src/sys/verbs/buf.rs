@@ -172,14 +172,3 @@ impl Drop for MemoryRegion {
         unsafe { ffi::ibv_dereg_mr(self.mr) };
     }
 }
-
-// SAFETY: the registered memory is an anonymous mapping (page-aligned, so 8-aligned) that lives
-// as long as the region, and the NIC and the ring touch it only through the ring protocol.
-unsafe impl crate::ring::RingMemory for Arc<MemoryRegion> {
-    fn base(&self) -> *const crate::ring::sync::AtomicU64 {
-        self.as_ptr() as *const crate::ring::sync::AtomicU64
-    }
-    fn len_words(&self) -> usize {
-        self.len() / 8
-    }
-}

@@ -25,7 +25,7 @@ pub fn device_names() -> Vec<String> {
     }
 }
 
-pub use crate::wire::endpoint::Gid;
+pub use crate::sys::addr::Gid;
 
 /// A GID as libibverbs takes it.
 pub(crate) fn gid_to_ffi(g: Gid) -> ffi::ibv_gid {
