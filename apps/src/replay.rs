@@ -109,7 +109,7 @@ pub fn run(a: ReplayArgs) -> Result<(), String> {
     let mut waiting = Waiting::default();
     let played = player
         .run(
-            |m| publish(&mut p, m, &stop, name, &mut waiting),
+            |m| Ok(publish(&mut p, m, &stop, name, &mut waiting)?),
             |due, now, source| {
                 if let Some(due) = due {
                     err.saturating_record(scale.delta_ns(due, now).max(1));

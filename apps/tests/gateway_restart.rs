@@ -53,6 +53,9 @@ fn wait(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
 
 #[test]
 fn a_gateway_restarted_after_dying_between_report_and_release_answers_no_order_twice() {
+    if !cfg!(tickbus_testing) {
+        panic!("this test arms a crash point: build it with RUSTFLAGS=\"--cfg tickbus_testing\" (tools/test.sh does)");
+    }
     let tag = format!("tickbus-gw-restart-{}", std::process::id());
     let opts = ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred);
     let mut md = shm::open_publisher("md", &RingConfig::for_payload(Mode::Lossy, 1, 128, 64), &opts).unwrap();
@@ -108,16 +111,5 @@ fn a_gateway_restarted_after_dying_between_report_and_release_answers_no_order_t
     assert_eq!(summary["counts"]["reports"], 5, "{summary}");
     for n in ["md", "orders", "execs"] {
         let _ = shm::remove(n, &opts);
-    }
-}
-
-/// `tools/test.sh` builds with `--cfg tickbus_testing` and sets `TICKBUS_REQUIRE_FAULTS=1`: the
-/// crash point the test above arms must then be compiled into the `tickbus` it runs. Without
-/// the cfg the gateway would not die where it is told to, and the test above would fail on a
-/// crash that never happened rather than say why.
-#[test]
-fn crash_points_are_compiled_in_when_the_suite_requires_them() {
-    if std::env::var_os("TICKBUS_REQUIRE_FAULTS").is_some() && !cfg!(tickbus_testing) {
-        panic!("TICKBUS_REQUIRE_FAULTS is set but this build has no crash points: build with RUSTFLAGS=\"--cfg tickbus_testing\" (tools/test.sh does)");
     }
 }

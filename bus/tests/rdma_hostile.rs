@@ -34,6 +34,11 @@ fn main() {
         Trial::test("a_subscriber_cannot_write_another_consumer_s_credit", hostile_credits),
         Trial::test("a_credit_beyond_the_stream_drops_its_subscriber_and_keeps_its_line", hostile_own_credit),
     ]);
+    #[cfg(not(tickbus_testing))]
+    tests.extend([
+        tickbus_testkit::needs_testing_cfg("a_subscriber_cannot_write_another_consumer_s_credit"),
+        tickbus_testkit::needs_testing_cfg("a_credit_beyond_the_stream_drops_its_subscriber_and_keeps_its_line"),
+    ]);
     common::rdma_test_main("rdma_hostile", "TICKBUS_RH_ROLE", child, tests);
 }
 

@@ -40,6 +40,7 @@ pub struct AgentRunner {
 /// An agent's thread panicked; the runner stopped with it.
 #[derive(Debug, thiserror::Error)]
 #[error("agent {agent} panicked: {message}")]
+#[non_exhaustive]
 pub struct AgentPanicked {
     /// The agent's name.
     pub agent: String,

@@ -15,5 +15,5 @@ pub mod source;
 #[cfg(feature = "pcap")]
 pub use capture::CaptureCounts;
 pub use pace::{parse_time_of_day, Pace, Pacer, TimeOfDayError, Window, DEFAULT_MAX_QUIET_NS};
-pub use player::{PlayError, Played, Player};
+pub use player::{PlayError, Played, Player, PublishError};
 pub use source::{open, open_window, Item, JournalStart, ReplayError, Source, SourceKind};

@@ -36,10 +36,13 @@ pub enum PlayError {
     /// The recording could not be read.
     #[error(transparent)]
     Source(#[from] ReplayError),
-    /// The publish callback failed (its error, as text).
+    /// The publish callback failed (its error, kept whole).
     #[error("publishing: {0}")]
-    Publish(String),
+    Publish(#[source] PublishError),
 }
+
+/// A publish callback's error: the transport's own, boxed (off the hot path: it ends the replay).
+pub type PublishError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Replays a source.
 pub struct Player {
@@ -77,7 +80,7 @@ impl Player {
     /// [`Played::stopped`] (with `looping`, a stop is how a replay ends, and is not that).
     pub fn run(
         &mut self,
-        mut publish: impl FnMut(&[u8]) -> Result<bool, String>,
+        mut publish: impl FnMut(&[u8]) -> Result<bool, PublishError>,
         mut sent: impl FnMut(Option<u64>, u64, &Source),
         stop: &AtomicBool,
     ) -> Result<Played, PlayError> {

@@ -179,17 +179,6 @@ pub trait Subscribe {
     }
 }
 
-/// Compile-time checks: the handles move between threads (an agent is built on one thread and
-/// run on its own).
-#[allow(dead_code)]
-fn handles_are_send() {
-    fn send<T: Send>() {}
-    send::<crate::shm::ShmPublisher>();
-    send::<crate::shm::ShmSubscriber>();
-    send::<AnyPublisher>();
-    send::<AnySubscriber>();
-}
-
 /// Compile-time checks that every handle an app keeps can move to the thread that polls it
 /// (`Send`), and that the plain descriptions (a channel, a ring's config) can also be shared.
 /// A field that broke this (an `Rc`, a raw pointer without its `unsafe impl`) fails the build

@@ -65,6 +65,9 @@ pub enum ControlError {
         /// The lines the ring has.
         lines: usize,
     },
+    /// A signed line's transcript MAC is missing, malformed or wrong (what, as a sentence).
+    #[error("{0}")]
+    Mac(&'static str),
     /// HISTORY's geometry is not one a subscriber reads sensibly.
     #[error("history geometry {slots} slots of {slot_bytes} bytes is not one this subscriber reads")]
     Geometry {

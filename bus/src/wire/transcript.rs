@@ -12,7 +12,7 @@
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
-use super::control::{hex, unhex};
+use super::control::{hex, unhex, ControlError};
 
 /// Who sent a line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,16 +111,16 @@ impl Transcript {
 
     /// Checks and strips the MAC of a line `from` sent, and records it. Before signing starts
     /// lines pass as they are.
-    pub fn open<'a>(&mut self, from: Role, line: &'a str) -> Result<&'a str, String> {
+    pub fn open<'a>(&mut self, from: Role, line: &'a str) -> Result<&'a str, ControlError> {
         let body = match &self.key {
             None => line,
             Some(key) => {
                 let (body, tag) = line
                     .rsplit_once(MAC_SUFFIX)
-                    .ok_or("a line after the hello carries no transcript MAC: the peer is not tickbus or the connection was tampered with")?;
-                let tag = unhex::<32>(tag).ok_or("the transcript MAC is not 64 hex digits")?;
+                    .ok_or(ControlError::Mac("a line after the hello carries no transcript MAC: the peer is not tickbus or the connection was tampered with"))?;
+                let tag = unhex::<32>(tag).ok_or(ControlError::Mac("the transcript MAC is not 64 hex digits"))?;
                 if self.mac(key, from, body).verify_slice(&tag).is_err() {
-                    return Err("a line failed its transcript MAC: it was changed, replayed or reordered on the way (a relay in the middle?); refusing the connection".into());
+                    return Err(ControlError::Mac("a line failed its transcript MAC: it was changed, replayed or reordered on the way (a relay in the middle?); refusing the connection"));
                 }
                 body
             }

@@ -231,7 +231,7 @@ fn pacing_here(itch: &Path, rate: u64, n: u64, rounds: u32, ticks_per_ns: f64) -
         let window = Window { to_sequence: Some(n - 1), ..Window::default() };
         let mut player = Player::new(source, window, Pace::Rate(rate as f64), ticks_per_ns, false);
         player.run(
-            |m| p.publish(m).map(|_| true).map_err(|e| e.to_string()),
+            |m| Ok(p.publish(m).map(|_| true)?),
             |due, now, _| {
                 if let Some(due) = due {
                     replay_h.saturating_record(scale.delta_ns(due, now).max(1));

@@ -165,3 +165,25 @@ pub fn within<T: Send + 'static>(limit: Duration, what: &str, f: impl FnOnce() -
     });
     rx.recv_timeout(limit).unwrap_or_else(|_| panic!("did not finish within {limit:?}: {what}"))
 }
+
+/// A test that needs a test build (`--cfg tickbus_testing`: fault points, or the private verbs
+/// layer) in a build without it. Never silently absent: reported ignored, with how to build it,
+/// or failed when `TICKBUS_REQUIRE_FAULTS` is set (tools/test.sh sets it and builds with the
+/// cfg, so there it always runs for real).
+pub fn needs_testing_cfg(name: &str) -> libtest_mimic::Trial {
+    const HOW: &str = "needs a test build: RUSTFLAGS=\"--cfg tickbus_testing\" (tools/test.sh builds so)";
+    let required = std::env::var_os("TICKBUS_REQUIRE_FAULTS").is_some();
+    let t = libtest_mimic::Trial::test(name, move || {
+        if required {
+            Err(format!("TICKBUS_REQUIRE_FAULTS is set and this build has no fault points: it {HOW}").into())
+        } else {
+            Ok(())
+        }
+    });
+    if required {
+        t
+    } else {
+        eprintln!("{name}: ignored, it {HOW}");
+        t.with_ignored_flag(true)
+    }
+}
