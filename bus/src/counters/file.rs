@@ -8,15 +8,9 @@ use std::sync::{Arc, Mutex, Weak};
 
 use super::{enabled, Counters, Keep, Role, Transport, COUNTERS};
 
-pub(super) const MAGIC: u64 = u64::from_le_bytes(*b"TBCNTRS\x01");
-pub(super) const VERSION: u32 = 1;
-pub(super) const HEADER: usize = 256;
-pub(super) const RECORD: usize = 384;
-pub(super) const CAPACITY: usize = 64;
-pub(super) const NAME_AT: usize = 64;
-pub(super) const NAME_MAX: usize = 64;
-pub(super) const COUNTERS_AT: usize = 128;
-pub(super) const FILE_BYTES: usize = HEADER + CAPACITY * RECORD;
+use super::layout::{
+    FileHeader, CAPACITY, COUNTERS_AT, FILE_BYTES, HEADER, IDS_AT, KINDS_AT, MAGIC, NAME_AT, NAME_MAX, RECORD, VERSION,
+};
 
 /// Where this user's counters files live: `$TICKBUS_COUNTERS_DIR`, or
 /// `/dev/shm/tickbus-counters-<uid>` (one folder per user, 0700: nobody else can plant or swap a
@@ -166,10 +160,10 @@ fn take(role: Role, transport: Transport, stream_id: u32, name: &str) -> Result<
     for k in 0..COUNTERS {
         file.word(base + COUNTERS_AT + 8 * k).store(0, Ordering::Relaxed);
     }
-    file.word(base + 8).store(u64::from(role as u32) | u64::from(transport as u32) << 32, Ordering::Relaxed);
+    file.word(base + KINDS_AT).store(u64::from(role as u32) | u64::from(transport as u32) << 32, Ordering::Relaxed);
     let bytes = name.as_bytes();
     let n = bytes.len().min(NAME_MAX);
-    file.word(base + 16).store(u64::from(stream_id) | (n as u64) << 32, Ordering::Relaxed);
+    file.word(base + IDS_AT).store(u64::from(stream_id) | (n as u64) << 32, Ordering::Relaxed);
     let mut padded = [0u8; NAME_MAX];
     padded[..n].copy_from_slice(&bytes[..n]);
     for (k, w) in padded.chunks_exact(8).enumerate() {
@@ -235,20 +229,24 @@ fn create(pid: u64) -> Result<File, String> {
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_default();
-    let h = &mut map[..HEADER];
-    h[0..8].copy_from_slice(&MAGIC.to_le_bytes());
-    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
-    h[12..16].copy_from_slice(&(HEADER as u32).to_le_bytes());
-    h[16..20].copy_from_slice(&(RECORD as u32).to_le_bytes());
-    h[20..24].copy_from_slice(&(CAPACITY as u32).to_le_bytes());
-    h[24..32].copy_from_slice(&pid.to_le_bytes());
-    h[32..40].copy_from_slice(&start.to_le_bytes());
-    h[40..48].copy_from_slice(&crate::time::ticks_per_ns().to_bits().to_le_bytes());
-    h[48..56].copy_from_slice(&tsc.now().to_le_bytes());
-    h[56..64].copy_from_slice(&unix_ns.to_le_bytes());
-    let name = program.as_bytes();
-    let n = name.len().min(64);
-    h[64..64 + n].copy_from_slice(&name[..n]);
+    let mut name = [0u8; 64];
+    let n = program.len().min(64);
+    name[..n].copy_from_slice(&program.as_bytes()[..n]);
+    let header = FileHeader {
+        magic: MAGIC,
+        version: VERSION,
+        header_bytes: HEADER as u32,
+        record_bytes: RECORD as u32,
+        records: CAPACITY as u32,
+        pid,
+        start_time: start,
+        ticks_per_ns: crate::time::ticks_per_ns().to_bits(),
+        tsc_at_create: tsc.now(),
+        unix_ns_at_create: unix_ns,
+        program: name,
+        reserved: [0; 128],
+    };
+    map[..HEADER].copy_from_slice(zerocopy::IntoBytes::as_bytes(&header));
     std::fs::rename(&tmp, &path).map_err(|e| format!("cannot rename {} into place: {e}", tmp.display()))?;
     let base = NonNull::new(map.as_mut_ptr()).ok_or("an empty mapping")?;
     Ok(File { map, base, path, ino, pid, used: Mutex::new([false; CAPACITY]) })

@@ -9,6 +9,9 @@
 //!
 //! # File layout (little-endian, version 1)
 //!
+//! The tables below are `layout.rs`'s `FileHeader` and `Record` (zerocopy `#[repr(C)]` structs
+//! with an offset assert per field), which the writer and the reader both use.
+//!
 //! `<dir>/<pid>.counters`, mode 0600, `dir` = `$TICKBUS_COUNTERS_DIR` or
 //! `/dev/shm/tickbus-counters-<uid>` (0700, refused if it is a symlink, someone else's, or
 //! writable by others). Made under a temporary name (created exclusively, never through a
@@ -45,6 +48,8 @@
 //! readers show it as stale, never as live.
 #[cfg(not(loom))]
 mod file;
+#[cfg(not(loom))]
+mod layout;
 #[cfg(not(loom))]
 mod read;
 

@@ -8,7 +8,9 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::file::{CAPACITY, COUNTERS_AT, HEADER, MAGIC, NAME_AT, NAME_MAX, RECORD, VERSION};
+use zerocopy::FromBytes;
+
+use super::layout::{FileHeader, Record, CAPACITY, HEADER, MAGIC, NAME_MAX, RECORD, VERSION};
 use super::{Counter, Role, Transport, COUNTERS};
 use crate::sys::{self, fs::Dir};
 
@@ -212,18 +214,14 @@ fn read_in(f: &Folder, name: &str) -> Result<(CountersFile, (u64, u64)), String>
 }
 
 fn parse(bytes: &[u8], path: &Path, owner: u32) -> Result<CountersFile, String> {
-    let word = |off: usize| -> Option<u64> {
-        bytes.get(off..off + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-    };
     let len = bytes.len();
-    let header =
-        |off| word(off).ok_or_else(|| format!("{len} bytes is too short for a counters file (header {HEADER})"));
-    if header(0)? != MAGIC {
+    let short = || format!("{len} bytes is too short for a counters file (header {HEADER})");
+    if bytes.get(..8).is_some_and(|m| m != MAGIC.to_le_bytes()) {
         return Err("not a tickbus counters file (bad magic)".into());
     }
-    let (w8, w16) = (header(8)?, header(16)?);
-    let version = w8 as u32;
-    let (header_bytes, record, capacity) = ((w8 >> 32) as usize, w16 as u32 as usize, (w16 >> 32) as usize);
+    let (h, _) = FileHeader::read_from_prefix(bytes).map_err(|_| short())?;
+    let (version, header_bytes, record, capacity) =
+        (h.version, h.header_bytes as usize, h.record_bytes as usize, h.records as usize);
     if version != VERSION || header_bytes != HEADER || record != RECORD {
         return Err(format!(
             "counters layout version {version} (header {header_bytes}, record {record}); this tickbus reads version \
@@ -233,8 +231,7 @@ fn parse(bytes: &[u8], path: &Path, owner: u32) -> Result<CountersFile, String> 
     if capacity > MAX_RECORDS || len < HEADER + capacity * RECORD {
         return Err(format!("{capacity} records do not fit its {len} bytes"));
     }
-    let pid = header(24)?;
-    let start = header(32)?;
+    let (pid, start) = (h.pid, h.start_time);
     let liveness = match sys::process::proc_stat(pid) {
         Some((b'Z', _)) => Liveness::Stale { reason: format!("process {pid} exited (a zombie not yet reaped)") },
         // The pid and start time are anyone's to read: the process must also be the owner's.
@@ -251,36 +248,32 @@ fn parse(bytes: &[u8], path: &Path, owner: u32) -> Result<CountersFile, String> 
         Some(_) => Liveness::Stale { reason: format!("pid {pid} now belongs to another process") },
         None => Liveness::Stale { reason: format!("process {pid} is gone (crashed or killed)") },
     };
-    let text = |off: usize, n: usize| -> String {
-        let b = &bytes[off..off + n];
+    let text = |b: &[u8]| -> String {
         let s = String::from_utf8_lossy(b).trim_end_matches('\0').to_string();
         // Names come from the file: no control characters reach a terminal.
         s.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
     };
-    let program = text(64, 64);
+    let program = text(&h.program);
     let mut streams = Vec::new();
     for index in 0..capacity {
         let base = HEADER + index * RECORD;
-        let w = |off: usize| word(base + off).expect("inside the records checked above");
-        if w(0) != 1 {
+        let r = Record::read_from_bytes(&bytes[base..base + RECORD]).expect("inside the records checked above");
+        if r.state != 1 {
             continue;
         }
-        let kinds = w(8);
-        let role = match kinds as u32 {
+        let role = match r.role {
             1 => Role::Publisher,
             2 => Role::Subscriber,
-            r => return Err(format!("record {index} has role {r}, not 1 or 2")),
+            x => return Err(format!("record {index} has role {x}, not 1 or 2")),
         };
-        let transport = match (kinds >> 32) as u32 {
+        let transport = match r.transport {
             1 => Transport::Shm,
             2 => Transport::RdmaRc,
             3 => Transport::UdMcast,
             t => return Err(format!("record {index} has transport {t}, not 1..=3")),
         };
-        let ids = w(16);
-        let name = text(base + NAME_AT, ((ids >> 32) as usize).min(NAME_MAX));
-        let counters = std::array::from_fn(|k| w(COUNTERS_AT + 8 * k));
-        streams.push(StreamRecord { index, role, transport, stream_id: ids as u32, name, counters });
+        let name = text(&r.name[..(r.name_len as usize).min(NAME_MAX)]);
+        streams.push(StreamRecord { index, role, transport, stream_id: r.stream_id, name, counters: r.counters });
     }
     Ok(CountersFile {
         path: path.to_owned(),
@@ -288,9 +281,9 @@ fn parse(bytes: &[u8], path: &Path, owner: u32) -> Result<CountersFile, String> 
         pid,
         program,
         liveness,
-        ticks_per_ns: f64::from_bits(header(40)?),
-        tsc_at_create: header(48)?,
-        unix_ns_at_create: header(56)?,
+        ticks_per_ns: f64::from_bits(h.ticks_per_ns),
+        tsc_at_create: h.tsc_at_create,
+        unix_ns_at_create: h.unix_ns_at_create,
         streams,
     })
 }
@@ -341,7 +334,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("1.counters"), vec![7u8; 4096]).unwrap();
         std::fs::write(dir.join("2.counters"), b"short").unwrap();
-        let mut v = vec![0u8; super::super::file::FILE_BYTES];
+        let mut v = vec![0u8; super::super::layout::FILE_BYTES];
         v[..8].copy_from_slice(&MAGIC.to_le_bytes());
         v[8..12].copy_from_slice(&2u32.to_le_bytes());
         std::fs::write(dir.join("3.counters"), &v).unwrap();
