@@ -62,7 +62,7 @@ impl<M: RingMemory> RingReader<M> {
 
     /// [`RingReader::try_recv_into`] reading no slot at or beyond position `limit`, as
     /// [`RingReader::try_recv_before`] (RDMA WRITE_WITH_IMM: only slots whose completion came).
-    #[inline]
+    #[inline(always)]
     #[must_use = "a message of another length stays in the ring until try_recv takes it"]
     pub fn try_recv_into_before(&mut self, limit: u64, out: &mut [u8]) -> Option<RecvInto> {
         if self.consumer.is_none() {
