@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tickbus::agent::{IdleStrategy, Idler};
+use tickbus::agent::IdleStrategy;
 use tickbus::time::Tsc;
 
 /// The one stop flag of every command, set by Ctrl-C or SIGTERM (one handler per process).
@@ -17,14 +17,12 @@ pub fn stop_flag() -> Result<Arc<AtomicBool>, String> {
 
 /// Busy-polls (a message after a quiet spell is taken at once), backing off only after a long
 /// idle spell so an idle app does not burn a core for ever.
-pub fn idler() -> Idler {
-    Idler::new(IdleStrategy::Backoff {
-        spins: 1_000_000,
-        yields: 1000,
-        min_park: Duration::from_micros(20),
-        max_park: Duration::from_micros(200),
-    })
-}
+pub const IDLE: IdleStrategy = IdleStrategy::Backoff {
+    spins: 1_000_000,
+    yields: 1000,
+    min_park: Duration::from_micros(20),
+    max_park: Duration::from_micros(200),
+};
 
 /// Slots of the reliable rings between the trader and the gateway (orders one way, reports the
 /// other).

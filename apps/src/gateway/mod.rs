@@ -11,7 +11,8 @@ pub mod answered;
 pub mod hops;
 pub mod matching;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -240,6 +241,71 @@ pub fn report_ring(stream: u32) -> RingConfig {
     cfg
 }
 
+/// The standalone gateway as an [`Agent`](tickbus::agent::Agent): each duty cycle is one pass
+/// of [`Gateway::duty`]; a cycle that found no work looks at the trader now and then (syscalls,
+/// so never while there is work). With `exit_with_trader`, once the trader closed its order
+/// stream and every order it sent is answered, it stores `stop`, which ends its runner.
+pub struct GatewayAgent {
+    pub g: Gateway,
+    exit_with_trader: bool,
+    stop: Arc<AtomicBool>,
+    checks: pipeline::IdleChecks,
+    /// The trader as last seen, and whether one was seen at all.
+    trader: Peer,
+    seen: bool,
+}
+
+impl GatewayAgent {
+    pub fn new(g: Gateway, exit_with_trader: bool, stop: Arc<AtomicBool>) -> GatewayAgent {
+        let checks = pipeline::IdleChecks::new(Duration::from_millis(20));
+        GatewayAgent { g, exit_with_trader, stop, checks, trader: Peer::Live, seen: false }
+    }
+
+    /// How is the trader? True once it closed and everything it sent is answered (and the
+    /// gateway is to end with it).
+    fn look_around(&mut self) -> bool {
+        let GatewayAgent { g, trader, seen, .. } = self;
+        let now = g.orders.peer();
+        // A trader counts once seen (live, or through its orders): an order ring left closed by
+        // an earlier run is waited on, not taken for the trader's end.
+        *seen |= now == Peer::Live || g.counts.orders > 0;
+        if self.exit_with_trader && *seen && now == Peer::Closed && *trader == Peer::Closed && !g.pending() {
+            return true; // closed before this idle cycle found its ring empty: every order was taken
+        }
+        if now != *trader && *seen {
+            match now {
+                Peer::Died { pid } => {
+                    g.counts.trader_deaths += 1;
+                    eprintln!(
+                        "gateway: the trader (pid {pid}) died after {} orders; every order it sent is answered; waiting for a trader to take the order stream over",
+                        g.counts.orders
+                    );
+                }
+                Peer::Closed => {
+                    eprintln!("gateway: the trader closed its order stream after {} orders", g.counts.orders)
+                }
+                Peer::Live => eprintln!("gateway: a trader is publishing orders"),
+            }
+            *trader = now;
+        }
+        false
+    }
+}
+
+impl tickbus::agent::Agent for GatewayAgent {
+    fn name(&self) -> &str {
+        "gateway"
+    }
+
+    fn do_work(&mut self, _now: u64) -> usize {
+        let work = self.g.duty();
+        if work == 0 && self.checks.due() && self.look_around() {
+            self.stop.store(true, Ordering::Release);
+        }
+        work
+    }
+}
+
 pub fn run(a: GatewayArgs) -> Result<(), String> {
     let stop = pipeline::stop_flag()?;
     let t = a.streams.resolve()?;
@@ -266,40 +332,9 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
     }
     let mut g = Gateway::new(Some(md), orders, execs);
     g.resume(answered);
-    let mut idler = pipeline::idler();
-    let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
-    let (mut trader, mut seen) = (Peer::Live, false);
-    while !stop.load(Ordering::Acquire) {
-        let work = g.duty();
-        idler.idle(work);
-        // Idle: how is the trader? (syscalls, so only now)
-        if work > 0 || !checks.due() {
-            continue;
-        }
-        let now = g.orders.peer();
-        // A trader counts once seen (live, or through its orders): an order ring left closed by
-        // an earlier run is waited on, not taken for the trader's end.
-        seen |= now == Peer::Live || g.counts.orders > 0;
-        if a.exit_with_trader && seen && now == Peer::Closed && trader == Peer::Closed && !g.pending() {
-            break; // closed before this idle cycle found its ring empty: every order was taken
-        }
-        if now != trader && seen {
-            match now {
-                Peer::Died { pid } => {
-                    g.counts.trader_deaths += 1;
-                    eprintln!(
-                        "gateway: the trader (pid {pid}) died after {} orders; every order it sent is answered; waiting for a trader to take the order stream over",
-                        g.counts.orders
-                    );
-                }
-                Peer::Closed => {
-                    eprintln!("gateway: the trader closed its order stream after {} orders", g.counts.orders)
-                }
-                Peer::Live => eprintln!("gateway: a trader is publishing orders"),
-            }
-            trader = now;
-        }
-    }
+    let mut agent = GatewayAgent::new(g, a.exit_with_trader, stop.clone());
+    tickbus::agent::run_until(&mut agent, pipeline::IDLE, &stop);
+    let g = agent.g;
     if a.json {
         println!("{}", serde_json::to_string(&summary(&g)).map_err(|e| e.to_string())?);
     } else {

@@ -255,81 +255,10 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
     let mut strategy = Strategy::new(a.qty, a.max_in_flight);
     strategy.pre_touch(); // before attaching: the feed starts once we are attached
     let (orders, md, execs) = open(&a, &stop)?;
-    let mut t = Trader::new(md, orders, execs, strategy);
-    let mut idler = pipeline::idler();
-    let mut checks = pipeline::IdleChecks::new(Duration::from_millis(20));
-    let mut gateway_gone = false;
-    // The market data's life: a multicast feed cannot say it finished and ends on its silence
-    // (before its first tick, after --wait-secs); shm and rdma-rc end when their publisher does.
-    let multicast = t.md.is_multicast();
-    let mut md = Lifecycle::new(
-        LifecycleConfig {
-            wait: if multicast { Duration::from_secs_f64(a.wait_secs) } else { Duration::MAX },
-            quiet: multicast.then(|| Duration::from_secs_f64(a.md_quiet_secs)),
-            drain: Duration::from_secs_f64(a.drain_secs),
-        },
-        Instant::now(),
-    );
-    let mut silence = reports::Silence::new(Instant::now());
-    let report_timeout = Duration::from_secs_f64(a.report_timeout_secs);
-    while !stop.load(Ordering::Acquire) {
-        let work = t.duty(&stop);
-        idler.idle(work);
-        // Idle: look at the peers now and then (syscalls, so never while there is work).
-        if work > 0 || !checks.due() {
-            continue;
-        }
-        for why in t.orders.dropped() {
-            eprintln!("trader: the gateway was dropped from the order stream: {why}");
-        }
-        t.orders_mut().idle();
-        match t.execs.peer() {
-            Peer::Died { pid } if !gateway_gone => {
-                gateway_gone = true;
-                eprintln!(
-                    "trader: the gateway (pid {pid}) died; {} orders await reports and stay on the order ring for the next gateway",
-                    t.strategy.in_flight()
-                );
-            }
-            Peer::Live => gateway_gone = false,
-            // With multicast market data the venue's process runs the gateway and the feed: its
-            // report stream gone means the market data is over too (multicast cannot say so).
-            Peer::Closed if multicast && md.phase() < Phase::Over => {
-                eprintln!(
-                    "trader: the gateway's report stream is gone ({}); ending",
-                    t.execs.failure().unwrap_or("its publisher closed")
-                );
-                md.finish(Instant::now());
-            }
-            _ => {}
-        }
-        let waiting = t.strategy.in_flight() > 0 && !gateway_gone;
-        if silence.expired((t.counts.reports, t.counts.orders), waiting, Instant::now(), report_timeout) {
-            let lost = t.expire_reports();
-            eprintln!(
-                "trader: no execution report for {} s with {lost} orders awaiting one: counted as lost, trading on \
-                 (a report that comes later is counted as repeated)",
-                a.report_timeout_secs
-            );
-        }
-        if let Some(why) = t.md.failure().filter(|_| md.phase() < Phase::Over) {
-            eprintln!("trader: the market data failed: {why}");
-            md.finish(Instant::now());
-        }
-        // Looked at only after a duty cycle found no work: a feed seen gone here had nothing
-        // left to read, and the step after that settles (or waits for the reports).
-        match md.step(Instant::now(), t.md.peer(), t.counts.ticks, t.strategy.in_flight()) {
-            Step::Over(Ended::NeverSeen) if multicast => {
-                eprintln!("trader: no market data within {} s (--wait-secs); ending", a.wait_secs)
-            }
-            Step::Drained => break,
-            Step::DrainTimedOut { outstanding } => {
-                eprintln!("trader: {outstanding} orders got no execution report within {} s", a.drain_secs);
-                break;
-            }
-            _ => {}
-        }
-    }
+    let t = Trader::new(md, orders, execs, strategy);
+    let mut agent = TraderAgent::new(t, &a, stop.clone());
+    tickbus::agent::run_until(&mut agent, pipeline::IDLE, &stop);
+    let t = agent.t;
     if let Some(why) = t.execs.failure() {
         eprintln!("trader: the report stream failed: {why}");
     }
@@ -367,6 +296,120 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// The trader as an [`Agent`](tickbus::agent::Agent): each duty cycle is one pass of the
+/// trading loop ([`Trader::duty`]); a cycle that found no work looks at the peers now and then
+/// (syscalls, so never while there is work) and steps the market data's [`Lifecycle`]. Once the
+/// day is drained (or the drain timed out) it stores `stop`, which ends its runner.
+pub struct TraderAgent<'a> {
+    pub t: Trader,
+    a: &'a TraderArgs,
+    stop: Arc<AtomicBool>,
+    checks: pipeline::IdleChecks,
+    gateway_gone: bool,
+    /// A multicast feed cannot say it finished and ends on its silence (before its first tick,
+    /// after --wait-secs); shm and rdma-rc end when their publisher does.
+    multicast: bool,
+    md: Lifecycle,
+    silence: reports::Silence,
+    report_timeout: Duration,
+}
+
+impl<'a> TraderAgent<'a> {
+    pub fn new(t: Trader, a: &'a TraderArgs, stop: Arc<AtomicBool>) -> TraderAgent<'a> {
+        let multicast = t.md.is_multicast();
+        let md = Lifecycle::new(
+            LifecycleConfig {
+                wait: if multicast { Duration::from_secs_f64(a.wait_secs) } else { Duration::MAX },
+                quiet: multicast.then(|| Duration::from_secs_f64(a.md_quiet_secs)),
+                drain: Duration::from_secs_f64(a.drain_secs),
+            },
+            Instant::now(),
+        );
+        TraderAgent {
+            t,
+            a,
+            stop,
+            checks: pipeline::IdleChecks::new(Duration::from_millis(20)),
+            gateway_gone: false,
+            multicast,
+            md,
+            silence: reports::Silence::new(Instant::now()),
+            report_timeout: Duration::from_secs_f64(a.report_timeout_secs),
+        }
+    }
+
+    /// Looks at the peers and the market data's life (idle time only); true once the day is over.
+    fn look_around(&mut self) -> bool {
+        let TraderAgent { t, a, gateway_gone, multicast, md, silence, report_timeout, .. } = self;
+        let multicast = *multicast;
+        for why in t.orders.dropped() {
+            eprintln!("trader: the gateway was dropped from the order stream: {why}");
+        }
+        t.orders_mut().idle();
+        match t.execs.peer() {
+            Peer::Died { pid } if !*gateway_gone => {
+                *gateway_gone = true;
+                eprintln!(
+                    "trader: the gateway (pid {pid}) died; {} orders await reports and stay on the order ring for the next gateway",
+                    t.strategy.in_flight()
+                );
+            }
+            Peer::Live => *gateway_gone = false,
+            // With multicast market data the venue's process runs the gateway and the feed: its
+            // report stream gone means the market data is over too (multicast cannot say so).
+            Peer::Closed if multicast && md.phase() < Phase::Over => {
+                eprintln!(
+                    "trader: the gateway's report stream is gone ({}); ending",
+                    t.execs.failure().unwrap_or("its publisher closed")
+                );
+                md.finish(Instant::now());
+            }
+            _ => {}
+        }
+        let waiting = t.strategy.in_flight() > 0 && !*gateway_gone;
+        if silence.expired((t.counts.reports, t.counts.orders), waiting, Instant::now(), *report_timeout) {
+            let lost = t.expire_reports();
+            eprintln!(
+                "trader: no execution report for {} s with {lost} orders awaiting one: counted as lost, trading on \
+                 (a report that comes later is counted as repeated)",
+                a.report_timeout_secs
+            );
+        }
+        if let Some(why) = t.md.failure().filter(|_| md.phase() < Phase::Over) {
+            eprintln!("trader: the market data failed: {why}");
+            md.finish(Instant::now());
+        }
+        // Looked at only after a duty cycle found no work: a feed seen gone here had nothing
+        // left to read, and the step after that settles (or waits for the reports).
+        match md.step(Instant::now(), t.md.peer(), t.counts.ticks, t.strategy.in_flight()) {
+            Step::Over(Ended::NeverSeen) if multicast => {
+                eprintln!("trader: no market data within {} s (--wait-secs); ending", a.wait_secs);
+                false
+            }
+            Step::Drained => true,
+            Step::DrainTimedOut { outstanding } => {
+                eprintln!("trader: {outstanding} orders got no execution report within {} s", a.drain_secs);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl tickbus::agent::Agent for TraderAgent<'_> {
+    fn name(&self) -> &str {
+        "trader"
+    }
+
+    fn do_work(&mut self, _now: u64) -> usize {
+        let work = self.t.duty(&self.stop);
+        if work == 0 && self.checks.due() && self.look_around() {
+            self.stop.store(true, Ordering::Release);
+        }
+        work
+    }
 }
 
 /// Opens the trader's streams (any transport, by URI), waiting for the peers; pins the thread;
