@@ -1,5 +1,5 @@
 //! The JSON summaries `tickbus exchange`, `gateway` and `trader` print with `--json`, as types
-//! the apps serialise and their readers (the latency lab, the apps' tests) deserialise: a field
+//! the apps serialise and their readers (the latency lab) deserialise: a field
 //! renamed on one side is a compile error on the other, not a silent 0. Unknown fields are
 //! refused when reading, so a reader built against another version says so.
 use serde::{Deserialize, Serialize};

@@ -33,6 +33,8 @@ mod subscriber;
 /// The RDMA devices on this host (`ibv_get_device_list`), by name: what `device` options and
 /// URI `device=` parameters name.
 pub use crate::sys::verbs::device_names;
+/// The RC QP's timeouts and retry budget (`PublisherOptions::rc`, `SubscriberOptions::rc`).
+pub use crate::sys::verbs::RcOptions;
 /// A verbs call that failed (inside [`RdmaError::Verbs`] and `McastError::Verbs`).
 pub use crate::sys::verbs::VerbsError;
 /// The most messages one `publish_batch` posts behind one doorbell (longer bursts are split).

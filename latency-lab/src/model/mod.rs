@@ -372,9 +372,24 @@ pub(crate) mod tests {
         let entries = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/src/model")).unwrap().count();
         assert_eq!(entries, sources.len(), "a model file this test does not read: list it above");
         for (file, src) in sources {
+            // Brace depth inside mod.rs's `mod tests` (0: outside it), where `super` is the model.
+            let mut in_tests = 0i64;
             for (n, line) in src.lines().enumerate() {
-                // The code outside string literals and comments.
-                let code: String = line.split("//").next().unwrap_or("").split('"').step_by(2).collect();
+                // The code outside char and string literals and comments, without whitespace (so
+                // `crate :: bench` is `crate::bench`).
+                let outside: String = line.replace("'\"'", "' '").split('"').step_by(2).collect();
+                let code: String =
+                    outside.split("//").next().unwrap_or("").chars().filter(|c| !c.is_whitespace()).collect();
+                if file == "mod.rs" && (in_tests > 0 || code.contains("modtests{")) {
+                    in_tests += code.matches('{').count() as i64 - code.matches('}').count() as i64;
+                }
+                // In mod.rs outside its tests `super` is the crate root: any path through it
+                // leaves the model.
+                assert!(
+                    file != "mod.rs" || in_tests > 0 || !code.contains("super::"),
+                    "model/{file}:{}: names super:: from the model's root (the crate root)",
+                    n + 1
+                );
                 let mut rest = code.as_str();
                 while let Some(at) = rest.find("crate::") {
                     let after = &rest[at + "crate::".len()..];
