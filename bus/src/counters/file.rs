@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use super::{enabled, Counters, Keep, Role, Transport, COUNTERS};
+use super::{enabled, Counters, Role, Transport, COUNTERS};
 
 use super::layout::{
     FileHeader, CAPACITY, COUNTERS_AT, FILE_BYTES, HEADER, IDS_AT, KINDS_AT, MAGIC, NAME_AT, NAME_MAX, RECORD, VERSION,
@@ -119,7 +119,9 @@ pub fn register(role: Role, transport: Transport, stream_id: u32, name: &str) ->
     match take(role, transport, stream_id, name) {
         Ok(slot) => {
             let w = slot.file.word_ptr(HEADER + slot.index * RECORD + COUNTERS_AT);
-            Counters { words: Some(w), _keep: Keep::File(slot) }
+            // SAFETY: the record's counter block is COUNTERS aligned words of the mapped file,
+            // which `slot` keeps mapped and reserved for this stream alone until it drops.
+            unsafe { Counters::in_words(w, Box::new(slot)) }
         }
         Err(e) => {
             log::warn!(

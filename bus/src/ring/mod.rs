@@ -10,6 +10,7 @@
 //! `n % slot_count`; its validity word holds `n + 1` once published. Lossy rings never make the
 //! publisher wait; reliable rings bound the publisher by the slowest declared consumer.
 mod attach;
+pub mod counts;
 pub mod error;
 pub mod layout;
 pub mod memory;

@@ -4,6 +4,7 @@
 //! Never: blocks, allocates after attach, reads a clock, makes a syscall, or delivers a message
 //! that failed the seqlock re-check.
 use super::attach;
+use super::counts::{Counter, Counters};
 use super::error::AttachError;
 use super::layout::{
     consumer_position_word, Geometry, Mode, RingConfig, C_ATTACHES, C_OWNER, C_POSITION, LINE_WORDS, W_PRODUCER_EPOCH,
@@ -12,7 +13,6 @@ use super::layout::{
 use super::memory::{RingMemory, Words};
 use super::slot::{self, SlotState};
 use super::sync::{AtomicU64, Ordering};
-use crate::counters::{Counter, Counters};
 
 mod into;
 pub use into::RecvInto;

@@ -10,6 +10,7 @@
 //! ([`RingWriter::reclaim`]): only the transport can know the old publisher is really gone (shm
 //! knows from a file lock the kernel dropped).
 use super::attach;
+use super::counts::{Counter, Counters};
 use super::error::{ClaimError, LayoutError};
 use super::layout::{
     Geometry, Mode, RingConfig, C_POSITION, FLAG_ABORTED, W_PRODUCER_EPOCH, W_PRODUCER_POSITION, W_PRODUCER_TOKEN,
@@ -17,7 +18,6 @@ use super::layout::{
 use super::memory::{RingMemory, Words};
 use super::slot;
 use super::sync::{AtomicU64, Ordering};
-use crate::counters::{Counter, Counters};
 
 /// The single publisher of a ring.
 pub struct RingWriter<M: RingMemory> {
