@@ -8,8 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use tickbus::agent::{IdleStrategy, Idler};
-use tickbus::journal::{Durability, JournalMeta, JournalOptions, JournalWriter, Recorder, RecorderOptions, Tap};
+use tickbus::agent::{Agent, IdleStrategy};
+use tickbus::journal::{
+    Durability, JournalMeta, JournalOptions, JournalWriter, Recorder, RecorderAgent, RecorderOptions, RecorderStats,
+    Tap,
+};
 use tickbus::shm::{self, ShmOptions};
 use tickbus::StartAt;
 
@@ -198,11 +201,11 @@ fn host() -> String {
 
 fn record(
     a: &RecordArgs,
-    tap: &mut impl Tap,
+    tap: &mut (impl Tap + Send),
     stream_id: u32,
     ticks_per_ns: f64,
     source: String,
-    stop: &AtomicBool,
+    stop: &Arc<AtomicBool>,
 ) -> Result<(), String> {
     let mut jopts = JournalOptions::default();
     jopts.segment_bytes = a.segment_mb.max(1) << 20;
@@ -223,7 +226,7 @@ fn record(
     ropts.writer_core = a.writer_core;
     ropts.queue_bytes = a.queue_mb.max(1) << 20;
     // The writer thread starts before the poll thread is pinned, so it never shares that core.
-    let mut rec = Recorder::start(journal, ropts).map_err(|e| e.to_string())?;
+    let rec = Recorder::start(journal, ropts).map_err(|e| e.to_string())?;
     if let Some(c) = a.core {
         tickbus::agent::pin_current_thread(c).map_err(|e| e.to_string())?;
     }
@@ -234,31 +237,12 @@ fn record(
     let stats = rec.stats().clone();
     let tty = std::io::stderr().is_terminal();
     let t0 = Instant::now();
-    let mut idler = Idler::new(IdleStrategy::Backoff {
-        spins: 10_000,
-        yields: 100,
-        min_park: Duration::from_micros(50),
-        max_park: Duration::from_millis(1),
-    });
-    let (mut last_print, mut last_bytes) = (Instant::now(), 0u64);
-    while !stop.load(Ordering::Acquire) {
-        let n = rec.poll(tap, 256).map_err(|e| explain(&e, tap.reliable()))?;
-        idler.idle(n);
-        if tty && last_print.elapsed() >= Duration::from_secs(1) {
-            let bytes = stats.bytes.load(Ordering::Relaxed);
-            let mbs = (bytes - last_bytes) as f64 / last_print.elapsed().as_secs_f64() / 1e6;
-            let written = stats.written.load(Ordering::Relaxed);
-            eprint!(
-                "\r{} messages, {mbs:.1} MB/s, lag {} messages, {} gaps ({} missed)    ",
-                stats.messages.load(Ordering::Relaxed),
-                tap.position().saturating_sub(written),
-                stats.gaps.load(Ordering::Relaxed),
-                stats.missed.load(Ordering::Relaxed)
-            );
-            (last_print, last_bytes) = (Instant::now(), bytes);
-        }
-    }
-    rec.finish(tap).map_err(|e| explain(&e, tap.reliable()))?;
+    let reliable = tap.reliable();
+    let mut agent =
+        Shown { rec: RecorderAgent::new(rec, tap, stop.clone()), stats: stats.clone(), tty, last: (Instant::now(), 0) };
+    // Records until Ctrl-C or a recording error (which stores the stop flag itself).
+    tickbus::agent::run_until(&mut agent, RECORD_IDLE, stop);
+    agent.rec.finish().map_err(|e| explain(&e, reliable))?;
     if tty {
         eprintln!();
     }
@@ -284,6 +268,48 @@ fn record(
         );
     }
     Ok(())
+}
+
+/// The recorder's idling: it polls in batches, so it backs off sooner than the trading loops.
+const RECORD_IDLE: IdleStrategy = IdleStrategy::Backoff {
+    spins: 10_000,
+    yields: 100,
+    min_park: Duration::from_micros(50),
+    max_park: Duration::from_millis(1),
+};
+
+/// The recorder agent, and on a terminal its live line once a second.
+struct Shown<T: Tap + Send> {
+    rec: RecorderAgent<T>,
+    stats: Arc<RecorderStats>,
+    tty: bool,
+    /// When the line was last shown, and the bytes recorded then.
+    last: (Instant, u64),
+}
+
+impl<T: Tap + Send> Agent for Shown<T> {
+    fn name(&self) -> &str {
+        "record"
+    }
+
+    fn do_work(&mut self, now: u64) -> usize {
+        let n = self.rec.do_work(now);
+        if self.tty && self.last.0.elapsed() >= Duration::from_secs(1) {
+            let s = &self.stats;
+            let bytes = s.bytes.load(Ordering::Relaxed);
+            let mbs = (bytes - self.last.1) as f64 / self.last.0.elapsed().as_secs_f64() / 1e6;
+            let written = s.written.load(Ordering::Relaxed);
+            eprint!(
+                "\r{} messages, {mbs:.1} MB/s, lag {} messages, {} gaps ({} missed)    ",
+                s.messages.load(Ordering::Relaxed),
+                self.rec.tap().position().saturating_sub(written),
+                s.gaps.load(Ordering::Relaxed),
+                s.missed.load(Ordering::Relaxed)
+            );
+            self.last = (Instant::now(), bytes);
+        }
+        n
+    }
 }
 
 /// A recording error, with what it means for the data and what to do.

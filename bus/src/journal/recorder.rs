@@ -89,6 +89,34 @@ pub trait Tap {
     }
 }
 
+/// A tap lent for a recording (so the caller keeps it, e.g. to reuse it after [`Recorder::finish`]).
+impl<T: Tap + ?Sized> Tap for &mut T {
+    fn take(&mut self, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, SourceError> {
+        (**self).take(f)
+    }
+    fn reliable(&self) -> bool {
+        (**self).reliable()
+    }
+    fn release_to(&mut self, position: u64) {
+        (**self).release_to(position)
+    }
+    fn position(&self) -> u64 {
+        (**self).position()
+    }
+    fn max_payload(&self) -> usize {
+        (**self).max_payload()
+    }
+    fn window(&self) -> u64 {
+        (**self).window()
+    }
+    fn aborted(&self) -> u64 {
+        (**self).aborted()
+    }
+    fn source_id(&self) -> Option<u64> {
+        (**self).source_id()
+    }
+}
+
 /// Counters the recorder keeps (read from any thread, e.g. a status line). The poll side's
 /// and the writer thread's counters sit on separate cache lines: each side updates its own
 /// without pulling the line from the other core.

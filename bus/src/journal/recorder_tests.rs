@@ -348,3 +348,55 @@ fn a_recreated_ring_is_not_spliced_into_the_old_journal() {
     run(1_000, 12, b'a').unwrap();
     assert_eq!(read_all(&JournalReader::open(&dir.0).unwrap()).unwrap().len(), 12);
 }
+
+/// The recorder as an agent: duty cycles take batches until the tap is dry, `finish` writes
+/// the rest; a recording error stops its runner (the stop flag) and comes back from `finish`.
+#[test]
+fn the_recorder_agent_records_whole_and_a_failure_stops_its_runner() {
+    use crate::agent::Agent;
+    use std::sync::atomic::AtomicBool;
+    let dir = Dir::new("rec-agent");
+    let journal = JournalWriter::open(&dir.0, meta(), small()).unwrap();
+    let rec = Recorder::start(journal, RecorderOptions { queue_bytes: 1 << 16, ..RecorderOptions::default() }).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut agent = crate::journal::RecorderAgent::new(rec, FakeTap::new(5_000, true, None), stop.clone());
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while agent.tap().next < 5_000 {
+        assert!(agent.do_work(0) <= crate::journal::RECORD_BATCH);
+        assert!(std::time::Instant::now() < deadline, "the recorder agent stalled at {}", agent.tap().next);
+    }
+    assert!(!stop.load(Ordering::Relaxed));
+    let tap = agent.finish().unwrap();
+    assert_eq!(tap.released, 5_000, "everything recorded is released from the reliable tap");
+    assert_eq!(read_all(&JournalReader::open(&dir.0).unwrap()).unwrap().len(), 5_000);
+
+    struct Broken;
+    impl Tap for Broken {
+        fn take(&mut self, _: &mut dyn FnMut(Taken<'_>)) -> Result<bool, SourceError> {
+            Err("the source's transport failed".into())
+        }
+        fn reliable(&self) -> bool {
+            true
+        }
+        fn release_to(&mut self, _: u64) {}
+        fn position(&self) -> u64 {
+            0
+        }
+        fn max_payload(&self) -> usize {
+            64
+        }
+        fn window(&self) -> u64 {
+            0
+        }
+    }
+    let dir = Dir::new("rec-agent-broken");
+    let rec =
+        Recorder::start(JournalWriter::open(&dir.0, meta(), small()).unwrap(), RecorderOptions::default()).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut agent = crate::journal::RecorderAgent::new(rec, Broken, stop.clone());
+    assert_eq!(agent.do_work(0), 0);
+    assert!(stop.load(Ordering::Relaxed), "a failed recording ends its runner");
+    assert_eq!(agent.do_work(0), 0, "and takes nothing more");
+    let err = agent.finish().err().expect("the failure is reported");
+    assert!(err.to_string().contains("the source's transport failed"), "{err}");
+}
