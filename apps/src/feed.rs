@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use tickbus::agent::{IdleStrategy, Idler};
+use tickbus::agent::Idler;
 use tickbus::feed::{Arbiter, ArbiterOptions, Line, Out};
 use tickbus::shm::{self, ShmOptions, ShmPublisher};
 use tickbus::time::Tsc;
@@ -207,13 +207,8 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     let mut shown = Instant::now();
     let mut io = IoCounts::default();
     // Busy-polls (a packet after a quiet spell is taken at once), backing off only after a
-    // long idle spell.
-    let mut idler = Idler::new(IdleStrategy::Backoff {
-        spins: 1_000_000,
-        yields: 1000,
-        min_park: Duration::from_micros(20),
-        max_park: Duration::from_micros(200),
-    });
+    // long idle spell: the apps' one idle strategy.
+    let mut idler = Idler::new(crate::pipeline::IDLE);
     while !stop.load(Ordering::Acquire) && err.is_none() {
         let mut work = 0;
         for (sock, line) in [(&la, Line::A), (&lb, Line::B), (&req, Line::Retransmit)] {
