@@ -54,7 +54,7 @@ fn wait(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
 #[test]
 fn a_gateway_restarted_after_dying_between_report_and_release_answers_no_order_twice() {
     if !cfg!(tickbus_testing) {
-        panic!("this test arms a crash point: build it with RUSTFLAGS=\"--cfg tickbus_testing\" (tools/test.sh does)");
+        panic!("this test arms a crash point: {}", tickbus_testkit::TESTING_BUILD);
     }
     let tag = format!("tickbus-gw-restart-{}", std::process::id());
     let opts = ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred);

@@ -151,10 +151,7 @@ fn finish_in_order(mut p: McastPublisher, subs: Vec<Subprocess>, total: u64) -> 
 /// other as the 1024-slot history wraps twice.
 fn cut_chain() -> Result<(), Failed> {
     if !cfg!(tickbus_testing) {
-        return Err(
-            "this test arms a fault point: build it with RUSTFLAGS=\"--cfg tickbus_testing\" (tools/test.sh does)"
-                .into(),
-        );
+        return Err(format!("this test arms a fault point: {}", tickbus_testkit::TESTING_BUILD).into());
     }
     let group = Ipv4Addr::new(239, 77, 1, 22);
     let mut p = publisher(group)?;

@@ -264,10 +264,7 @@ fn wrong_token() -> Result<(), Failed> {
 
 fn wrong_rkey() -> Result<(), Failed> {
     if !cfg!(tickbus_testing) {
-        return Err(
-            "this test arms a fault point: build it with RUSTFLAGS=\"--cfg tickbus_testing\" (tools/test.sh does)"
-                .into(),
-        );
+        return Err(format!("this test arms a fault point: {}", tickbus_testkit::TESTING_BUILD).into());
     }
     let mut p = publisher(Mode::Lossy, 64, WriteMode::Write, |o| o.signal_every = 1)?;
     let mut peer = Peer::spawn("sub-idle", &p, 0, &[("TICKBUS_RT_CORRUPT_RKEY", "1")]);

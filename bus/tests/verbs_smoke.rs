@@ -15,9 +15,7 @@ fn main() {
     body::main();
     #[cfg(not(tickbus_testing))]
     {
-        eprintln!(
-            "verbs_smoke drives tickbus's private verbs layer: build it with RUSTFLAGS=\"--cfg tickbus_testing\" (tools/test.sh does)"
-        );
+        eprintln!("verbs_smoke drives tickbus's private verbs layer: {}", tickbus_testkit::TESTING_BUILD);
         std::process::exit(1);
     }
 }

@@ -213,7 +213,11 @@ pub struct RawSender;
 #[cfg(all(feature = "rdma", not(tickbus_testing)))]
 impl RawSender {
     pub fn new(_: &str, _: std::net::Ipv4Addr, _: u32) -> Result<RawSender, Failed> {
-        Err("this test sends raw datagrams through tickbus's private verbs layer: build it with RUSTFLAGS=\"--cfg tickbus_testing\" (tools/test.sh does)".into())
+        Err(format!(
+            "this test sends raw datagrams through tickbus's private verbs layer: {}",
+            tickbus_testkit::TESTING_BUILD
+        )
+        .into())
     }
     pub fn send(&mut self, _: &[u8]) -> Result<(), Failed> {
         Err("no raw sender in this build".into())

@@ -166,23 +166,26 @@ pub fn within<T: Send + 'static>(limit: Duration, what: &str, f: impl FnOnce() -
     rx.recv_timeout(limit).unwrap_or_else(|_| panic!("did not finish within {limit:?}: {what}"))
 }
 
+/// How to make the test build (`--cfg tickbus_testing`: fault and crash points, the private
+/// verbs layer) that some tests need, for the message they fail or are ignored with.
+pub const TESTING_BUILD: &str = "build it with RUSTFLAGS=\"--cfg tickbus_testing\" (tools/test.sh does)";
+
 /// A test that needs a test build (`--cfg tickbus_testing`: fault points, or the private verbs
 /// layer) in a build without it. Never silently absent: reported ignored, with how to build it,
 /// or failed when `TICKBUS_REQUIRE_FAULTS` is set (tools/test.sh sets it and builds with the
 /// cfg, so there it always runs for real).
 pub fn needs_testing_cfg(name: &str) -> libtest_mimic::Trial {
-    const HOW: &str = "needs a test build: RUSTFLAGS=\"--cfg tickbus_testing\" (tools/test.sh builds so)";
     let required = std::env::var_os("TICKBUS_REQUIRE_FAULTS").is_some();
     // Run (required, or asked for with --ignored / --include-ignored), it fails: it cannot run
     // in this build, and a test that did not run never passes.
     let t = libtest_mimic::Trial::test(name, move || {
         let why = if required { "TICKBUS_REQUIRE_FAULTS is set and this build has no fault points" } else { "not run" };
-        Err(format!("{why}: it {HOW}").into())
+        Err(format!("{why}: it needs a test build: {TESTING_BUILD}").into())
     });
     if required {
         t
     } else {
-        eprintln!("{name}: ignored, it {HOW}");
+        eprintln!("{name}: ignored, it needs a test build: {TESTING_BUILD}");
         t.with_ignored_flag(true)
     }
 }
