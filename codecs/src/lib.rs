@@ -18,6 +18,7 @@ compile_error!("tickbus-codecs lays messages out little-endian on the wire; big-
 
 pub mod any;
 pub mod book;
+pub mod capture_format;
 pub mod enums;
 pub mod exec;
 pub mod header;

@@ -7,9 +7,10 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
+use tickbus_codecs::capture_format::CaptureFormat;
 use tickbus_codecs::itch::{self, ItchError};
 #[cfg(feature = "pcap")]
-use tickbus_codecs::pcap::{CaptureError, CaptureFormat, CaptureReader};
+use tickbus_codecs::pcap::{CaptureError, CaptureReader};
 
 #[cfg(feature = "pcap")]
 use super::capture::{Capture, CaptureCounts};
@@ -175,7 +176,7 @@ pub fn open_window(path: &Path, window: &Window, port: Option<u16>) -> Result<So
     let mut head = [0u8; 8];
     let n = std::io::Read::read(&mut &file, &mut head).map_err(|e| io("reading", e))?;
     #[cfg(not(feature = "pcap"))]
-    if is_capture(&head[..n]) {
+    if CaptureFormat::detect(&head[..n]).is_some() {
         let _ = port;
         return Err(ReplayError::NoCaptures { path: path.to_owned() });
     }
@@ -314,43 +315,5 @@ impl Source {
             State::Capture { capture, .. } => Some(capture.counts()),
             _ => None,
         }
-    }
-}
-
-/// A pcap (either byte order, µs or ns) or pcapng file's first bytes, told apart without the
-/// capture reader (a build without the `pcap` feature names what it cannot read).
-#[cfg(any(not(feature = "pcap"), test))]
-fn is_capture(head: &[u8]) -> bool {
-    const MAGICS: [[u8; 4]; 5] = [
-        [0xd4, 0xc3, 0xb2, 0xa1],
-        [0xa1, 0xb2, 0xc3, 0xd4],
-        [0x4d, 0x3c, 0xb2, 0xa1],
-        [0xa1, 0xb2, 0x3c, 0x4d],
-        [0x0a, 0x0d, 0x0d, 0x0a],
-    ];
-    head.len() >= 4 && MAGICS.iter().any(|m| head[..4] == m[..])
-}
-
-#[cfg(all(test, feature = "pcap"))]
-mod is_capture_tests {
-    /// The check a build without the capture reader makes agrees with the reader's own on every
-    /// first four bytes a capture can start with, and on a journal's and an ITCH file's.
-    #[test]
-    fn the_magic_check_without_the_pcap_feature_agrees_with_the_capture_reader() {
-        use tickbus_codecs::pcap::CaptureFormat;
-        let heads: [&[u8]; 8] = [
-            &[0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0],
-            &[0xa1, 0xb2, 0xc3, 0xd4, 0, 2, 0, 4],
-            &[0x4d, 0x3c, 0xb2, 0xa1, 2, 0, 4, 0],
-            &[0xa1, 0xb2, 0x3c, 0x4d, 0, 2, 0, 4],
-            &[0x0a, 0x0d, 0x0d, 0x0a, 0x1c, 0, 0, 0],
-            &[0, 12, b'S', 0, 0, 0, 0, 0],
-            b"TBJOURNL",
-            &[0xd4, 0xc3],
-        ];
-        for h in heads {
-            assert_eq!(super::is_capture(h), CaptureFormat::detect(h).is_some(), "{h:02x?}");
-        }
-        assert_eq!(heads.iter().filter(|h| super::is_capture(h)).count(), 5);
     }
 }

@@ -9,28 +9,7 @@ use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::DataLink;
 
 use super::CaptureError;
-
-/// Which container the capture is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CaptureFormat {
-    /// The classic libpcap format.
-    Pcap,
-    /// pcapng.
-    PcapNg,
-}
-
-impl CaptureFormat {
-    /// The container whose magic number `head` (a file's first bytes) starts with: pcap in either
-    /// byte order with micro- or nanosecond times, or pcapng. None for anything else.
-    pub fn detect(head: &[u8]) -> Option<CaptureFormat> {
-        let magic = u32::from_le_bytes(head.get(..4)?.try_into().ok()?);
-        match magic {
-            0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 => Some(CaptureFormat::Pcap),
-            0x0a0d_0d0a => Some(CaptureFormat::PcapNg),
-            _ => None,
-        }
-    }
-}
+pub use crate::capture_format::CaptureFormat;
 
 /// One UDP datagram: capture time (ns since the Unix epoch), addresses and payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
