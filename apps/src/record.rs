@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use tickbus::agent::{Agent, IdleStrategy};
 use tickbus::journal::{
-    Durability, JournalMeta, JournalOptions, JournalWriter, Recorder, RecorderAgent, RecorderOptions, RecorderStats,
-    Tap,
+    Durability, JournalMeta, JournalOptions, JournalWriter, Recorder, RecorderAgent, RecorderOptions, Tap,
 };
 use tickbus::shm::{self, ShmOptions};
 use tickbus::StartAt;
@@ -238,8 +237,7 @@ fn record(
     let tty = std::io::stderr().is_terminal();
     let t0 = Instant::now();
     let reliable = tap.reliable();
-    let mut agent =
-        Shown { rec: RecorderAgent::new(rec, tap, stop.clone()), stats: stats.clone(), tty, last: (Instant::now(), 0) };
+    let mut agent = Shown { rec: RecorderAgent::new(rec, tap, stop.clone()), tty, last: (Instant::now(), 0) };
     // Records until Ctrl-C or a recording error (which stores the stop flag itself).
     tickbus::agent::run_until(&mut agent, RECORD_IDLE, stop);
     agent.rec.finish().map_err(|e| explain(&e, reliable))?;
@@ -281,7 +279,6 @@ const RECORD_IDLE: IdleStrategy = IdleStrategy::Backoff {
 /// The recorder agent, and on a terminal its live line once a second.
 struct Shown<T: Tap + Send> {
     rec: RecorderAgent<T>,
-    stats: Arc<RecorderStats>,
     tty: bool,
     /// When the line was last shown, and the bytes recorded then.
     last: (Instant, u64),
@@ -294,8 +291,9 @@ impl<T: Tap + Send> Agent for Shown<T> {
 
     fn do_work(&mut self, now: u64) -> usize {
         let n = self.rec.do_work(now);
-        if self.tty && self.last.0.elapsed() >= Duration::from_secs(1) {
-            let s = &self.stats;
+        // The recorder's own statistics (gone once a recording error ended it).
+        let Some(s) = self.rec.recorder().map(|r| r.stats()).filter(|_| self.tty) else { return n };
+        if self.last.0.elapsed() >= Duration::from_secs(1) {
             let bytes = s.bytes.load(Ordering::Relaxed);
             let mbs = (bytes - self.last.1) as f64 / self.last.0.elapsed().as_secs_f64() / 1e6;
             let written = s.written.load(Ordering::Relaxed);
