@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
 # chromium: the test suite renders the lab's HTML report headless and checks the screenshot.
-for p in libbsd-dev uuid-dev libclang-dev python3-venv chromium; do
+# pkg-config: the C++ example finds the installed tickbus C library with it (CMake pkg_check_modules).
+for p in libbsd-dev uuid-dev libclang-dev python3-venv chromium pkg-config; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

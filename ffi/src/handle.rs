@@ -1,0 +1,101 @@
+//! Handles: heap objects C holds by pointer, each starting with a magic word saying what kind
+//! it is, so a handle of the wrong kind, or one whose memory was overwritten, is an error code
+//! instead of undefined behaviour in the library. A handle is closed (its stream let go, calls
+//! return `TB_ERROR_CLOSED`) and destroyed (its memory freed) in two steps, so a closed handle
+//! answers with an error rather than being a dangling pointer.
+//!
+//! What the magic cannot catch: a pointer that was never a handle (it may point anywhere), and
+//! a handle used after `tb_*_destroy` (its memory is gone). The header says so.
+use crate::error::{fail, non_null, tb_status};
+
+/// The magic of a destroyed handle (written just before its memory is freed, so a use after
+/// destroy that happens to read the old memory is refused, not trusted).
+const DEAD: u64 = 0;
+
+/// A handle kind: its magic and name.
+pub(crate) trait Kind {
+    const MAGIC: u64;
+    const NAME: &'static str;
+}
+
+/// A handle: the magic, then the object, `None` once closed.
+#[repr(C)]
+pub(crate) struct Handle<T: Kind> {
+    magic: u64,
+    inner: Option<T>,
+}
+
+impl<T: Kind> Handle<T> {
+    /// A new handle on the heap, as the pointer type C sees.
+    pub(crate) fn into_raw<C>(inner: T) -> *mut C {
+        Box::into_raw(Box::new(Handle { magic: T::MAGIC, inner: Some(inner) })).cast()
+    }
+
+    /// The object behind `p`: fails if `p` is NULL, not a handle of this kind, or closed.
+    ///
+    /// # Safety
+    /// `p` is NULL or was returned by this library as a handle (of any kind) and not destroyed,
+    /// and no other reference to it is live (one thread at a time).
+    pub(crate) unsafe fn get<'a, C>(p: *mut C, what: &str) -> Result<&'a mut T, tb_status> {
+        non_null(p, what)?;
+        let h = p.cast::<Handle<T>>();
+        // SAFETY: every handle starts with its magic word (repr(C)), so the first 8 bytes of any
+        // live handle can be read, whatever its kind.
+        let magic = unsafe { h.cast::<u64>().read() };
+        if magic != T::MAGIC {
+            return Err(fail!(
+                tb_status::TB_ERROR_BAD_HANDLE,
+                "{what} is not a {}: pass the handle its open call returned",
+                T::NAME
+            ));
+        }
+        // SAFETY: the magic says it is a live Handle<T>; the caller promises exclusive use.
+        match unsafe { &mut (*h).inner } {
+            Some(t) => Ok(t),
+            None => Err(fail!(
+                tb_status::TB_ERROR_CLOSED,
+                "{what} ({}) was closed: only its destroy call may follow",
+                T::NAME
+            )),
+        }
+    }
+
+    /// Closes the object behind `p` (drops it); the handle stays, answering `TB_ERROR_CLOSED`.
+    /// Closing a closed handle is not an error.
+    ///
+    /// # Safety
+    /// As [`Handle::get`].
+    pub(crate) unsafe fn close<C>(p: *mut C, what: &str) -> Result<(), tb_status> {
+        // SAFETY: the caller's promise.
+        match unsafe { Self::get::<C>(p, what) } {
+            Ok(_) => {
+                // SAFETY: checked to be a live Handle<T> just above.
+                unsafe { (*p.cast::<Handle<T>>()).inner = None };
+                Ok(())
+            }
+            Err(tb_status::TB_ERROR_CLOSED) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Closes and frees the handle. NULL is ignored; a handle of another kind is refused
+    /// (nothing freed) with its error recorded.
+    ///
+    /// # Safety
+    /// As [`Handle::get`]; the handle is not used again.
+    pub(crate) unsafe fn destroy<C>(p: *mut C, what: &str) {
+        if p.is_null() {
+            return;
+        }
+        // SAFETY: the caller's promise.
+        if unsafe { Self::close::<C>(p, what) }.is_err() {
+            return;
+        }
+        let h = p.cast::<Handle<T>>();
+        // SAFETY: a live Handle<T> made by `into_raw`'s Box; not used again.
+        unsafe {
+            (*h).magic = DEAD;
+            drop(Box::from_raw(h));
+        }
+    }
+}
