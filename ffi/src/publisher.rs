@@ -28,9 +28,14 @@ pub(crate) struct Pub {
     /// Dropped first (field order, and `Drop` below): a claim is aborted while its publisher
     /// still exists.
     claim: Option<AnyClaim<'static>>,
-    /// Owned; a raw pointer, not a `Box`, because `claim` borrows it.
-    publisher: NonNull<AnyPublisher>,
+    /// Owned; a raw pointer, not a `Box`, because `claim` borrows it. On its own 128-byte
+    /// aligned allocation, so it shares no cache line with another handle's state.
+    publisher: NonNull<Aligned>,
 }
+
+/// A publisher on its own 128-byte-aligned allocation (see `Handle`).
+#[repr(C, align(128))]
+struct Aligned(AnyPublisher);
 
 impl Kind for Pub {
     const MAGIC: u64 = u64::from_le_bytes(*b"tb:publ\0");
@@ -40,7 +45,7 @@ impl Kind for Pub {
 impl Drop for Pub {
     fn drop(&mut self) {
         self.claim = None;
-        // SAFETY: made by Box::into_raw in `open`; the claim borrowing it is gone.
+        // SAFETY: made by Box::leak in `tb_publisher_open`; the claim borrowing it is gone.
         drop(unsafe { Box::from_raw(self.publisher.as_ptr()) });
     }
 }
@@ -55,7 +60,7 @@ impl Pub {
             ));
         }
         // SAFETY: no claim borrows the publisher, and `self` is borrowed mutably.
-        Ok(unsafe { self.publisher.as_mut() })
+        Ok(unsafe { &mut self.publisher.as_mut().0 })
     }
 
     fn claim(&mut self) -> Result<&mut AnyClaim<'static>, tb_status> {
@@ -91,7 +96,7 @@ pub unsafe extern "C" fn tb_publisher_open(
         // SAFETY: the caller's promises, passed on.
         let (c, o) = unsafe { (channel(uri)?, open_options(options)?) };
         let p = stream::open_publisher(&c, &o).map_err(|e| crate::subscriber::open_failed(&e))?;
-        let publisher = NonNull::from(Box::leak(Box::new(p)));
+        let publisher = NonNull::from(Box::leak(Box::new(Aligned(p))));
         // SAFETY: non-null checked; the caller promises it is writable.
         unsafe { out.write(Handle::into_raw(Pub { claim: None, publisher })) };
         Ok(())
@@ -216,7 +221,7 @@ pub unsafe extern "C" fn tb_publisher_claim(p: *mut tb_publisher, len: usize, po
         h.free()?;
         // SAFETY: no claim is pending (checked), so nothing else borrows the publisher; the
         // claim is stored beside it and dropped before it (Pub's Drop).
-        let publisher: &'static mut AnyPublisher = unsafe { h.publisher.as_mut() };
+        let publisher: &'static mut AnyPublisher = unsafe { &mut h.publisher.as_mut().0 };
         let c = publisher.try_claim(len).map_err(|e| transport(&e))?;
         write_opt(position, c.position());
         h.claim = Some(c);

@@ -75,6 +75,7 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     want.push("tickbus shm (lossy, observer)");
     want.push("tickbus shm (receive into)");
     want.push("tickbus shm (stream API, URI)");
+    want.push("tickbus shm (C++ via the C ABI)");
     if cfg!(feature = "peers") {
         want.push("iceoryx2 0.10 (2 processes)");
     }
@@ -83,6 +84,11 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     // What counting costs is said beside the figures.
     let notes: Vec<&str> = rep["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
     assert!(notes.iter().any(|n| n.starts_with("counters, rtt 64 B: tickbus shm p50 ")), "{notes:?}");
+    // The C++ pair is compared with the Rust pair it wraps, in the same rounds.
+    assert!(
+        notes.iter().any(|n| n.starts_with("ping-pong 64 B: C++ through the C ABI ") && n.contains("x the Rust pair")),
+        "{notes:?}"
+    );
     for r in rtt["rows"].as_array().unwrap() {
         let expect = if r["name"].as_str().unwrap().starts_with("kernel") { 500 } else { 5000 };
         assert_eq!(r["count"], expect, "{}", r["name"]);

@@ -179,6 +179,7 @@ fn ping_pong(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {
         let mut lossy = tickbus_shm::TickbusShmLossy::default();
         let mut into = tickbus_shm::TickbusShmInto::default();
         let mut via_uri = tickbus_shm::TickbusStream::default();
+        let mut cpp = crate::bench::peers::tickbus_cpp::TickbusCpp::default();
         for _ in 0..ROUNDS {
             let spec = per_round;
             let mut round = vec![
@@ -191,6 +192,7 @@ fn ping_pong(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {
             round.push(pp(&mut lossy, &spec)?);
             round.push(pp(&mut into, &spec)?);
             round.push(pp(&mut via_uri, &spec)?);
+            round.push(pp(&mut cpp, &spec)?);
             if size == 64 {
                 round.insert(4, pp2(&tickbus_shm::TickbusShmProcesses::default(), &spec)?);
                 #[cfg(feature = "peers")]
@@ -218,10 +220,25 @@ fn ping_pong(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {
         if let Some(n) = counters_note(&sec) {
             c.rep.notes.push(n);
         }
+        if let Some(n) = cpp_note(&sec) {
+            c.rep.notes.push(n);
+        }
         c.rep.sections.push(sec);
         c.bar.inc(1);
     }
     Ok(())
+}
+
+/// The C++ pair beside the Rust pair it wraps, at p50 (issue 28's target: at most 1.05x).
+fn cpp_note(sec: &Section) -> Option<String> {
+    let p50 = |name: &str| sec.rows.iter().find(|r| r.name == name).map(|r| r.ns[0]);
+    let (cpp, rust) = (p50("tickbus shm (C++ via the C ABI)")?, p50("tickbus shm (stream API, URI)")?);
+    let x = cpp as f64 / rust.max(1) as f64;
+    Some(format!(
+        "ping-pong {} B: C++ through the C ABI {cpp} ns p50, {x:.2}x the Rust pair through the stream API ({rust} ns){}",
+        sec.size,
+        if x <= 1.05 { "" } else { ": over the 1.05x target" }
+    ))
 }
 
 fn open_loop(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {

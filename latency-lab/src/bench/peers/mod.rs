@@ -8,6 +8,7 @@ pub mod floor;
 pub mod floor_rungs;
 pub mod kernel;
 pub mod rtrb_peer;
+pub mod tickbus_cpp;
 pub mod tickbus_shm;
 
 #[cfg(feature = "peers")]
