@@ -23,6 +23,7 @@ pub mod enums;
 pub mod exec;
 pub mod header;
 pub mod itch;
+pub mod layout;
 pub mod md;
 pub mod message;
 pub mod moldudp64;
