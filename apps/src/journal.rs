@@ -1,4 +1,5 @@
-//! `tickbus journal inspect`: what a journal holds, checked record by record.
+//! `tickbus journal inspect`: what a journal holds, checked record by record; `tickbus journal
+//! export --parquet`: the journal as Parquet files (the work is `tickbus_export`'s).
 use std::path::Path;
 
 use tickbus::journal::{JournalReader, Kind};
@@ -61,4 +62,29 @@ pub fn inspect(dir: &Path, json: bool) -> Result<(), String> {
         Some(e) => Err(format!("STOPPED: {e}")),
         None => Ok(()),
     }
+}
+
+pub fn export(dir: &Path, out: &Path, json: bool) -> Result<(), String> {
+    let (t, written) = tickbus_export::export_parquet(dir, out).map_err(|e| e.to_string())?;
+    if json {
+        let files: Vec<_> = written
+            .iter()
+            .map(|(p, rows)| serde_json::json!({ "file": p.display().to_string(), "rows": rows }))
+            .collect();
+        let report = serde_json::json!({
+            "journal": dir.display().to_string(),
+            "stream": t.stream_id,
+            "files": files,
+            "undecoded": t.undecoded,
+        });
+        println!("{report}");
+    } else {
+        for (p, rows) in &written {
+            println!("{}: {rows} rows", p.display());
+        }
+        if t.undecoded > 0 {
+            println!("{} records were no tickbus message (raw payloads): not exported", t.undecoded);
+        }
+    }
+    Ok(())
 }

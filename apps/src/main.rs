@@ -98,6 +98,18 @@ enum JournalCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Export a journal for research tools: one Parquet file per message type (a column per
+    /// field, TSC and UTC receive times) and gaps.parquet, readable by pandas, polars, DuckDB.
+    Export {
+        /// The journal folder.
+        dir: PathBuf,
+        /// The folder to write the Parquet files into (created if missing).
+        #[arg(long, value_name = "OUT_DIR")]
+        parquet: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -164,6 +176,7 @@ fn main() -> ExitCode {
         Cmd::Record(a) => record::run(a),
         Cmd::Replay(a) => replay::run(a),
         Cmd::Journal(JournalCmd::Inspect { dir, json }) => journal::inspect(&dir, json),
+        Cmd::Journal(JournalCmd::Export { dir, parquet, json }) => journal::export(&dir, &parquet, json),
         Cmd::Feed(a) => feed::run(a),
         Cmd::MoldServer(a) => mold_server::run(a),
         Cmd::Trader(a) => trader::run(a),
