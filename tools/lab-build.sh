@@ -13,3 +13,5 @@ cargo build --release -p tickbus-lab --features peers,rdma
 # The trading pipeline's apps (tickbus exchange, trader, gateway), which the lab runs as processes
 # (on shm, and over RDMA in the guest).
 cargo build --release -p tickbus-apps --features rdma
+# The Python package into the venv, for the lab's Python-into-numpy row (builds in release).
+CARGO_TARGET_DIR="$PWD/target/python" target/tools/venv/bin/pip install -q ./python

@@ -24,6 +24,13 @@ if ! "$venv/bin/cmake" --version 2>/dev/null | grep -qE 'version 3\.(3[0-9]|[4-9
   echo "setup-peers: installing cmake >= 3.30 from PyPI into $venv"
   "$venv/bin/pip" install -q 'cmake>=3.30,<4'
 fi
+# The Python package's build backend is fetched by pip itself (maturin, into pip's isolated build
+# environment); its tests read with pyarrow, pandas and DuckDB, pinned so a new release cannot
+# change what the tests mean.
+if ! "$venv/bin/python3" -c 'import pytest, pyarrow, pandas, duckdb' 2>/dev/null; then
+  echo "setup-peers: installing pytest, pyarrow, pandas, duckdb (Python) into $venv"
+  "$venv/bin/pip" install -q 'pytest==9.2.0' 'pyarrow==26.0.1' 'pandas==3.1.1' 'duckdb==2.0.1' 'numpy==2.4.6'
+fi
 # HdrHistogram's Python implementation: the test suite reads latency.hlog back with it, a reader
 # independent of the Rust crate that writes it.
 if ! "$venv/bin/python3" -c 'import hdrh.log' 2>/dev/null; then

@@ -19,8 +19,13 @@ fi
 # them: a --cfg, not a Cargo feature, so no dependent can switch kill points on in a product. The
 # tests that need them fail if TICKBUS_REQUIRE_FAULTS is set and they are not compiled in.
 export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }--cfg tickbus_testing" TICKBUS_REQUIRE_FAULTS=1
-echo "== workspace tests (unit, multi-process, hot-path proofs, doctests)"
+echo "== workspace tests (unit, multi-process, hot-path proofs, doctests; the C ABI's C and C++ tests under ASan/UBSan, the C++ example built with CMake)"
 cargo test --workspace --all-features
+echo "== Python package: pip install ./python (maturin, release build), then pytest against the apps"
+CARGO_TARGET_DIR="$PWD/target/python" target/tools/venv/bin/pip install -q ./python
+# The tests run `tickbus` (record, exchange, trader, journal inspect/export): the debug build the
+# workspace tests just made. From the checkout's root, so the package imported is the installed one.
+TICKBUS_BIN="$PWD/target/debug/tickbus" target/tools/venv/bin/python3 -m pytest -q python/tests
 echo "== loom model checks of the ring's synchronisation"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p tickbus --lib --release loom
 echo "== fuzz: every target (codecs: ITCH file, MoldUDP64, pcap, book; bus: control lines, ring memory, ud-mcast frames, journal records, journal folders, feed arbitration and forgery, channel URIs) for a bounded time"

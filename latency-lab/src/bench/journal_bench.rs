@@ -149,6 +149,7 @@ fn throughput_here(
         read_gb_per_s: bytes as f64 / secs / 1e9,
         itch_decode_msgs_per_s: itch_rate,
         sustained: None,
+        python_read: None,
     })
 }
 

@@ -14,6 +14,7 @@ pub mod peers;
 #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
 pub mod perftest;
 pub mod pipeline;
+pub mod python_read;
 #[cfg(feature = "rdma")]
 pub mod rdma_fanout;
 #[cfg(feature = "rdma")]

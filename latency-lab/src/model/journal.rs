@@ -23,6 +23,36 @@ pub struct JournalReport {
     /// The same run's ITCH walk, for comparison.
     pub itch_decode_msgs_per_s: Option<f64>,
     pub sustained: Option<Sustained>,
+    /// The Python package reading a journal into numpy beside the Rust reader (issue 28).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python_read: Option<PythonRead>,
+}
+
+/// `tickbus.read_journal` (numpy structured arrays) beside the Rust reader decoding every
+/// message into its struct, over one journal, medians of interleaved rounds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PythonRead {
+    pub messages: u64,
+    pub rounds: usize,
+    pub python_msgs_per_s: f64,
+    pub rust_msgs_per_s: f64,
+    /// Python over Rust (target: at least 0.5).
+    pub x_rust: f64,
+    /// Why it was not measured (then the figures are 0).
+    pub note: Option<String>,
+}
+
+impl PythonRead {
+    pub fn not_measured(why: &str) -> PythonRead {
+        PythonRead {
+            messages: 0,
+            rounds: 0,
+            python_msgs_per_s: 0.0,
+            rust_msgs_per_s: 0.0,
+            x_rust: 0.0,
+            note: Some(why.to_owned()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

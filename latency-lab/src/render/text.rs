@@ -256,6 +256,16 @@ impl JournalReport {
             "  journal read        {:>12.0} msg/s {:>6.2} GB/s   ITCH decode (same run) {itch}\n",
             self.read_msgs_per_s, self.read_gb_per_s
         );
+        match &self.python_read {
+            Some(p) if p.note.is_none() => {
+                s += &format!(
+                    "  Python into numpy   {:>12.0} msg/s   Rust reader decoding each message {:>12.0} msg/s   {:.2}x Rust (target >= 0.5x; {} messages, medians of {} interleaved rounds)\n",
+                    p.python_msgs_per_s, p.rust_msgs_per_s, p.x_rust, p.messages, p.rounds
+                )
+            }
+            Some(p) => s += &format!("  Python into numpy   not measured: {}\n", p.note.as_deref().unwrap_or("")),
+            None => {}
+        }
         if let Some(x) = &self.sustained {
             s += &format!(
                 "  sustained           {} msg/s for {:.1} s: {} published, {} recorded ({} lost), achieved {:.0} msg/s, ring full {} times\n",
