@@ -339,3 +339,8 @@ mod tests {
         assert!(e.to_string().contains("/nonexistent/tickbus-j"), "{e}");
     }
 }
+
+/// The README's example, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
