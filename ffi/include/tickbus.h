@@ -194,6 +194,11 @@
 #define TB_LEN_EXEC_REJECT 88
 
 /*
+ Counters per stream in `tb_stat_stream.counters`, indexed by `tb_counter` value.
+ */
+#define TB_COUNTERS 19
+
+/*
  What a call did. Every function that can fail returns one; on an error the thread's
  [`tb_last_error`] says what was wrong and what to do.
  */
@@ -355,10 +360,21 @@ typedef enum tb_hugepages {
 typedef struct tb_journal tb_journal;
 
 /*
+ An ITCH file or capture being read (opaque), from `tb_market_data_open` until
+ `tb_market_data_destroy`; used by one thread at a time.
+ */
+typedef struct tb_market_data tb_market_data;
+
+/*
  A publisher of one stream (opaque). Owned by the caller from `tb_publisher_open` until
  `tb_publisher_destroy`. It may move between threads but is used by one thread at a time.
  */
 typedef struct tb_publisher tb_publisher;
+
+/*
+ A snapshot (opaque), from `tb_stat_snapshot` until `tb_stat_destroy`.
+ */
+typedef struct tb_stat tb_stat;
 
 /*
  A subscriber of one stream (opaque). Owned by the caller from `tb_subscriber_open` until
@@ -417,6 +433,39 @@ typedef struct tb_journal_info {
    */
   uint32_t segments;
 } tb_journal_info;
+
+/*
+ One normalised market-data message.
+ */
+typedef struct tb_md_record {
+  /*
+   False at the end of the file.
+   */
+  bool valid;
+  /*
+   Its position among the normalised messages, from 0 (the stream position `tickbus
+   exchange` would publish it at).
+   */
+  uint64_t position;
+  /*
+   The source's time: ITCH's ns since midnight (exchange time), or a capture's packet time
+   (ns since the epoch).
+   */
+  uint64_t source_time_ns;
+  /*
+   Exchange messages that did not parse so far (skipped).
+   */
+  uint64_t unparsed;
+  /*
+   The message's bytes (header first: `tb_header.msg_type` says which struct), valid until
+   the next call on this reader.
+   */
+  const uint8_t *data;
+  /*
+   Its length.
+   */
+  size_t len;
+} tb_md_record;
 
 /*
  Options for `tb_publisher_open` and `tb_subscriber_open`. Fill it with
@@ -515,6 +564,98 @@ typedef struct tb_stream_info {
    */
   double ticks_per_ns;
 } tb_stream_info;
+
+/*
+ One end of one stream in one process.
+ */
+typedef struct tb_stat_stream {
+  /*
+   The process.
+   */
+  uint64_t pid;
+  /*
+   Its user.
+   */
+  uint32_t uid;
+  /*
+   The process is alive and its counters are current.
+   */
+  bool live;
+  /*
+   The stream id.
+   */
+  uint32_t stream_id;
+  /*
+   "publisher" or "subscriber" (NUL-terminated).
+   */
+  char role[16];
+  /*
+   "shm", "rdma-rc" or "ud-mcast" (NUL-terminated).
+   */
+  char transport[16];
+  /*
+   The stream's name (a ring's name, an address), cut to fit (NUL-terminated).
+   */
+  char name[128];
+  /*
+   The program's name (NUL-terminated).
+   */
+  char program[64];
+  /*
+   Every counter, indexed by its number (`tb_counter_name` names it).
+   */
+  uint64_t counters[TB_COUNTERS];
+  /*
+   A subscriber's distance behind its publisher, or UINT64_MAX when not known.
+   */
+  uint64_t lag;
+  /*
+   Messages per second since the snapshot passed to `tb_stat_rates_since`; NaN until then.
+   */
+  double msgs_per_s;
+} tb_stat_stream;
+
+/*
+ One shm ring.
+ */
+typedef struct tb_stat_ring {
+  /*
+   Its name (NUL-terminated, cut to fit).
+   */
+  char name[128];
+  /*
+   "reliable" or "lossy" (NUL-terminated).
+   */
+  char mode[16];
+  /*
+   The stream id.
+   */
+  uint32_t stream_id;
+  /*
+   Consumer lines.
+   */
+  uint32_t consumers;
+  /*
+   Bytes per slot.
+   */
+  uint64_t slot_size;
+  /*
+   Slots.
+   */
+  uint64_t slot_count;
+  /*
+   The publisher's position.
+   */
+  uint64_t position;
+  /*
+   The publisher's process (0: none recorded).
+   */
+  uint64_t publisher_pid;
+  /*
+   The largest lag of a consumer line behind the publisher (0 without consumers).
+   */
+  uint64_t max_consumer_lag;
+} tb_stat_ring;
 
 /*
  One poll's result.
@@ -1144,6 +1285,32 @@ enum tb_status tb_journal_get_info(struct tb_journal *j, struct tb_journal_info 
 void tb_journal_destroy(struct tb_journal *j);
 
 /*
+ Opens an ITCH 5.0 file or a MoldUDP64 capture (`port`: the capture's UDP port when it holds
+ several; 0 for any). A journal folder is refused: read it with `tb_journal_open`.
+
+ # Safety
+ `path` is NULL or NUL-terminated; `out` is NULL or writable.
+ */
+enum tb_status tb_market_data_open(const char *path, uint16_t port, struct tb_market_data **out);
+
+/*
+ The next normalised message into `*out` (`valid` false at the end of the file). A damaged
+ file is `TB_ERROR_OPEN` naming where.
+
+ # Safety
+ `m` as every market-data call; `out` is NULL or writable.
+ */
+enum tb_status tb_market_data_next(struct tb_market_data *m, struct tb_md_record *out);
+
+/*
+ Frees the reader; NULL is ignored.
+
+ # Safety
+ `m` is NULL or a market-data handle not yet destroyed, not in use on another thread.
+ */
+void tb_market_data_destroy(struct tb_market_data *m);
+
+/*
  Fills `options` with the defaults. Returns `TB_ERROR_NULL_POINTER` if it is NULL.
 
  # Safety
@@ -1278,6 +1445,62 @@ enum tb_status tb_publisher_close(struct tb_publisher *p);
  `p` is NULL or a publisher handle not yet destroyed, not in use on another thread.
  */
 void tb_publisher_destroy(struct tb_publisher *p);
+
+/*
+ Takes a snapshot of this host's counters files (`$TICKBUS_COUNTERS_DIR`, else the default
+ folder) and shm rings (`$TICKBUS_HUGEPAGE_DIR` / `$TICKBUS_SHM_DIR`, else the defaults). Off
+ the hot path: it reads files. Problems reading some of them are counted in `errors`.
+
+ # Safety
+ `out` is NULL or writable.
+ */
+enum tb_status tb_stat_snapshot(struct tb_stat **out);
+
+/*
+ How many streams, rings and read errors the snapshot holds.
+
+ # Safety
+ `s` as every stat call; each count pointer is NULL (not wanted) or writable.
+ */
+enum tb_status tb_stat_counts(struct tb_stat *s, size_t *streams, size_t *rings, size_t *errors);
+
+/*
+ Stream `index` (0 to the count less one) into `*out`.
+
+ # Safety
+ `s` as every stat call; `out` is NULL or writable.
+ */
+enum tb_status tb_stat_get_stream(struct tb_stat *s, size_t index, struct tb_stat_stream *out);
+
+/*
+ Ring `index` into `*out`.
+
+ # Safety
+ As `tb_stat_get_stream`.
+ */
+enum tb_status tb_stat_get_ring(struct tb_stat *s, size_t index, struct tb_stat_ring *out);
+
+/*
+ Fills each stream's `msgs_per_s` from the messages counted since `prev` (an earlier
+ snapshot), as `tickbus stat --watch` does.
+
+ # Safety
+ Both are stat handles, not destroyed, used by this thread only.
+ */
+enum tb_status tb_stat_rates_since(struct tb_stat *now, struct tb_stat *prev);
+
+/*
+ The name of counter `index` ("messages", "full", ...), or NULL past the last.
+ */
+const char *tb_counter_name(uint32_t index);
+
+/*
+ Frees the snapshot; NULL is ignored.
+
+ # Safety
+ `s` is NULL or a stat handle not yet destroyed, not in use on another thread.
+ */
+void tb_stat_destroy(struct tb_stat *s);
 
 /*
  Opens a subscriber of the stream `uri` names, waiting up to `options.wait_ms` for its

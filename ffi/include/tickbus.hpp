@@ -300,6 +300,70 @@ class journal {
   tb_journal* h_ = nullptr;
 };
 
+/// An ITCH 5.0 file or MoldUDP64 capture, normalised into tickbus market-data messages.
+class market_data {
+ public:
+  explicit market_data(const std::string& path, std::uint16_t port = 0) {
+    check(tb_market_data_open(path.c_str(), port, &h_), "tb_market_data_open");
+  }
+  market_data(market_data&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  market_data(const market_data&) = delete;
+  market_data& operator=(const market_data&) = delete;
+  ~market_data() { tb_market_data_destroy(h_); }
+  /// The next message; false at the end. r.data is valid until the next call.
+  bool next(tb_md_record& r) {
+    check(tb_market_data_next(h_, &r), "tb_market_data_next");
+    return r.valid;
+  }
+
+ private:
+  tb_market_data* h_ = nullptr;
+};
+
+/// A snapshot of this host's live counters and rings (what `tickbus stat` shows).
+class stat_snapshot {
+ public:
+  stat_snapshot() { check(tb_stat_snapshot(&h_), "tb_stat_snapshot"); }
+  stat_snapshot(stat_snapshot&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  stat_snapshot(const stat_snapshot&) = delete;
+  stat_snapshot& operator=(const stat_snapshot&) = delete;
+  ~stat_snapshot() { tb_stat_destroy(h_); }
+  std::size_t streams() const {
+    std::size_t n = 0;
+    check(tb_stat_counts(h_, &n, nullptr, nullptr), "tb_stat_counts");
+    return n;
+  }
+  std::size_t rings() const {
+    std::size_t n = 0;
+    check(tb_stat_counts(h_, nullptr, &n, nullptr), "tb_stat_counts");
+    return n;
+  }
+  tb_stat_stream stream(std::size_t i) const {
+    tb_stat_stream s;
+    check(tb_stat_get_stream(h_, i, &s), "tb_stat_get_stream");
+    return s;
+  }
+  tb_stat_ring ring(std::size_t i) const {
+    tb_stat_ring r;
+    check(tb_stat_get_ring(h_, i, &r), "tb_stat_get_ring");
+    return r;
+  }
+  /// Fills each stream's msgs_per_s from the counts since `earlier`.
+  void rates_since(stat_snapshot& earlier) { check(tb_stat_rates_since(h_, earlier.h_), "tb_stat_rates_since"); }
+
+ private:
+  tb_stat* h_ = nullptr;
+};
+
+/// The index of the counter named `name` in tb_stat_stream::counters, or -1.
+inline int counter_index(std::string_view name) noexcept {
+  for (std::uint32_t k = 0;; k++) {
+    const char* n = tb_counter_name(k);
+    if (n == nullptr) return -1;
+    if (name == n) return static_cast<int>(k);
+  }
+}
+
 }  // namespace tickbus
 
 #endif  // TICKBUS_HPP

@@ -4,7 +4,8 @@
 //!
 //! What it covers: streams by channel URI (`shm:` always, `rdma-rc://` and `ud-mcast://` when
 //! built with the `rdma` feature) with publish, send, claim/commit, poll and poll-into; the
-//! journal reader; the fixed-layout message structs and their type numbers.
+//! journal reader; ITCH files and MoldUDP64 captures, normalised; `stat` snapshots of the live
+//! counters and rings; the fixed-layout message structs and their type numbers.
 //!
 //! Rules every function keeps, so a C or C++ caller can rely on them:
 //! - It returns a [`tb_status`]; on an error, [`tb_last_error`] (per thread) says what was wrong
@@ -20,15 +21,21 @@
 mod error;
 mod handle;
 mod journal;
+mod market_data;
 mod options;
 mod publisher;
+mod stat;
 mod subscriber;
 
+// Every exported function and type at the crate root, as the header has them (Rust callers of the
+// C ABI, such as the RDMA test in the guest, call them by these names).
 pub use error::{tb_last_error, tb_last_error_code, tb_status, tb_status_name, tb_status_retry_helps};
-pub use journal::{tb_journal, tb_journal_info, tb_journal_record, tb_record_kind};
+pub use journal::*;
+pub use market_data::*;
 pub use options::{tb_hugepages, tb_open_options, tb_open_options_init};
-pub use publisher::tb_publisher;
-pub use subscriber::{tb_peer_state, tb_recv, tb_recv_kind, tb_subscriber};
+pub use publisher::*;
+pub use stat::*;
+pub use subscriber::*;
 
 use bus::codecs::MsgType;
 

@@ -34,10 +34,13 @@ fn main() {
         Trial::test("rust_publisher_cpp_subscriber_lossy", || rust_to_cpp(false)),
         Trial::test("c_journal_reader_matches_the_rust_reader", c_journal),
         Trial::test("message_layouts_match_in_c_and_cpp", layouts),
+        Trial::test("c_stat_snapshot_finds_this_process_with_its_counts", c_stat),
+        Trial::test("c_market_data_reader_matches_the_rust_normaliser", c_market_data),
     ];
     let conclusion = libtest_mimic::run(&args, tests);
     let _ = std::fs::remove_dir_all(shm_dir());
     let _ = std::fs::remove_dir_all(hugepage_dir());
+    let _ = std::fs::remove_dir_all(counters_dir());
     conclusion.exit();
 }
 
@@ -64,6 +67,12 @@ fn shm_dir() -> PathBuf {
 
 fn hugepage_dir() -> PathBuf {
     PathBuf::from(format!("/dev/hugepages/tickbus-ffi-{}", std::process::id()))
+}
+
+/// This test's own counters folder (on tmpfs, as counters must be), so a snapshot sees only its
+/// programs.
+fn counters_dir() -> PathBuf {
+    PathBuf::from(format!("/dev/shm/tickbus-ffi-counters-{}", std::process::id()))
 }
 
 fn shm_options() -> ShmOptions {
@@ -102,6 +111,7 @@ fn compile(name: &str, sources: &[PathBuf], cpp: bool, sanitize: bool) -> Result
 fn run(cmd: &mut Command, limit: Duration) -> Result<String, Failed> {
     cmd.env("TICKBUS_SHM_DIR", shm_dir())
         .env("TICKBUS_HUGEPAGE_DIR", hugepage_dir())
+        .env("TICKBUS_COUNTERS_DIR", counters_dir())
         .env("ASAN_OPTIONS", "abort_on_error=0:detect_leaks=1")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -143,7 +153,13 @@ fn pubsub() -> Result<PathBuf, Failed> {
 }
 
 fn cpp_selftest() -> Result<(), Failed> {
-    let out = run(Command::new(pubsub()?).args(["selftest", &ring("self")]), Duration::from_secs(60))?;
+    let itch = build_dir().join(format!("self-{}.itch", std::process::id()));
+    let mut day = Vec::new();
+    bus::codecs::synth::write_itch(bus::codecs::synth::DayConfig::new(3, 4, 3000), &mut day)?;
+    std::fs::write(&itch, &day)?;
+    let out = run(Command::new(pubsub()?).args(["selftest", &ring("self")]).arg(&itch), Duration::from_secs(60));
+    let _ = std::fs::remove_file(&itch);
+    let out = out?;
     assert!(out.contains("selftest: ok"), "{out}");
     Ok(())
 }
@@ -364,5 +380,47 @@ fn layouts() -> Result<(), Failed> {
         let got = run(&mut Command::new(bin), Duration::from_secs(30))?;
         assert_eq!(got, want, "{} layouts differ from Rust's", if cpp { "C++" } else { "C" });
     }
+    Ok(())
+}
+
+fn c_stat() -> Result<(), Failed> {
+    let bin = compile("stat", &[src("c/stat.c")], false, true)?;
+    let out = run(Command::new(bin).arg(ring("stat")), Duration::from_secs(60))?;
+    assert!(out.contains("found this process's streams and ring with its counts"), "{out}");
+    Ok(())
+}
+
+fn c_market_data() -> Result<(), Failed> {
+    use bus::codecs::normalize::Normalizer;
+    use bus::codecs::synth::{write_itch, DayConfig};
+    let file = build_dir().join(format!("day-{}.itch", std::process::id()));
+    let mut day = Vec::new();
+    write_itch(DayConfig::new(11, 5, 3000), &mut day)?;
+    std::fs::write(&file, &day)?;
+    // The Rust normaliser over the same file, as `tickbus exchange` runs it.
+    let fnv = |b: &[u8]| b.iter().fold(0xcbf29ce484222325u64, |h, x| (h ^ *x as u64).wrapping_mul(0x100000001b3));
+    let mut want = String::new();
+    let mut norm = Normalizer::new();
+    let mut source = bus::replay::open(&file, None, None)?;
+    let (mut position, mut unparsed) = (0u64, 0u64);
+    while let Some(item) = source.next()? {
+        let Ok(msg) = bus::codecs::itch::parse(item.payload, item.sequence) else {
+            unparsed += 1;
+            continue;
+        };
+        let t = item.time_ns.unwrap_or(0);
+        norm.apply(&msg, &mut |m| {
+            let b = m.as_bytes();
+            let h = bus::codecs::Header::peek(b).expect("a header");
+            want += &format!("{position} {} {} {t} {:016x}\n", h.msg_type, b.len(), fnv(b));
+            position += 1;
+        });
+    }
+    want += &format!("end {unparsed}\n");
+    assert!(position > 1000, "the day normalises to messages: {position}");
+    let bin = compile("market_data", &[src("c/market_data.c")], false, true)?;
+    let got = run(Command::new(bin).arg(&file), Duration::from_secs(60))?;
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(got, want);
     Ok(())
 }

@@ -2,13 +2,16 @@
 //   pubsub pub URI N       sends N quotes (fields from their index), retrying while the reliable
 //                          ring is full, then stays until stdin closes (its ring stays served)
 //   pubsub sub URI N       receives N quotes, checks every field and that they come in order
-//   pubsub selftest NAME   the wrapper's own behaviour in one process (RAII, exceptions, claims)
+//   pubsub selftest NAME [ITCH]  the wrapper's own behaviour in one process (RAII, exceptions,
+//                          claims, a stat snapshot, the ITCH file normalised)
 // Built with -fsanitize=address,undefined by tests/c_abi.rs. Every loop is bounded in time.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
+
+#include <unistd.h>
 
 #include "tickbus.hpp"
 
@@ -99,7 +102,7 @@ static int failures = 0;
     }                                                                     \
   } while (0)
 
-static int selftest(const std::string& name) {
+static int selftest(const std::string& name, const std::string& itch) {
   const std::string uri = "shm:" + name + "?reliable&slots=8&payload=128";
   // Opening a bad URI throws with its code and the library's message.
   try {
@@ -174,6 +177,47 @@ static int selftest(const std::string& name) {
   } catch (const tickbus::error& e) {
     CHECK(e.code() == TB_ERROR_CLOSED);
   }
+  // This process's streams in a stat snapshot, with the counts it made.
+  {
+    tickbus::stat_snapshot snap;
+    int messages = tickbus::counter_index("messages");
+    CHECK(messages >= 0);
+    int found = 0;
+    for (std::size_t k = 0; k < snap.streams(); k++) {
+      tb_stat_stream st = snap.stream(k);
+      if (st.pid == static_cast<std::uint64_t>(getpid()) && name == st.name && std::string(st.role) == "subscriber") {
+        CHECK(st.counters[messages] >= 5);
+        found++;
+      }
+    }
+    CHECK(found == 1);
+    try {
+      (void)snap.stream(snap.streams());
+      CHECK(false);
+    } catch (const tickbus::error& e) {
+      CHECK(e.code() == TB_ERROR_INVALID_ARGUMENT);
+    }
+  }
+  // An ITCH file, normalised.
+  if (!itch.empty()) {
+    tickbus::market_data md(itch);
+    tb_md_record r;
+    std::uint64_t n = 0, adds = 0;
+    while (md.next(r)) {
+      CHECK(r.position == n);
+      tb_header h;
+      std::memcpy(&h, r.data, sizeof h);
+      adds += h.msg_type == TB_MSG_ORDER_ADD;
+      n++;
+    }
+    CHECK(n > 1000 && adds > 100);
+    try {
+      tickbus::market_data bad("/nonexistent/day.itch");
+      CHECK(false);
+    } catch (const tickbus::error& e) {
+      CHECK(e.code() == TB_ERROR_OPEN && std::strstr(e.what(), "/nonexistent/day.itch") != nullptr);
+    }
+  }
   if (failures == 0) std::printf("selftest: ok\n");
   return failures == 0 ? 0 : 1;
 }
@@ -185,7 +229,7 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1];
   try {
-    if (mode == "selftest") return selftest(argv[2]);
+    if (mode == "selftest") return selftest(argv[2], argc > 3 ? argv[3] : "");
     if (argc != 4) return 2;
     const std::uint64_t n = std::stoull(argv[3]);
     if (mode == "pub") return pub(argv[2], n);
