@@ -160,7 +160,9 @@ macro_rules! fail {
 }
 pub(crate) use fail;
 
-/// The status for a transport error, with its message recorded.
+/// The status for a transport error, with its message recorded (out of line: an error path).
+#[cold]
+#[inline(never)]
 pub(crate) fn transport(e: &bus::stream::AnyError) -> tb_status {
     use bus::ring::ClaimError;
     let code = match e {
@@ -193,12 +195,19 @@ pub(crate) fn guard(f: impl FnOnce() -> Result<(), tb_status>) -> tb_status {
 }
 
 /// Fails with [`tb_status::TB_ERROR_NULL_POINTER`] naming `what` if `p` is null.
-pub(crate) fn non_null<T>(p: *const T, what: &str) -> Result<(), tb_status> {
+#[inline(always)]
+pub(crate) fn non_null<T>(p: *const T, what: &'static str) -> Result<(), tb_status> {
     if p.is_null() {
-        Err(fail!(TB_ERROR_NULL_POINTER, "{what} is NULL: pass a valid pointer"))
+        Err(null_pointer(what))
     } else {
         Ok(())
     }
+}
+
+#[cold]
+#[inline(never)]
+fn null_pointer(what: &str) -> tb_status {
+    fail!(TB_ERROR_NULL_POINTER, "{what} is NULL: pass a valid pointer")
 }
 
 /// The message of this thread's last failed call (NUL-terminated, UTF-8), or "" if no call on

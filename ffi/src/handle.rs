@@ -6,11 +6,31 @@
 //!
 //! What the magic cannot catch: a pointer that was never a handle (it may point anywhere), and
 //! a handle used after `tb_*_destroy` (its memory is gone). The header says so.
-use crate::error::{fail, non_null, tb_status};
+use crate::error::{fail, tb_status};
 
 /// The magic of a destroyed handle (written just before its memory is freed, so a use after
 /// destroy that happens to read the old memory is refused, not trusted).
 const DEAD: u64 = 0;
+
+// The error paths, out of line: every call checks its handle on the hot path, and the checks
+// stay a compare and a branch when the message formatting is not inlined beside them.
+#[cold]
+#[inline(never)]
+fn null(what: &str) -> tb_status {
+    fail!(tb_status::TB_ERROR_NULL_POINTER, "{what} is NULL: pass a valid pointer")
+}
+
+#[cold]
+#[inline(never)]
+fn bad_handle(what: &str, kind: &str) -> tb_status {
+    fail!(tb_status::TB_ERROR_BAD_HANDLE, "{what} is not a {kind}: pass the handle its open call returned")
+}
+
+#[cold]
+#[inline(never)]
+fn closed(what: &str, kind: &str) -> tb_status {
+    fail!(tb_status::TB_ERROR_CLOSED, "{what} ({kind}) was closed: only its destroy call may follow")
+}
 
 /// A handle kind: its magic and name.
 pub(crate) trait Kind {
@@ -40,27 +60,22 @@ impl<T: Kind> Handle<T> {
     /// # Safety
     /// `p` is NULL or was returned by this library as a handle (of any kind) and not destroyed,
     /// and no other reference to it is live (one thread at a time).
-    pub(crate) unsafe fn get<'a, C>(p: *mut C, what: &str) -> Result<&'a mut T, tb_status> {
-        non_null(p, what)?;
+    #[inline(always)]
+    pub(crate) unsafe fn get<'a, C>(p: *mut C, what: &'static str) -> Result<&'a mut T, tb_status> {
+        if p.is_null() {
+            return Err(null(what));
+        }
         let h = p.cast::<Handle<T>>();
         // SAFETY: every handle starts with its magic word (repr(C)), so the first 8 bytes of any
         // live handle can be read, whatever its kind.
         let magic = unsafe { h.cast::<u64>().read() };
         if magic != T::MAGIC {
-            return Err(fail!(
-                tb_status::TB_ERROR_BAD_HANDLE,
-                "{what} is not a {}: pass the handle its open call returned",
-                T::NAME
-            ));
+            return Err(bad_handle(what, T::NAME));
         }
         // SAFETY: the magic says it is a live Handle<T>; the caller promises exclusive use.
         match unsafe { &mut (*h).inner } {
             Some(t) => Ok(t),
-            None => Err(fail!(
-                tb_status::TB_ERROR_CLOSED,
-                "{what} ({}) was closed: only its destroy call may follow",
-                T::NAME
-            )),
+            None => Err(closed(what, T::NAME)),
         }
     }
 
@@ -69,7 +84,7 @@ impl<T: Kind> Handle<T> {
     ///
     /// # Safety
     /// As [`Handle::get`].
-    pub(crate) unsafe fn close<C>(p: *mut C, what: &str) -> Result<(), tb_status> {
+    pub(crate) unsafe fn close<C>(p: *mut C, what: &'static str) -> Result<(), tb_status> {
         // SAFETY: the caller's promise.
         match unsafe { Self::get::<C>(p, what) } {
             Ok(_) => {
@@ -87,7 +102,7 @@ impl<T: Kind> Handle<T> {
     ///
     /// # Safety
     /// As [`Handle::get`]; the handle is not used again.
-    pub(crate) unsafe fn destroy<C>(p: *mut C, what: &str) {
+    pub(crate) unsafe fn destroy<C>(p: *mut C, what: &'static str) {
         if p.is_null() {
             return;
         }
