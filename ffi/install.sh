@@ -7,9 +7,15 @@
 # TICKBUS_FFI_LIB_DIR=DIR installs the libraries already built in DIR instead of building
 # them (the tests install the build they just made).
 set -euo pipefail
-cd "$(dirname "$0")/.."
 prefix=${1:?usage: ffi/install.sh PREFIX [--rdma]}
 rdma=${2:-}
+# PREFIX and TICKBUS_FFI_LIB_DIR relative to where the script was called from.
+mkdir -p "$prefix"
+prefix=$(cd "$prefix" && pwd)
+if [[ -n ${TICKBUS_FFI_LIB_DIR:-} ]]; then
+  TICKBUS_FFI_LIB_DIR=$(cd "$TICKBUS_FFI_LIB_DIR" && pwd)
+fi
+cd "$(dirname "$0")/.."
 [[ -z $rdma || $rdma == --rdma ]] || { echo "install.sh: unknown option $rdma (only --rdma)" >&2; exit 2; }
 private="-lpthread -ldl -lm"
 features=()
@@ -23,7 +29,6 @@ if [[ -z $libdir ]]; then
   libdir=target/release
 fi
 mkdir -p "$prefix/lib/pkgconfig" "$prefix/include"
-prefix=$(cd "$prefix" && pwd)
 install -m 0755 "$libdir/libtickbus_ffi.so" "$prefix/lib/"
 install -m 0644 "$libdir/libtickbus_ffi.a" "$prefix/lib/"
 install -m 0644 ffi/include/tickbus.h ffi/include/tickbus.hpp "$prefix/include/"

@@ -54,6 +54,11 @@
 #define TB_FLAG_INGRESS_TSC 1
 
 /*
+ The schema version of every message type this library writes and reads (`tb_header.version`).
+ */
+#define TB_MSG_VERSION 1
+
+/*
  Wire numbers of the message types (`tb_header.msg_type`): a quote.
  */
 #define TB_MSG_QUOTE 1
@@ -194,7 +199,8 @@
 #define TB_LEN_EXEC_REJECT 88
 
 /*
- Counters per stream in `tb_stat_stream.counters`, indexed by `tb_counter` value.
+ Counters per stream in `tb_stat_stream.counters`, indexed by counter number (`tb_counter_name`
+ names number i).
  */
 #define TB_COUNTERS 19
 
@@ -475,7 +481,8 @@ typedef struct tb_md_record {
 typedef struct tb_open_options {
   /*
    Reliable (every message, the publisher waits for its reader) or lossy, where the URI
-   says neither `reliable` nor `lossy`. Default: lossy.
+   says neither `reliable` nor `lossy`. Default: lossy. (Read as a byte: any non-zero value
+   is true.)
    */
   bool reliable;
   /*
@@ -1431,6 +1438,9 @@ enum tb_status tb_publisher_has_reader(struct tb_publisher *p, bool *attached);
 /*
  Closes the stream (a pending claim is aborted); the handle stays until
  `tb_publisher_destroy` and answers `TB_ERROR_CLOSED`. Closing twice is not an error.
+ Not a stop signal for another thread: a handle is used by one thread at a time, and closing
+ it while another thread polls or publishes through it is a data race (stop that thread by
+ your own flag, then close).
 
  # Safety
  As `tb_publisher_publish`.
@@ -1578,6 +1588,9 @@ enum tb_status tb_subscriber_release_to(struct tb_subscriber *s, uint64_t positi
 /*
  Closes the stream (a reliable consumer line is let go); the handle stays until
  `tb_subscriber_destroy` and answers `TB_ERROR_CLOSED`. Closing twice is not an error.
+ Not a stop signal for another thread: a handle is used by one thread at a time, and closing
+ it while another thread polls or publishes through it is a data race (stop that thread by
+ your own flag, then close).
 
  # Safety
  As `tb_subscriber_poll`.

@@ -117,7 +117,7 @@ T make() noexcept {
   T m;
   std::memset(static_cast<void*>(&m), 0, sizeof m);
   m.header.msg_type = message_traits<T>::type;
-  m.header.version = 1;
+  m.header.version = TB_MSG_VERSION;
   m.header.length = static_cast<std::uint32_t>(sizeof(T));
   return m;
 }
@@ -148,15 +148,17 @@ struct open_options : tb_open_options {
 
 class publisher;
 
-/// A claimed slot: write it in place, then commit; destroyed uncommitted, it is aborted.
+/// A claimed slot: write it in place, then commit; destroyed uncommitted, it is aborted. It
+/// refers to its publisher's handle: it must not outlive the publisher (keep it in the scope
+/// that claimed it).
 class [[nodiscard]] claim {
  public:
-  claim(claim&& o) noexcept : p_(std::exchange(o.p_, nullptr)), position_(o.position_) {}
+  claim(claim&& o) noexcept : p_(std::exchange(o.p_, nullptr)), code_(o.code_), position_(o.position_) {}
   claim& operator=(claim&&) = delete;
   ~claim() {
     if (p_ != nullptr) (void)tb_publisher_abort(p_);
   }
-  /// Whether the claim was granted (if not, status() says why: TB_ERROR_FULL, ...).
+  /// Whether the claim was granted (if not, code() says why: TB_ERROR_FULL, ...).
   bool ok() const noexcept { return p_ != nullptr; }
   tb_status code() const noexcept { return code_; }
   std::uint64_t position() const noexcept { return position_; }
@@ -183,7 +185,10 @@ class publisher {
   }
   publisher(publisher&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
   publisher& operator=(publisher&& o) noexcept {
-    std::swap(h_, o.h_);
+    if (this != &o) {
+      tb_publisher_destroy(h_);
+      h_ = std::exchange(o.h_, nullptr);
+    }
     return *this;
   }
   publisher(const publisher&) = delete;
@@ -234,7 +239,10 @@ class subscriber {
   }
   subscriber(subscriber&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
   subscriber& operator=(subscriber&& o) noexcept {
-    std::swap(h_, o.h_);
+    if (this != &o) {
+      tb_subscriber_destroy(h_);
+      h_ = std::exchange(o.h_, nullptr);
+    }
     return *this;
   }
   subscriber(const subscriber&) = delete;
@@ -280,6 +288,13 @@ class journal {
  public:
   explicit journal(const std::string& dir) { check(tb_journal_open(dir.c_str(), &h_), "tb_journal_open"); }
   journal(journal&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  journal& operator=(journal&& o) noexcept {
+    if (this != &o) {
+      tb_journal_destroy(h_);
+      h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+  }
   journal(const journal&) = delete;
   journal& operator=(const journal&) = delete;
   ~journal() { tb_journal_destroy(h_); }
@@ -307,6 +322,13 @@ class market_data {
     check(tb_market_data_open(path.c_str(), port, &h_), "tb_market_data_open");
   }
   market_data(market_data&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  market_data& operator=(market_data&& o) noexcept {
+    if (this != &o) {
+      tb_market_data_destroy(h_);
+      h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+  }
   market_data(const market_data&) = delete;
   market_data& operator=(const market_data&) = delete;
   ~market_data() { tb_market_data_destroy(h_); }
@@ -325,6 +347,13 @@ class stat_snapshot {
  public:
   stat_snapshot() { check(tb_stat_snapshot(&h_), "tb_stat_snapshot"); }
   stat_snapshot(stat_snapshot&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  stat_snapshot& operator=(stat_snapshot&& o) noexcept {
+    if (this != &o) {
+      tb_stat_destroy(h_);
+      h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+  }
   stat_snapshot(const stat_snapshot&) = delete;
   stat_snapshot& operator=(const stat_snapshot&) = delete;
   ~stat_snapshot() { tb_stat_destroy(h_); }

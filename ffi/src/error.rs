@@ -204,6 +204,23 @@ pub(crate) fn non_null<T>(p: *const T, what: &'static str) -> Result<(), tb_stat
     }
 }
 
+/// Fails unless `len` bytes can be one Rust slice (at most `isize::MAX`): a length computed
+/// wrong (`(size_t)-1`) is an error, not undefined behaviour.
+#[inline(always)]
+pub(crate) fn slice_len(len: usize, what: &'static str) -> Result<(), tb_status> {
+    if len > isize::MAX as usize {
+        Err(too_long(len, what))
+    } else {
+        Ok(())
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn too_long(len: usize, what: &str) -> tb_status {
+    fail!(TB_ERROR_TOO_LARGE, "{what}: {len} bytes is no length a buffer can have: check the length computed")
+}
+
 #[cold]
 #[inline(never)]
 fn null_pointer(what: &str) -> tb_status {

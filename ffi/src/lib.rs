@@ -14,7 +14,10 @@
 //!   kind (`TB_ERROR_BAD_HANDLE`) and for being closed (`TB_ERROR_CLOSED`).
 //! - The hot path (publish, send, claim/commit, poll, poll-into on shm) makes no allocation and
 //!   no syscall, on success or on a full ring (the error message goes into a fixed thread-local
-//!   buffer); the C hot-path proof in `tests/c_abi.rs` checks it.
+//!   buffer); the C hot-path proof in `tests/c_abi.rs` checks it. (With the library linked at
+//!   start-up, as the proof does. Loaded by `dlopen`, glibc may allocate a thread's block of the
+//!   library's thread-locals at that thread's first use of them: make one call that fails, such
+//!   as `tb_status_name`'s neighbour `tb_last_error()`, on each thread before its hot loop.)
 //! - Handles are `Send`, not `Sync`: one thread at a time uses each.
 #![allow(clippy::missing_safety_doc)] // every unsafe fn has a `# Safety` section; C callers read the header.
 
@@ -95,6 +98,9 @@ pub extern "C" fn tb_tsc_now() -> u64 {
     bus::time::Tsc::new().now()
 }
 
+/// The schema version of every message type this library writes and reads (`tb_header.version`).
+pub const TB_MSG_VERSION: u16 = 1;
+
 /// Wire numbers of the message types (`tb_header.msg_type`): a quote.
 pub const TB_MSG_QUOTE: u16 = 1;
 /// A trade printed.
@@ -171,9 +177,23 @@ pub const TB_LEN_EXEC_FILL: u32 = 96;
 /// Bytes in a `tb_exec_reject`.
 pub const TB_LEN_EXEC_REJECT: u32 = 88;
 
-// Literals for the header; equal to the Rust types' sizes or the build fails.
+// Literals for the header; equal to the Rust types' sizes (and versions) or the build fails.
 const _: () = {
     use bus::codecs::{exec, md, orders, Message};
+    assert!(<md::Quote as Message>::VERSION == TB_MSG_VERSION);
+    assert!(<md::Trade as Message>::VERSION == TB_MSG_VERSION);
+    assert!(<md::OrderAdd as Message>::VERSION == TB_MSG_VERSION);
+    assert!(<md::OrderModify as Message>::VERSION == TB_MSG_VERSION);
+    assert!(<md::OrderDelete as Message>::VERSION == TB_MSG_VERSION);
+    assert!(<md::OrderExecute as Message>::VERSION == TB_MSG_VERSION);
+    assert!(<md::BookSnapshot as Message>::VERSION == TB_MSG_VERSION);
+    assert!(<md::FeedGap as Message>::VERSION == TB_MSG_VERSION);
+    assert!(<orders::NewOrder as Message>::VERSION == TB_MSG_VERSION);
+    assert!(<orders::CancelOrder as Message>::VERSION == TB_MSG_VERSION);
+    assert!(<orders::ReplaceOrder as Message>::VERSION == TB_MSG_VERSION);
+    assert!(<exec::ExecAck as Message>::VERSION == TB_MSG_VERSION);
+    assert!(<exec::ExecFill as Message>::VERSION == TB_MSG_VERSION);
+    assert!(<exec::ExecReject as Message>::VERSION == TB_MSG_VERSION);
     assert!(TB_LEN_QUOTE as usize == <md::Quote as Message>::LEN);
     assert!(TB_LEN_TRADE as usize == <md::Trade as Message>::LEN);
     assert!(TB_LEN_ORDER_ADD as usize == <md::OrderAdd as Message>::LEN);

@@ -29,7 +29,8 @@ pub enum tb_hugepages {
 #[derive(Debug, Clone, Copy)]
 pub struct tb_open_options {
     /// Reliable (every message, the publisher waits for its reader) or lossy, where the URI
-    /// says neither `reliable` nor `lossy`. Default: lossy.
+    /// says neither `reliable` nor `lossy`. Default: lossy. (Read as a byte: any non-zero value
+    /// is true.)
     pub reliable: bool,
     /// The stream id a shm publisher stamps, where the URI has no `stream=`. Default 1.
     pub stream: u32,
@@ -59,6 +60,37 @@ pub struct tb_open_options {
     /// The RDMA device; NULL: `$TICKBUS_RDMA_DEVICE`, else the first.
     pub device: *const c_char,
 }
+
+/// `tb_open_options` with its two flags as bytes: the same layout (checked below), every field's
+/// type taking any bit pattern, so a C struct can be read as it is.
+#[repr(C)]
+struct Plain {
+    reliable: u8,
+    stream: u32,
+    slots: u32,
+    payload: u32,
+    consumers: u32,
+    start_oldest: u8,
+    wait_ms: u64,
+    hugepage_dir: *const c_char,
+    shm_dir: *const c_char,
+    hugepages: u32,
+    token: *const u8,
+    token_len: usize,
+    device: *const c_char,
+}
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<Plain>() == size_of::<tb_open_options>());
+    assert!(offset_of!(Plain, stream) == offset_of!(tb_open_options, stream));
+    assert!(offset_of!(Plain, consumers) == offset_of!(tb_open_options, consumers));
+    assert!(offset_of!(Plain, start_oldest) == offset_of!(tb_open_options, start_oldest));
+    assert!(offset_of!(Plain, wait_ms) == offset_of!(tb_open_options, wait_ms));
+    assert!(offset_of!(Plain, hugepages) == offset_of!(tb_open_options, hugepages));
+    assert!(offset_of!(Plain, token_len) == offset_of!(tb_open_options, token_len));
+    assert!(offset_of!(Plain, device) == offset_of!(tb_open_options, device));
+};
 
 /// Fills `options` with the defaults. Returns `TB_ERROR_NULL_POINTER` if it is NULL.
 ///
@@ -121,8 +153,13 @@ pub(crate) unsafe fn open_options(o: *const tb_open_options) -> Result<OpenOptio
     if o.is_null() {
         return Ok(out);
     }
-    // SAFETY: non-null; the caller promises a valid struct.
-    let o = unsafe { &*o };
+    // Read as `Plain`, never as a `&tb_open_options`: a C `bool` holding anything but 0 or 1 (a
+    // struct never passed to tb_open_options_init) would be undefined behaviour as a Rust bool,
+    // so the two flags are read as bytes (non-zero: true).
+    // SAFETY: non-null; the caller promises a readable struct; `Plain` has its layout (checked
+    // at compile time) and every field of it takes any bit pattern.
+    let o = unsafe { &*o.cast::<Plain>() };
+    let (reliable, start_oldest) = (o.reliable != 0, o.start_oldest != 0);
     let invalid = |what: &str, v: u32| {
         fail!(
             tb_status::TB_ERROR_INVALID_ARGUMENT,
@@ -143,12 +180,12 @@ pub(crate) unsafe fn open_options(o: *const tb_open_options) -> Result<OpenOptio
     if !(1..=16).contains(&o.consumers) {
         return Err(invalid("consumers", o.consumers));
     }
-    out.reliability = if o.reliable { Reliability::Reliable } else { Reliability::Lossy };
+    out.reliability = if reliable { Reliability::Reliable } else { Reliability::Lossy };
     out.stream = o.stream;
     out.slots = o.slots as usize;
     out.payload = o.payload as usize;
     out.consumers = o.consumers as usize;
-    out.start_at = if o.start_oldest { StartAt::Oldest } else { StartAt::Latest };
+    out.start_at = if start_oldest { StartAt::Oldest } else { StartAt::Latest };
     out.wait = Duration::from_millis(o.wait_ms);
     let d = ShmOptions::default();
     let dir = |p: *const c_char, what: &str, default| -> Result<std::path::PathBuf, tb_status> {

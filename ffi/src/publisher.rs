@@ -12,7 +12,7 @@ use bus::codecs::header::{Header, HEADER_LEN};
 use bus::codecs::Message;
 use bus::stream::{self, AnyClaim, AnyPublisher, Publish, Reliability, StreamClaim};
 
-use crate::error::{fail, guard, non_null, tb_status, transport};
+use crate::error::{fail, guard, non_null, slice_len, tb_status, transport};
 use crate::handle::{Handle, Kind};
 use crate::options::{channel, open_options, tb_open_options};
 use crate::tb_stream_info;
@@ -121,7 +121,8 @@ pub unsafe extern "C" fn tb_publisher_publish(
         // SAFETY: the caller's promise.
         let p = unsafe { get(p) }?.free()?;
         non_null(data, "data")?;
-        // SAFETY: non-null; the caller promises `len` readable bytes.
+        slice_len(len, "len")?;
+        // SAFETY: non-null, a slice's length; the caller promises `len` readable bytes.
         let bytes = unsafe { core::slice::from_raw_parts(data.cast::<u8>(), len) };
         let at = p.publish(bytes).map_err(|e| transport(&e))?;
         write_opt(position, at);
@@ -147,7 +148,8 @@ pub unsafe extern "C" fn tb_publisher_send(
         // SAFETY: the caller's promise.
         let p = unsafe { get(p) }?.free()?;
         non_null(msg, "msg")?;
-        // SAFETY: non-null; the caller promises `len` readable and writable bytes.
+        slice_len(len, "len")?;
+        // SAFETY: non-null, a slice's length; the caller promises `len` readable and writable bytes.
         let bytes = unsafe { core::slice::from_raw_parts_mut(msg.cast::<u8>(), len) };
         let at = send_bytes(p, bytes)?;
         write_opt(position, at);
@@ -360,6 +362,9 @@ pub unsafe extern "C" fn tb_publisher_has_reader(p: *mut tb_publisher, attached:
 
 /// Closes the stream (a pending claim is aborted); the handle stays until
 /// `tb_publisher_destroy` and answers `TB_ERROR_CLOSED`. Closing twice is not an error.
+/// Not a stop signal for another thread: a handle is used by one thread at a time, and closing
+/// it while another thread polls or publishes through it is a data race (stop that thread by
+/// your own flag, then close).
 ///
 /// # Safety
 /// As `tb_publisher_publish`.

@@ -9,7 +9,8 @@ use bus::stat::Snapshot;
 use crate::error::{fail, guard, non_null, tb_status};
 use crate::handle::{Handle, Kind};
 
-/// Counters per stream in `tb_stat_stream.counters`, indexed by `tb_counter` value.
+/// Counters per stream in `tb_stat_stream.counters`, indexed by counter number (`tb_counter_name`
+/// names number i).
 pub const TB_COUNTERS: usize = 19;
 const _: () = assert!(TB_COUNTERS == Counter::ALL.len());
 

@@ -5,7 +5,7 @@ use core::ffi::{c_char, c_void};
 use bus::stream::{self, AnySubscriber, OpenError, PeerState, Reliability, Subscribe};
 use bus::{Recv, RecvInto};
 
-use crate::error::{fail, guard, non_null, tb_status, transport};
+use crate::error::{fail, guard, non_null, slice_len, tb_status, transport};
 use crate::handle::{Handle, Kind};
 use crate::options::{channel, open_options, tb_open_options};
 use crate::tb_stream_info;
@@ -150,7 +150,8 @@ pub unsafe extern "C" fn tb_subscriber_poll_into(
         let s = unsafe { get(s) }?;
         non_null(out, "out")?;
         non_null(buf, "buf")?;
-        // SAFETY: non-null; the caller promises `len` writable bytes.
+        slice_len(len, "len")?;
+        // SAFETY: non-null, a slice's length; the caller promises `len` writable bytes.
         let b = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
         let (r, status) = match s.try_recv_into(b).map_err(|e| transport(&e))? {
             None => (NONE, Ok(())),
@@ -269,6 +270,9 @@ pub unsafe extern "C" fn tb_subscriber_release_to(s: *mut tb_subscriber, positio
 
 /// Closes the stream (a reliable consumer line is let go); the handle stays until
 /// `tb_subscriber_destroy` and answers `TB_ERROR_CLOSED`. Closing twice is not an error.
+/// Not a stop signal for another thread: a handle is used by one thread at a time, and closing
+/// it while another thread polls or publishes through it is a data race (stop that thread by
+/// your own flag, then close).
 ///
 /// # Safety
 /// As `tb_subscriber_poll`.

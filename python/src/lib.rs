@@ -168,7 +168,8 @@ impl Subscriber {
     fn new(py: Python<'_>, uri: &str, wait_secs: f64, oldest: bool) -> PyResult<Self> {
         let c = tickbus::stream::Channel::parse(uri).map_err(|e| PyValueError::new_err(e.to_string()))?;
         let mut o = tickbus::stream::OpenOptions::default();
-        o.wait = std::time::Duration::from_secs_f64(wait_secs.max(0.0));
+        o.wait = std::time::Duration::try_from_secs_f64(wait_secs.max(0.0))
+            .map_err(|_| PyValueError::new_err(format!("wait_secs = {wait_secs}: give a finite number of seconds")))?;
         if oldest {
             o.start_at = tickbus::StartAt::Oldest;
         }

@@ -15,8 +15,8 @@
 Every message type becomes one structured array whose dtype is the Rust struct's own layout
 (offsets from the compiler, see `layouts()`) followed by three more columns: `position`
 (stream position), `receive_tsc` (the recorder's TSC) and `receive_time` (UTC, datetime64[ns]).
-The array is a view of the bytes the reader filled, not a copy (read-only; `.copy()` it to
-change it). Header fields come first: msg_type, version, length, stream_id, flags, sequence,
+The reader fills one bytes object per type (one copy out of the journal's mapped files) and
+the array is a view of it, not a further copy (read-only; `.copy()` it to change it). Header fields come first: msg_type, version, length, stream_id, flags, sequence,
 publish_tsc.
 """
 
@@ -116,7 +116,10 @@ def to_arrow(array: np.ndarray):
         if col.dtype.kind == "M":
             cols[name] = pa.array(col, type=pa.timestamp("ns", tz="UTC"))
         elif col.dtype.kind == "S":
-            cols[name] = pa.array(col.tolist(), type=pa.binary(col.dtype.itemsize))
+            # Fixed-size binary from the raw bytes: tolist() would strip trailing zero bytes.
+            n = col.dtype.itemsize
+            raw = np.ascontiguousarray(col).view(np.uint8)
+            cols[name] = pa.FixedSizeBinaryArray.from_buffers(pa.binary(n), len(col), [None, pa.py_buffer(raw)])
         else:
             cols[name] = pa.array(np.ascontiguousarray(col))
     return pa.table(cols)

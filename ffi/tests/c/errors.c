@@ -182,9 +182,17 @@ int main(int argc, char** argv) {
   /* A claim pending at close is aborted with its publisher. */
   EXPECT(tb_publisher_claim(p, 8, &pos), TB_OK, "");
 
-  /* Closed handles answer, twice closing is fine, destroy frees. */
+  /* A length no buffer can have is refused, not used. */
+  EXPECT(tb_publisher_publish(p, &q, (size_t)-1, &pos), TB_ERROR_CLAIM_PENDING, "claim is pending");
+
+  /* Closed handles answer, twice closing is fine (and records no error), destroy frees. */
   EXPECT(tb_publisher_close(p), TB_OK, "");
+  EXPECT(tb_subscriber_poll(NULL, &r), TB_ERROR_NULL_POINTER, "subscriber is NULL");
   EXPECT(tb_publisher_close(p), TB_OK, "");
+  if (tb_last_error_code() != TB_ERROR_NULL_POINTER) {
+    fprintf(stderr, "closing a closed handle recorded %s\n", tb_status_name(tb_last_error_code()));
+    failures++;
+  }
   EXPECT(tb_publisher_publish(p, &q, sizeof q, &pos), TB_ERROR_CLOSED, "was closed");
   EXPECT(tb_publisher_info(p, &info), TB_ERROR_CLOSED, "was closed");
   EXPECT(tb_subscriber_close(s), TB_OK, "");
@@ -193,6 +201,24 @@ int main(int argc, char** argv) {
   tb_subscriber_destroy(s);
   tb_publisher_destroy(NULL);
   tb_subscriber_destroy(NULL);
+
+  /* Lengths, and flags that are neither 0 nor 1 in C (read as bytes: non-zero is true). */
+  char uri2[300];
+  snprintf(uri2, sizeof uri2, "shm:%s-flags", argv[1]);
+  tb_open_options o2;
+  EXPECT(tb_open_options_init(&o2), TB_OK, "");
+  unsigned char junk = 0x7f;
+  memcpy(&o2.reliable, &junk, 1);
+  tb_publisher* p2 = NULL;
+  EXPECT(tb_publisher_open(uri2, &o2, &p2), TB_OK, "");
+  EXPECT(tb_publisher_info(p2, &info), TB_OK, "");
+  if (!info.reliable) {
+    fprintf(stderr, "a reliable flag of 0x7f was read as false\n");
+    failures++;
+  }
+  EXPECT(tb_publisher_publish(p2, &q, (size_t)-1, &pos), TB_ERROR_TOO_LARGE, "no length a buffer can have");
+  EXPECT(tb_publisher_send(p2, &q, (size_t)-1, &pos), TB_ERROR_TOO_LARGE, "no length a buffer can have");
+  tb_publisher_destroy(p2);
 
   /* Journals. */
   tb_journal* j = NULL;

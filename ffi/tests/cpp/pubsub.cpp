@@ -160,14 +160,27 @@ static int selftest(const std::string& name, const std::string& itch) {
     sent++;
   }
   CHECK(sent >= 1 && sent <= 8 && last.code() == TB_ERROR_FULL && last.retry_helps());
+  // A failed claim keeps its code through a move.
+  {
+    tickbus::claim c = p.try_claim(16);
+    CHECK(!c.ok() && c.code() == TB_ERROR_FULL);
+    tickbus::claim moved = std::move(c);
+    CHECK(!moved.ok() && moved.code() == TB_ERROR_FULL);
+  }
   for (int k = 0; k < sent; k++) {
     CHECK(s.recv(got, r).ok() && r.kind == TB_RECV_MESSAGE && same_fields(got, quote(static_cast<std::uint64_t>(k))));
   }
   auto again = quote(99);
   CHECK(p.send(again).ok());
-  // Moved-from handles are empty; destroy of an empty handle is fine.
+  // Moved-from handles are empty; destroy of an empty handle is fine; move-assigning over an
+  // open handle closes the old stream.
   tickbus::publisher p2 = std::move(p);
   CHECK(p2.native() != nullptr && p.native() == nullptr);
+  {
+    tickbus::publisher other("shm:" + name + "-other");
+    other = tickbus::publisher("shm:" + name + "-third");
+    CHECK(other.native() != nullptr);
+  }
   p2.close();
   auto x = quote(1);
   CHECK(p2.send(x).code() == TB_ERROR_CLOSED);
