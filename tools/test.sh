@@ -43,10 +43,12 @@ tools/rig/selftest.sh
 # The trading apps' suites (package tickbus-apps) run `tickbus exchange` and `tickbus trader`
 # over RDMA: on rxe0/rxe1 in one guest, and across the two guests. tickbus-lab:rdma runs
 # `latency-lab rdma` at a tiny scale: perftest and tickbus in alternating rounds, message rates,
-# fan-out. tickbus-ffi:c_abi_rdma drives rdma-rc and ud-mcast through the C ABI's functions.
+# fan-out. tickbus-ffi:c_abi_rdma drives rdma-rc and ud-mcast through the C ABI's functions;
+# tickbus-apps:replay_rdma replays a journal onto rdma-rc and ud-mcast, recorded by `record --rdma`
+# and `--mcast` on the other device.
 RDMA_TESTS=(verbs_smoke rdma_transport rdma_hostile mcast_transport mcast_hostile examples_rdma two_hosts
   tickbus-apps:trading_rdma tickbus-apps:trading_two_hosts tickbus-apps:doctor_rdma
-  tickbus-apps:stat_rdma tickbus-lab:rdma tickbus-lab:fanout_two_hosts tickbus-ffi:c_abi_rdma)
+  tickbus-apps:stat_rdma tickbus-apps:replay_rdma tickbus-lab:rdma tickbus-lab:fanout_two_hosts tickbus-ffi:c_abi_rdma)
 for entry in "${RDMA_TESTS[@]}"; do
   pkg=tickbus t=$entry
   if [[ $entry == *:* ]]; then pkg=${entry%%:*} t=${entry#*:}; fi

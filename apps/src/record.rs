@@ -153,21 +153,18 @@ pub fn run(mut a: RecordArgs) -> Result<(), String> {
         let cfg = *tap.config();
         return record(&a, &mut tap, cfg.stream_id, cfg.ticks_per_ns, source, &stop);
     }
+    // --rdma ADDR / --mcast GROUP (with --stream) are channel URIs spelt as flags: recorded
+    // through the one stream API, which waits (--wait-secs) for a publisher not there yet.
     #[cfg(feature = "rdma")]
     {
-        if let Some(addr) = a.rdma {
-            let mut o = tickbus::rdma::SubscriberOptions::new(a.token.clone());
-            o.timeout = Duration::from_secs(30);
-            let mut tap = tickbus::rdma::RdmaSubscriber::connect(addr, a.stream, &o).map_err(|e| e.to_string())?;
-            let t = tap.config().ticks_per_ns;
-            return record(&a, &mut tap, a.stream, t, format!("rdma-rc {addr} stream {}", a.stream), &stop);
-        }
-        if let Some(group) = a.mcast {
-            let mut o = tickbus::mcast::McastSubscriberOptions::default();
-            o.token = (!a.token.is_empty()).then(|| a.token.clone().into_bytes());
-            let mut tap = tickbus::mcast::McastSubscriber::join(group, a.stream, &o).map_err(|e| e.to_string())?;
-            let t = tickbus::time::ticks_per_ns();
-            return record(&a, &mut tap, a.stream, t, format!("ud-mcast {group} stream {}", a.stream), &stop);
+        let uri = match (a.rdma, a.mcast) {
+            (Some(addr), _) => Some(format!("rdma-rc://{addr}/{}", a.stream)),
+            (None, Some(group)) => Some(format!("ud-mcast://{group}/{}", a.stream)),
+            (None, None) => None,
+        };
+        if let Some(uri) = uri {
+            let c = tickbus::stream::Channel::parse(&uri).map_err(|e| format!("{uri}: {e}"))?;
+            return record_uri(&a, &c, &stop);
         }
     }
     if a.rdma.is_some() || a.mcast.is_some() {

@@ -1,7 +1,9 @@
-//! `tickbus replay`: a recording (journal, ITCH file, pcap/pcapng of MoldUDP64) onto a stream.
-//! Thin: sources, window and pacing are library code (`tickbus::replay`); this opens the
-//! destination, waits for each message's intended time, publishes it, and reports the achieved
-//! rate and the pacing error (HdrHistogram, from each message's intended time).
+//! `tickbus replay`: a recording (journal, ITCH file, pcap/pcapng of MoldUDP64) onto a stream:
+//! a shm ring (`--ring NAME`), or any channel URI (`--dest`: shm, rdma-rc, ud-mcast).
+//! Thin: sources, window, pacing and gaps are library code (`tickbus::replay`: a gap in the
+//! recording is published as a `FeedGap` message); this opens the destination, waits for each
+//! message's intended time, publishes it, and reports the achieved rate and the pacing error
+//! (HdrHistogram, from each message's intended time).
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,8 +20,23 @@ pub struct ReplayArgs {
     /// A journal folder, an ITCH 5.0 file, or a pcap/pcapng capture of MoldUDP64 (detected).
     pub input: PathBuf,
     /// Publish onto shm ring NAME (created if missing).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with = "dest")]
     pub ring: Option<String>,
+    /// Publish onto the stream this channel URI names (`shm:NAME`, `rdma-rc://IP:PORT/STREAM`,
+    /// `ud-mcast://GROUP/STREAM?recovery=IP:PORT`; rdma-rc and ud-mcast need `--features
+    /// rdma`). --reliable, --consumers, --max-payload, --slots and --stream apply where the URI
+    /// does not say.
+    #[arg(long, value_name = "URI")]
+    pub dest: Option<String>,
+    /// rdma-rc and ud-mcast: the shared secret where the URI names no `token-env`.
+    #[arg(long, default_value = "")]
+    pub token: String,
+    /// rdma-rc and ud-mcast: the RDMA device (default: TICKBUS_RDMA_DEVICE, else the first).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// rdma-rc: how long to wait for a subscriber to connect before replaying (s).
+    #[arg(long, default_value_t = 30.0, value_parser = crate::args::secs)]
+    pub wait_secs: f64,
     /// Create the ring reliable (the replay waits for its consumers) instead of lossy.
     #[arg(long)]
     pub reliable: bool,
@@ -94,13 +111,20 @@ pub fn run(a: ReplayArgs) -> Result<(), String> {
     if let Some(s) = session {
         source.pin_session(s);
     }
-    let name = a.ring.as_deref().ok_or("say where to replay to: --ring NAME")?;
     let stream = a.stream.or(source.stream_id()).unwrap_or(1);
     let mode = if a.reliable { Mode::Reliable } else { Mode::Lossy };
     let mut cfg = RingConfig::for_payload(mode, stream, a.max_payload, a.slots);
     cfg.max_consumers = a.consumers;
-    let mut p = shm::open_publisher(name, &cfg, &ShmOptions::default()).map_err(|e| e.to_string())?;
     let stop = crate::pipeline::stop_flag()?;
+    let (mut dest, name) = match (&a.ring, &a.dest) {
+        (Some(name), _) => (
+            Dest::Ring(shm::open_publisher(name, &cfg, &ShmOptions::default()).map_err(|e| e.to_string())?),
+            name.clone(),
+        ),
+        (None, Some(uri)) => (Dest::Stream(open_uri(&a, uri, &cfg, &stop)?), uri.clone()),
+        (None, None) => return Err("say where to replay to: --ring NAME or --dest URI".into()),
+    };
+    let name = name.as_str();
     let scale = TscScale { ticks_per_ns: cfg.ticks_per_ns };
     let bar = progress(&source, a.json);
     let mut err = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
@@ -109,7 +133,12 @@ pub fn run(a: ReplayArgs) -> Result<(), String> {
     let mut waiting = Waiting::default();
     let played = player
         .run(
-            |m| Ok(publish(&mut p, m, &stop, name, &mut waiting)?),
+            |m| {
+                Ok(match &mut dest {
+                    Dest::Ring(p) => publish(p, m, &stop, name, &mut waiting)?,
+                    Dest::Stream(p) => publish_any(p, m, &stop)?,
+                })
+            },
             |due, now, source| {
                 if let Some(due) = due {
                     err.saturating_record(scale.delta_ns(due, now).max(1));
@@ -151,7 +180,13 @@ pub fn run(a: ReplayArgs) -> Result<(), String> {
             "missing": c.missing,
         })),
     });
-    drop(p);
+    // Every message out before the process ends: an rdma-rc publisher ships what waits for
+    // credit, a ud-mcast one sends a heartbeat saying where the stream ends (a lost tail is
+    // recovered from it).
+    if let Dest::Stream(p) = &mut dest {
+        p.flush(Duration::from_secs(10)).map_err(|e| format!("{name}: flushing at the end: {e}"))?;
+    }
+    drop(dest);
     if a.json {
         println!("{summary}");
     } else {
@@ -176,6 +211,76 @@ pub fn run(a: ReplayArgs) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Where the replay publishes. One per replay, never moved while replaying: inline, not boxed.
+#[allow(clippy::large_enum_variant)]
+enum Dest {
+    /// A shm ring by name, with its consumer lines looked at when it is full.
+    Ring(ShmPublisher),
+    /// Any stream by channel URI.
+    Stream(tickbus::stream::AnyPublisher),
+}
+
+/// Opens the stream `uri` names, with the replay's layout where the URI does not say, and waits
+/// (rdma-rc) for a subscriber to connect.
+fn open_uri(
+    a: &ReplayArgs,
+    uri: &str,
+    cfg: &RingConfig,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Result<tickbus::stream::AnyPublisher, String> {
+    use tickbus::stream::{open_publisher, Channel, Endpoint, OpenOptions, Publish, Reliability};
+    let c = Channel::parse(uri).map_err(|e| format!("--dest: {e}"))?;
+    let mut o = OpenOptions::default();
+    o.reliability = if a.reliable { Reliability::Reliable } else { Reliability::Lossy };
+    (o.stream, o.slots, o.payload, o.consumers) = (cfg.stream_id, cfg.slot_count, cfg.max_payload(), cfg.max_consumers);
+    o.token = a.token.clone().into_bytes();
+    o.device = a.device.clone();
+    o.wait = Duration::from_secs_f64(a.wait_secs);
+    o.stop = Some(stop.clone());
+    let mut p = open_publisher(&c, &o).map_err(|e| format!("--dest {e}"))?;
+    if matches!(c.endpoint, Endpoint::RdmaRc { .. }) {
+        let deadline = std::time::Instant::now() + o.wait;
+        // The publisher takes a connecting subscriber in during its upkeep.
+        while {
+            p.idle();
+            !p.has_reader()
+        } {
+            if std::time::Instant::now() >= deadline || stop.load(std::sync::atomic::Ordering::Acquire) {
+                return Err(format!(
+                    "--dest {uri}: no subscriber connected within {:?}: start it first (e.g. `tickbus record --from {uri} --journal DIR`)",
+                    o.wait
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    Ok(p)
+}
+
+/// Publishes on a stream opened by URI, retrying while the transport says a retry helps (a full
+/// reliable stream, a full send queue), with the transport's upkeep meanwhile; Ok(false) if
+/// stopped first.
+fn publish_any(
+    p: &mut tickbus::stream::AnyPublisher,
+    payload: &[u8],
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<bool, String> {
+    use tickbus::stream::{Publish, Retry};
+    loop {
+        match p.publish(payload) {
+            Ok(_) => return Ok(true),
+            Err(e) if e.retry_helps() => {
+                if stop.load(std::sync::atomic::Ordering::Acquire) {
+                    return Ok(false);
+                }
+                p.idle();
+                std::hint::spin_loop();
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
 }
 
 /// Whether the replay is waiting on a full reliable ring, and whether it said so.

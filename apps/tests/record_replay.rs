@@ -448,3 +448,64 @@ fn record_takes_its_source_as_a_channel_uri() {
     assert!(!out.status.success() && err.contains("--from") && err.contains("unknown transport"), "{err}");
     assert!(!bad.exists(), "nothing made for a refused URI");
 }
+
+/// A journal with a hole replayed by channel URI (`--dest`): every message in order, and the
+/// hole as a FeedGap message in its place (first sequence and count), not silence.
+#[test]
+fn a_replay_by_uri_carries_the_recording_s_gaps_as_feed_gap_messages() {
+    use tickbus::journal::{JournalMeta, JournalOptions, JournalWriter};
+    use tickbus_codecs::md::FeedGap;
+    use tickbus_codecs::Message;
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("dest");
+    let meta = JournalMeta { stream_id: 4, source: "test".into(), ticks_per_ns: tickbus::time::ticks_per_ns() };
+    let mut w = JournalWriter::open(&env.journal, meta, JournalOptions::default()).unwrap();
+    let t = w.now();
+    let mut buf = [0u8; 64];
+    for seq in (0..50).chain(55..100) {
+        if seq == 55 {
+            w.append_gap(50, 5, t + 50).unwrap();
+        }
+        fill(seq, &mut buf);
+        w.append(seq, seq, t + seq, &buf).unwrap();
+    }
+    w.close().unwrap();
+    let j = env.journal.to_str().unwrap().to_owned();
+    let replay = env
+        .cmd(&["replay", &j, "--dest", "shm:bydest?reliable&slots=256", "--max", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut o = tickbus::stream::OpenOptions::default();
+    o.shm = env.opts.clone();
+    o.wait = Duration::from_secs(30);
+    let c = tickbus::stream::Channel::parse("shm:bydest?reliable").unwrap();
+    let mut s = tickbus::stream::open_subscriber(&c, &o).unwrap();
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.len() < 96 {
+        use tickbus::stream::Subscribe;
+        match s.try_recv().unwrap() {
+            Some(Recv::Message(m)) => {
+                assert_eq!(m.position, got.len() as u64, "in order");
+                got.push(m.payload.to_vec());
+            }
+            Some(Recv::Gap(g)) => panic!("a reliable replay gapped: {g:?}"),
+            None => assert!(Instant::now() < deadline, "the replay stalled at {}", got.len()),
+        }
+    }
+    let out = replay.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((summary["published"].as_u64(), summary["gap_records"].as_u64()), (Some(95), Some(1)), "{summary}");
+    assert_eq!(summary["ring"].as_str(), Some("shm:bydest?reliable&slots=256"));
+    for (k, seq) in (0..50).enumerate() {
+        assert!(intact(seq, &got[k]), "message {seq}");
+    }
+    let g = FeedGap::parse(&got[50]).expect("the hole, as a FeedGap in its place");
+    assert_eq!((g.first_sequence, g.count), (50, 5));
+    for (k, seq) in (55..100).enumerate() {
+        assert!(intact(seq, &got[51 + k]), "message {seq}");
+    }
+}

@@ -2,18 +2,26 @@
 //! intended time and hands it to the caller's publish function; reports each message's intended
 //! and actual send time so the caller can measure the pacing error. Spins while waiting (a
 //! replay owns its core); loops if asked; stops when told.
+//!
+//! A gap in the recording (a journal's gap record, a capture's hole) is published as a
+//! [`FeedGap`] message (first sequence, count), at once and unpaced: subscribers of a replay
+//! learn what the recording lacks, as subscribers of the live feed do, instead of meeting
+//! silence.
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::pace::{InWindow, Pace, Pacer, Window, DEFAULT_MAX_QUIET_NS};
 use super::source::{ReplayError, Source};
 use crate::time::Tsc;
+use tickbus_codecs::md::FeedGap;
+use tickbus_codecs::Message;
+use zerocopy::IntoBytes;
 
 /// What a replay did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Played {
     /// Messages published.
     pub published: u64,
-    /// Journal gap records met (what the recording itself lacks).
+    /// Gaps met (what the recording itself lacks), each published as a `FeedGap` message.
     pub gap_records: u64,
     /// Messages before the window.
     pub skipped: u64,
@@ -104,8 +112,13 @@ impl Player {
                     InWindow::After => break,
                     InWindow::In => {}
                 }
-                if item.gap.is_some() {
+                if let Some(count) = item.gap {
                     p.gap_records += 1;
+                    let mut g = FeedGap::new();
+                    (g.first_sequence, g.count) = (item.sequence, count);
+                    if !publish(g.as_bytes()).map_err(PlayError::Publish)? {
+                        break 'laps true;
+                    }
                     continue;
                 }
                 let before = pacer.cut_short();
@@ -134,5 +147,46 @@ impl Player {
         };
         p.stopped = stopped && !self.looping;
         Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::{JournalMeta, JournalOptions, JournalWriter};
+    use crate::replay::open;
+    use zerocopy::FromBytes;
+
+    /// The smallest recording with a hole: two messages around a gap of 3. The replay hands out
+    /// message, gap, message, in that order: the gap as a FeedGap naming the missing sequences.
+    #[test]
+    fn a_gap_in_the_recording_is_published_as_a_feed_gap_in_its_place() {
+        let dir = std::env::temp_dir().join(format!("tickbus-player-gap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let meta = JournalMeta { stream_id: 3, source: "test".into(), ticks_per_ns: 1.0 };
+        let mut w = JournalWriter::open(&dir, meta, JournalOptions::default()).unwrap();
+        w.append(0, 0, 1, b"first").unwrap();
+        w.append_gap(1, 3, 2).unwrap();
+        w.append(4, 0, 3, b"after").unwrap();
+        w.close().unwrap();
+        let mut player = Player::new(open(&dir, None, None).unwrap(), Window::default(), Pace::Max, 1.0, false);
+        let mut got: Vec<Vec<u8>> = Vec::new();
+        let played = player
+            .run(
+                |m| {
+                    got.push(m.to_vec());
+                    Ok(true)
+                },
+                |_, _, _| {},
+                &AtomicBool::new(false),
+            )
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!((played.published, played.gap_records), (2, 1));
+        assert_eq!(got.len(), 3);
+        assert_eq!((got[0].as_slice(), got[2].as_slice()), (&b"first"[..], &b"after"[..]));
+        let g = FeedGap::parse(&got[1]).expect("a FeedGap message");
+        assert_eq!((g.first_sequence, g.count), (1, 3));
+        assert!(FeedGap::read_from_bytes(&got[1]).is_ok());
     }
 }
