@@ -101,8 +101,10 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
     }
     eprintln!("exchange: the trader is attached; replaying {} at {} msg/s", a.itch.display(), a.rate);
     x.start(a.rate);
+    let first_due = x.tsc.now() + (x.scale.ticks_per_ns * 1e6) as u64; // start(): 1 ms to get going
     let max = a.max.unwrap_or(u64::MAX);
     while x.counts.itch < max && !stop.load(Ordering::Relaxed) && x.step()? {}
+    x.counts.span_ns = x.scale.delta_ns(first_due, x.tsc.now());
     let Exchange { mut md, gateway: mut gw, counts: c, feed_ns, .. } = x;
     let md_position = md.position();
     md.flush(); // multicast: every datagram sent, and a heartbeat saying where the stream ends
@@ -150,6 +152,10 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
         if let Some(g) = &gw {
             gateway::print(g);
         }
+    }
+    // Said wherever the figures are printed: a replay that fell behind measured its queue.
+    if let Some(b) = c.backlog(a.rate) {
+        eprintln!("exchange: {b}");
     }
     Ok(())
 }
@@ -246,6 +252,10 @@ impl Exchange {
             if now >= due {
                 if now - due > one_us {
                     c.late += 1;
+                    // Off the usual path (on time, it is not taken): how far behind.
+                    let behind = scale.delta_ns(due, now);
+                    c.max_behind_ns = c.max_behind_ns.max(behind);
+                    c.late_100us += u64::from(behind > tickbus_apps::summary::BACKLOG_LATE_NS);
                 }
                 break;
             }

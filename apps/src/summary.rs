@@ -49,8 +49,42 @@ pub struct MdCounts {
     pub unparsed: u64,
     /// Times the loop found itself more than 1 µs past a message's due time.
     pub late: u64,
+    /// ... of which more than [`BACKLOG_LATE_NS`] past it.
+    pub late_100us: u64,
+    /// The furthest past a message's due time the loop found itself (ns).
+    pub max_behind_ns: u64,
+    /// From the first message's due time to the last one's publish (ns): the rate sustained is
+    /// `itch / this`.
+    pub span_ns: u64,
     /// Market-data messages the transport refused for good (not published).
     pub failed: u64,
+}
+
+/// A sender more than this far behind its schedule (1 ms) is backlogged.
+pub const BACKLOG_MAX_BEHIND_NS: u64 = 1_000_000;
+/// A message this late (100 µs) counts toward [`BACKLOG_LATE_SHARE`].
+pub const BACKLOG_LATE_NS: u64 = 100_000;
+/// More than this share (1%) of messages [`BACKLOG_LATE_NS`] late makes a run backlogged.
+pub const BACKLOG_LATE_SHARE: f64 = 0.01;
+
+impl MdCounts {
+    /// Whether the replay fell behind its schedule (by the bounds above): then the latencies
+    /// measured from each tick's due time are how long ticks queued, not latency. Says so, with
+    /// the rate the loop sustained.
+    pub fn backlog(&self, asked_msgs_per_s: f64) -> Option<String> {
+        let behind = self.max_behind_ns > BACKLOG_MAX_BEHIND_NS
+            || self.late_100us as f64 > BACKLOG_LATE_SHARE * self.itch.max(1) as f64;
+        behind.then(|| {
+            format!(
+                "BACKLOGGED: the replay fell up to {:.1} ms behind its schedule ({} of {} messages over 100 µs late): latencies from a tick's due time measure the queue, not latency. Sustained {:.0} msg/s of {:.0} asked",
+                self.max_behind_ns as f64 / 1e6,
+                self.late_100us,
+                self.itch,
+                self.itch as f64 * 1e9 / self.span_ns.max(1) as f64,
+                asked_msgs_per_s
+            )
+        })
+    }
 }
 
 /// `tickbus exchange --json`.
@@ -198,6 +232,27 @@ pub struct TraderSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The smallest states on each side of each bound: 1 ms behind is not yet backlogged, a
+    /// nanosecond more is; 1 of 100 messages over 100 µs late is not, 2 are.
+    #[test]
+    fn a_replay_behind_its_schedule_is_backlogged_by_either_bound() {
+        let c = |max_behind_ns, late_100us| MdCounts {
+            itch: 100,
+            max_behind_ns,
+            late_100us,
+            span_ns: 1_000_000,
+            ..MdCounts::default()
+        };
+        assert_eq!(c(BACKLOG_MAX_BEHIND_NS, 1).backlog(1e5), None);
+        let b = c(BACKLOG_MAX_BEHIND_NS + 1, 0).backlog(1e6).expect("over 1 ms behind");
+        assert!(
+            b.starts_with("BACKLOGGED: the replay fell up to 1.0 ms behind")
+                && b.contains("Sustained 100000 msg/s of 1000000 asked"),
+            "{b}"
+        );
+        assert!(c(200_000, 2).backlog(1e5).is_some(), "2% over 100 us late");
+    }
 
     /// A reader refuses a summary with a field it does not know (another version's), instead of
     /// reading what it knows and taking the rest as 0.

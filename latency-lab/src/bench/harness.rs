@@ -175,6 +175,8 @@ pub struct OpenLoop {
     pub latency_ns: Histogram<u64>,
     /// Messages that left later than intended because the channel was full or the sender late.
     pub late_sends: u64,
+    /// How far the sender fell behind its schedule (whether or not that made it backlogged).
+    pub behind: crate::model::Backlog,
 }
 
 pub fn open_loop<T: InProcess>(t: &mut T, spec: &RunSpec, rate: u64) -> Result<OpenLoop, Box<dyn Error>> {
@@ -203,30 +205,47 @@ pub fn open_loop<T: InProcess>(t: &mut T, spec: &RunSpec, rate: u64) -> Result<O
             }
             Ok(h)
         })?;
-    let sender = std::thread::Builder::new().name("send".into()).spawn(move || -> std::io::Result<u64> {
-        let tsc = Tsc::new();
-        let period = spec.ticks_per_ns * 1e9 / rate as f64;
-        let setup = pin(spec.cores.0).map_err(|e| e.to_string()).and_then(|_| tx.prepare());
-        ready.go(setup)?;
-        let start = tsc.now() + (spec.ticks_per_ns * 1e6) as u64;
-        let mut late = 0;
-        for i in 0..total {
-            let intended = start + (i as f64 * period) as u64;
-            spin_until(&tsc, intended);
-            let mut first = true;
-            while !tx.try_send(intended) {
-                if first {
-                    late += 1;
-                    first = false;
+    let sender = std::thread::Builder::new().name("send".into()).spawn(
+        move || -> std::io::Result<(u64, u64, u64, u64, u64)> {
+            let tsc = Tsc::new();
+            let period = spec.ticks_per_ns * 1e9 / rate as f64;
+            let setup = pin(spec.cores.0).map_err(|e| e.to_string()).and_then(|_| tx.prepare());
+            ready.go(setup)?;
+            let start = tsc.now() + (spec.ticks_per_ns * 1e6) as u64;
+            let late_bound = (crate::model::BACKLOG_LATE_NS as f64 * spec.ticks_per_ns) as u64;
+            let (mut late, mut max_behind, mut very_late, mut last) = (0, 0u64, 0u64, start);
+            for i in 0..total {
+                let intended = start + (i as f64 * period) as u64;
+                spin_until(&tsc, intended);
+                let mut first = true;
+                while !tx.try_send(intended) {
+                    if first {
+                        late += 1;
+                        first = false;
+                    }
+                    std::hint::spin_loop();
                 }
-                std::hint::spin_loop();
+                // Behind: when the send went out against when it was due (a full channel or a
+                // sender that could not keep up). One clock read per message, after the send.
+                last = tsc.now();
+                let behind = last.saturating_sub(intended);
+                max_behind = max_behind.max(behind);
+                very_late += u64::from(behind > late_bound);
             }
-        }
-        Ok(late)
-    })?;
-    let late_sends = sender.join().map_err(|_| "sender panicked")??;
+            Ok((late, max_behind, very_late, start, last))
+        },
+    )?;
+    let (late_sends, max_behind, very_late, start, last) = sender.join().map_err(|_| "sender panicked")??;
     let latency_ns = receiver.join().map_err(|_| "receiver panicked")??;
-    Ok(OpenLoop { latency_ns, late_sends })
+    let scale = TscScale { ticks_per_ns: spec.ticks_per_ns };
+    let behind = crate::model::Backlog {
+        max_behind_ns: scale.delta_ns(0, max_behind),
+        late_sends: very_late,
+        sends: total,
+        asked_msgs_per_s: rate as f64,
+        sustained_msgs_per_s: total as f64 * 1e9 / scale.delta_ns(start, last).max(1) as f64,
+    };
+    Ok(OpenLoop { latency_ns, late_sends, behind })
 }
 
 /// Messages per second when the sender sends flat out: first send to last receipt.
@@ -380,6 +399,44 @@ mod tests {
             cores: (0, 1),
             ticks_per_ns: Tsc::new().measure_ticks_per_ns(std::time::Duration::from_millis(20)),
         }
+    }
+
+    /// A sender that cannot keep up (a channel that takes 3 ms for its first message) makes the
+    /// open loop backlogged. (The on-time side of the bounds is proved on the model's pure
+    /// `Backlog` test: here other tests spin on the same pinned cores, and a scheduler slice
+    /// would make an on-time run look late.)
+    #[test]
+    fn an_open_loop_whose_sender_fell_behind_is_backlogged() {
+        struct Slow {
+            inner: <Rtrb as InProcess>::Tx,
+            stall: bool,
+        }
+        impl Tx for Slow {
+            fn try_send(&mut self, stamp: u64) -> bool {
+                if std::mem::take(&mut self.stall) {
+                    std::thread::sleep(std::time::Duration::from_millis(3));
+                }
+                self.inner.try_send(stamp)
+            }
+        }
+        struct Stalling(Rtrb, bool);
+        // The flag stays: a channel that stalls or not.
+        impl InProcess for Stalling {
+            type Tx = Slow;
+            type Rx = <Rtrb as InProcess>::Rx;
+            fn name(&self) -> String {
+                "stalling".into()
+            }
+            fn note(&self) -> String {
+                String::new()
+            }
+            fn channel(&mut self, size: usize, t: f64) -> Result<(Slow, Self::Rx), Box<dyn Error>> {
+                let (tx, rx) = self.0.channel(size, t)?;
+                Ok((Slow { inner: tx, stall: self.1 }, rx))
+            }
+        }
+        let o = open_loop(&mut Stalling(Rtrb, true), &spec(2000), 100_000).unwrap();
+        assert!(o.behind.is_backlogged() && o.behind.max_behind_ns > 2_000_000, "{:?}", o.behind);
     }
 
     #[test]

@@ -109,6 +109,7 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
         book_p50,
         budget_p50,
         hops_met,
+        backlog: ex.md.backlog(s.rate as f64),
     })
 }
 

@@ -59,6 +59,7 @@ pub(super) fn ol<T: InProcess>(t: &mut T, spec: &RunSpec, rate: u64) -> Result<R
     let o = harness::open_loop(t, spec, rate).map_err(|e| format!("{}: {e}", t.name()))?;
     let mut r = Row::new(t.name(), kind_of(&t.name()), t.note(), o.latency_ns).taken_since(t0);
     r.late_sends = Some(o.late_sends);
+    r.backlog = o.behind.is_backlogged().then_some(o.behind);
     Ok(r)
 }
 

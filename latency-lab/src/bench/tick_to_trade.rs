@@ -117,8 +117,10 @@ pub fn run(d: &Demo<'_>) -> Result<Outcome, Box<dyn Error>> {
     let (md_h, sent, ttt) = std::thread::scope(|s| -> Result<_, Box<dyn Error>> {
         let feed = std::thread::Builder::new().name("feed".into()).spawn_scoped(
             s,
-            move || -> Result<hdrhistogram::Histogram<u64>, String> {
+            move || -> Result<(hdrhistogram::Histogram<u64>, Behind), String> {
                 let tsc = Tsc::new();
+                let late_bound = (crate::model::BACKLOG_LATE_NS as f64 * ticks_per_ns) as u64;
+                let (mut max_behind, mut very_late, mut last) = (0u64, 0u64, 0u64);
                 let mut ttt = histogram();
                 let mut buf = [0u8; 64];
                 ready.go(pin(core_a).map_err(|e| e.to_string())).map_err(|e| e.to_string())?;
@@ -143,6 +145,11 @@ pub fn run(d: &Demo<'_>) -> Result<Outcome, Box<dyn Error>> {
                         buf[..8].copy_from_slice(&due.to_le_bytes());
                         buf[8..8 + m.len()].copy_from_slice(m);
                         if md.publish(&buf[..8 + m.len()]).is_ok() {
+                            // How far behind its schedule the feed published (backlog, if far).
+                            last = tsc.now();
+                            let behind = last - due;
+                            max_behind = max_behind.max(behind);
+                            very_late += u64::from(behind > late_bound);
                             next += 1;
                             pending = msgs.next();
                         }
@@ -153,13 +160,22 @@ pub fn run(d: &Demo<'_>) -> Result<Outcome, Box<dyn Error>> {
                 while got != orders_sent.load(Ordering::Acquire) {
                     got += drain(&mut ord_rx, &mut ttt);
                 }
-                Ok(ttt)
+                Ok((ttt, (max_behind, very_late, start, last)))
             },
         )?;
         let (md_h, sent) = strategy.join().map_err(|_| "strategy panicked")??;
-        let ttt = feed.join().map_err(|_| "feed panicked")??;
-        Ok((md_h, sent, ttt))
+        let (ttt, behind) = feed.join().map_err(|_| "feed panicked")??;
+        Ok((md_h, sent, (ttt, behind)))
     })?;
+    let (ttt, (max_behind, very_late, start, last)) = ttt;
+    let backlog = crate::model::Backlog {
+        max_behind_ns: scale.delta_ns(0, max_behind),
+        late_sends: very_late,
+        sends: total,
+        asked_msgs_per_s: d.rate as f64,
+        sustained_msgs_per_s: total as f64 * 1e9 / scale.delta_ns(start, last).max(1) as f64,
+    };
+    let backlog = backlog.is_backlogged().then_some(backlog);
     for n in [&md_name, &ord_name] {
         let _ = shm::remove(n, &d.opts);
     }
@@ -185,9 +201,15 @@ pub fn run(d: &Demo<'_>) -> Result<Outcome, Box<dyn Error>> {
             .taken_since(t0),
         ],
     };
+    for r in &mut section.rows {
+        r.backlog = backlog;
+    }
     section.ratios();
     Ok(Outcome { section, ticks: total, orders: sent })
 }
+
+/// How far the feed fell behind: (max ticks behind, sends over 100 µs late, first due, last send).
+type Behind = (u64, u64, u64, u64);
 
 #[cfg(test)]
 mod tests {

@@ -44,6 +44,10 @@ pub struct Row {
     pub x_best_peer: Option<Vec<f64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_sends: Option<u64>,
+    /// Open loop: the sender fell behind its schedule (see [`Backlog`]); its percentiles measure
+    /// the queue that built up, not the transport's latency, and no verdict is drawn from them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<Backlog>,
     /// Set on a floor that a tickbus row beats by more than 10% at p50, saying by how much: a
     /// floor the product beats does not move the bytes the fastest way, so ratios against it
     /// flatter tickbus.
@@ -124,6 +128,7 @@ impl Row {
             };
             *self = Row {
                 late_sends: self.late_sends,
+                backlog: self.backlog.or(other.backlog),
                 span,
                 ..Row::new(self.name.clone(), self.kind, self.note.clone(), h)
             };
@@ -143,6 +148,7 @@ impl Row {
             x_floor: None,
             x_best_peer: None,
             late_sends: None,
+            backlog: None,
             suspect: None,
             span: None,
             hist: Some(h),
@@ -205,6 +211,51 @@ impl Section {
 
     pub fn best_peer(&self) -> Option<&Row> {
         self.rows.iter().filter(|r| r.kind == Kind::Peer).min_by_key(|r| r.ns[0])
+    }
+}
+
+/// How far an open-loop sender fell behind its schedule. The run is backlogged when any send
+/// left more than [`BACKLOG_MAX_BEHIND_NS`] after its intended time, or more than
+/// [`BACKLOG_LATE_SHARE`] of them left more than [`BACKLOG_LATE_NS`] late: then the receiver's
+/// percentiles (from each message's intended time) measure how long messages queued, and the
+/// run says what rate the machine sustained instead.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Backlog {
+    /// The latest any send left after its intended time (ns).
+    pub max_behind_ns: u64,
+    /// Sends that left more than [`BACKLOG_LATE_NS`] late.
+    pub late_sends: u64,
+    pub sends: u64,
+    /// The rate asked for and the rate the sender achieved (first intended time to last send).
+    pub asked_msgs_per_s: f64,
+    pub sustained_msgs_per_s: f64,
+}
+
+/// A send this far behind its schedule makes the run backlogged (1 ms; the apps' rule, so the
+/// exchange and the lab judge alike).
+pub const BACKLOG_MAX_BEHIND_NS: u64 = tickbus_apps::summary::BACKLOG_MAX_BEHIND_NS;
+/// A send this late counts toward [`BACKLOG_LATE_SHARE`] (100 µs).
+pub const BACKLOG_LATE_NS: u64 = tickbus_apps::summary::BACKLOG_LATE_NS;
+/// More than this share of sends late by [`BACKLOG_LATE_NS`] makes the run backlogged (1%).
+pub const BACKLOG_LATE_SHARE: f64 = tickbus_apps::summary::BACKLOG_LATE_SHARE;
+
+impl Backlog {
+    /// Whether a run with these figures fell behind (by the bounds above).
+    pub fn is_backlogged(&self) -> bool {
+        self.max_behind_ns > BACKLOG_MAX_BEHIND_NS || self.late_sends as f64 > BACKLOG_LATE_SHARE * self.sends as f64
+    }
+
+    /// What the report prints beside a backlogged run.
+    pub fn says(&self) -> String {
+        format!(
+            "BACKLOGGED: the sender fell up to {:.1} ms behind its schedule ({} of {} sends over {} µs late): these percentiles measure the queue, not latency; no verdict. Sustained {:.0} msg/s of {:.0} asked",
+            self.max_behind_ns as f64 / 1e6,
+            self.late_sends,
+            self.sends,
+            BACKLOG_LATE_NS / 1000,
+            self.sustained_msgs_per_s,
+            self.asked_msgs_per_s
+        )
     }
 }
 
@@ -340,6 +391,21 @@ pub(crate) mod tests {
         assert_eq!(sec.rows[2].suspect, None, "within 10% is noise, not a broken floor");
         let json = serde_json::to_value(&sec).unwrap();
         assert!(json["rows"][1]["suspect"].is_string() && json["rows"][0].get("suspect").is_none());
+    }
+
+    #[test]
+    fn a_sender_behind_its_schedule_is_backlogged_by_either_bound() {
+        let b = |max_behind_ns, late_sends| Backlog {
+            max_behind_ns,
+            late_sends,
+            sends: 1000,
+            asked_msgs_per_s: 1e6,
+            sustained_msgs_per_s: 9e5,
+        };
+        assert!(!b(BACKLOG_MAX_BEHIND_NS, 10).is_backlogged(), "at both bounds: not yet");
+        assert!(b(BACKLOG_MAX_BEHIND_NS + 1, 0).is_backlogged(), "one send over 1 ms behind");
+        assert!(b(200_000, 11).is_backlogged(), "over 1% of sends over 100 us late");
+        assert!(b(2_000_000, 0).says().starts_with("BACKLOGGED: the sender fell up to 2.0 ms behind"));
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub struct Run {
     /// Hops within 1.15x of their floor at p50 and p99, and tick-to-trade within its budget.
     pub hops_met: bool,
     pub ttt_met: bool,
+    /// The exchange fell behind its schedule: what it says (the rate it sustained); the hops
+    /// then measure queueing, and neither target is judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<String>,
 }
 
 /// One round of the RDMA pipeline in the guest, beside perftest's one-way figures measured just

@@ -127,6 +127,16 @@ pub fn compare(old: &Path, new: &Path, threshold_pct: f64) -> Result<Comparison,
         };
         for rb in &sb.rows {
             let Some(ra) = sa.rows.iter().find(|r| r.name == rb.name) else { continue };
+            if ra.backlog.is_some() || rb.backlog.is_some() {
+                let which = if ra.backlog.is_some() { "OLD" } else { "NEW" };
+                let _ = writeln!(
+                    text,
+                    "NOT JUDGED {} {}: backlogged in {which} (its sender fell behind: the figures are queueing)",
+                    sb.key(),
+                    rb.name
+                );
+                continue;
+            }
             // max is reported, not judged: one sample decides it.
             for (name, (x, y)) in names.iter().zip(ra.ns.iter().zip(&rb.ns)).take(PERCENTILES.len()) {
                 let (x, y) = (*x as f64, *y as f64);

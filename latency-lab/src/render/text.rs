@@ -24,7 +24,11 @@ impl Section {
         }
         let _ = writeln!(s, "{:>22}", "max");
         for r in &self.rows {
-            let name = if r.suspect.is_some() { format!("{} [SUSPECT]", r.name) } else { r.name.clone() };
+            let name = match (&r.suspect, &r.backlog) {
+                (_, Some(_)) => format!("{} [BACKLOGGED]", r.name),
+                (Some(_), None) => format!("{} [SUSPECT]", r.name),
+                (None, None) => r.name.clone(),
+            };
             let _ = write!(s, "{name:<50}");
             for (k, v) in r.ns.iter().enumerate() {
                 let f = r.x_floor.as_ref().map_or("-".into(), |x| format!("{:.2}", x[k]));
@@ -36,7 +40,8 @@ impl Section {
         for r in &self.rows {
             let late = r.late_sends.map_or(String::new(), |l| format!("; {l} sends left late"));
             let suspect = r.suspect.as_ref().map_or(String::new(), |w| format!("; SUSPECT FLOOR: {w}"));
-            let _ = writeln!(s, "  {}: {}{late}{suspect}", r.name, r.note);
+            let backlog = r.backlog.as_ref().map_or(String::new(), |b| format!("; {}", b.says()));
+            let _ = writeln!(s, "  {}: {}{late}{suspect}{backlog}", r.name, r.note);
         }
         s
     }
@@ -148,6 +153,10 @@ pub fn pipeline_table(runs: &[Run]) -> String {
             "  {} market-data messages published, {} seen by the trader ({} missed), {} orders, {} reports (hops are timed per order; the first row per market-data message)",
             r.published, r.ticks, r.ticks_missed, r.orders, r.reports
         );
+        if let Some(b) = &r.backlog {
+            let _ = writeln!(s, "  {b}\n  targets: not judged (backlogged)\n");
+            continue;
+        }
         let _ = writeln!(
             s,
             "  targets: process-crossing hops within 1.15x of their floor at p50 and p99: {}; tick-to-trade p50 {} ns <= floors + book p50 ({} ns) + 100 ns = {} ns: {}\n",
