@@ -6,7 +6,9 @@
 //! copying, with a dtype built from `layouts()` (the structs' own field offsets) plus those
 //! three columns.
 //!
-//! Research use, not the hot path: the GIL is released while a file is read.
+//! Research use, not the hot path: the GIL is released while a file is read. Each block is
+//! handed to Python as the Rust buffer itself (an object exporting the buffer protocol,
+//! read-only), not copied into a `bytes`: numpy's view of it is the only view.
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -54,19 +56,61 @@ impl Read {
         }
     }
 
-    fn into_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn into_py<'py>(mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("stream_id", self.stream_id)?;
         d.set_item("undecoded", self.undecoded)?;
         let m = PyDict::new(py);
-        for (t, b) in &self.blocks {
-            let t = MsgType::from_wire(*t).expect("only known types are kept");
-            m.set_item(snake_name(t), PyBytes::new(py, &b.0))?;
+        for (t, b) in std::mem::take(&mut self.blocks) {
+            let t = MsgType::from_wire(t).expect("only known types are kept");
+            m.set_item(snake_name(t), Bound::new(py, Records(b.0))?)?;
         }
         d.set_item("messages", m)?;
         // Gaps: records of (count, position, TSC, time), four u64s.
-        d.set_item("gaps", PyBytes::new(py, &self.gaps.0))?;
+        d.set_item("gaps", Bound::new(py, Records(std::mem::take(&mut self.gaps.0)))?)?;
         Ok(d)
+    }
+}
+
+/// A block of records, lent to Python through the buffer protocol (read-only, one byte per
+/// item): `numpy.frombuffer` views it without a copy, and the block lives while any view does.
+#[pyclass(frozen)]
+struct Records(Vec<u8>);
+
+#[pymethods]
+impl Records {
+    /// # Safety
+    /// Called by Python with a `Py_buffer` to fill.
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut pyo3::ffi::Py_buffer, flags: i32) -> PyResult<()> {
+        if view.is_null() {
+            return Err(pyo3::exceptions::PyBufferError::new_err("no Py_buffer to fill"));
+        }
+        let data = &slf.get().0;
+        // SAFETY: `view` is Python's (checked non-null); the bytes live in the Vec of a frozen
+        // object that is never mutated, and FillInfo takes a reference to that object in
+        // `view.obj`, so they outlive every view. Read-only: a request for a writable buffer
+        // is refused by FillInfo itself.
+        let rc = unsafe {
+            pyo3::ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                data.as_ptr().cast_mut().cast(),
+                data.len() as pyo3::ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if rc != 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    /// Nothing to free: the view borrows the block, which FillInfo's reference keeps alive.
+    unsafe fn __releasebuffer__(&self, _view: *mut pyo3::ffi::Py_buffer) {}
+
+    fn __len__(&self) -> usize {
+        self.0.len()
     }
 }
 
@@ -89,10 +133,10 @@ fn read_journal_file(path: &std::path::Path, from: Option<u64>) -> Result<Read, 
 
 /// Reads a journal folder: every record in stream order, each checked.
 ///
-/// Returns a dict: `stream_id`; `messages`, by type name, a bytes block of records (the
-/// message, then its position, receive TSC and receive time in ns since the epoch as
-/// little-endian u64s); `gaps`, records of (count, position, TSC, time); `undecoded`, records
-/// that are no tickbus message.
+/// Returns a dict: `stream_id`; `messages`, by type name, a block of records (the message,
+/// then its position, receive TSC and receive time in ns since the epoch as little-endian
+/// u64s) exporting the buffer protocol; `gaps`, records of (count, position, TSC, time);
+/// `undecoded`, records that are no tickbus message.
 #[pyfunction]
 #[pyo3(signature = (path, from_sequence=None))]
 fn read_journal<'py>(py: Python<'py>, path: PathBuf, from_sequence: Option<u64>) -> PyResult<Bound<'py, PyDict>> {
@@ -219,5 +263,6 @@ fn _tickbus(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_market_data, m)?)?;
     m.add_function(wrap_pyfunction!(layouts, m)?)?;
     m.add_class::<Subscriber>()?;
+    m.add_class::<Records>()?;
     Ok(())
 }

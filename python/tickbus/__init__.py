@@ -15,8 +15,9 @@
 Every message type becomes one structured array whose dtype is the Rust struct's own layout
 (offsets from the compiler, see `layouts()`) followed by three more columns: `position`
 (stream position), `receive_tsc` (the recorder's TSC) and `receive_time` (UTC, datetime64[ns]).
-The reader fills one bytes object per type (one copy out of the journal's mapped files) and
-the array is a view of it, not a further copy (read-only; `.copy()` it to change it). Header fields come first: msg_type, version, length, stream_id, flags, sequence,
+The reader fills one block per type (one copy out of the journal's mapped files) and the array
+is a view of that block, lent through the buffer protocol, not a further copy (read-only;
+`.copy()` it to change it). Header fields come first: msg_type, version, length, stream_id, flags, sequence,
 publish_tsc.
 """
 
