@@ -26,7 +26,7 @@ fi
 libdir=${TICKBUS_FFI_LIB_DIR:-}
 if [[ -z $libdir ]]; then
   cargo build --release -p tickbus-ffi "${features[@]}"
-  libdir=target/release
+  libdir=${CARGO_TARGET_DIR:-target}/release
 fi
 mkdir -p "$prefix/lib/pkgconfig" "$prefix/include"
 install -m 0755 "$libdir/libtickbus_ffi.so" "$prefix/lib/"

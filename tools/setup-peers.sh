@@ -9,8 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
 # chromium: the test suite renders the lab's HTML report headless and checks the screenshot.
-# pkg-config: the C++ example finds the installed tickbus C library with it (CMake pkg_check_modules).
-for p in libbsd-dev uuid-dev libclang-dev python3-venv chromium pkg-config; do
+# pkg-config: the C++ example finds the installed tickbus C library with it (CMake pkg_check_modules);
+# gcc and g++: the C ABI's tests compile C and C++ programs (with ASan and UBSan).
+for p in libbsd-dev uuid-dev libclang-dev python3-venv chromium pkg-config gcc g++; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup-host.sh
-echo "== latency-lab peers and test tools: cmake >= 3.30, libbsd-dev, uuid-dev, Python hdrhistogram"
+echo "== latency-lab peers and test tools: cmake >= 3.30, libbsd-dev, uuid-dev, gcc, g++, pkg-config, chromium; Python hdrhistogram, pytest, pyarrow, pandas, duckdb"
 tools/setup-peers.sh
 export PATH="$PWD/target/tools/venv/bin:$PATH"
 echo "== Soft-RoCE rig: host packages and guest image"

@@ -35,7 +35,8 @@ fn main() {
         Trial::test("c_journal_reader_matches_the_rust_reader", c_journal),
         Trial::test("message_layouts_match_in_c_and_cpp", layouts),
         Trial::test("c_stat_snapshot_finds_this_process_with_its_counts", c_stat),
-        Trial::test("c_market_data_reader_matches_the_rust_normaliser", c_market_data),
+        Trial::test("c_market_data_reader_matches_the_rust_normaliser_on_an_itch_file", || c_market_data(false)),
+        Trial::test("c_market_data_reader_matches_the_rust_normaliser_on_a_capture", || c_market_data(true)),
     ];
     let conclusion = libtest_mimic::run(&args, tests);
     let _ = std::fs::remove_dir_all(shm_dir());
@@ -100,7 +101,7 @@ fn compile(name: &str, sources: &[PathBuf], cpp: bool, sanitize: bool) -> Result
         c.args(["-libverbs", "-lrdmacm"]);
     }
     c.arg("-o").arg(&out);
-    let o = c.output().map_err(|e| format!("running {c:?}: {e}: is gcc/g++ installed (tools/setup-host.sh)?"))?;
+    let o = c.output().map_err(|e| format!("running {c:?}: {e}: is gcc/g++ installed (tools/setup-peers.sh)?"))?;
     if !o.status.success() {
         return Err(format!("{c:?} failed:\n{}", String::from_utf8_lossy(&o.stderr)).into());
     }
@@ -390,12 +391,19 @@ fn c_stat() -> Result<(), Failed> {
     Ok(())
 }
 
-fn c_market_data() -> Result<(), Failed> {
+/// An ITCH file, or a pcap of the same day as MoldUDP64 (what the installed library reads with
+/// its default `pcap` feature), through `tb_market_data_*` against the Rust normaliser.
+fn c_market_data(capture: bool) -> Result<(), Failed> {
     use bus::codecs::normalize::Normalizer;
-    use bus::codecs::synth::{write_itch, DayConfig};
-    let file = build_dir().join(format!("day-{}.itch", std::process::id()));
+    use bus::codecs::synth::{write_itch, write_pcap, DayConfig};
+    let cfg = DayConfig::new(11, 5, 3000);
+    let file = build_dir().join(format!("day-{}.{}", std::process::id(), if capture { "pcap" } else { "itch" }));
     let mut day = Vec::new();
-    write_itch(DayConfig::new(11, 5, 3000), &mut day)?;
+    if capture {
+        write_pcap(cfg, &mut day, bus::codecs::pcap::Endpoints::default())?;
+    } else {
+        write_itch(cfg, &mut day)?;
+    }
     std::fs::write(&file, &day)?;
     // The Rust normaliser over the same file, as `tickbus exchange` runs it.
     let fnv = |b: &[u8]| b.iter().fold(0xcbf29ce484222325u64, |h, x| (h ^ *x as u64).wrapping_mul(0x100000001b3));
@@ -418,7 +426,10 @@ fn c_market_data() -> Result<(), Failed> {
     }
     want += &format!("end {unparsed}\n");
     assert!(position > 1000, "the day normalises to messages: {position}");
-    let bin = compile("market_data", &[src("c/market_data.c")], false, true)?;
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let bin = BIN
+        .get_or_init(|| compile("market_data", &[src("c/market_data.c")], false, true).map_err(|e| format!("{e:?}")))
+        .clone()?;
     let got = run(Command::new(bin).arg(&file), Duration::from_secs(60))?;
     let _ = std::fs::remove_file(&file);
     assert_eq!(got, want);

@@ -13,7 +13,10 @@ import subprocess
 import time
 from pathlib import Path
 
+import duckdb
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import tickbus
@@ -117,7 +120,6 @@ def test_the_journal_holds_what_the_itch_file_normalises_to(day):
 
 
 def test_arrow_and_pandas_carry_every_field(day):
-    pa = pytest.importorskip("pyarrow")
     _, journal, _, _, _ = day
     d = tickbus.read_journal(journal)
     name = max(d, key=lambda n: len(d[n]))
@@ -130,8 +132,6 @@ def test_arrow_and_pandas_carry_every_field(day):
 
 
 def test_the_parquet_export_reads_back_in_pyarrow_and_duckdb(day, tmp_path):
-    pq = pytest.importorskip("pyarrow.parquet")
-    duckdb = pytest.importorskip("duckdb")
     _, journal, _, _, run = day
     out = tmp_path / "parquet"
     report = json.loads(run("journal", "export", str(journal), "--parquet", str(out), "--json").stdout)
@@ -154,7 +154,6 @@ def test_the_parquet_export_reads_back_in_pyarrow_and_duckdb(day, tmp_path):
 
 
 def test_text_fields_reach_arrow_whole():
-    pa = pytest.importorskip("pyarrow")
     rejects = np.zeros(2, dtype=tickbus.dtype("exec_reject"))
     rejects["text"][0] = b"price band"
     rejects["text"][1] = b"x" * 32

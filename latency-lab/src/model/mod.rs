@@ -184,7 +184,8 @@ impl Section {
     pub fn ratios(&mut self) {
         let ratio =
             |a: &[u64], b: &[u64]| a.iter().zip(b).map(|(x, y)| *x as f64 / (*y).max(1) as f64).collect::<Vec<_>>();
-        let floor = self.rows.iter().find(|r| r.kind == Kind::Floor).map(|r| r.ns.clone());
+        // A backlogged row measured queueing: it is no floor or peer to hold others against.
+        let floor = self.rows.iter().find(|r| r.kind == Kind::Floor && r.backlog.is_none()).map(|r| r.ns.clone());
         let best = self.best_peer().map(|r| r.ns.clone());
         for r in &mut self.rows {
             r.x_floor = floor.as_deref().map(|f| ratio(&r.ns, f));
@@ -210,7 +211,7 @@ impl Section {
     }
 
     pub fn best_peer(&self) -> Option<&Row> {
-        self.rows.iter().filter(|r| r.kind == Kind::Peer).min_by_key(|r| r.ns[0])
+        self.rows.iter().filter(|r| r.kind == Kind::Peer && r.backlog.is_none()).min_by_key(|r| r.ns[0])
     }
 }
 
@@ -406,6 +407,32 @@ pub(crate) mod tests {
         assert!(b(BACKLOG_MAX_BEHIND_NS + 1, 0).is_backlogged(), "one send over 1 ms behind");
         assert!(b(200_000, 11).is_backlogged(), "over 1% of sends over 100 us late");
         assert!(b(2_000_000, 0).says().starts_with("BACKLOGGED: the sender fell up to 2.0 ms behind"));
+    }
+
+    #[test]
+    fn a_backlogged_floor_or_peer_is_held_against_nothing() {
+        let backlog = Backlog {
+            max_behind_ns: 5_000_000,
+            late_sends: 0,
+            sends: 1,
+            asked_msgs_per_s: 1.0,
+            sustained_msgs_per_s: 1.0,
+        };
+        let mut fast_but_behind = row("b", Kind::Peer, 50);
+        fast_but_behind.backlog = Some(backlog);
+        let mut floor_behind = row("floor behind", Kind::Floor, 10);
+        floor_behind.backlog = Some(backlog);
+        let mut sec = rtt_64(vec![
+            floor_behind,
+            row("floor", Kind::Floor, 100),
+            row("tickbus shm", Kind::Tickbus, 150),
+            row("a", Kind::Peer, 300),
+            fast_but_behind,
+        ]);
+        sec.ratios();
+        assert_eq!(sec.best_peer().unwrap().name, "a");
+        assert_eq!(sec.rows[2].x_floor.as_ref().unwrap()[0], 1.5, "against the floor that kept its schedule");
+        assert_eq!(sec.rows[2].x_best_peer.as_ref().unwrap()[0], 0.5);
     }
 
     #[test]

@@ -26,14 +26,18 @@ fn section_table(sec: &Section, out: &mut String) {
     }
     let _ = writeln!(out, "<th>max</th><th>n</th></tr>");
     for r in &sec.rows {
-        let class = if r.suspect.is_some() {
+        let class = if r.suspect.is_some() || r.backlog.is_some() {
             "suspect"
         } else if r.kind == crate::model::Kind::Tickbus {
             "tickbus"
         } else {
             ""
         };
-        let mark = if r.suspect.is_some() { " [SUSPECT floor]" } else { "" };
+        let mark = match (&r.backlog, &r.suspect) {
+            (Some(_), _) => " [BACKLOGGED]",
+            (None, Some(_)) => " [SUSPECT floor]",
+            (None, None) => "",
+        };
         let _ = write!(out, "<tr class=\"{class}\"><td title=\"{}\">{}{mark}</td>", esc(&r.note), esc(&r.name));
         for (k, v) in r.ns.iter().enumerate() {
             let f = r.x_floor.as_ref().map_or("-".into(), |x| format!("{:.2}", x[k]));
@@ -45,6 +49,9 @@ fn section_table(sec: &Section, out: &mut String) {
     let _ = writeln!(out, "</table>");
     for r in sec.rows.iter().filter_map(|r| r.suspect.as_ref().map(|w| (r, w))) {
         let _ = writeln!(out, "<p class=\"fail\">{}: {}</p>", esc(&r.0.name), esc(r.1));
+    }
+    for r in sec.rows.iter().filter_map(|r| r.backlog.as_ref().map(|b| (r, b))) {
+        let _ = writeln!(out, "<p class=\"fail\">{}: {}</p>", esc(&r.0.name), esc(&r.1.says()));
     }
 }
 
