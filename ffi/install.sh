@@ -29,7 +29,12 @@ if [[ -z $libdir ]]; then
   libdir=${CARGO_TARGET_DIR:-target}/release
 fi
 mkdir -p "$prefix/lib/pkgconfig" "$prefix/include"
-install -m 0755 "$libdir/libtickbus_ffi.so" "$prefix/lib/"
+# The shared library under its SONAME (libtickbus_ffi.so.<ABI version>, from ffi/build.rs), with
+# the development link beside it.
+soname=$(objdump -p "$libdir/libtickbus_ffi.so" | sed -n 's/^ *SONAME *//p')
+[[ -n $soname ]] || { echo "install.sh: $libdir/libtickbus_ffi.so has no SONAME" >&2; exit 1; }
+install -m 0755 "$libdir/libtickbus_ffi.so" "$prefix/lib/$soname"
+ln -sf "$soname" "$prefix/lib/libtickbus_ffi.so"
 install -m 0644 "$libdir/libtickbus_ffi.a" "$prefix/lib/"
 install -m 0644 ffi/include/tickbus.h ffi/include/tickbus.hpp "$prefix/include/"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)

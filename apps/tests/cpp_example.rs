@@ -29,6 +29,9 @@ fn the_cpp_trader_built_with_cmake_trades_with_the_exchange() {
     let prefix = tmp.join("prefix");
     run(Command::new(root().join("ffi/install.sh")).arg(&prefix).env("TICKBUS_FFI_LIB_DIR", &deps), "ffi/install.sh");
     let pc = std::fs::read_to_string(prefix.join("lib/pkgconfig/tickbus.pc")).unwrap();
+    // The library under its SONAME (the ABI version), the development link beside it.
+    assert!(prefix.join("lib/libtickbus_ffi.so.1").is_file(), "installed under its SONAME");
+    assert_eq!(std::fs::read_link(prefix.join("lib/libtickbus_ffi.so")).unwrap(), Path::new("libtickbus_ffi.so.1"));
     assert!(pc.contains("-ltickbus_ffi") && pc.contains(&format!("prefix={}", prefix.display())), "{pc}");
     let build = tmp.join("build");
     run(

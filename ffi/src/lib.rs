@@ -14,7 +14,9 @@
 //!   kind (`TB_ERROR_BAD_HANDLE`) and for being closed (`TB_ERROR_CLOSED`).
 //! - The hot path (publish, send, claim/commit, poll, poll-into on shm) makes no allocation and
 //!   no syscall, on success or on a full ring (the error message goes into a fixed thread-local
-//!   buffer); the C hot-path proof in `tests/c_abi.rs` checks it. (With the library linked at
+//!   buffer); the C hot-path proof in `tests/c_abi.rs` checks it. On rdma-rc and ud-mcast the
+//!   success path is the same, but formatting a transport error's message may allocate (an OS
+//!   error's text): an error there is off the hot path by nature (a failed QP, a dead peer). (With the library linked at
 //!   start-up, as the proof does. Loaded by `dlopen`, glibc may allocate a thread's block of the
 //!   library's thread-locals at that thread's first use of them: make one call that fails, such
 //!   as `tb_status_name`'s neighbour `tb_last_error()`, on each thread before its hot loop.)
@@ -64,6 +66,9 @@ const _: () = {
     assert!(TB_HEADER_LEN == bus::codecs::HEADER_LEN);
     assert!(TB_FLAG_INGRESS_TSC == bus::codecs::FLAG_INGRESS_TSC);
 };
+
+// The SONAME build.rs gives the library carries the same number.
+const _: () = assert!(TB_ABI_VERSION == 1, "change ABI_VERSION in ffi/build.rs with TB_ABI_VERSION");
 
 /// The ABI version of the library loaded (see `TB_ABI_VERSION`).
 #[no_mangle]
