@@ -12,6 +12,6 @@ fuzz_target!(|data: &[u8]| {
     }
     // Fuzzed adds may cross (the exchange never sends that); everything else must hold.
     if let Err(e) = book.check_invariants() {
-        assert!(e.contains("crossed"), "{e}");
+        assert!(matches!(e, tickbus_codecs::book::InvariantError::Crossed { .. }), "{e}");
     }
 });

@@ -397,27 +397,24 @@ impl OrderBook {
     /// Every invariant, checked the slow way (for tests and `--check` runs): levels strictly
     /// sorted with the best last and none empty; each level's queue walks head to tail through
     /// orders of that stock, side and price and sums to the level's shares and count; every order
-    /// is in exactly one queue; no stock is crossed or locked; volume is conserved.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    /// is in exactly one queue; no stock is crossed or locked; volume is conserved. The first
+    /// broken one is returned, naming where.
+    pub fn check_invariants(&self) -> Result<(), InvariantError> {
         let mut seen = 0usize;
         for (locate, book) in self.stocks.iter().enumerate() {
             for side in [Side::Bid, Side::Ask] {
                 let levels = book.side(side).as_slice();
                 for w in levels.windows(2) {
                     if !side.better(w[1].price, w[0].price) {
-                        return Err(format!(
-                            "locate {locate} {side:?}: levels {} and {} out of order",
-                            w[0].price, w[1].price
-                        ));
+                        return Err(InvariantError::OutOfOrder { locate, side, prices: (w[0].price, w[1].price) });
                     }
                 }
                 for l in levels {
                     let (mut shares, mut count, mut at, mut prev) = (0u64, 0u32, l.head, 0u64);
                     while at != 0 {
-                        let o =
-                            self.orders.get(&at).ok_or(format!("level {} queue names missing order {at}", l.price))?;
+                        let o = self.orders.get(&at).ok_or(InvariantError::MissingOrder { price: l.price, order: at })?;
                         if (usize::from(o.locate), o.side, o.price, o.prev) != (locate, side, l.price, prev) {
-                            return Err(format!("order {at} is queued at the wrong place: {o:?}"));
+                            return Err(InvariantError::Misqueued { order: at, found: *o });
                         }
                         shares += u64::from(o.shares);
                         count += 1;
@@ -425,25 +422,99 @@ impl OrderBook {
                         at = o.next;
                     }
                     if prev != l.tail || shares != l.shares || count != l.orders || count == 0 {
-                        return Err(format!("locate {locate} {side:?} level {l:?}: queue holds {count} orders, {shares} shares, ends at {prev}"));
+                        return Err(InvariantError::Level { locate, side, level: *l, count, shares, ends_at: prev });
                     }
                     seen += count as usize;
                 }
             }
             if let (Some(b), Some(a)) = (book.bids.best(), book.asks.best()) {
                 if b.price >= a.price {
-                    return Err(format!("locate {locate} is crossed: bid {} >= ask {}", b.price, a.price));
+                    return Err(InvariantError::Crossed { locate, bid: b.price, ask: a.price });
                 }
             }
         }
         if seen != self.orders.len() {
-            return Err(format!("{} orders resting but {seen} in queues", self.orders.len()));
+            return Err(InvariantError::Unqueued { resting: self.orders.len(), queued: seen });
         }
         let t = self.totals;
         let out = t.executed + t.cancelled + t.deleted + t.replaced + self.resting_shares();
         if t.added != out {
-            return Err(format!("volume not conserved: added {} != removed + resting {out} ({t:?})", t.added));
+            return Err(InvariantError::Volume { removed_and_resting: out, totals: t });
         }
         Ok(())
     }
+}
+
+/// A broken book invariant ([`OrderBook::check_invariants`]): which, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvariantError {
+    /// A side's levels are not strictly sorted best last.
+    #[error("locate {locate} {side:?}: levels {} and {} out of order", prices.0, prices.1)]
+    OutOfOrder {
+        /// The stock.
+        locate: usize,
+        /// The side.
+        side: Side,
+        /// The two neighbouring prices.
+        prices: (u32, u32),
+    },
+    /// A level's queue names an order the book does not hold.
+    #[error("level {price} queue names missing order {order}")]
+    MissingOrder {
+        /// The level's price.
+        price: u32,
+        /// The order reference.
+        order: u64,
+    },
+    /// An order sits in a queue not of its stock, side or price, or its back link is wrong.
+    #[error("order {order} is queued at the wrong place: {found:?}")]
+    Misqueued {
+        /// The order reference.
+        order: u64,
+        /// The order as the book holds it.
+        found: Order,
+    },
+    /// A level's queue does not add up to the level (or the level is empty).
+    #[error("locate {locate} {side:?} level {level:?}: queue holds {count} orders, {shares} shares, ends at {ends_at}")]
+    Level {
+        /// The stock.
+        locate: usize,
+        /// The side.
+        side: Side,
+        /// The level.
+        level: Level,
+        /// Orders walked.
+        count: u32,
+        /// Shares walked.
+        shares: u64,
+        /// The last order walked.
+        ends_at: u64,
+    },
+    /// A stock's best bid is at or above its best ask.
+    #[error("locate {locate} is crossed: bid {bid} >= ask {ask}")]
+    Crossed {
+        /// The stock.
+        locate: usize,
+        /// The best bid.
+        bid: u32,
+        /// The best ask.
+        ask: u32,
+    },
+    /// Orders rest in the book but in no queue.
+    #[error("{resting} orders resting but {queued} in queues")]
+    Unqueued {
+        /// Orders the book holds.
+        resting: usize,
+        /// Orders found in queues.
+        queued: usize,
+    },
+    /// Shares added differ from shares removed plus resting.
+    #[error("volume not conserved: added {} != removed + resting {removed_and_resting} ({totals:?})", totals.added)]
+    Volume {
+        /// Shares removed (executed, cancelled, deleted, replaced) plus those resting.
+        removed_and_resting: u64,
+        /// The book's totals.
+        totals: Totals,
+    },
 }

@@ -114,7 +114,8 @@ fn the_invariant_check_catches_a_crossed_book() {
     let mut b = OrderBook::with_capacity(16, 4);
     add(&mut b, 1, b'B', 100, 10_100).unwrap();
     add(&mut b, 2, b'S', 100, 10_000).unwrap();
-    assert!(b.check_invariants().unwrap_err().contains("crossed"));
+    let e = b.check_invariants().unwrap_err();
+    assert!(matches!(e, InvariantError::Crossed { .. }) && e.to_string().contains("crossed"), "{e}");
 }
 
 /// The slowest obviously-right book: per stock and side a BTreeMap price -> shares, and a map
