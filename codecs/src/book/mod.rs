@@ -412,7 +412,8 @@ impl OrderBook {
                 for l in levels {
                     let (mut shares, mut count, mut at, mut prev) = (0u64, 0u32, l.head, 0u64);
                     while at != 0 {
-                        let o = self.orders.get(&at).ok_or(InvariantError::MissingOrder { price: l.price, order: at })?;
+                        let o =
+                            self.orders.get(&at).ok_or(InvariantError::MissingOrder { price: l.price, order: at })?;
                         if (usize::from(o.locate), o.side, o.price, o.prev) != (locate, side, l.price, prev) {
                             return Err(InvariantError::Misqueued { order: at, found: *o });
                         }
@@ -476,7 +477,9 @@ pub enum InvariantError {
         found: Order,
     },
     /// A level's queue does not add up to the level (or the level is empty).
-    #[error("locate {locate} {side:?} level {level:?}: queue holds {count} orders, {shares} shares, ends at {ends_at}")]
+    #[error(
+        "locate {locate} {side:?} level {level:?}: queue holds {count} orders, {shares} shares, ends at {ends_at}"
+    )]
     Level {
         /// The stock.
         locate: usize,
