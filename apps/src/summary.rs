@@ -67,14 +67,18 @@ pub const BACKLOG_LATE_NS: u64 = 100_000;
 /// More than this share (1%) of messages [`BACKLOG_LATE_NS`] late makes a run backlogged.
 pub const BACKLOG_LATE_SHARE: f64 = 0.01;
 
+/// The one backlog rule (the exchange's replay, the lab's open loops): `late` of `total` sends
+/// over [`BACKLOG_LATE_NS`] late, the latest `max_behind_ns` behind.
+pub fn is_backlogged(max_behind_ns: u64, late: u64, total: u64) -> bool {
+    max_behind_ns > BACKLOG_MAX_BEHIND_NS || late as f64 > BACKLOG_LATE_SHARE * total as f64
+}
+
 impl MdCounts {
     /// Whether the replay fell behind its schedule (by the bounds above): then the latencies
     /// measured from each tick's due time are how long ticks queued, not latency. Says so, with
     /// the rate the loop sustained.
     pub fn backlog(&self, asked_msgs_per_s: f64) -> Option<String> {
-        let behind = self.max_behind_ns > BACKLOG_MAX_BEHIND_NS
-            || self.late_100us as f64 > BACKLOG_LATE_SHARE * self.itch.max(1) as f64;
-        behind.then(|| {
+        is_backlogged(self.max_behind_ns, self.late_100us, self.itch).then(|| {
             format!(
                 "BACKLOGGED: the replay fell up to {:.1} ms behind its schedule ({} of {} messages over 100 µs late): latencies from a tick's due time measure the queue, not latency. Sustained {:.0} msg/s of {:.0} asked",
                 self.max_behind_ns as f64 / 1e6,

@@ -233,6 +233,15 @@ pub fn size_of_type(t: MsgType) -> usize {
     }
 }
 
+/// The type of `payload` if it is one whole message of a type and version this build knows
+/// (its header's length is the payload's and the type's size): what a reader of recorded bytes
+/// (a journal, a ring of mixed types) asks before viewing them as that type.
+pub fn message_type(payload: &[u8]) -> Option<MsgType> {
+    let h = crate::header::Header::peek(payload)?;
+    let t = MsgType::from_wire(h.msg_type)?;
+    (h.length as usize == payload.len() && size_of_type(t) == payload.len() && h.version == 1).then_some(t)
+}
+
 /// The type's name in snake case (`order_add`): file and table names.
 pub fn snake_name(t: MsgType) -> &'static str {
     match t {

@@ -23,8 +23,8 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field as ArrowField, Schema, TimeUnit};
 use tickbus::journal::{JournalError, JournalReader, Kind};
-use tickbus_codecs::layout::{fields, size_of_type, snake_name, Field, FieldKind};
-use tickbus_codecs::{Header, MsgType};
+use tickbus_codecs::layout::{fields, message_type, snake_name, Field, FieldKind};
+use tickbus_codecs::MsgType;
 
 /// Why a journal could not be exported.
 #[derive(Debug, thiserror::Error)]
@@ -163,14 +163,6 @@ impl TypeColumns {
         RecordBatch::try_new(Arc::new(Schema::new(schema)), cols)
             .map_err(|source| ExportError::Arrow { table: table.into(), source })
     }
-}
-
-/// The message type of `payload` if it is a whole tickbus message of a type and version this
-/// build knows.
-fn message_type(payload: &[u8]) -> Option<MsgType> {
-    let h = Header::peek(payload)?;
-    let t = MsgType::from_wire(h.msg_type)?;
-    (h.length as usize == payload.len() && size_of_type(t) == payload.len() && h.version == 1).then_some(t)
 }
 
 /// Reads the journal in `dir` (every record checked, in stream order) into tables.

@@ -16,9 +16,9 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use tickbus::journal::{JournalReader, Kind};
-use tickbus_codecs::layout::{fields, size_of_type, snake_name};
+use tickbus_codecs::layout::{fields, message_type, size_of_type, snake_name};
 use tickbus_codecs::normalize::Normalizer;
-use tickbus_codecs::{Header, MsgType};
+use tickbus_codecs::MsgType;
 
 /// One message type's records as they are read: message bytes, position, TSC, time.
 #[derive(Default)]
@@ -40,12 +40,6 @@ struct Read {
     blocks: BTreeMap<u16, Block>,
     gaps: Block,
     undecoded: u64,
-}
-
-fn message_type(payload: &[u8]) -> Option<MsgType> {
-    let h = Header::peek(payload)?;
-    let t = MsgType::from_wire(h.msg_type)?;
-    (h.length as usize == payload.len() && size_of_type(t) == payload.len() && h.version == 1).then_some(t)
 }
 
 impl Read {

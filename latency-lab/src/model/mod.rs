@@ -216,8 +216,8 @@ impl Section {
 }
 
 /// How far an open-loop sender fell behind its schedule. The run is backlogged when any send
-/// left more than [`BACKLOG_MAX_BEHIND_NS`] after its intended time, or more than
-/// [`BACKLOG_LATE_SHARE`] of them left more than [`BACKLOG_LATE_NS`] late: then the receiver's
+/// left more than 1 ms after its intended time, or more than 1% of them left more than
+/// [`BACKLOG_LATE_NS`] late (`tickbus_apps::summary::is_backlogged`, the one rule): then the receiver's
 /// percentiles (from each message's intended time) measure how long messages queued, and the
 /// run says what rate the machine sustained instead.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -232,18 +232,14 @@ pub struct Backlog {
     pub sustained_msgs_per_s: f64,
 }
 
-/// A send this far behind its schedule makes the run backlogged (1 ms; the apps' rule, so the
+/// A send this late counts as late (100 µs; the apps' rule, `tickbus_apps::summary`, so the
 /// exchange and the lab judge alike).
-pub const BACKLOG_MAX_BEHIND_NS: u64 = tickbus_apps::summary::BACKLOG_MAX_BEHIND_NS;
-/// A send this late counts toward [`BACKLOG_LATE_SHARE`] (100 µs).
 pub const BACKLOG_LATE_NS: u64 = tickbus_apps::summary::BACKLOG_LATE_NS;
-/// More than this share of sends late by [`BACKLOG_LATE_NS`] makes the run backlogged (1%).
-pub const BACKLOG_LATE_SHARE: f64 = tickbus_apps::summary::BACKLOG_LATE_SHARE;
 
 impl Backlog {
     /// Whether a run with these figures fell behind (by the bounds above).
     pub fn is_backlogged(&self) -> bool {
-        self.max_behind_ns > BACKLOG_MAX_BEHIND_NS || self.late_sends as f64 > BACKLOG_LATE_SHARE * self.sends as f64
+        tickbus_apps::summary::is_backlogged(self.max_behind_ns, self.late_sends, self.sends)
     }
 
     /// What the report prints beside a backlogged run.
@@ -396,6 +392,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_sender_behind_its_schedule_is_backlogged_by_either_bound() {
+        use tickbus_apps::summary::BACKLOG_MAX_BEHIND_NS;
         let b = |max_behind_ns, late_sends| Backlog {
             max_behind_ns,
             late_sends,
