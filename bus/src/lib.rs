@@ -59,6 +59,8 @@ pub mod journal;
 #[cfg(all(feature = "rdma", not(loom)))]
 pub mod mcast;
 #[cfg(not(loom))]
+pub mod merge;
+#[cfg(not(loom))]
 pub mod pubsub;
 #[cfg(all(feature = "rdma", not(loom)))]
 pub mod rdma;

@@ -23,6 +23,7 @@ mod reader;
 pub mod recorder;
 mod recorder_agent;
 mod source_id;
+mod tail;
 mod taps;
 mod writer;
 
@@ -36,4 +37,5 @@ pub use format::{Kind, Record};
 pub use reader::{Cursor, JournalReader, SegmentInfo};
 pub use recorder::{RecordError, Recorder, RecorderOptions, RecorderStats, SourceError, Taken, Tap};
 pub use recorder_agent::{RecorderAgent, RECORD_BATCH};
+pub use tail::JournalTail;
 pub use writer::{segment_path, Durability, JournalMeta, JournalOptions, JournalWriter, Recovery};

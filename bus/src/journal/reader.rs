@@ -128,6 +128,12 @@ impl JournalReader {
         Cursor { journal: self.clone(), seg: 0, map: None, at: DATA_START, reached: 0 }
     }
 
+    /// A cursor at the first record of segment number `number`, if the journal lists it.
+    pub(super) fn cursor_at_segment(&self, number: u64) -> Option<Cursor> {
+        let k = self.segments.iter().position(|s| s.index == number)?;
+        Some(self.at((k, DATA_START)))
+    }
+
     /// A cursor at the first record whose sequence is `sequence` or later (or whose gap covers
     /// it), found through the index.
     pub fn seek_sequence(&self, sequence: u64) -> Result<Cursor, JournalError> {
@@ -374,6 +380,37 @@ impl Cursor {
                 Err(error) => return Err(JournalError::Corrupt { path: path(), offset: at as u64, error }),
             }
         }
+    }
+
+    /// Moves past the next message or gap record and returns where it starts in the current
+    /// segment (read it with [`Cursor::record_at`]); None at the end of the data.
+    pub(super) fn step(&mut self) -> Result<Option<usize>, JournalError> {
+        self.advance()
+    }
+
+    /// Whether the cursor stands at its segment's end record: the segment is complete and the
+    /// records go on in the next one (which a reader opened before it existed does not list).
+    pub(super) fn sealed(&mut self) -> bool {
+        let at = self.at;
+        let Ok(m) = self.map() else { return false };
+        matches!(format::parse(m.get(at..).unwrap_or(&[]), at as u64), Ok(Some((r, _))) if r.kind == Kind::End)
+    }
+
+    /// The number of the segment the cursor is in.
+    pub(super) fn segment_number(&self) -> u64 {
+        self.journal.segments[self.seg].index
+    }
+
+    /// Maps the current segment again on the next read, at its length then: records a writer
+    /// appended since come into view (a map keeps the length it was made with).
+    pub(super) fn remap(&mut self) {
+        self.map = None;
+    }
+
+    /// The record `step` returned, read again from the map (it was checked when reached).
+    pub(super) fn record_at(&self, start: usize) -> Result<Record<'_>, JournalError> {
+        let m = self.map.as_ref().ok_or_else(|| self.changed(start))?;
+        format::parsed_again(m.get(start..).unwrap_or(&[])).ok_or_else(|| self.changed(start))
     }
 
     /// Calls `f` for every record from here to the end of the data; returns how many.

@@ -8,6 +8,7 @@
 //! number), levels in a vector with the best last (inserts and removals near the top move few
 //! elements), queue links inside the orders. Capacity is reserved up front; the steady state
 //! allocates only when a stock's level count or the order count outgrows it.
+mod digest;
 mod levels;
 mod md;
 #[cfg(test)]

@@ -1,0 +1,210 @@
+//! Following a journal while a recorder writes it: the [`Archive`] a late joiner catches up
+//! from ([`crate::merge::ReplayMerge`]).
+//!
+//! A reader lists a journal's segments and maps each at the length it had when mapped; a
+//! recorder appends to the last segment and starts new ones. So when the cursor finds nothing
+//! more, the tail maps its segment again (at most every [`REFRESH`]: records appended come
+//! into view), and once the cursor stands at the segment's end record it opens the journal again
+//! and reads on from the start of the next segment. Nothing is delivered twice: the cursor keeps
+//! its place across a remap and moves to the next segment only past an end record. (No seek
+//! through the index after the first: the index of the segment being written lags its records,
+//! so a seek there can scan most of a segment.) A damaged record is an error naming the file and
+//! offset (the merge reports what it could not bring as a gap).
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::error::JournalError;
+use super::format::Kind;
+use super::reader::{Cursor, JournalReader};
+use super::source_id;
+use crate::merge::{Archive, Entry};
+
+/// How often a tail with nothing more to read maps its segment again to see records written
+/// since.
+pub const REFRESH: Duration = Duration::from_micros(200);
+
+/// How often a tail that found no segment at all looks for one again.
+pub const REOPEN: Duration = Duration::from_millis(20);
+
+/// A journal read from a position on, as it grows.
+pub struct JournalTail {
+    dir: PathBuf,
+    cursor: Option<Cursor>,
+    /// The position after the last record taken: where a reopened cursor seeks to.
+    next: u64,
+    /// The record peeked and not yet taken: where it starts in the cursor's segment, and what
+    /// it is.
+    current: Option<(usize, Entry)>,
+    /// Where the last message peeked starts (its payload stays readable until the next peek).
+    payload_at: Option<usize>,
+    /// Positions before the journal's first record that were asked for: not in it.
+    lead: Option<Entry>,
+    started: bool,
+    refreshed: Option<Instant>,
+    remapped: Option<Instant>,
+    source: Option<u64>,
+}
+
+impl JournalTail {
+    /// Follows the journal in `dir` from position `from`. A folder with no segment yet (a
+    /// recorder just starting) is read as empty until one appears; a foreign or damaged
+    /// journal is an error.
+    pub fn open(dir: &Path, from: u64) -> Result<JournalTail, JournalError> {
+        let source = source_id::read(dir)?;
+        let mut t = JournalTail {
+            dir: dir.to_owned(),
+            cursor: None,
+            next: from,
+            current: None,
+            payload_at: None,
+            lead: None,
+            started: false,
+            refreshed: None,
+            remapped: None,
+            source,
+        };
+        t.reopen()?;
+        Ok(t)
+    }
+
+    /// The journal folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether the journal holds a record not yet taken, looking again at what was written
+    /// since (syscalls: for idle paths). A journal that cannot be read has nothing more.
+    pub fn has_more(&mut self) -> bool {
+        if self.current.is_some() || self.lead.is_some() {
+            return true;
+        }
+        let again = match self.cursor.is_some() {
+            true => self.look_again(),
+            false => self.reopen().and_then(|()| self.read()),
+        };
+        match again {
+            Ok(Some(got)) => {
+                self.current = Some(got);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Records written since the cursor's segment was mapped: maps it again; at its end record
+    /// (the recorder rolled over), opens the journal again to list the next segment and reads
+    /// on from its start (no seek: the cursor's place is known).
+    fn look_again(&mut self) -> Result<Option<(usize, Entry)>, JournalError> {
+        let Some(c) = self.cursor.as_mut() else { return Ok(None) };
+        c.remap();
+        if let Some(got) = self.read()? {
+            return Ok(Some(got));
+        }
+        let c = self.cursor.as_mut().expect("checked above");
+        if !c.sealed() {
+            return Ok(None);
+        }
+        let next = c.segment_number() + 1;
+        self.refreshed = Some(Instant::now());
+        let r = JournalReader::open(&self.dir)?;
+        match r.cursor_at_segment(next) {
+            Some(c) => {
+                self.cursor = Some(c);
+                self.read()
+            }
+            None => Ok(None), // sealed, but its successor not begun yet
+        }
+    }
+
+    /// Opens the journal again at the position after the last record taken.
+    fn reopen(&mut self) -> Result<(), JournalError> {
+        self.refreshed = Some(Instant::now());
+        let r = match JournalReader::open(&self.dir) {
+            Ok(r) => r,
+            Err(JournalError::Empty { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        self.cursor = Some(r.seek_sequence(self.next)?);
+        Ok(())
+    }
+
+    /// The next record from the cursor, if there is one now.
+    fn read(&mut self) -> Result<Option<(usize, Entry)>, JournalError> {
+        let Some(c) = self.cursor.as_mut() else { return Ok(None) };
+        let Some(start) = c.step()? else { return Ok(None) };
+        let r = c.record_at(start)?;
+        let e = match r.kind {
+            Kind::Message(p) => Entry::Message { position: r.sequence, len: p.len() },
+            Kind::Gap { count } => Entry::Gap { position: r.sequence, count },
+            // The cursor moves past end records itself.
+            Kind::End => return Ok(None),
+        };
+        Ok(Some((start, e)))
+    }
+}
+
+impl Archive for JournalTail {
+    type Error = JournalError;
+
+    fn peek(&mut self) -> Result<Option<Entry>, JournalError> {
+        if let Some(l) = self.lead {
+            return Ok(Some(l));
+        }
+        if self.current.is_none() {
+            let mut got = self.read()?;
+            if got.is_none() && self.remapped.is_none_or(|t| t.elapsed() >= REFRESH) {
+                self.remapped = Some(Instant::now());
+                got = self.look_again()?;
+            }
+            if got.is_none() && self.cursor.is_none() && self.refreshed.is_none_or(|t| t.elapsed() >= REOPEN) {
+                // No segment yet when last looked: a recorder just starting.
+                self.reopen()?;
+                got = self.read()?;
+            }
+            let Some((start, e)) = got else { return Ok(None) };
+            if !self.started {
+                self.started = true;
+                if e.position() > self.next {
+                    // The journal begins after the position asked for: those are not in it.
+                    self.current = Some((start, e));
+                    let lead = Entry::Gap { position: self.next, count: e.position() - self.next };
+                    self.lead = Some(lead);
+                    return Ok(Some(lead));
+                }
+            }
+            self.current = Some((start, e));
+        }
+        let (start, e) = self.current.expect("set above");
+        self.payload_at = matches!(e, Entry::Message { .. }).then_some(start);
+        Ok(Some(e))
+    }
+
+    fn take(&mut self) {
+        if let Some(l) = self.lead.take() {
+            self.next = self.next.max(l.end());
+            return;
+        }
+        if let Some((_, e)) = self.current.take() {
+            self.next = self.next.max(e.end());
+        }
+    }
+
+    fn payload(&self) -> &[u8] {
+        let (Some(at), Some(c)) = (self.payload_at, self.cursor.as_ref()) else { return &[] };
+        match c.record_at(at) {
+            Ok(r) => match r.kind {
+                Kind::Message(p) => p,
+                _ => &[],
+            },
+            Err(_) => &[],
+        }
+    }
+
+    fn source_id(&self) -> Option<u64> {
+        self.source
+    }
+}
+
+#[cfg(test)]
+#[path = "tail_tests.rs"]
+mod tests;
