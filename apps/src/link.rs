@@ -3,6 +3,8 @@
 //! call. What the apps add is policy: a transport error on the hot path (a QP that failed, a
 //! publisher that went) is kept, not returned, so the stream reads as empty from then on and
 //! the app looks at [`In::failure`] when idle, as it looks at its peers.
+use tickbus::journal::JournalTail;
+use tickbus::merge::{MergeOptions, MergeStats, ReplayMerge};
 #[cfg(test)]
 use tickbus::shm::{ShmPublisher, ShmSubscriber};
 use tickbus::stream::{AnyError, AnyPublisher, AnySubscriber, Publish, Retry, Subscribe};
@@ -12,13 +14,52 @@ use crate::pipeline::Peer;
 
 /// A stream the app reads: market data, orders (gateway) or reports (trader).
 pub struct In {
-    sub: AnySubscriber,
+    sub: Source,
     failed: Option<String>,
+}
+
+/// The live stream, or (a late joiner's market data) the stream's journal merged into it. The
+/// live subscriber is kept inline (every app's hot path); the merge, made once per join, is
+/// boxed.
+#[allow(clippy::large_enum_variant)]
+enum Source {
+    Live(AnySubscriber),
+    Joined(Box<ReplayMerge<AnySubscriber, JournalTail>>),
 }
 
 impl In {
     pub fn new(sub: AnySubscriber) -> In {
-        In { sub, failed: None }
+        In { sub: Source::Live(sub), failed: None }
+    }
+
+    /// This live stream joined late: the stream from position `from`, caught up from the
+    /// journal `tail` and then live (`tickbus::merge`).
+    pub fn into_joined(self, tail: JournalTail, from: u64) -> Result<In, String> {
+        let Source::Live(sub) = self.sub else { return Err("already joined".into()) };
+        let m = ReplayMerge::new(sub, tail, from, MergeOptions::default()).map_err(|e| e.to_string())?;
+        Ok(In { sub: Source::Joined(Box::new(m)), failed: self.failed })
+    }
+
+    /// A late joiner still catching up from the journal (false once live, and for a live
+    /// stream).
+    #[inline]
+    pub fn catching_up(&self) -> bool {
+        matches!(&self.sub, Source::Joined(m) if !m.is_live())
+    }
+
+    /// A late joiner's merge so far, and why its journal could not be read further, if so.
+    pub fn join_stats(&self) -> Option<(MergeStats, Option<String>)> {
+        match &self.sub {
+            Source::Joined(m) => Some((m.stats(), m.archive_failure().map(str::to_owned))),
+            Source::Live(_) => None,
+        }
+    }
+
+    fn live(&self) -> &AnySubscriber {
+        match &self.sub {
+            Source::Live(s) => s,
+            Source::Joined(m) => m.live(),
+        }
     }
 
     /// A shm ring's subscriber.
@@ -34,32 +75,48 @@ impl In {
         if failed.is_some() {
             return None;
         }
-        match sub.try_recv() {
-            Ok(r) => r,
-            // One foreign datagram dropped (ud-mcast): counted by the transport, poll on.
-            Err(e) if e.retry_helps() => None,
-            Err(e) => {
-                fail(failed, e);
-                None
-            }
+        match sub {
+            Source::Live(s) => match s.try_recv() {
+                Ok(r) => r,
+                // One foreign datagram dropped (ud-mcast): counted by the transport, poll on.
+                Err(e) if e.retry_helps() => None,
+                Err(e) => {
+                    fail(failed, e.to_string());
+                    None
+                }
+            },
+            Source::Joined(m) => match m.try_recv() {
+                Ok(r) => r,
+                Err(e) if e.retry_helps() => None,
+                Err(e) => {
+                    fail(failed, e.to_string());
+                    None
+                }
+            },
         }
     }
 
     /// Reliable streams: positions are released only by [`In::release_to`] (a gateway releases
     /// an order once it is answered).
     pub fn set_manual_release(&mut self, manual: bool) {
-        self.sub.set_manual_release(manual);
+        match &mut self.sub {
+            Source::Live(s) => s.set_manual_release(manual),
+            Source::Joined(m) => m.set_manual_release(manual),
+        };
     }
 
     #[inline]
     pub fn release_to(&mut self, position: u64) {
-        self.sub.release_to(position)
+        match &mut self.sub {
+            Source::Live(s) => s.release_to(position),
+            Source::Joined(m) => m.release_to(position),
+        }
     }
 
     /// TSC ticks per ns of the stream's publisher (shm, rdma-rc: from the ring's header), or
     /// this host's (ud-mcast).
     pub fn ticks_per_ns(&self) -> f64 {
-        self.sub.ticks_per_ns()
+        self.live().ticks_per_ns()
     }
 
     /// What became of the stream's publisher (a syscall on shm and rdma-rc: call it when idle).
@@ -70,13 +127,25 @@ impl In {
         if self.failed.is_some() {
             return Peer::Closed;
         }
-        self.sub.publisher()
+        self.live().publisher()
+    }
+
+    /// As [`In::peer`], but a late joiner whose publisher is gone stays live while its journal
+    /// holds more to catch up on (the journal is reopened to see: idle path).
+    pub fn peer_or_journal(&mut self) -> Peer {
+        let p = self.peer();
+        if let (Source::Joined(m), false) = (&mut self.sub, p == Peer::Live || self.failed.is_some()) {
+            if !m.is_live() && m.archive_mut().has_more() {
+                return Peer::Live;
+            }
+        }
+        p
     }
 
     /// Whether this is a ud-mcast stream.
     pub fn is_multicast(&self) -> bool {
         #[cfg(feature = "rdma")]
-        if let AnySubscriber::UdMcast(_) = self.sub {
+        if let AnySubscriber::UdMcast(_) = self.live() {
             return true;
         }
         false
@@ -89,13 +158,13 @@ impl In {
 
     /// ud-mcast: messages recovered from the publisher's history after the fabric lost them.
     pub fn recovered(&self) -> u64 {
-        self.sub.recovered()
+        self.live().recovered()
     }
 }
 
 #[cold]
-fn fail(failed: &mut Option<String>, e: AnyError) {
-    *failed = Some(e.to_string());
+fn fail(failed: &mut Option<String>, why: String) {
+    *failed = Some(why);
 }
 
 /// Why a publish did not go out.

@@ -231,6 +231,37 @@ pub struct TraderSummary {
     pub in_flight: u64,
     /// Why trading halted, if it did.
     pub halted: Option<String>,
+    /// The book at the end, as [`tickbus_codecs::book::OrderBook::digest`] (hex): equal for
+    /// two traders that hold the same book.
+    pub book_digest: String,
+    /// `--join`: how the trader caught up from the journal and cut over to the live stream.
+    pub join: Option<JoinSummary>,
+}
+
+/// How a late joiner caught up (`tickbus trader --join`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JoinSummary {
+    /// The journal caught up from.
+    pub journal: String,
+    /// The market-data position asked for.
+    pub from: u64,
+    /// Messages taken from the journal.
+    pub from_journal: u64,
+    /// Live messages dropped because the journal had delivered them.
+    pub duplicates: u64,
+    /// Positions the live stream skipped (lapped) that the journal filled.
+    pub filled: u64,
+    /// Positions reported lost because the journal recorded them lost.
+    pub journal_gaps: u64,
+    /// Positions reported lost because the journal did not bring them in time.
+    pub unfilled: u64,
+    /// The position of the first live message (None: never cut over).
+    pub cut_over: Option<u64>,
+    /// Time from start to live, in µs (None: never cut over).
+    pub live_after_us: Option<u64>,
+    /// Why the journal could not be read further, if so.
+    pub journal_error: Option<String>,
 }
 
 #[cfg(test)]

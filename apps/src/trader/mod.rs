@@ -63,6 +63,15 @@ pub struct TraderArgs {
     /// is known dead: its orders wait on the ring for the next gateway.
     #[arg(long, default_value_t = 5.0, value_parser = crate::args::secs)]
     pub report_timeout_secs: f64,
+    /// Join late (or restart) from the market data's journal (the folder `tickbus record`
+    /// writes): the book is rebuilt from the journal, from --join-from, and the trader cuts over
+    /// to the live stream at the exact position, trading only once live. Gaps on the live
+    /// stream after that are filled from the journal too.
+    #[arg(long, value_name = "DIR")]
+    pub join: Option<std::path::PathBuf>,
+    /// With --join: the market-data position to rebuild from (0: the day's start).
+    #[arg(long, default_value_t = 0, requires = "join")]
+    pub join_from: u64,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -98,6 +107,9 @@ pub struct Trader {
     /// gateway times only the ticks that led to an order).
     pub tick_hop: hdrhistogram::Histogram<u64>,
     scale: tickbus::time::TscScale,
+    /// When the trader started, and (a late joiner) when it went live: TSC.
+    started_tsc: u64,
+    live_tsc: u64,
 }
 
 /// A run's order-id base: 32 bits from the OS's random source (never 0) in the high half.
@@ -123,13 +135,16 @@ impl Trader {
         let scale = tickbus::time::TscScale { ticks_per_ns: md.ticks_per_ns() };
         // Up to an hour in ns, allocated up front: recording never allocates.
         let tick_hop = hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
+        let tsc = Tsc::new();
         Trader {
             md,
             orders,
             execs,
             strategy,
             order,
-            tsc: Tsc::new(),
+            started_tsc: tsc.now(),
+            live_tsc: 0,
+            tsc,
             id_base,
             matcher: reports::Reports::new(id_base),
             counts: Counts::default(),
@@ -143,8 +158,10 @@ impl Trader {
     /// Returns the work done (0: idle).
     #[inline]
     pub fn duty(&mut self, stop: &AtomicBool) -> usize {
-        let Trader { md, orders, execs, strategy, order, tsc, id_base, matcher, counts: c, tick_hop, scale } = self;
+        let Trader { md, orders, execs, strategy, order, tsc, id_base, matcher, counts: c, tick_hop, scale, .. } = self;
         let mut work = 0;
+        // A late joiner rebuilds its book from the journal and trades only once live.
+        let catching_up = md.catching_up();
         if let Some(r) = md.try_recv() {
             work += 1;
             let receive_tsc = tsc.now();
@@ -162,7 +179,7 @@ impl Trader {
                             if ingress_tsc != 0 {
                                 tick_hop.saturating_record(scale.delta_ns(ingress_tsc, receive_tsc).max(1));
                             }
-                            if let Some(moved) = strategy.apply(&msg) {
+                            if let Some(moved) = strategy.apply(&msg).filter(|_| !catching_up) {
                                 let book_tsc = tsc.now();
                                 if let Some(i) = strategy.decide(moved) {
                                     let o = &mut order.order;
@@ -190,6 +207,9 @@ impl Trader {
                     strategy.on_gap(g.missed());
                 }
             }
+        }
+        if catching_up && !md.catching_up() {
+            self.live_tsc = tsc.now();
         }
         while let Some(Recv::Message(m)) = execs.try_recv() {
             work += 1;
@@ -263,6 +283,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         eprintln!("trader: the report stream failed: {why}");
     }
     let recovered = t.md.recovered();
+    let join = join_summary(&t, &a);
     let Trader { orders, strategy, counts: c, tick_hop: h, .. } = t;
     drop(orders); // closes the order stream: the gateway sees the trader finished
     if a.json {
@@ -276,6 +297,8 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
             strategy: strategy.stats,
             in_flight: strategy.in_flight(),
             halted: strategy.halted(),
+            book_digest: format!("{:016x}", strategy.book_digest()),
+            join,
         };
         println!("{}", serde_json::to_string(&summary).map_err(|e| e.to_string())?);
     } else {
@@ -296,6 +319,24 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// How a late joiner caught up, for the summary.
+fn join_summary(t: &Trader, a: &TraderArgs) -> Option<tickbus_apps::summary::JoinSummary> {
+    let (m, why) = t.md.join_stats()?;
+    let live_after_us = (t.live_tsc != 0).then(|| t.scale.delta_ns(t.started_tsc, t.live_tsc) / 1000);
+    Some(tickbus_apps::summary::JoinSummary {
+        journal: a.join.as_deref().map(|p| p.display().to_string()).unwrap_or_default(),
+        from: a.join_from,
+        from_journal: m.from_archive,
+        duplicates: m.duplicates,
+        filled: m.filled,
+        journal_gaps: m.archive_gaps,
+        unfilled: m.unfilled,
+        cut_over: m.cut_over,
+        live_after_us,
+        journal_error: why,
+    })
 }
 
 /// The trader as an [`Agent`](tickbus::agent::Agent): each duty cycle is one pass of the
@@ -383,7 +424,7 @@ impl<'a> TraderAgent<'a> {
         }
         // Looked at only after a duty cycle found no work: a feed seen gone here had nothing
         // left to read, and the step after that settles (or waits for the reports).
-        match md.step(Instant::now(), t.md.peer(), t.counts.ticks, t.strategy.in_flight()) {
+        match md.step(Instant::now(), t.md.peer_or_journal(), t.counts.ticks, t.strategy.in_flight()) {
             Step::Over(Ended::NeverSeen) if multicast => {
                 eprintln!("trader: no market data within {} s (--wait-secs); ending", a.wait_secs);
                 false
@@ -419,7 +460,13 @@ fn open(a: &TraderArgs, stop: &Arc<AtomicBool>) -> Result<(Out, In, In), String>
     let t = a.streams.resolve()?;
     let o = a.streams.options(a.wait_secs, stop);
     let mut orders = streams::publisher(&t.orders, &order_ring(a.stream), &o)?;
-    let md = streams::subscriber(&t.md, false, &o)?;
+    let mut md = streams::subscriber(&t.md, false, &o)?;
+    if let Some(dir) = &a.join {
+        // After the live stream is attached: together they hold every position.
+        let tail = tickbus::journal::JournalTail::open(dir, a.join_from)
+            .map_err(|e| format!("--join {}: {e}", dir.display()))?;
+        md = md.into_joined(tail, a.join_from).map_err(|e| format!("--join {}: {e}", dir.display()))?;
+    }
     let execs = streams::subscriber_polling(&t.execs, true, &o, &mut orders)
         .map_err(|e| format!("{e}; the reports are the gateway's: start `tickbus gateway` or `tickbus exchange`"))?;
     streams::wait_for_reader(&mut orders, "the gateway", o.wait, stop)?;

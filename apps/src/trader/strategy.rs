@@ -51,6 +51,11 @@ impl Strategy {
         }
     }
 
+    /// The book's digest (`OrderBook::digest`): equal for traders holding the same book.
+    pub fn book_digest(&self) -> u64 {
+        self.book.digest()
+    }
+
     /// Maps the book's memory in before trading (see `OrderBook::pre_touch`): a cold book takes
     /// page faults for its first hundreds of thousands of orders and falls behind a busy feed.
     pub fn pre_touch(&mut self) {

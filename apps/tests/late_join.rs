@@ -1,0 +1,188 @@
+//! Late join and restart over shm, as real processes: `tickbus exchange` replays a generated
+//! ITCH day onto a lossy market-data ring, `tickbus record` journals it, and four traders hold
+//! books: A from the open, B joining (`--join`) a quarter of the way in, C two thirds in, and
+//! D from the open, `kill -9`ed at 40% of the day and restarted with `--join`. At the end every one of them
+//! holds the book built offline from the whole file (compared by digest: every instrument's
+//! levels and every order in queue order), B, C and D cut over to the live stream (they were not
+//! just reading a finished journal), and none lost or repeated a message.
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tickbus_codecs::book::OrderBook;
+use tickbus_codecs::itch::ItchFileReader;
+
+/// ITCH messages per second: slow enough that a late joiner, sharing two cores with six busy
+/// processes in a debug build, reads the journal faster than the day goes on.
+const RATE: u64 = 10_000;
+const MESSAGES: u64 = 100_000;
+
+struct Env {
+    children: Vec<u32>,
+    tag: String,
+    tmp: PathBuf,
+}
+
+impl Env {
+    fn new() -> Env {
+        let tag = format!("tickbus-join-{}", std::process::id());
+        let tmp = std::env::temp_dir().join(&tag);
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        Env { children: Vec::new(), tag, tmp }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tickbus"));
+        c.args(args)
+            .env("TICKBUS_HUGEPAGE_DIR", format!("/dev/hugepages/{}", self.tag))
+            .env("TICKBUS_SHM_DIR", format!("/dev/shm/{}", self.tag));
+        c
+    }
+
+    fn spawn(&mut self, args: &[&str]) -> Child {
+        let out = File::create(self.tmp.join(format!("{}.err", self.children.len()))).unwrap();
+        let child = self.cmd(args).stdout(Stdio::piped()).stderr(out).spawn().unwrap();
+        self.children.push(child.id());
+        child
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.tmp.join(name).to_str().unwrap().to_owned()
+    }
+
+    /// A trader on its own order and report rings (`k`), with a gateway of its own unless it
+    /// trades with the exchange's (k = 0).
+    fn trader(&mut self, k: usize, join: bool) -> Child {
+        let (orders, execs) = (format!("orders{k}"), format!("execs{k}"));
+        let journal = self.path("journal");
+        let mut args = vec!["trader", "--md", "md", "--orders", &orders, "--execs", &execs, "--json"];
+        if join {
+            args.extend(["--join", &journal]);
+        }
+        self.spawn(&args)
+    }
+
+    fn gateway(&mut self, k: usize) -> Child {
+        let (orders, execs) = (format!("orders{k}"), format!("execs{k}"));
+        self.spawn(&["gateway", "--md", "md", "--orders", &orders, "--execs", &execs, "--json"])
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        for &pid in &self.children {
+            // SAFETY: SIGKILL to a child this test started (a test that failed leaves none
+            // behind); a pid already reaped is not ours to signal, and kill of a finished
+            // child that is not reaped yet is harmless.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        let _ = std::fs::remove_dir_all(&self.tmp);
+        let _ = std::fs::remove_dir_all(format!("/dev/hugepages/{}", self.tag));
+        let _ = std::fs::remove_dir_all(format!("/dev/shm/{}", self.tag));
+    }
+}
+
+fn finish(child: Child, what: &str) -> serde_json::Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{what} failed ({:?})", out.status);
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{what}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn sig(c: &Child, s: i32) {
+    // SAFETY: kill(2) on our own child's pid; it only sends a signal.
+    assert_eq!(unsafe { libc::kill(c.id() as i32, s) }, 0);
+}
+
+/// The book of the whole ITCH file, built here, offline.
+fn offline_digest(day: &str) -> String {
+    let mut b = OrderBook::with_capacity(1 << 16, 64);
+    let mut r = ItchFileReader::new(File::open(day).unwrap());
+    while let Some(rec) = r.next_record().unwrap() {
+        let _ = b.apply(&rec.message);
+    }
+    format!("{:016x}", b.digest())
+}
+
+fn n(v: &serde_json::Value, path: &[&str]) -> u64 {
+    path.iter().fold(v, |v, k| &v[*k]).as_u64().unwrap_or_else(|| panic!("{path:?} in {v}"))
+}
+
+#[test]
+fn traders_joining_late_or_restarted_hold_the_book_of_the_whole_day() {
+    let mut env = Env::new();
+    let day = env.path("day.itch");
+    let messages = MESSAGES.to_string();
+    let gen = ["itch", "generate", "--seed", "11", "--stocks", "8", "--messages", &messages, "--itch", &day];
+    assert!(env.cmd(&gen).output().unwrap().status.success());
+    let want = offline_digest(&day);
+    let rate = RATE.to_string();
+    let span = Duration::from_secs_f64(MESSAGES as f64 / RATE as f64);
+
+    // The venue (with the gateway of trader A), the recorder, A and D from the open.
+    let exchange = env.spawn(&[
+        "exchange", "--itch", &day, "--rate", &rate, "--md", "md", "--orders", "orders0", "--execs", "execs0", "--json",
+    ]);
+    let journal = env.path("journal");
+    let recorder = env.spawn(&["record", "--ring", "md", "--journal", &journal, "--json"]);
+    // The recorder attached before trader A: the exchange replays once A is there.
+    let said = env.tmp.join(format!("{}.err", env.children.len() - 1));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&said).unwrap_or_default().contains("recording") {
+        assert!(Instant::now() < deadline, "the recorder did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let a = env.trader(0, false);
+    let gw_d = env.gateway(3);
+    let d = env.trader(3, false);
+    let start = Instant::now();
+    let at = |f: f64| start + span.mul_f64(f);
+    let sleep_until = |t: Instant| std::thread::sleep(t.saturating_duration_since(Instant::now()));
+
+    sleep_until(at(0.25));
+    let gw_b = env.gateway(1);
+    let b = env.trader(1, true);
+    sleep_until(at(0.4));
+    sig(&d, libc::SIGKILL);
+    let _ = d.wait_with_output();
+    let d2 = env.trader(3, true);
+    sleep_until(at(0.65));
+    let gw_c = env.gateway(2);
+    let c = env.trader(2, true);
+
+    let exchange = finish(exchange, "exchange");
+    let published = n(&exchange, &["md", "published"]);
+    let results = [("A", finish(a, "trader A")), ("B", finish(b, "trader B")), ("C", finish(c, "trader C"))];
+    let d2 = finish(d2, "trader D (restarted)");
+    for g in [gw_b, gw_c, gw_d] {
+        sig(&g, libc::SIGTERM);
+        let _ = g.wait_with_output();
+    }
+    sig(&recorder, libc::SIGTERM);
+    let rec = finish(recorder, "recorder");
+    assert_eq!(n(&rec, &["messages"]), published, "the journal holds the whole day: {rec}");
+    assert_eq!(n(&rec, &["gaps"]), 0, "{rec}");
+
+    let results: Vec<_> = results.into_iter().chain([("D restarted", d2)]).collect();
+    for (who, t) in &results {
+        eprintln!("trader {who}: {} ticks, join {}", t["counts"]["ticks"], t["join"]);
+    }
+    for (who, t) in &results {
+        assert_eq!(t["book_digest"].as_str(), Some(want.as_str()), "trader {who}'s book is not the day's: {t}");
+        assert_eq!(n(t, &["counts", "ticks"]), published, "trader {who} saw every message once: {t}");
+        assert_eq!(n(t, &["counts", "md_missed"]), 0, "{who}: {t}");
+        assert!(t["halted"].is_null(), "{who}: {t}");
+        if *who == "A" {
+            assert!(t["join"].is_null());
+            continue;
+        }
+        let j = &t["join"];
+        assert!(n(j, &["from_journal"]) > 0, "{who} caught up from the journal: {j}");
+        let cut = n(j, &["cut_over"]);
+        assert!(cut > 0 && cut < published, "{who} cut over to the live stream mid-day: {j}");
+        assert_eq!(n(j, &["unfilled"]) + n(j, &["journal_gaps"]), 0, "{who}: {j}");
+        assert!(n(t, &["counts", "orders"]) > 0, "{who} traded once live: {t}");
+    }
+}
