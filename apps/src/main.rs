@@ -98,6 +98,31 @@ enum JournalCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Check a whole journal: every record's CRC and order, every index entry against the
+    /// record it names. Exits non-zero if anything is wrong (for scripts).
+    Verify {
+        /// The journal folder.
+        dir: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print records, decoded: one line each as text, or JSON lines with every field by name.
+    /// --from and --to (inclusive) take a sequence number or an RFC 3339 time
+    /// (2026-12-03T10:30:00Z); the start is found through the index.
+    Cat {
+        /// The journal folder.
+        dir: PathBuf,
+        /// The first record: a sequence number or a time.
+        #[arg(long, value_parser = journal::bound)]
+        from: Option<journal::Bound>,
+        /// The last record: a sequence number or a time.
+        #[arg(long, value_parser = journal::bound)]
+        to: Option<journal::Bound>,
+        /// JSON lines instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Export a journal for research tools: one Parquet file per message type (a column per
     /// field, TSC and UTC receive times) and gaps.parquet, readable by pandas, polars, DuckDB.
     Export {
@@ -177,6 +202,8 @@ fn main() -> ExitCode {
         Cmd::Replay(a) => replay::run(a),
         Cmd::Journal(JournalCmd::Inspect { dir, json }) => journal::inspect(&dir, json),
         Cmd::Journal(JournalCmd::Export { dir, parquet, json }) => journal::export(&dir, &parquet, json),
+        Cmd::Journal(JournalCmd::Verify { dir, json }) => journal::verify(&dir, json),
+        Cmd::Journal(JournalCmd::Cat { dir, from, to, json }) => journal::cat(&dir, from, to, json),
         Cmd::Feed(a) => feed::run(a),
         Cmd::MoldServer(a) => mold_server::run(a),
         Cmd::Trader(a) => trader::run(a),

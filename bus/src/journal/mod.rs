@@ -25,6 +25,7 @@ mod recorder_agent;
 mod source_id;
 mod tail;
 mod taps;
+mod verify;
 mod writer;
 
 #[cfg(test)]
@@ -38,4 +39,5 @@ pub use reader::{Cursor, JournalReader, SegmentInfo};
 pub use recorder::{RecordError, Recorder, RecorderOptions, RecorderStats, SourceError, Taken, Tap};
 pub use recorder_agent::{RecorderAgent, RECORD_BATCH};
 pub use tail::JournalTail;
+pub use verify::{verify, SegmentCheck, VerifyReport};
 pub use writer::{segment_path, Durability, JournalMeta, JournalOptions, JournalWriter, Recovery};
