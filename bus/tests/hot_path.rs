@@ -383,3 +383,81 @@ fn the_stream_api_opened_from_a_uri_makes_no_syscall_and_no_allocation() {
     assert_eq!(sc, Counts { syscalls: 0, allocs: 0 }, "subscriber");
     assert_eq!(delivered, n);
 }
+
+/// A late joiner's merge once live (`tickbus::merge`): it caught up from a journal of the first
+/// 1,000 messages and cut over to the reliable live stream during warm-up; from then on each
+/// poll is the live poll plus a branch: no syscall, no allocation, every message once in order.
+#[test]
+fn a_late_joiner_once_live_makes_no_syscall_and_no_allocation() {
+    use tickbus::journal::{JournalMeta, JournalOptions, JournalTail, JournalWriter};
+    use tickbus::merge::{MergeOptions, ReplayMerge};
+    use tickbus::stream::Subscribe;
+    let o = opts("merge");
+    let cfg = RingConfig::for_payload(Mode::Reliable, 1, Quote::LEN, 256);
+    let (warm, n) = (1000u64, 100_000u64);
+    let quote = |i: u64| {
+        let mut q = Quote::new();
+        q.bid_px = i as i64;
+        q.header.stamp(1, i, 0);
+        q
+    };
+    // The journal a recorder would have written: the first `warm` messages.
+    let dir = std::env::temp_dir().join(format!("tickbus-hot-merge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let meta = JournalMeta { stream_id: 1, source: "hot path".into(), ticks_per_ns: tickbus::time::ticks_per_ns() };
+    let mut w = JournalWriter::open(&dir, meta, JournalOptions::default()).unwrap();
+    for i in 0..warm {
+        w.append(i, 0, 0, zerocopy::IntoBytes::as_bytes(&quote(i))).unwrap();
+    }
+    w.close().unwrap();
+    let mut p = shm::open_publisher("merge", &cfg, &o).unwrap();
+    let live = shm::open_consumer("merge", &o).unwrap();
+    let tail = JournalTail::open(&dir, 0).unwrap();
+    let m = ReplayMerge::new(live, tail, 0, MergeOptions::default()).unwrap();
+    let publisher = std::thread::spawn(move || {
+        for i in 0..=warm + n {
+            let mut q = quote(i);
+            loop {
+                match p.publish(zerocopy::IntoBytes::as_bytes(&q)) {
+                    Ok(_) => break,
+                    Err(ClaimError::Full { .. }) => std::hint::spin_loop(),
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            std::hint::black_box(&mut q);
+        }
+        p
+    });
+    let ((delivered, stats), c) = on_trapped_thread(
+        move || {
+            let mut m = m;
+            // Warm-up, unmeasured: the journal, then the cut-over at `warm`.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !(m.is_live() && m.position() > warm) {
+                assert!(std::time::Instant::now() < deadline, "no cut-over: {:?}", m.stats());
+                let _ = m.try_recv().unwrap();
+            }
+            m
+        },
+        move |m| {
+            let (mut delivered, mut budget) = (0u64, 4_000_000_000u64);
+            while delivered < n && budget > 0 {
+                budget -= 1;
+                if let Ok(Some(Recv::Message(d))) = m.try_recv() {
+                    let q = d.decode::<Quote>().expect("a quote");
+                    assert_eq!((d.position, q.bid_px as u64), (warm + 1 + delivered, warm + 1 + delivered));
+                    delivered += 1;
+                }
+            }
+            (delivered, m.stats())
+        },
+    );
+    assert_eq!(c, Counts { syscalls: 0, allocs: 0 }, "the merge once live");
+    assert_eq!(delivered, n);
+    assert_eq!(stats.from_archive, warm, "{stats:?}");
+    assert_eq!(stats.cut_over, Some(warm), "{stats:?}");
+    drop(publisher.join().unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&o.hugepage_dir);
+    let _ = std::fs::remove_dir_all(&o.fallback_dir);
+}
