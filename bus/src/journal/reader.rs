@@ -384,6 +384,7 @@ impl Cursor {
 
     /// Moves past the next message or gap record and returns where it starts in the current
     /// segment (read it with [`Cursor::record_at`]); None at the end of the data.
+    #[inline]
     pub(super) fn step(&mut self) -> Result<Option<usize>, JournalError> {
         self.advance()
     }
@@ -394,6 +395,12 @@ impl Cursor {
         let at = self.at;
         let Ok(m) = self.map() else { return false };
         matches!(format::parse(m.get(at..).unwrap_or(&[]), at as u64), Ok(Some((r, _))) if r.kind == Kind::End)
+    }
+
+    /// The current segment's mapped bytes (empty before the first read).
+    #[inline]
+    pub(super) fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
     }
 
     /// The number of the segment the cursor is in.
@@ -408,6 +415,7 @@ impl Cursor {
     }
 
     /// The record `step` returned, read again from the map (it was checked when reached).
+    #[inline]
     pub(super) fn record_at(&self, start: usize) -> Result<Record<'_>, JournalError> {
         let m = self.map.as_ref().ok_or_else(|| self.changed(start))?;
         format::parsed_again(m.get(start..).unwrap_or(&[])).ok_or_else(|| self.changed(start))

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::error::JournalError;
-use super::format::Kind;
+use super::format::{self, Kind};
 use super::reader::{Cursor, JournalReader};
 use super::source_id;
 use crate::merge::{Archive, Entry};
@@ -35,8 +35,9 @@ pub struct JournalTail {
     /// The record peeked and not yet taken: where it starts in the cursor's segment, and what
     /// it is.
     current: Option<(usize, Entry)>,
-    /// Where the last message peeked starts (its payload stays readable until the next peek).
-    payload_at: Option<usize>,
+    /// Where the last message peeked has its payload in the cursor's map, and its length (it
+    /// stays readable until the next peek).
+    payload_at: Option<(usize, usize)>,
     /// Positions before the journal's first record that were asked for: not in it.
     lead: Option<Entry>,
     started: bool,
@@ -129,6 +130,7 @@ impl JournalTail {
     }
 
     /// The next record from the cursor, if there is one now.
+    #[inline]
     fn read(&mut self) -> Result<Option<(usize, Entry)>, JournalError> {
         let Some(c) = self.cursor.as_mut() else { return Ok(None) };
         let Some(start) = c.step()? else { return Ok(None) };
@@ -146,6 +148,7 @@ impl JournalTail {
 impl Archive for JournalTail {
     type Error = JournalError;
 
+    #[inline]
     fn peek(&mut self) -> Result<Option<Entry>, JournalError> {
         if let Some(l) = self.lead {
             return Ok(Some(l));
@@ -175,10 +178,14 @@ impl Archive for JournalTail {
             self.current = Some((start, e));
         }
         let (start, e) = self.current.expect("set above");
-        self.payload_at = matches!(e, Entry::Message { .. }).then_some(start);
+        self.payload_at = match e {
+            Entry::Message { len, .. } => Some((start + format::RECORD_HEADER_BYTES, len)),
+            Entry::Gap { .. } => None,
+        };
         Ok(Some(e))
     }
 
+    #[inline]
     fn take(&mut self) {
         if let Some(l) = self.lead.take() {
             self.next = self.next.max(l.end());
@@ -189,15 +196,12 @@ impl Archive for JournalTail {
         }
     }
 
+    #[inline]
     fn payload(&self) -> &[u8] {
-        let (Some(at), Some(c)) = (self.payload_at, self.cursor.as_ref()) else { return &[] };
-        match c.record_at(at) {
-            Ok(r) => match r.kind {
-                Kind::Message(p) => p,
-                _ => &[],
-            },
-            Err(_) => &[],
-        }
+        let (Some((at, len)), Some(c)) = (self.payload_at, self.cursor.as_ref()) else { return &[] };
+        // The record was checked (CRC and bounds) when the cursor reached it; `get` keeps a
+        // file changed under the map since from panicking here.
+        c.bytes().get(at..at + len).unwrap_or(&[])
     }
 
     fn source_id(&self) -> Option<u64> {

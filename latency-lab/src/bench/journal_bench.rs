@@ -150,6 +150,7 @@ fn throughput_here(
         itch_decode_msgs_per_s: itch_rate,
         sustained: None,
         python_read: None,
+        catch_up: None,
     })
 }
 

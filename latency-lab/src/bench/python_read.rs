@@ -31,7 +31,7 @@ fn python() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
-fn write_journal(dir: &Path, n: u64, ticks_per_ns: f64) -> Result<(), Box<dyn Error>> {
+pub(crate) fn write_journal(dir: &Path, n: u64, ticks_per_ns: f64) -> Result<(), Box<dyn Error>> {
     let _ = std::fs::remove_dir_all(dir);
     let meta = JournalMeta { stream_id: 1, source: "latency-lab python read".into(), ticks_per_ns };
     let mut w = JournalWriter::open(dir, meta, JournalOptions::default())?;

@@ -26,6 +26,26 @@ pub struct JournalReport {
     /// The Python package reading a journal into numpy beside the Rust reader (issue 28).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python_read: Option<PythonRead>,
+    /// A late joiner's catch-up from a journal beside the journal's own read (issue 26).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up: Option<CatchUp>,
+}
+
+/// The replay-merge catching up from a journal beside the journal's cursor over the same
+/// records: paired rounds in alternating order, a ratio per round.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CatchUp {
+    pub messages: u64,
+    pub rounds: usize,
+    /// Median of the rounds: the floor.
+    pub journal_read_msgs_per_s: f64,
+    /// Median of the rounds: the merge.
+    pub merge_msgs_per_s: f64,
+    /// Median of the per-round ratios (target: at least 0.8).
+    pub x_floor: f64,
+    /// The lowest and highest per-round ratio.
+    pub x_min: f64,
+    pub x_max: f64,
 }
 
 /// `tickbus.read_journal` (numpy structured arrays) beside the Rust reader decoding every

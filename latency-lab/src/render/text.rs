@@ -275,6 +275,13 @@ impl JournalReport {
             Some(p) => s += &format!("  Python into numpy   not measured: {}\n", p.note.as_deref().unwrap_or("")),
             None => {}
         }
+        if let Some(c) = &self.catch_up {
+            s += &format!(
+                "  late-join catch-up  {:>12.0} msg/s   the journal's own read (floor) {:>12.0} msg/s   {:.2}x floor (target >= 0.8x; median of {} paired rounds, {:.2}-{:.2}x; {} messages caught up in {:.0} ms)\n",
+                c.merge_msgs_per_s, c.journal_read_msgs_per_s, c.x_floor, c.rounds, c.x_min, c.x_max, c.messages,
+                c.messages as f64 / c.merge_msgs_per_s * 1e3
+            );
+        }
         if let Some(x) = &self.sustained {
             s += &format!(
                 "  sustained           {} msg/s for {:.1} s: {} published, {} recorded ({} lost), achieved {:.0} msg/s, ring full {} times\n",

@@ -1,0 +1,97 @@
+//! A late joiner's catch-up rate (issue 26): messages a second from a journal through the
+//! replay-merge (`tickbus::merge::ReplayMerge` over a `JournalTail`, a live lossy ring beside it)
+//! against the floor, the journal's own cursor reading the same records, in the same run:
+//! paired rounds in alternating order, a ratio per round, the median and its spread.
+use std::error::Error;
+use std::time::Instant;
+
+use tickbus::journal::{JournalReader, JournalTail, Kind};
+use tickbus::merge::{MergeOptions, ReplayMerge};
+use tickbus::ring::{HeapMemory, RingReader, RingWriter};
+use tickbus::stream::Subscribe;
+use tickbus::{Mode, Recv, RingConfig, StartAt, Subscriber};
+
+use crate::model::journal::CatchUp;
+
+const ROUNDS: usize = 7;
+
+/// The floor: the journal's cursor over every record, touching each payload.
+fn read_floor(dir: &std::path::Path, n: u64) -> Result<f64, Box<dyn Error>> {
+    let t0 = Instant::now();
+    let (mut count, mut sum) = (0u64, 0u64);
+    JournalReader::open(dir)?.cursor().for_each(|r| {
+        if let Kind::Message(p) = r.kind {
+            count += 1;
+            sum = sum.wrapping_add(u64::from(p[0]));
+        }
+    })?;
+    let secs = t0.elapsed().as_secs_f64();
+    std::hint::black_box(sum);
+    if count != n {
+        return Err(format!("the floor read {count} of {n} messages").into());
+    }
+    Ok(n as f64 / secs)
+}
+
+/// The merge from position 0 until it has delivered all `n`, touching each payload; the live
+/// stream is a lossy ring nobody publishes on (the catch-up alone is timed).
+fn merge(dir: &std::path::Path, n: u64) -> Result<f64, Box<dyn Error>> {
+    let cfg = RingConfig::for_payload(Mode::Lossy, 1, 128, 1024);
+    let mem = HeapMemory::new(cfg.ring_bytes());
+    let _w = RingWriter::create(mem.clone(), &cfg, 1, 0)?;
+    let live = Subscriber::new(RingReader::observer(mem, StartAt::Latest)?);
+    let t0 = Instant::now();
+    let mut m = ReplayMerge::new(live, JournalTail::open(dir, 0)?, 0, MergeOptions::default())?;
+    let (mut count, mut sum) = (0u64, 0u64);
+    while m.position() < n {
+        match m.try_recv()? {
+            Some(Recv::Message(d)) => {
+                count += 1;
+                sum = sum.wrapping_add(u64::from(d.payload[0]));
+            }
+            Some(Recv::Gap(g)) => return Err(format!("the merge reported a gap {g:?} in a whole journal").into()),
+            None => {}
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    std::hint::black_box(sum);
+    if count != n {
+        return Err(format!("the merge delivered {count} of {n} messages").into());
+    }
+    Ok(n as f64 / secs)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Paired rounds over one journal of `n` messages.
+pub fn run(n: u64, ticks_per_ns: f64) -> Result<CatchUp, Box<dyn Error>> {
+    let dir = std::env::temp_dir().join(format!("lab-catch-up-{}", std::process::id()));
+    crate::bench::python_read::write_journal(&dir, n, ticks_per_ns)?;
+    let (mut floors, mut merges, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let (f, m) = if round % 2 == 0 {
+            let f = read_floor(&dir, n)?;
+            (f, merge(&dir, n)?)
+        } else {
+            let m = merge(&dir, n)?;
+            (read_floor(&dir, n)?, m)
+        };
+        floors.push(f);
+        merges.push(m);
+        ratios.push(m / f);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let (lo, hi) = ratios.iter().fold((f64::MAX, 0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+    Ok(CatchUp {
+        messages: n,
+        rounds: ROUNDS,
+        journal_read_msgs_per_s: median(floors),
+        merge_msgs_per_s: median(merges),
+        x_floor: median(ratios),
+        x_min: lo,
+        x_max: hi,
+    })
+}
