@@ -19,8 +19,14 @@ impl Drop for Running {
 
 /// `tickbus` (built with this test, `--features rdma`) with `args`, its output piped.
 pub fn spawn(args: &[&str]) -> Running {
+    spawn_env(args, &[])
+}
+
+/// As [`spawn`], with environment variables set for the child.
+pub fn spawn_env(args: &[&str], env: &[(&str, &str)]) -> Running {
     let child = Command::new(env!("CARGO_BIN_EXE_tickbus"))
         .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

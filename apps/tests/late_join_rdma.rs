@@ -1,0 +1,120 @@
+//! Late join over ud-mcast, in the Soft-RoCE guest (rxe0 and rxe1): `tickbus exchange` publishes
+//! market data on a ud-mcast group (with recovery) from rxe0 and trades with trader A over
+//! rdma-rc; `tickbus record --from ud-mcast://...` journals the group on rxe1; trader B joins the
+//! group part-way through with `--join` (its orders to its own gateway on shm rings). At the end
+//! A and B hold the book built offline from the whole day (compared by digest), and B cut over
+//! from the journal to the live group. Ignored (with the reason) on a host without two RDMA
+//! devices; a failure in the guest, where TICKBUS_REQUIRE_RDMA=1 is set.
+use std::fs::File;
+use std::time::Duration;
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use tickbus_codecs::book::OrderBook;
+use tickbus_codecs::itch::ItchFileReader;
+
+mod common;
+
+const TOKEN: &str = "late-join-rdma-test";
+
+fn main() {
+    let mut args = Arguments::from_args();
+    args.test_threads = Some(1);
+    let devices = tickbus::rdma::device_names();
+    let skip = devices.len() < 2 && std::env::var_os("TICKBUS_REQUIRE_RDMA").is_none();
+    if skip {
+        eprintln!("late_join_rdma: needs two RDMA devices (the Soft-RoCE guest: tools/test.sh): tests ignored");
+    }
+    let tests = vec![Trial::test("a_trader_joining_a_ud_mcast_feed_late_holds_the_days_book", over_mcast)];
+    libtest_mimic::run(&args, tests.into_iter().map(|t| t.with_ignored_flag(skip)).collect()).exit();
+}
+
+fn offline_digest(day: &std::path::Path) -> String {
+    let mut b = OrderBook::with_capacity(1 << 14, 64);
+    let mut r = ItchFileReader::new(File::open(day).unwrap());
+    while let Some(rec) = r.next_record().unwrap() {
+        let _ = b.apply(&rec.message);
+    }
+    format!("{:016x}", b.digest())
+}
+
+fn over_mcast() -> Result<(), Failed> {
+    let d = tickbus::rdma::device_names();
+    let dev = |i: usize, var: &str| std::env::var(var).ok().or_else(|| d.get(i).cloned()).ok_or("no RDMA device");
+    let (exchange_dev, trader_dev) = (dev(0, "TICKBUS_RDMA_DEVICE")?, dev(1, "TICKBUS_RDMA_PEER_DEVICE")?);
+    let dir = std::env::temp_dir().join(format!("late-join-rdma-{}", std::process::id()));
+    let day = common::day(&dir, 5000);
+    let want = offline_digest(&day);
+    let journal = dir.join("journal");
+    let journal = journal.to_str().ok_or("path")?;
+    let md = "ud-mcast://239.77.53.1/1?recovery=127.0.0.1:47301";
+    let common = ["--token", TOKEN, "--wait-secs", "120", "--json"];
+    let a_net = ["--md", md, "--orders", "rdma-rc://127.0.0.1:47302/2", "--execs", "rdma-rc://127.0.0.1:47303/3"];
+    let b_net = ["--md", md, "--orders", "late-join-orders", "--execs", "late-join-execs"];
+
+    // The recorder joins the group first; the exchange starts once trader A is in.
+    let recorder = common::spawn_env(
+        &["record", "--from", "ud-mcast://239.77.53.1/1", "--journal", journal, "--token", TOKEN, "--json"],
+        &[("TICKBUS_RDMA_DEVICE", &trader_dev)],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let mut ex_args = vec!["exchange", "--itch", day.to_str().ok_or("path")?, "--rate", "400", "--drain-secs", "60"];
+    ex_args.extend(["--device", &exchange_dev]);
+    ex_args.extend(a_net);
+    ex_args.extend(common);
+    let exchange = common::spawn(&ex_args);
+    let mut a_args = vec!["trader", "--md-quiet-secs", "4", "--drain-secs", "30", "--device", &trader_dev];
+    a_args.extend(a_net);
+    a_args.extend(common);
+    let a = common::spawn(&a_args);
+
+    // Part-way through the day (12 s at 400 msg/s; the trader's start-up takes seconds under
+    // TCG): trader B and its gateway.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut g_args = vec!["gateway", "--exit-with-trader", "--device", &trader_dev];
+    g_args.extend(b_net);
+    g_args.extend(common);
+    // B's order and report rings on 4 KiB pages: the guest's few hugepages go to the RDMA
+    // streams (a ring file half-made in a full hugetlbfs is a race a reader can lose).
+    let small_pages = [("TICKBUS_HUGEPAGE_DIR", "/nonexistent-hugepages")];
+    let gateway_b = common::spawn_env(&g_args, &small_pages);
+    let mut b_args = vec!["trader", "--md-quiet-secs", "4", "--drain-secs", "30", "--device", &trader_dev];
+    b_args.extend(["--join", journal]);
+    b_args.extend(b_net);
+    b_args.extend(common);
+    let b = common::spawn_env(&b_args, &small_pages);
+
+    let ta = common::finish(a, "trader A");
+    let tb = common::finish(b, "trader B");
+    if ta.is_err() {
+        common::kill(&exchange);
+    }
+    let ex = common::finish(exchange, "exchange");
+    common::kill(&recorder);
+    let rec = common::finish(recorder, "recorder");
+    if let Err(e) = common::finish(gateway_b, "gateway B") {
+        eprintln!("{e}");
+    }
+    let (ta, tb) = common::both(ta, tb)?;
+    let (ex, rec) = common::both(ex, rec)?;
+    let published = ex["md"]["published"].as_u64().ok_or("no md.published")?;
+    eprintln!("recorder: {rec}");
+    eprintln!("trader B joined: {}", tb["join"]);
+    for (who, t) in [("A", &ta), ("B", &tb)] {
+        if t["book_digest"].as_str() != Some(want.as_str()) {
+            return Err(format!("trader {who}'s book is not the day's ({want}): {t}").into());
+        }
+        if t["counts"]["ticks"].as_u64() != Some(published) {
+            return Err(format!("trader {who} did not see all {published} messages once: {t}").into());
+        }
+    }
+    let j = &tb["join"];
+    let cut = j["cut_over"].as_u64().ok_or_else(|| format!("trader B never cut over to the live group: {j}"))?;
+    if !(j["from_journal"].as_u64() > Some(0) && cut > 0 && cut < published) {
+        return Err(format!("trader B did not join mid-day from the journal: {j}").into());
+    }
+    if j["unfilled"].as_u64() != Some(0) || j["journal_gaps"].as_u64() != Some(0) {
+        return Err(format!("trader B lost messages: {j}").into());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
