@@ -1,6 +1,9 @@
-//! `tickbus journal inspect`: what a journal holds, checked record by record; `tickbus journal
-//! export --parquet`: the journal as Parquet files (the work is `tickbus_export`'s).
+//! `tickbus journal`: `inspect` (what a journal holds, checked record by record), `verify`
+//! (every CRC and index entry; an exit code for scripts), `cat` (records decoded, by sequence or
+//! time), `serve` (to a late joiner elsewhere) and `export --parquet` (the work is
+//! `tickbus_export`'s). The logic is the library's (`tickbus::journal`, `tickbus::replay`).
 use std::path::Path;
+use std::time::Duration;
 
 use tickbus::journal::{JournalReader, Kind};
 
@@ -257,4 +260,93 @@ fn render(rec: &tickbus::journal::Record<'_>, wall: u64, json: bool) -> String {
         }
     }
     line
+}
+
+/// `tickbus journal serve`: what to serve, where.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// The journal folder (followed as the recorder goes on writing it).
+    pub dir: std::path::PathBuf,
+    /// Where to serve it: a channel URI (rdma-rc across hosts: `rdma-rc://ADDR:PORT/STREAM`;
+    /// a reliable shm ring on one host). The late joiner gives the same URI to `trader --join`.
+    #[arg(long, value_name = "URI")]
+    pub dest: String,
+    /// The first position to serve (the joiner's --join-from).
+    #[arg(long, default_value_t = 0)]
+    pub from_seq: u64,
+    /// Stop once the journal has had nothing new for this long (the recorder finished);
+    /// otherwise serve until Ctrl-C / SIGTERM.
+    #[arg(long, value_parser = crate::args::secs)]
+    pub idle_end_secs: Option<f64>,
+    /// The shared secret of an rdma-rc destination whose URI names no `token-env`.
+    #[arg(long, default_value = "")]
+    pub token: String,
+    /// The RDMA device (default: TICKBUS_RDMA_DEVICE, else the first).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// How long to wait for the joiner to connect (rdma-rc) (s).
+    #[arg(long, default_value_t = 30.0, value_parser = crate::args::secs)]
+    pub wait_secs: f64,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Serves a journal to one late joiner on a reliable stream (`tickbus::replay::serve`).
+pub fn serve(a: ServeArgs) -> Result<(), String> {
+    use tickbus::stream::{open_publisher, Channel, Endpoint, OpenOptions, Publish, Reliability};
+    let stop = crate::pipeline::stop_flag()?;
+    let c = Channel::parse(&a.dest).map_err(|e| format!("--dest: {e}"))?;
+    if matches!(c.endpoint, Endpoint::UdMcast { .. }) {
+        return Err(format!(
+            "--dest {}: a journal is served on a reliable stream (rdma-rc, or shm on one host), not ud-mcast",
+            a.dest
+        ));
+    }
+    let mut tail = tickbus::journal::JournalTail::open(&a.dir, a.from_seq).map_err(|e| e.to_string())?;
+    let mut o = OpenOptions::default();
+    o.reliability = Reliability::Reliable;
+    // Room for any market-data message (a book snapshot is the largest); a URI may say more.
+    (o.slots, o.payload) = (4096, 512);
+    o.token = a.token.clone().into_bytes();
+    o.device = a.device.clone();
+    o.wait = Duration::from_secs_f64(a.wait_secs);
+    o.stop = Some(stop.clone());
+    let mut p = open_publisher(&c, &o).map_err(|e| format!("--dest {e}"))?;
+    if matches!(c.endpoint, Endpoint::RdmaRc { .. }) {
+        let deadline = std::time::Instant::now() + o.wait;
+        while {
+            p.idle();
+            !p.has_reader()
+        } {
+            if std::time::Instant::now() >= deadline || stop.load(std::sync::atomic::Ordering::Acquire) {
+                return Err(format!(
+                    "--dest {}: no joiner connected within {:?}: start `tickbus trader --join {}` (it connects here)",
+                    a.dest, o.wait, a.dest
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    eprintln!("journal serve: serving {} from position {} on {}", a.dir.display(), a.from_seq, a.dest);
+    let mut served = tickbus::replay::Served::default();
+    let idle_end = a.idle_end_secs.map(Duration::from_secs_f64);
+    let r = tickbus::replay::serve(&mut tail, &mut p, &stop, idle_end, &mut served);
+    // Everything out before the process ends (rdma-rc ships what waited for credit).
+    let flushed = p.flush(Duration::from_secs(10));
+    drop(p);
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({"journal": a.dir.display().to_string(), "dest": a.dest, "messages": served.messages,
+                "gaps": served.gaps, "position": served.position})
+        );
+    } else {
+        println!(
+            "served {} messages and {} gap records, up to position {}",
+            served.messages, served.gaps, served.position
+        );
+    }
+    r.map_err(|e| e.to_string())?;
+    flushed.map_err(|e| format!("flushing at the end: {e}"))
 }

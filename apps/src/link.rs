@@ -3,8 +3,7 @@
 //! call. What the apps add is policy: a transport error on the hot path (a QP that failed, a
 //! publisher that went) is kept, not returned, so the stream reads as empty from then on and
 //! the app looks at [`In::failure`] when idle, as it looks at its peers.
-use tickbus::journal::JournalTail;
-use tickbus::merge::{MergeOptions, MergeStats, ReplayMerge};
+use tickbus::merge::{AnyArchive, MergeOptions, MergeStats, ReplayMerge};
 #[cfg(test)]
 use tickbus::shm::{ShmPublisher, ShmSubscriber};
 use tickbus::stream::{AnyError, AnyPublisher, AnySubscriber, Publish, Retry, Subscribe};
@@ -24,7 +23,7 @@ pub struct In {
 #[allow(clippy::large_enum_variant)]
 enum Source {
     Live(AnySubscriber),
-    Joined(Box<ReplayMerge<AnySubscriber, JournalTail>>),
+    Joined(Box<ReplayMerge<AnySubscriber, AnyArchive>>),
 }
 
 impl In {
@@ -33,8 +32,8 @@ impl In {
     }
 
     /// This live stream joined late: the stream from position `from`, caught up from the
-    /// journal `tail` and then live (`tickbus::merge`).
-    pub fn into_joined(self, tail: JournalTail, from: u64) -> Result<In, String> {
+    /// journal `tail` (local or served) and then live (`tickbus::merge`).
+    pub fn into_joined(self, tail: AnyArchive, from: u64) -> Result<In, String> {
         let Source::Live(sub) = self.sub else { return Err("already joined".into()) };
         let m = ReplayMerge::new(sub, tail, from, MergeOptions::default()).map_err(|e| e.to_string())?;
         Ok(In { sub: Source::Joined(Box::new(m)), failed: self.failed })

@@ -123,6 +123,10 @@ enum JournalCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Serve a journal to a late joiner on another host (or this one): its records from a
+    /// position on, on a reliable stream, as the recorder goes on writing it; `tickbus trader
+    /// --join URI` reads it there.
+    Serve(journal::ServeArgs),
     /// Export a journal for research tools: one Parquet file per message type (a column per
     /// field, TSC and UTC receive times) and gaps.parquet, readable by pandas, polars, DuckDB.
     Export {
@@ -203,6 +207,7 @@ fn main() -> ExitCode {
         Cmd::Journal(JournalCmd::Inspect { dir, json }) => journal::inspect(&dir, json),
         Cmd::Journal(JournalCmd::Export { dir, parquet, json }) => journal::export(&dir, &parquet, json),
         Cmd::Journal(JournalCmd::Verify { dir, json }) => journal::verify(&dir, json),
+        Cmd::Journal(JournalCmd::Serve(a)) => journal::serve(a),
         Cmd::Journal(JournalCmd::Cat { dir, from, to, json }) => journal::cat(&dir, from, to, json),
         Cmd::Feed(a) => feed::run(a),
         Cmd::MoldServer(a) => mold_server::run(a),

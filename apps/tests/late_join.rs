@@ -2,9 +2,11 @@
 //! ITCH day onto a lossy market-data ring, `tickbus record` journals it, and four traders hold
 //! books: A from the open, B joining (`--join`) a quarter of the way in, C two thirds in, and
 //! D from the open, `kill -9`ed at 40% of the day and restarted with `--join`. At the end every one of them
-//! holds the book built offline from the whole file (compared by digest: every instrument's
-//! levels and every order in queue order), B, C and D cut over to the live stream (they were not
-//! just reading a finished journal), and none lost or repeated a message.
+//! holds the book built offline from the whole file, as does E, which joins through the journal
+//! served on a reliable ring by `tickbus journal serve` (as another host would over rdma-rc).
+//! Books are compared by digest (every instrument's levels and every order in queue order); B,
+//! C, D and E cut over to the live stream (they were not just reading a finished journal), and
+//! none lost or repeated a message.
 use std::fs::File;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -151,12 +153,31 @@ fn traders_joining_late_or_restarted_hold_the_book_of_the_whole_day() {
     sleep_until(at(0.65));
     let gw_c = env.gateway(2);
     let c = env.trader(2, true);
+    // E joins through the journal served on a reliable ring (as another host would over
+    // rdma-rc): `journal serve` follows the journal and ends once it has been quiet.
+    let server =
+        env.spawn(&["journal", "serve", &journal, "--dest", "shm:served-md", "--idle-end-secs", "3", "--json"]);
+    let gw_e = env.gateway(4);
+    let e = {
+        let args =
+            ["trader", "--md", "md", "--orders", "orders4", "--execs", "execs4", "--join", "shm:served-md", "--json"];
+        env.spawn(&args)
+    };
 
     let exchange = finish(exchange, "exchange");
     let published = n(&exchange, &["md", "published"]);
-    let results = [("A", finish(a, "trader A")), ("B", finish(b, "trader B")), ("C", finish(c, "trader C"))];
+    let results = [
+        ("A", finish(a, "trader A")),
+        ("B", finish(b, "trader B")),
+        ("C", finish(c, "trader C")),
+        ("E served", finish(e, "trader E")),
+    ];
     let d2 = finish(d2, "trader D (restarted)");
-    for g in [gw_b, gw_c, gw_d] {
+    // Once live, E reads the served stream only to fill a lap: the server, ahead of it, waits
+    // on the full stream until told to stop.
+    sig(&server, libc::SIGTERM);
+    let served = finish(server, "journal serve");
+    for g in [gw_b, gw_c, gw_d, gw_e] {
         sig(&g, libc::SIGTERM);
         let _ = g.wait_with_output();
     }
@@ -164,6 +185,7 @@ fn traders_joining_late_or_restarted_hold_the_book_of_the_whole_day() {
     let rec = finish(recorder, "recorder");
     assert_eq!(n(&rec, &["messages"]), published, "the journal holds the whole day: {rec}");
     assert_eq!(n(&rec, &["gaps"]), 0, "{rec}");
+    assert!(n(&served, &["messages"]) > 0, "{served}");
 
     let results: Vec<_> = results.into_iter().chain([("D restarted", d2)]).collect();
     for (who, t) in &results {

@@ -23,6 +23,11 @@ pub const HEADER_LEN: usize = 32;
 /// from it.
 pub const FLAG_INGRESS_TSC: u32 = 1;
 
+/// Header flag on a `FeedGap`: it stands for positions a recording lacks (a journal's gap
+/// record, replayed or served), not for a message of the stream at the header's sequence (a
+/// feed handler's own `FeedGap`, which a journal keeps as a message like any other).
+pub const FLAG_RECORDING_GAP: u32 = 2;
+
 /// Common header of every message; see the module docs for the layout.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
@@ -35,7 +40,8 @@ pub struct Header {
     pub length: u32,
     /// Stream the message was published on.
     pub stream_id: u32,
-    /// Flags: [`FLAG_INGRESS_TSC`]; other bits zero, ignored by readers of version 1.
+    /// Flags: [`FLAG_INGRESS_TSC`], [`FLAG_RECORDING_GAP`]; other bits zero, ignored by readers
+    /// of version 1.
     pub flags: u32,
     /// Per-stream sequence number (the ring position), set on publish.
     pub sequence: u64,

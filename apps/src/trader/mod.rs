@@ -63,12 +63,13 @@ pub struct TraderArgs {
     /// is known dead: its orders wait on the ring for the next gateway.
     #[arg(long, default_value_t = 5.0, value_parser = crate::args::secs)]
     pub report_timeout_secs: f64,
-    /// Join late (or restart) from the market data's journal (the folder `tickbus record`
-    /// writes): the book is rebuilt from the journal, from --join-from, and the trader cuts over
-    /// to the live stream at the exact position, trading only once live. Gaps on the live
-    /// stream after that are filled from the journal too.
-    #[arg(long, value_name = "DIR")]
-    pub join: Option<std::path::PathBuf>,
+    /// Join late (or restart) from the market data's journal: the folder `tickbus record`
+    /// writes, or the channel URI another host serves it on (`tickbus journal serve`). The book
+    /// is rebuilt from the journal, from --join-from, and the trader cuts over to the live
+    /// stream at the exact position, trading only once live. Gaps on the live stream after that
+    /// are filled from the journal too.
+    #[arg(long, value_name = "DIR|URI")]
+    pub join: Option<String>,
     /// With --join: the market-data position to rebuild from (0: the day's start).
     #[arg(long, default_value_t = 0, requires = "join")]
     pub join_from: u64,
@@ -326,7 +327,7 @@ fn join_summary(t: &Trader, a: &TraderArgs) -> Option<tickbus_apps::summary::Joi
     let (m, why) = t.md.join_stats()?;
     let live_after_us = (t.live_tsc != 0).then(|| t.scale.delta_ns(t.started_tsc, t.live_tsc) / 1000);
     Some(tickbus_apps::summary::JoinSummary {
-        journal: a.join.as_deref().map(|p| p.display().to_string()).unwrap_or_default(),
+        journal: a.join.clone().unwrap_or_default(),
         from: a.join_from,
         from_journal: m.from_archive,
         duplicates: m.duplicates,
@@ -461,11 +462,11 @@ fn open(a: &TraderArgs, stop: &Arc<AtomicBool>) -> Result<(Out, In, In), String>
     let o = a.streams.options(a.wait_secs, stop);
     let mut orders = streams::publisher(&t.orders, &order_ring(a.stream), &o)?;
     let mut md = streams::subscriber(&t.md, false, &o)?;
-    if let Some(dir) = &a.join {
+    if let Some(spec) = &a.join {
         // After the live stream is attached: together they hold every position.
-        let tail = tickbus::journal::JournalTail::open(dir, a.join_from)
-            .map_err(|e| format!("--join {}: {e}", dir.display()))?;
-        md = md.into_joined(tail, a.join_from).map_err(|e| format!("--join {}: {e}", dir.display()))?;
+        let archive =
+            tickbus::merge::AnyArchive::open(spec, a.join_from, &o).map_err(|e| format!("--join {spec}: {e}"))?;
+        md = md.into_joined(archive, a.join_from).map_err(|e| format!("--join {spec}: {e}"))?;
     }
     let execs = streams::subscriber_polling(&t.execs, true, &o, &mut orders)
         .map_err(|e| format!("{e}; the reports are the gateway's: start `tickbus gateway` or `tickbus exchange`"))?;

@@ -26,8 +26,13 @@ use std::time::{Duration, Instant};
 use crate::ring::{Delivery, Gap, Recv, RecvInto};
 use crate::stream::{Reliability, Retry, Subscribe};
 
+mod any;
+mod stream_archive;
 #[cfg(test)]
 mod tests;
+
+pub use any::{AnyArchive, AnyArchiveError};
+pub use stream_archive::{StreamArchive, StreamArchiveError};
 
 /// One record of an archive, not yet taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -116,6 +116,7 @@ impl Player {
                     p.gap_records += 1;
                     let mut g = FeedGap::new();
                     (g.first_sequence, g.count) = (item.sequence, count);
+                    g.header.flags |= tickbus_codecs::header::FLAG_RECORDING_GAP;
                     if !publish(g.as_bytes()).map_err(PlayError::Publish)? {
                         break 'laps true;
                     }
