@@ -6,7 +6,9 @@ use super::{Archive, Entry, StreamArchive, StreamArchiveError};
 use crate::journal::{JournalError, JournalTail};
 use crate::stream::{open_subscriber, AnyError, AnySubscriber, Channel, OpenOptions, PeerState, Reliability};
 
-/// A local or served journal.
+/// A local or served journal. Made once per join and read in place (a merge holding it is
+/// itself made once): the variants are not boxed.
+#[allow(clippy::large_enum_variant)]
 pub enum AnyArchive {
     /// A journal folder on this host, followed as it is written.
     Journal(JournalTail),
