@@ -1,9 +1,10 @@
 //! Late join over ud-mcast, in the Soft-RoCE guest (rxe0 and rxe1): `tickbus exchange` publishes
 //! market data on a ud-mcast group (with recovery) from rxe0 and trades with trader A over
 //! rdma-rc; `tickbus record --from ud-mcast://...` journals the group on rxe1; trader B joins the
-//! group part-way through with `--join` (its orders to its own gateway on shm rings). At the end
-//! A and B hold the book built offline from the whole day (compared by digest), and B cut over
-//! from the journal to the live group. Ignored (with the reason) on a host without two RDMA
+//! group part-way through with `--join` (its orders to its own gateway on shm rings), and trader
+//! C joins through the journal served over rdma-rc by `tickbus journal serve` on rxe0. At the end
+//! A, B and C hold the book built offline from the whole day (compared by digest), and B and C
+//! cut over from the journal to the live group. Ignored (with the reason) on a host without two RDMA
 //! devices; a failure in the guest, where TICKBUS_REQUIRE_RDMA=1 is set.
 use std::fs::File;
 use std::time::Duration;
@@ -83,8 +84,31 @@ fn over_mcast() -> Result<(), Failed> {
     b_args.extend(common);
     let b = common::spawn_env(&b_args, &small_pages);
 
+    // Trader C joins through the journal served over rdma-rc (`journal serve` on rxe0, the
+    // recorder's side; C reads it on rxe1), as a joiner on another host would.
+    let served = "rdma-rc://127.0.0.1:47304/9";
+    let mut s_args = vec!["journal", "serve", journal, "--dest", served, "--device", &exchange_dev];
+    s_args.extend(["--token", TOKEN, "--wait-secs", "120", "--json"]);
+    let server = common::spawn(&s_args);
+    let c_net = ["--md", md, "--orders", "late-join-orders-c", "--execs", "late-join-execs-c"];
+    let mut g_args = vec!["gateway", "--exit-with-trader", "--device", &trader_dev];
+    g_args.extend(c_net);
+    g_args.extend(common);
+    let gateway_c = common::spawn_env(&g_args, &small_pages);
+    let mut c_args = vec!["trader", "--md-quiet-secs", "4", "--drain-secs", "30", "--device", &trader_dev];
+    c_args.extend(["--join", served]);
+    c_args.extend(c_net);
+    c_args.extend(common);
+    let c = common::spawn_env(&c_args, &small_pages);
+
     let ta = common::finish(a, "trader A");
     let tb = common::finish(b, "trader B");
+    let tc = common::finish(c, "trader C");
+    common::kill(&server); // ahead of C, waiting on the full stream: told to stop
+    let served = common::finish(server, "journal serve");
+    if let Err(e) = common::finish(gateway_c, "gateway C") {
+        eprintln!("{e}");
+    }
     if ta.is_err() {
         common::kill(&exchange);
     }
@@ -95,11 +119,14 @@ fn over_mcast() -> Result<(), Failed> {
         eprintln!("{e}");
     }
     let (ta, tb) = common::both(ta, tb)?;
+    let (tc, served) = common::both(tc, served)?;
+    eprintln!("journal serve: {served}");
     let (ex, rec) = common::both(ex, rec)?;
     let published = ex["md"]["published"].as_u64().ok_or("no md.published")?;
     eprintln!("recorder: {rec}");
     eprintln!("trader B joined: {}", tb["join"]);
-    for (who, t) in [("A", &ta), ("B", &tb)] {
+    eprintln!("trader C joined through the served journal: {}", tc["join"]);
+    for (who, t) in [("A", &ta), ("B", &tb), ("C", &tc)] {
         if t["book_digest"].as_str() != Some(want.as_str()) {
             return Err(format!("trader {who}'s book is not the day's ({want}): {t}").into());
         }
@@ -107,13 +134,16 @@ fn over_mcast() -> Result<(), Failed> {
             return Err(format!("trader {who} did not see all {published} messages once: {t}").into());
         }
     }
-    let j = &tb["join"];
-    let cut = j["cut_over"].as_u64().ok_or_else(|| format!("trader B never cut over to the live group: {j}"))?;
-    if !(j["from_journal"].as_u64() > Some(0) && cut > 0 && cut < published) {
-        return Err(format!("trader B did not join mid-day from the journal: {j}").into());
-    }
-    if j["unfilled"].as_u64() != Some(0) || j["journal_gaps"].as_u64() != Some(0) {
-        return Err(format!("trader B lost messages: {j}").into());
+    for (who, t) in [("B", &tb), ("C", &tc)] {
+        let j = &t["join"];
+        let cut =
+            j["cut_over"].as_u64().ok_or_else(|| format!("trader {who} never cut over to the live group: {j}"))?;
+        if !(j["from_journal"].as_u64() > Some(0) && cut > 0 && cut < published) {
+            return Err(format!("trader {who} did not join mid-day from the journal: {j}").into());
+        }
+        if j["unfilled"].as_u64() != Some(0) || j["journal_gaps"].as_u64() != Some(0) {
+            return Err(format!("trader {who} lost messages: {j}").into());
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())

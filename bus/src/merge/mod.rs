@@ -15,8 +15,8 @@
 //! Below the merge's position it is a duplicate (dropped); at it, the merge is live; above it,
 //! `p` is kept in a buffer made at open and the archive must bring the positions before it
 //! (the recorder is a moment behind the live stream); then `p` is delivered and the merge is
-//! live. Positions the archive does not bring within [`MergeOptions::fill_timeout`] (a recorder
-//! that stopped) are reported as one gap.
+//! live. Positions the archive does not bring while it makes no progress for
+//! [`MergeOptions::fill_timeout`] (a recorder that stopped) are reported as one gap.
 //!
 //! Once live, a poll is the live subscriber's poll plus one branch: no syscall, no allocation.
 //! Catching up reads the archive (a journal: mapped files, reopened when a segment rolls) and
@@ -96,7 +96,8 @@ pub trait Archive {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MergeOptions {
     /// How long to wait for the archive to bring positions the live stream is already past
-    /// (a recorder is a moment behind its stream) before they are reported as a gap.
+    /// (a recorder is a moment behind its stream) before they are reported as a gap: counted
+    /// from the archive's last progress, so a slow archive that keeps delivering is waited for.
     pub fill_timeout: Duration,
 }
 
@@ -184,6 +185,8 @@ pub struct ReplayMerge<S, A: Archive> {
     missed: u64,
     /// Why the archive could not be read any further (then it is not read again).
     archive_failure: Option<String>,
+    /// The archive brought something since the fill's deadline was last set.
+    fill_moved: bool,
 }
 
 impl<S: Subscribe, A: Archive> ReplayMerge<S, A> {
@@ -208,6 +211,7 @@ impl<S: Subscribe, A: Archive> ReplayMerge<S, A> {
             stats: MergeStats::default(),
             missed: 0,
             archive_failure: None,
+            fill_moved: false,
         })
     }
 
@@ -293,7 +297,12 @@ impl<S: Subscribe, A: Archive> ReplayMerge<S, A> {
                             }
                         });
                     }
-                    match self.peek_archive() {
+                    let e = self.peek_archive();
+                    // The timeout runs from the archive's last progress, not from the fill's
+                    // start: a slow archive that keeps bringing records (a journal served across
+                    // a busy fabric) is waited for; one that stopped is not.
+                    self.fill_moved |= e.is_some();
+                    match e {
                         Some(e) if e.end() <= self.next => self.archive.take(),
                         // The positions before it have no record: aborted claims (a recorder
                         // records none) or, the archive having gone past them, not there.
@@ -306,9 +315,14 @@ impl<S: Subscribe, A: Archive> ReplayMerge<S, A> {
                             }
                             return Ok(self.lose(end, true));
                         }
-                        None if self.archive_failure.is_some() || Instant::now() >= deadline => {
-                            return Ok(self.lose(until, false));
+                        None if self.archive_failure.is_some() => return Ok(self.lose(until, false)),
+                        None if self.fill_moved => {
+                            self.fill_moved = false;
+                            let deadline = Instant::now() + self.options.fill_timeout;
+                            self.phase = Phase::Fill { until, held, deadline };
+                            return Ok(Step::Nothing);
                         }
+                        None if Instant::now() >= deadline => return Ok(self.lose(until, false)),
                         None => return Ok(Step::Nothing),
                     }
                 }

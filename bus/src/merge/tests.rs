@@ -373,3 +373,28 @@ fn receive_into_leaves_a_message_of_another_length_for_try_recv() {
     assert_eq!(out, payload(2));
     assert!(m.is_live());
 }
+
+#[test]
+fn a_slow_archive_that_keeps_bringing_records_is_waited_for_past_the_timeout() {
+    let mut w = World::new(16);
+    for _ in 0..6 {
+        w.publish(false);
+    }
+    // Nothing recorded yet; the live reader attached at 6 and gets 6 (kept).
+    let opts = MergeOptions { fill_timeout: Duration::from_millis(40) };
+    let mut m = ReplayMerge::new(w.live(), w.archive(), 0, opts).unwrap();
+    let mut seen = Seen::default();
+    w.publish(false);
+    drain(&mut m, &mut seen, 3);
+    // One record every 25 ms: 150 ms in all, well past 40 ms, but never 40 ms without progress.
+    for _ in 0..6 {
+        std::thread::sleep(Duration::from_millis(25));
+        w.record(1);
+        drain(&mut m, &mut seen, 3);
+    }
+    w.record(1);
+    drain(&mut m, &mut seen, 5);
+    assert!(seen.gaps.is_empty(), "{:?}", seen.gaps);
+    assert_eq!(seen.messages, [0, 1, 2, 3, 4, 5, 6]);
+    assert!(m.is_live());
+}
