@@ -4,7 +4,7 @@
 //! Owns: the sources ([`source`]: each streams its input, through a memory map or buffered
 //! reads, so a multi-GB day never sits in memory), the window (from/to by time of day or by
 //! sequence), and the pacing ([`pace`]: each message's intended send time, from which the
-//! pacing error is measured), and serving a journal to a remote late joiner ([`serve`]: its
+//! pacing error is measured), and serving a journal to a remote late joiner ([`mod@serve`]: its
 //! records as the recorder writes them). Never: opens a transport itself (the caller owns it)
 //! or reads a clock it is not given.
 #[cfg(feature = "pcap")]
