@@ -1,6 +1,6 @@
 //! Late join and restart over shm, as real processes: `tickbus exchange` replays a generated
 //! ITCH day onto a lossy market-data ring, `tickbus record` journals it, and four traders hold
-//! books: A from the open, B joining (`--join`) a quarter of the way in, C two thirds in, and
+//! books: A from the open, B joining (`--join`) a quarter of the way in, C at three fifths, and
 //! D from the open, `kill -9`ed at 40% of the day and restarted with `--join`. At the end every one of them
 //! holds the book built offline from the whole file, as does E, which joins through the journal
 //! served on a reliable ring by `tickbus journal serve` (as another host would over rdma-rc).
@@ -18,7 +18,7 @@ use tickbus_codecs::itch::ItchFileReader;
 /// ITCH messages per second: slow enough that a late joiner, sharing two cores with six busy
 /// processes in a debug build, reads the journal faster than the day goes on.
 const RATE: u64 = 10_000;
-const MESSAGES: u64 = 100_000;
+const MESSAGES: u64 = 150_000;
 
 struct Env {
     children: Vec<u32>,
@@ -150,7 +150,7 @@ fn traders_joining_late_or_restarted_hold_the_book_of_the_whole_day() {
     sig(&d, libc::SIGKILL);
     let _ = d.wait_with_output();
     let d2 = env.trader(3, true);
-    sleep_until(at(0.65));
+    sleep_until(at(0.6));
     let gw_c = env.gateway(2);
     let c = env.trader(2, true);
     // E joins through the journal served on a reliable ring (as another host would over

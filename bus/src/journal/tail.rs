@@ -44,6 +44,9 @@ pub struct JournalTail {
     refreshed: Option<Instant>,
     remapped: Option<Instant>,
     source: Option<u64>,
+    /// Why the journal could not be read: kept, and returned by every later peek (a record
+    /// the cursor moved past when it failed is never skipped in silence).
+    failed: Option<String>,
 }
 
 impl JournalTail {
@@ -63,6 +66,7 @@ impl JournalTail {
             refreshed: None,
             remapped: None,
             source,
+            failed: None,
         };
         t.reopen()?;
         Ok(t)
@@ -79,17 +83,12 @@ impl JournalTail {
         if self.current.is_some() || self.lead.is_some() {
             return true;
         }
-        let again = match self.cursor.is_some() {
-            true => self.look_again(),
-            false => self.reopen().and_then(|()| self.read()),
-        };
-        match again {
-            Ok(Some(got)) => {
-                self.current = Some(got);
-                true
-            }
-            _ => false,
+        if self.failed.is_some() {
+            return false;
         }
+        // Due now, whatever the refresh interval says.
+        (self.remapped, self.refreshed) = (None, None);
+        matches!(self.peek(), Ok(Some(_)))
     }
 
     /// Records written since the cursor's segment was mapped: maps it again; at its end record
@@ -103,6 +102,11 @@ impl JournalTail {
         }
         let c = self.cursor.as_mut().expect("checked above");
         if !c.sealed() {
+            return Ok(None);
+        }
+        // Sealed: the next segment, looked for at most every REOPEN (a recorder that sealed a
+        // segment and stopped must not cost a folder scan every REFRESH).
+        if self.refreshed.is_some_and(|t| t.elapsed() < REOPEN) {
             return Ok(None);
         }
         let next = c.segment_number() + 1;
@@ -153,31 +157,23 @@ impl Archive for JournalTail {
         if let Some(l) = self.lead {
             return Ok(Some(l));
         }
+        if let Some(why) = &self.failed {
+            return Err(JournalError::Unreadable { path: self.dir.clone(), reason: why.clone() });
+        }
         if self.current.is_none() {
-            let mut got = self.read()?;
-            if got.is_none() && self.remapped.is_none_or(|t| t.elapsed() >= REFRESH) {
-                self.remapped = Some(Instant::now());
-                got = self.look_again()?;
-            }
-            if got.is_none() && self.cursor.is_none() && self.refreshed.is_none_or(|t| t.elapsed() >= REOPEN) {
-                // No segment yet when last looked: a recorder just starting.
-                self.reopen()?;
-                got = self.read()?;
-            }
-            let Some((start, e)) = got else { return Ok(None) };
-            if !self.started {
-                self.started = true;
-                if e.position() > self.next {
-                    // The journal begins after the position asked for: those are not in it.
-                    self.current = Some((start, e));
-                    let lead = Entry::Gap { position: self.next, count: e.position() - self.next };
-                    self.lead = Some(lead);
-                    return Ok(Some(lead));
+            match self.fetch() {
+                Ok(true) => {}
+                Ok(false) => return Ok(None),
+                Err(e) => {
+                    self.failed = Some(e.to_string());
+                    return Err(e);
                 }
             }
-            self.current = Some((start, e));
+            if let Some(l) = self.lead {
+                return Ok(Some(l));
+            }
         }
-        let (start, e) = self.current.expect("set above");
+        let (start, e) = self.current.expect("fetched");
         self.payload_at = match e {
             Entry::Message { len, .. } => Some((start + format::RECORD_HEADER_BYTES, len)),
             Entry::Gap { .. } => None,
@@ -206,6 +202,45 @@ impl Archive for JournalTail {
 
     fn source_id(&self) -> Option<u64> {
         self.source
+    }
+
+    /// Forward to `position` through the index, if it is past what was taken.
+    fn seek(&mut self, position: u64) -> Result<(), JournalError> {
+        if position <= self.next || self.failed.is_some() {
+            return Ok(());
+        }
+        self.next = position;
+        (self.current, self.lead, self.payload_at) = (None, None, None);
+        self.started = true;
+        self.reopen()
+    }
+}
+
+impl JournalTail {
+    /// Reads the next record into `current` (and the lead gap before the first one, if the
+    /// journal begins after the position asked for); false when there is none yet.
+    #[inline]
+    fn fetch(&mut self) -> Result<bool, JournalError> {
+        let mut got = self.read()?;
+        if got.is_none() && self.remapped.is_none_or(|t| t.elapsed() >= REFRESH) {
+            self.remapped = Some(Instant::now());
+            got = self.look_again()?;
+        }
+        if got.is_none() && self.cursor.is_none() && self.refreshed.is_none_or(|t| t.elapsed() >= REOPEN) {
+            // No segment yet when last looked: a recorder just starting.
+            self.reopen()?;
+            got = self.read()?;
+        }
+        let Some((start, e)) = got else { return Ok(false) };
+        if !self.started {
+            self.started = true;
+            if e.position() > self.next {
+                // The journal begins after the position asked for: those are not in it.
+                self.lead = Some(Entry::Gap { position: self.next, count: e.position() - self.next });
+            }
+        }
+        self.current = Some((start, e));
+        Ok(true)
     }
 }
 

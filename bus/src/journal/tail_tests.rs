@@ -49,8 +49,8 @@ fn a_tail_follows_a_journal_as_it_is_written_across_segments() {
             wait_refresh(); // also read with the refresh due, not only right away
         }
         drain(&mut t, &mut got);
-        // Appended records and new segments show after a remap is due.
-        for wait in [REFRESH, REFRESH] {
+        // Appended records show after a remap is due, a new segment after a reopen is.
+        for wait in [REFRESH, REOPEN] {
             if got.last().map(|g| g.0) == Some(seq - 1) {
                 break;
             }
@@ -134,6 +134,10 @@ fn a_damaged_record_stops_the_tail_naming_the_file_and_offset() {
     };
     let s = e.to_string();
     assert!(s.contains(&seg.display().to_string()) && s.contains("offset"), "{s}");
+    // Kept: the record after the damage is never offered as the next one.
+    let again = t.peek().expect_err("the failure is kept").to_string();
+    assert!(again.contains("offset"), "{again}");
+    assert!(!t.has_more());
 }
 
 #[test]

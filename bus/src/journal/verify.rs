@@ -55,15 +55,23 @@ impl VerifyReport {
 pub fn verify(dir: &Path) -> Result<VerifyReport, super::JournalError> {
     let r = JournalReader::open(dir)?;
     let mut report = VerifyReport::default();
-    // Record starts per segment: offset -> (sequence, receive TSC), message records only (the
-    // index names message records).
-    let mut starts: Vec<HashMap<u64, (u64, u64)>> = vec![HashMap::new(); r.segments().len()];
-    let mut records = vec![0u64; r.segments().len()];
+    // The current segment's record starts: offset -> (sequence, receive TSC), message records
+    // only (the index names message records). One segment at a time: memory is bounded by a
+    // segment, not the day.
+    let mut starts: HashMap<u64, (u64, u64)> = HashMap::new();
+    let (mut seg, mut records) = (0usize, 0u64);
     let mut c = r.cursor();
     loop {
-        match c.step() {
+        let step = c.step();
+        // Leaving segment `seg` (the cursor moved on, or reading ended): check its index.
+        if !matches!(step, Ok(Some(_))) || c.segment() != seg {
+            check_index(dir, &r.segments()[seg], &starts, records, &mut report);
+            starts.clear();
+            records = 0;
+            seg = c.segment();
+        }
+        match step {
             Ok(Some(at)) => {
-                let seg = c.segment();
                 let rec = match c.record_at(at) {
                     Ok(rec) => rec,
                     Err(e) => {
@@ -71,11 +79,11 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, super::JournalError> {
                         break;
                     }
                 };
-                records[seg] += 1;
+                records += 1;
                 match rec.kind {
                     Kind::Message(_) => {
                         report.messages += 1;
-                        starts[seg].insert(at as u64, (rec.sequence, rec.receive_tsc));
+                        starts.insert(at as u64, (rec.sequence, rec.receive_tsc));
                     }
                     Kind::Gap { count } => {
                         report.gaps += 1;
@@ -94,11 +102,26 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, super::JournalError> {
     if let Some((path, why)) = r.damage() {
         report.error.get_or_insert_with(|| format!("{}: {why}", path.display()));
     }
-    for (k, s) in r.segments().iter().enumerate() {
+    Ok(report)
+}
+
+/// Checks segment `s`'s index entries against its record starts; adds the segment's line to
+/// the report.
+fn check_index(
+    dir: &Path,
+    s: &super::reader::SegmentInfo,
+    starts: &HashMap<u64, (u64, u64)>,
+    records: u64,
+    report: &mut VerifyReport,
+) {
+    if report.segments.iter().any(|c| c.index == s.index) {
+        return; // already checked (reading ended right after leaving it)
+    }
+    {
         let entries = index::read(&index_path(dir, s.index), s.header.segment_bytes);
         let mut bad = Vec::new();
         for (n, e) in entries.iter().enumerate() {
-            let why = match starts[k].get(&e.offset) {
+            let why = match starts.get(&e.offset) {
                 None => Some(format!("offset {} is not the start of a message record", e.offset)),
                 Some(&(seq, _)) if seq != e.sequence => {
                     Some(format!("offset {} holds sequence {seq}, the entry says {}", e.offset, e.sequence))
@@ -118,12 +141,11 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, super::JournalError> {
         report.segments.push(SegmentCheck {
             index: s.index,
             path: s.path.clone(),
-            records: records[k],
+            records,
             index_entries: entries.len() as u64,
             bad_index: bad,
         });
     }
-    Ok(report)
 }
 
 #[cfg(test)]

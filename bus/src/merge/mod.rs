@@ -90,20 +90,46 @@ pub trait Archive {
     /// The identity of the stream incarnation the archive recorded
     /// ([`Subscribe::source_id`]); None when it does not know.
     fn source_id(&self) -> Option<u64>;
+
+    /// Moves on to the first record at or after `position` (forward only), where the archive
+    /// can do better than reading every record before it (a journal: through its index). The
+    /// merge calls it when a live gap sends it back to the archive long after the cut-over.
+    fn seek(&mut self, position: u64) -> Result<(), Self::Error> {
+        let _ = position;
+        Ok(())
+    }
 }
+
+/// Positions at or past this are taken for a corrupt or hostile archive (as the ring and the
+/// journal do): at a billion messages a second a stream needs 146 years to get there.
+pub const MAX_POSITION: u64 = 1 << 62;
 
 /// How a merge behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MergeOptions {
-    /// How long to wait for the archive to bring positions the live stream is already past
-    /// (a recorder is a moment behind its stream) before they are reported as a gap: counted
-    /// from the archive's last progress, so a slow archive that keeps delivering is waited for.
+    /// While catching up: how long to wait for the archive to bring positions the live stream
+    /// is already past (a recorder is a moment behind its stream) before they are reported as a
+    /// gap. Counted from the archive's last progress, so a slow archive that keeps delivering
+    /// is waited for.
     pub fill_timeout: Duration,
+    /// Once live: the same for a lap of the live stream. Shorter, since the live stream is not
+    /// read while the archive fills (a recorder that stopped must not blind the reader for
+    /// long); after one fill times out the archive is not waited for again until it brings
+    /// something.
+    pub live_fill_timeout: Duration,
 }
 
 impl Default for MergeOptions {
     fn default() -> Self {
-        MergeOptions { fill_timeout: Duration::from_secs(2) }
+        MergeOptions { fill_timeout: Duration::from_secs(2), live_fill_timeout: Duration::from_millis(250) }
+    }
+}
+
+impl MergeOptions {
+    /// Options with these two timeouts.
+    pub fn new(fill_timeout: Duration, live_fill_timeout: Duration) -> MergeOptions {
+        MergeOptions { fill_timeout, live_fill_timeout }
     }
 }
 
@@ -114,7 +140,7 @@ pub struct MergeStats {
     pub from_archive: u64,
     /// Live messages dropped because the archive had delivered them already.
     pub duplicates: u64,
-    /// Positions the live stream skipped (lapped) that the archive filled.
+    /// Messages taken from the archive after the cut-over (to fill laps of the live stream).
     pub filled: u64,
     /// Positions reported lost because the archive recorded them lost.
     pub archive_gaps: u64,
@@ -187,6 +213,14 @@ pub struct ReplayMerge<S, A: Archive> {
     archive_failure: Option<String>,
     /// The archive brought something since the fill's deadline was last set.
     fill_moved: bool,
+    /// The first archive record was looked at (one after the position asked for means the
+    /// archive lacks what comes before it: a gap, not silence).
+    started: bool,
+    /// A live gap sent the merge back to the archive: seek it before reading.
+    seek_due: bool,
+    /// A live fill timed out and the archive has brought nothing since: later live gaps are
+    /// reported at once instead of waited on.
+    archive_stalled: bool,
 }
 
 impl<S: Subscribe, A: Archive> ReplayMerge<S, A> {
@@ -212,6 +246,9 @@ impl<S: Subscribe, A: Archive> ReplayMerge<S, A> {
             missed: 0,
             archive_failure: None,
             fill_moved: false,
+            started: false,
+            seek_due: false,
+            archive_stalled: false,
         })
     }
 
@@ -247,12 +284,21 @@ impl<S: Subscribe, A: Archive> ReplayMerge<S, A> {
         &mut self.archive
     }
 
-    /// The next archive record, or None once the archive failed (the failure is kept).
+    /// The next archive record, or None once the archive failed (the failure is kept: the
+    /// archive is not read again, and what it would have brought is reported as gaps).
     fn peek_archive(&mut self) -> Option<Entry> {
         if self.archive_failure.is_some() {
             return None;
         }
+        if std::mem::take(&mut self.seek_due) {
+            if let Err(e) = self.archive.seek(self.next) {
+                return self.fail_archive(e);
+            }
+        }
         match self.archive.peek() {
+            Ok(Some(e)) if e.end() > MAX_POSITION || matches!(e, Entry::Gap { count: 0, .. }) => {
+                self.fail_why(format!("a record claims positions {}..{}: not a real stream's", e.position(), e.end()))
+            }
             Ok(e) => e,
             Err(e) => self.fail_archive(e),
         }
@@ -260,9 +306,24 @@ impl<S: Subscribe, A: Archive> ReplayMerge<S, A> {
 
     #[cold]
     fn fail_archive(&mut self, e: A::Error) -> Option<Entry> {
-        log::warn!("replay-merge: the archive cannot be read past position {}: {e}", self.next);
-        self.archive_failure = Some(e.to_string());
+        self.fail_why(e.to_string())
+    }
+
+    #[cold]
+    fn fail_why(&mut self, why: String) -> Option<Entry> {
+        log::warn!("replay-merge: the archive cannot be read past position {}: {why}", self.next);
+        self.archive_failure = Some(why);
         None
+    }
+
+    /// The first archive record, if it starts after the position asked for: the archive lacks
+    /// what comes before it (`to` bounds the gap inside a fill).
+    fn lead_gap(&mut self, e: Option<Entry>, to: u64) -> Option<Step> {
+        let e = e?;
+        if std::mem::replace(&mut self.started, true) || e.position() <= self.next {
+            return None;
+        }
+        Some(self.lose(e.position().min(to), true))
     }
 
     /// Reports `[next, until)` lost and moves past it.
@@ -298,10 +359,16 @@ impl<S: Subscribe, A: Archive> ReplayMerge<S, A> {
                         });
                     }
                     let e = self.peek_archive();
+                    if let Some(gap) = self.lead_gap(e, until) {
+                        return Ok(gap);
+                    }
                     // The timeout runs from the archive's last progress, not from the fill's
                     // start: a slow archive that keeps bringing records (a journal served across
                     // a busy fabric) is waited for; one that stopped is not.
                     self.fill_moved |= e.is_some();
+                    if e.is_some() {
+                        self.archive_stalled = false;
+                    }
                     match e {
                         Some(e) if e.end() <= self.next => self.archive.take(),
                         // The positions before it have no record: aborted claims (a recorder
@@ -318,18 +385,33 @@ impl<S: Subscribe, A: Archive> ReplayMerge<S, A> {
                         None if self.archive_failure.is_some() => return Ok(self.lose(until, false)),
                         None if self.fill_moved => {
                             self.fill_moved = false;
-                            let deadline = Instant::now() + self.options.fill_timeout;
+                            let deadline = Instant::now() + self.fill_timeout();
                             self.phase = Phase::Fill { until, held, deadline };
                             return Ok(Step::Nothing);
                         }
-                        None if Instant::now() >= deadline => return Ok(self.lose(until, false)),
+                        None if self.archive_stalled || Instant::now() >= deadline => {
+                            // Once live, an archive that let one fill time out is not waited on
+                            // again until it brings something.
+                            self.archive_stalled = self.stats.cut_over.is_some();
+                            return Ok(self.lose(until, false));
+                        }
                         None => return Ok(Step::Nothing),
                     }
                 }
                 Phase::CatchUp => match self.peek_archive() {
-                    Some(e) if e.end() <= self.next => self.archive.take(),
-                    Some(Entry::Message { position, len }) => return Ok(Step::Archive { position, len }),
+                    e if !self.started && e.is_some_and(|e| e.position() > self.next) => {
+                        return Ok(self.lead_gap(e, u64::MAX).expect("a lead gap: checked"));
+                    }
+                    Some(e) if e.end() <= self.next => {
+                        self.started = true;
+                        self.archive.take()
+                    }
+                    Some(Entry::Message { position, len }) => {
+                        self.started = true;
+                        return Ok(Step::Archive { position, len });
+                    }
                     Some(Entry::Gap { position, count }) => {
+                        self.started = true;
                         self.archive.take();
                         return Ok(self.lose(position.saturating_add(count), true));
                     }
@@ -364,11 +446,34 @@ impl<S: Subscribe, A: Archive> ReplayMerge<S, A> {
         Ok(Step::Nothing)
     }
 
-    /// Takes the archive message `step` returned.
+    /// The fill timeout for where the merge is: catching up, or live.
+    fn fill_timeout(&self) -> Duration {
+        match self.stats.cut_over {
+            None => self.options.fill_timeout,
+            Some(_) => self.options.live_fill_timeout,
+        }
+    }
+
+    /// Takes the archive message `step` returned (positions were checked against
+    /// [`MAX_POSITION`] when peeked: no overflow).
     fn took_archive(&mut self, position: u64) {
         self.archive.take();
         self.next = position + 1;
         self.stats.from_archive += 1;
+        if self.stats.cut_over.is_some() {
+            self.stats.filled += 1;
+        }
+    }
+
+    /// Whether the archive's payload for the message peeked is the `len` bytes it said: a
+    /// file changed under its map since it was checked is an archive failure, not bytes to
+    /// deliver.
+    fn payload_holds(&mut self, len: usize) -> bool {
+        if self.archive.payload().len() >= len {
+            return true;
+        }
+        self.fail_why(format!("the record at position {} changed after it was checked", self.next));
+        false
     }
 
     fn took_held(&mut self, position: u64) {
@@ -377,12 +482,12 @@ impl<S: Subscribe, A: Archive> ReplayMerge<S, A> {
         self.stats.cut_over.get_or_insert(position);
     }
 
-    /// A gap on the live stream after the cut-over: filled from the archive.
+    /// A gap on the live stream after the cut-over: filled from the archive (sought first).
     #[cold]
     fn live_gap(&mut self, g: Gap) {
         if g.resumed_at > self.next {
-            let deadline = Instant::now() + self.options.fill_timeout;
-            self.stats.filled += g.resumed_at - self.next;
+            let deadline = Instant::now() + self.options.live_fill_timeout;
+            self.seek_due = true;
             self.phase = Phase::Fill { until: g.resumed_at, held: None, deadline };
         }
     }
@@ -397,6 +502,11 @@ impl<S: Subscribe, A: Archive> Subscribe for ReplayMerge<S, A> {
             // The hot path: the live poll. (Written without helpers so the borrow of `live`
             // returned on one arm leaves the other fields free on the others.)
             return match self.live.try_recv().map_err(MergeError::Live)? {
+                // A transport that delivers again what it delivered (a reconnect): once.
+                Some(Recv::Message(d)) if d.position < self.next => {
+                    self.stats.duplicates += 1;
+                    Ok(None)
+                }
                 Some(Recv::Message(d)) => {
                     self.next = d.position + 1;
                     if self.stats.cut_over.is_none() {
@@ -406,8 +516,8 @@ impl<S: Subscribe, A: Archive> Subscribe for ReplayMerge<S, A> {
                 }
                 Some(Recv::Gap(g)) => {
                     if g.resumed_at > self.next {
-                        let deadline = Instant::now() + self.options.fill_timeout;
-                        self.stats.filled += g.resumed_at - self.next;
+                        let deadline = Instant::now() + self.options.live_fill_timeout;
+                        self.seek_due = true;
                         self.phase = Phase::Fill { until: g.resumed_at, held: None, deadline };
                     }
                     Ok(None)
@@ -416,22 +526,28 @@ impl<S: Subscribe, A: Archive> Subscribe for ReplayMerge<S, A> {
             };
         }
         // Catching up: the common case first, the archive's next message after the position.
-        if self.phase == Phase::CatchUp && self.archive_failure.is_none() {
-            if let Ok(Some(Entry::Message { position, len })) = self.archive.peek() {
-                if position >= self.next {
+        if self.phase == Phase::CatchUp && self.started && self.archive_failure.is_none() {
+            match self.archive.peek() {
+                Ok(Some(Entry::Message { position, len }))
+                    if position >= self.next && position < MAX_POSITION && self.archive.payload().len() >= len =>
+                {
                     self.took_archive(position);
-                    let p = self.archive.payload();
-                    return Ok(Some(Recv::Message(Delivery { position, payload: p.get(..len).unwrap_or(p) })));
+                    let payload = &self.archive.payload()[..len];
+                    return Ok(Some(Recv::Message(Delivery { position, payload })));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    self.fail_archive(e);
                 }
             }
         }
         match self.step()? {
             Step::Nothing => Ok(None),
             Step::Gap(g) => Ok(Some(Recv::Gap(g))),
+            Step::Archive { len, .. } if !self.payload_holds(len) => Ok(None),
             Step::Archive { position, len } => {
                 self.took_archive(position);
-                let p = self.archive.payload();
-                let payload = p.get(..len).unwrap_or(p);
+                let payload = &self.archive.payload()[..len];
                 Ok(Some(Recv::Message(Delivery { position, payload })))
             }
             Step::Held { position, len } => {
@@ -444,6 +560,11 @@ impl<S: Subscribe, A: Archive> Subscribe for ReplayMerge<S, A> {
     fn try_recv_into(&mut self, out: &mut [u8]) -> Result<Option<RecvInto>, Self::Error> {
         if self.phase == Phase::Live {
             return match self.live.try_recv_into(out).map_err(MergeError::Live)? {
+                Some(RecvInto::Message { position }) if position < self.next => {
+                    // Copied already, and delivered before: dropped (a reconnect's redelivery).
+                    self.stats.duplicates += 1;
+                    Ok(None)
+                }
                 Some(RecvInto::Message { position }) => {
                     self.next = position + 1;
                     self.stats.cut_over.get_or_insert(position);
@@ -462,12 +583,10 @@ impl<S: Subscribe, A: Archive> Subscribe for ReplayMerge<S, A> {
             Step::Archive { position, len } | Step::Held { position, len } if len != out.len() => {
                 Ok(Some(RecvInto::OtherLength { position, len }))
             }
+            Step::Archive { len, .. } if !self.payload_holds(len) => Ok(None),
             Step::Archive { position, len } => {
                 self.took_archive(position);
-                // The archive checked the record when it was peeked; `get` keeps a file changed
-                // under its map since from panicking here (the bytes are then not the record's).
-                let p = self.archive.payload();
-                out.copy_from_slice(p.get(..len).unwrap_or(&self.held[..len]));
+                out.copy_from_slice(&self.archive.payload()[..len]);
                 Ok(Some(RecvInto::Message { position }))
             }
             Step::Held { position, len } => {

@@ -191,7 +191,8 @@ fn schedule(seed: u64, slots: usize, with_lost: bool) {
     let from = rng.below(published + 1);
     let live = w.live();
     let mut m =
-        ReplayMerge::new(live, w.archive(), from, MergeOptions { fill_timeout: Duration::from_secs(60) }).unwrap();
+        ReplayMerge::new(live, w.archive(), from, MergeOptions::new(Duration::from_secs(60), Duration::from_secs(60)))
+            .unwrap();
     let mut seen = Seen::default();
     for _ in 0..(200 + rng.below(400)) {
         match rng.below(8) {
@@ -333,7 +334,7 @@ fn an_archive_that_does_not_bring_a_position_in_time_reports_it_lost_exactly() {
     let mut w = World::new(8);
     w.publish(false);
     w.record(0); // the recorder never writes anything
-    let mut m = ReplayMerge::new(w.live(), w.archive(), 0, MergeOptions { fill_timeout: Duration::ZERO }).unwrap();
+    let mut m = ReplayMerge::new(w.live(), w.archive(), 0, MergeOptions::new(Duration::ZERO, Duration::ZERO)).unwrap();
     let mut seen = Seen::default();
     w.publish(false); // 1: live; 0 is nowhere now
     drain(&mut m, &mut seen, 5);
@@ -381,7 +382,7 @@ fn a_slow_archive_that_keeps_bringing_records_is_waited_for_past_the_timeout() {
         w.publish(false);
     }
     // Nothing recorded yet; the live reader attached at 6 and gets 6 (kept).
-    let opts = MergeOptions { fill_timeout: Duration::from_millis(40) };
+    let opts = MergeOptions::new(Duration::from_millis(40), Duration::from_millis(40));
     let mut m = ReplayMerge::new(w.live(), w.archive(), 0, opts).unwrap();
     let mut seen = Seen::default();
     w.publish(false);
@@ -397,4 +398,141 @@ fn a_slow_archive_that_keeps_bringing_records_is_waited_for_past_the_timeout() {
     assert!(seen.gaps.is_empty(), "{:?}", seen.gaps);
     assert_eq!(seen.messages, [0, 1, 2, 3, 4, 5, 6]);
     assert!(m.is_live());
+}
+
+/// An archive of fixed entries, one of which may fail once (as a served stream's lost
+/// stretch does: the failing item is consumed) and then read on.
+struct Scripted {
+    entries: Vec<Result<Entry, ()>>,
+    at: usize,
+    payload: Vec<u8>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("scripted failure")]
+struct ScriptedError;
+
+impl Archive for Scripted {
+    type Error = ScriptedError;
+    fn peek(&mut self) -> Result<Option<Entry>, ScriptedError> {
+        match self.entries.get(self.at) {
+            None => Ok(None),
+            Some(Err(())) => {
+                self.at += 1; // consumed, as a stream's would be
+                Err(ScriptedError)
+            }
+            Some(Ok(e)) => {
+                if let Entry::Message { position, .. } = *e {
+                    self.payload = payload(position).to_vec();
+                }
+                Ok(Some(*e))
+            }
+        }
+    }
+    fn take(&mut self) {
+        self.at += 1;
+    }
+    fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+    fn source_id(&self) -> Option<u64> {
+        None
+    }
+}
+
+fn msg(position: u64) -> Result<Entry, ()> {
+    Ok(Entry::Message { position, len: 16 })
+}
+
+fn scripted(w: &World, entries: Vec<Result<Entry, ()>>) -> ReplayMerge<Live, Scripted> {
+    let a = Scripted { entries, at: 0, payload: Vec::new() };
+    ReplayMerge::new(w.live(), a, 0, MergeOptions::new(Duration::ZERO, Duration::ZERO)).unwrap()
+}
+
+fn drain_any<A: Archive>(m: &mut ReplayMerge<Live, A>, n: usize) -> (Vec<u64>, Vec<(u64, u64)>) {
+    let (mut msgs, mut gaps) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        match m.try_recv().unwrap() {
+            Some(Recv::Message(d)) => msgs.push(d.position),
+            Some(Recv::Gap(g)) => gaps.push((g.expected, g.resumed_at)),
+            None => {}
+        }
+    }
+    (msgs, gaps)
+}
+
+#[test]
+fn an_archive_that_begins_after_the_position_asked_for_is_a_gap_not_silence() {
+    // A served journal started at 3 for a joiner that asked for 0.
+    let w = World::new(8);
+    let mut m = scripted(&w, vec![msg(3), msg(4)]);
+    let (msgs, gaps) = drain_any(&mut m, 5);
+    assert_eq!(gaps, [(0, 3)]);
+    assert_eq!(msgs, [3, 4]);
+}
+
+#[test]
+fn a_failed_archive_is_never_read_past_and_what_it_owed_is_a_gap() {
+    // The archive fails at what would be 2 and would then offer 3: 3 must not follow 1.
+    let mut w = World::new(8);
+    for _ in 0..5 {
+        w.publish(false);
+    }
+    let mut m = scripted(&w, vec![msg(0), msg(1), Err(()), msg(3), msg(4)]);
+    w.publish(false); // 5, live
+    let (msgs, gaps) = drain_any(&mut m, 10);
+    assert_eq!(msgs, [0, 1, 5]);
+    assert_eq!(gaps, [(2, 5)]);
+    assert!(m.archive_failure().is_some());
+    assert_eq!(m.stats().unfilled, 3);
+}
+
+#[test]
+fn records_claiming_impossible_positions_fail_the_archive_without_a_panic() {
+    for bad in [
+        Entry::Message { position: u64::MAX, len: 16 },
+        Entry::Gap { position: 2, count: 0 },
+        Entry::Gap { position: 2, count: u64::MAX - 1 },
+    ] {
+        let mut w = World::new(8);
+        for _ in 0..3 {
+            w.publish(false);
+        }
+        let mut m = scripted(&w, vec![msg(0), msg(1), Ok(bad)]);
+        w.publish(false); // 3, live
+        let (msgs, gaps) = drain_any(&mut m, 10);
+        assert_eq!(msgs, [0, 1, 3], "{bad:?}");
+        assert_eq!(gaps, [(2, 3)], "{bad:?}");
+        assert!(m.archive_failure().unwrap().contains("not a real stream"), "{bad:?}");
+        assert!(m.is_live());
+    }
+}
+
+#[test]
+fn once_live_a_stalled_archive_blinds_the_reader_once_not_at_every_lap() {
+    let mut w = World::new(2);
+    let opts = MergeOptions::new(Duration::ZERO, Duration::from_millis(30));
+    let mut m = ReplayMerge::new(w.live(), w.archive(), 0, opts).unwrap();
+    w.publish(false);
+    w.record(1);
+    w.publish(false); // 1: live only, where the merge cuts over
+    let _ = drain_any(&mut m, 4);
+    assert!(m.is_live());
+    // The recorder stops; the ring laps the reader twice.
+    for round in 0..2 {
+        for _ in 0..5 {
+            w.publish(false);
+        }
+        let t0 = std::time::Instant::now();
+        let mut gaps = Vec::new();
+        while gaps.is_empty() {
+            gaps = drain_any(&mut m, 1).1;
+            assert!(t0.elapsed() < Duration::from_secs(5));
+        }
+        let waited = t0.elapsed();
+        match round {
+            0 => assert!(waited >= Duration::from_millis(30), "the first lap waits for the archive: {waited:?}"),
+            _ => assert!(waited < Duration::from_millis(30), "the second is reported at once: {waited:?}"),
+        }
+    }
 }

@@ -61,7 +61,15 @@ pub fn serve<P: Publish>(
         };
         quiet_since = None;
         let sent = match e {
-            Entry::Message { .. } => publish(p, tail.payload(), stop)?,
+            Entry::Message { len, .. } => {
+                let payload = tail.payload();
+                if payload.len() != len {
+                    // The segment changed under its map after the record was checked.
+                    let reason = format!("the record at position {} changed after it was read", e.position());
+                    return Err(JournalError::Unreadable { path: tail.dir().to_owned(), reason }.into());
+                }
+                publish(p, payload, stop)?
+            }
             Entry::Gap { position, count } => {
                 let mut g = FeedGap::new();
                 (g.first_sequence, g.count) = (position, count);
@@ -82,8 +90,11 @@ pub fn serve<P: Publish>(
     Ok(())
 }
 
-/// Publishes, retrying while a retry helps; false if stopped first.
+/// Publishes, retrying while a retry helps; false if stopped first. A stream that stays full
+/// (a joiner that cut over reads its archive only to fill a lap) is waited on sleeping, not
+/// spinning: serving is not worth a core.
 fn publish<P: Publish>(p: &mut P, bytes: &[u8], stop: &AtomicBool) -> Result<bool, ServeError<P::Error>> {
+    let mut spins = 0u32;
     loop {
         match p.publish(bytes) {
             Ok(_) => return Ok(true),
@@ -92,7 +103,12 @@ fn publish<P: Publish>(p: &mut P, bytes: &[u8], stop: &AtomicBool) -> Result<boo
                     return Ok(false);
                 }
                 p.idle();
-                std::hint::spin_loop();
+                spins = spins.saturating_add(1);
+                if spins < 10_000 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
             }
             Err(e) => return Err(ServeError::Publish(e)),
         }
