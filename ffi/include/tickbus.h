@@ -54,6 +54,12 @@
 #define TB_FLAG_INGRESS_TSC 1
 
 /*
+ `tb_header.flags` of a `tb_feed_gap`: it stands for positions a recording lacks (a
+ journal's gap record, replayed or served), not for a message of the stream.
+ */
+#define TB_FLAG_RECORDING_GAP 2
+
+/*
  The schema version of every message type this library writes and reads (`tb_header.version`).
  */
 #define TB_MSG_VERSION 1
@@ -713,7 +719,8 @@ typedef struct tb_header {
    */
   uint32_t stream_id;
   /*
-   Flags: [`FLAG_INGRESS_TSC`]; other bits zero, ignored by readers of version 1.
+   Flags: [`FLAG_INGRESS_TSC`], [`FLAG_RECORDING_GAP`]; other bits zero, ignored by readers
+   of version 1.
    */
   uint32_t flags;
   /*

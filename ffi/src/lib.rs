@@ -58,6 +58,9 @@ pub const TB_PRICE_SCALE: i64 = 100_000_000;
 pub const TB_HEADER_LEN: usize = 32;
 /// `tb_header.flags`: `publish_tsc` is the feed handler's ingress TSC, not the publish time.
 pub const TB_FLAG_INGRESS_TSC: u32 = 1;
+/// `tb_header.flags` of a `tb_feed_gap`: it stands for positions a recording lacks (a
+/// journal's gap record, replayed or served), not for a message of the stream.
+pub const TB_FLAG_RECORDING_GAP: u32 = 2;
 
 const _: () = {
     assert!(TB_SNAPSHOT_DEPTH == bus::codecs::md::SNAPSHOT_DEPTH);
@@ -65,6 +68,7 @@ const _: () = {
     assert!(TB_PRICE_SCALE == bus::codecs::PRICE_SCALE);
     assert!(TB_HEADER_LEN == bus::codecs::HEADER_LEN);
     assert!(TB_FLAG_INGRESS_TSC == bus::codecs::FLAG_INGRESS_TSC);
+    assert!(TB_FLAG_RECORDING_GAP == bus::codecs::FLAG_RECORDING_GAP);
 };
 
 // The SONAME build.rs gives the library carries the same number.
