@@ -204,6 +204,34 @@ impl Archive for JournalTail {
         self.source
     }
 
+    /// The common case straight from the cursor: no record peeked, none failed, the next one a
+    /// message at `at_least` or later.
+    #[inline]
+    fn take_message(&mut self, at_least: u64) -> Result<Option<(u64, usize)>, JournalError> {
+        if self.current.is_some() || self.lead.is_some() || self.failed.is_some() || !self.started {
+            return self.take_message_slowly(at_least);
+        }
+        let got = match self.read() {
+            Ok(got) => got,
+            Err(e) => {
+                self.failed = Some(e.to_string());
+                return Err(e);
+            }
+        };
+        match got {
+            Some((start, Entry::Message { position, len })) if position >= at_least => {
+                self.payload_at = Some((start + format::RECORD_HEADER_BYTES, len));
+                self.next = self.next.max(position + 1);
+                Ok(Some((position, len)))
+            }
+            Some(other) => {
+                self.current = Some(other); // for peek: nothing taken
+                Ok(None)
+            }
+            None => Ok(None),
+        }
+    }
+
     /// Forward to `position` through the index, if it is past what was taken.
     fn seek(&mut self, position: u64) -> Result<(), JournalError> {
         if position <= self.next || self.failed.is_some() {
@@ -217,6 +245,17 @@ impl Archive for JournalTail {
 }
 
 impl JournalTail {
+    /// [`Archive::take_message`] through peek and take.
+    fn take_message_slowly(&mut self, at_least: u64) -> Result<Option<(u64, usize)>, JournalError> {
+        match self.peek()? {
+            Some(Entry::Message { position, len }) if position >= at_least => {
+                self.take();
+                Ok(Some((position, len)))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Reads the next record into `current` (and the lead gap before the first one, if the
     /// journal begins after the position asked for); false when there is none yet.
     #[inline]

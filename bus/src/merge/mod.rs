@@ -91,6 +91,20 @@ pub trait Archive {
     /// ([`Subscribe::source_id`]); None when it does not know.
     fn source_id(&self) -> Option<u64>;
 
+    /// The next record if it is a message at `at_least` or later, taken at once (its payload
+    /// then readable as after `take`); None, taking nothing, for anything else. The merge's
+    /// catch-up path: one call per message where peek and take would be two.
+    #[inline]
+    fn take_message(&mut self, at_least: u64) -> Result<Option<(u64, usize)>, Self::Error> {
+        match self.peek()? {
+            Some(Entry::Message { position, len }) if position >= at_least => {
+                self.take();
+                Ok(Some((position, len)))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Moves on to the first record at or after `position` (forward only), where the archive
     /// can do better than reading every record before it (a journal: through its index). The
     /// merge calls it when a live gap sends it back to the archive long after the cut-over.
@@ -527,15 +541,16 @@ impl<S: Subscribe, A: Archive> Subscribe for ReplayMerge<S, A> {
         }
         // Catching up: the common case first, the archive's next message after the position.
         if self.phase == Phase::CatchUp && self.started && self.archive_failure.is_none() {
-            match self.archive.peek() {
-                Ok(Some(Entry::Message { position, len }))
-                    if position >= self.next && position < MAX_POSITION && self.archive.payload().len() >= len =>
-                {
-                    self.took_archive(position);
-                    let payload = &self.archive.payload()[..len];
-                    return Ok(Some(Recv::Message(Delivery { position, payload })));
+            match self.archive.take_message(self.next) {
+                Ok(Some((position, len))) => {
+                    if position < MAX_POSITION && self.archive.payload().len() >= len {
+                        self.next = position + 1;
+                        self.stats.from_archive += 1;
+                        return Ok(Some(Recv::Message(Delivery { position, payload: &self.archive.payload()[..len] })));
+                    }
+                    self.fail_why(format!("a record at position {position} of {len} bytes is not a real stream's"));
                 }
-                Ok(_) => {}
+                Ok(None) => {}
                 Err(e) => {
                     self.fail_archive(e);
                 }
