@@ -294,7 +294,7 @@ pub struct ServeArgs {
 
 /// Serves a journal to one late joiner on a reliable stream (`tickbus::replay::serve`).
 pub fn serve(a: ServeArgs) -> Result<(), String> {
-    use tickbus::stream::{open_publisher, Channel, Endpoint, OpenOptions, Publish, Reliability};
+    use tickbus::stream::{open_publisher, Channel, Endpoint, OpenOptions, Reliability};
     let stop = crate::pipeline::stop_flag()?;
     let c = Channel::parse(&a.dest).map_err(|e| format!("--dest: {e}"))?;
     if matches!(c.endpoint, Endpoint::UdMcast { .. }) {
@@ -313,21 +313,9 @@ pub fn serve(a: ServeArgs) -> Result<(), String> {
     o.wait = Duration::from_secs_f64(a.wait_secs);
     o.stop = Some(stop.clone());
     let mut p = open_publisher(&c, &o).map_err(|e| format!("--dest {e}"))?;
-    if matches!(c.endpoint, Endpoint::RdmaRc { .. }) {
-        let deadline = std::time::Instant::now() + o.wait;
-        while {
-            p.idle();
-            !p.has_reader()
-        } {
-            if std::time::Instant::now() >= deadline || stop.load(std::sync::atomic::Ordering::Acquire) {
-                return Err(format!(
-                    "--dest {}: no joiner connected within {:?}: start `tickbus trader --join {}` (it connects here)",
-                    a.dest, o.wait, a.dest
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
+    // rdma-rc: the joiner connects here first (other transports have their reader at once).
+    crate::streams::wait_for_subscriber(&mut p, "the joiner", o.wait, &stop)
+        .map_err(|e| format!("--dest {}: {e}: start `tickbus trader --join {}` (it connects here)", a.dest, a.dest))?;
     eprintln!("journal serve: serving {} from position {} on {}", a.dir.display(), a.from_seq, a.dest);
     let mut served = tickbus::replay::Served::default();
     let idle_end = a.idle_end_secs.map(Duration::from_secs_f64);

@@ -195,6 +195,11 @@ impl Out {
         Out { p }
     }
 
+    /// The publisher underneath (set-up paths: waiting for its reader).
+    pub fn publisher_mut(&mut self) -> &mut AnyPublisher {
+        &mut self.p
+    }
+
     /// A shm ring's publisher.
     #[cfg(test)]
     pub fn shm(p: ShmPublisher) -> Out {
@@ -254,11 +259,6 @@ impl Out {
     /// that left cleanly (closed its connection) is not a failure and is not listed.
     pub fn dropped(&mut self) -> Vec<String> {
         self.p.dropped()
-    }
-
-    /// Whether a reader is there (rdma-rc: connected; shm and ud-mcast: always).
-    pub fn has_reader(&mut self) -> bool {
-        self.p.has_reader()
     }
 
     /// Whether this is a ud-mcast stream (no close: its readers end on silence).

@@ -230,7 +230,7 @@ fn open_uri(
     cfg: &RingConfig,
     stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<tickbus::stream::AnyPublisher, String> {
-    use tickbus::stream::{open_publisher, Channel, Endpoint, OpenOptions, Publish, Reliability};
+    use tickbus::stream::{open_publisher, Channel, OpenOptions, Reliability};
     let c = Channel::parse(uri).map_err(|e| format!("--dest: {e}"))?;
     let mut o = OpenOptions::default();
     o.reliability = if a.reliable { Reliability::Reliable } else { Reliability::Lossy };
@@ -240,22 +240,9 @@ fn open_uri(
     o.wait = Duration::from_secs_f64(a.wait_secs);
     o.stop = Some(stop.clone());
     let mut p = open_publisher(&c, &o).map_err(|e| format!("--dest {e}"))?;
-    if matches!(c.endpoint, Endpoint::RdmaRc { .. }) {
-        let deadline = std::time::Instant::now() + o.wait;
-        // The publisher takes a connecting subscriber in during its upkeep.
-        while {
-            p.idle();
-            !p.has_reader()
-        } {
-            if std::time::Instant::now() >= deadline || stop.load(std::sync::atomic::Ordering::Acquire) {
-                return Err(format!(
-                    "--dest {uri}: no subscriber connected within {:?}: start it first (e.g. `tickbus record --from {uri} --journal DIR`)",
-                    o.wait
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
+    // rdma-rc: a subscriber connects first (other transports have their reader at once).
+    crate::streams::wait_for_subscriber(&mut p, "a subscriber", o.wait, stop)
+        .map_err(|e| format!("--dest {uri}: {e}: start it first (e.g. `tickbus record --from {uri} --journal DIR`)"))?;
     Ok(p)
 }
 

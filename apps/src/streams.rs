@@ -193,10 +193,20 @@ pub fn subscriber_polling(c: &Channel, reliable: bool, o: &OpenOptions, own: &mu
 /// up on an earlier handshake (it timed out while this app was busy) is let go and its next try
 /// awaited; the last such reason is in the error if none arrives.
 pub fn wait_for_reader(out: &mut Out, who: &str, wait: Duration, stop: &AtomicBool) -> Result<(), String> {
+    wait_for_subscriber(out.publisher_mut(), who, wait, stop)
+}
+
+/// [`wait_for_reader`] on a bare publisher (the replay's destination, a journal's server).
+pub fn wait_for_subscriber(
+    p: &mut tickbus::stream::AnyPublisher,
+    who: &str,
+    wait: Duration,
+    stop: &AtomicBool,
+) -> Result<(), String> {
     let deadline = Instant::now() + wait;
     let mut last = String::new();
-    while !out.has_reader() {
-        for why in out.dropped() {
+    while !p.has_reader() {
+        for why in p.dropped() {
             log::info!("{who} left before starting ({why}); waiting for its next try");
             last = format!(" (the last try ended: {why})");
         }

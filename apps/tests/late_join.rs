@@ -12,8 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tickbus_codecs::book::OrderBook;
-use tickbus_codecs::itch::ItchFileReader;
+mod common;
 
 /// ITCH messages per second: slow enough that a late joiner, sharing two cores with six busy
 /// processes in a debug build, reads the journal faster than the day goes on.
@@ -99,15 +98,6 @@ fn sig(c: &Child, s: i32) {
 }
 
 /// The book of the whole ITCH file, built here, offline.
-fn offline_digest(day: &str) -> String {
-    let mut b = OrderBook::with_capacity(1 << 16, 64);
-    let mut r = ItchFileReader::new(File::open(day).unwrap());
-    while let Some(rec) = r.next_record().unwrap() {
-        let _ = b.apply(&rec.message);
-    }
-    format!("{:016x}", b.digest())
-}
-
 fn n(v: &serde_json::Value, path: &[&str]) -> u64 {
     path.iter().fold(v, |v, k| &v[*k]).as_u64().unwrap_or_else(|| panic!("{path:?} in {v}"))
 }
@@ -119,7 +109,7 @@ fn traders_joining_late_or_restarted_hold_the_book_of_the_whole_day() {
     let messages = MESSAGES.to_string();
     let gen = ["itch", "generate", "--seed", "11", "--stocks", "8", "--messages", &messages, "--itch", &day];
     assert!(env.cmd(&gen).output().unwrap().status.success());
-    let want = offline_digest(&day);
+    let want = common::offline_digest(std::path::Path::new(&day));
     let rate = RATE.to_string();
     let span = Duration::from_secs_f64(MESSAGES as f64 / RATE as f64);
 

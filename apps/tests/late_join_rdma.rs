@@ -6,12 +6,9 @@
 //! A, B and C hold the book built offline from the whole day (compared by digest), and B and C
 //! cut over from the journal to the live group. Ignored (with the reason) on a host without two RDMA
 //! devices; a failure in the guest, where TICKBUS_REQUIRE_RDMA=1 is set.
-use std::fs::File;
 use std::time::Duration;
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use tickbus_codecs::book::OrderBook;
-use tickbus_codecs::itch::ItchFileReader;
 
 mod common;
 
@@ -29,22 +26,13 @@ fn main() {
     libtest_mimic::run(&args, tests.into_iter().map(|t| t.with_ignored_flag(skip)).collect()).exit();
 }
 
-fn offline_digest(day: &std::path::Path) -> String {
-    let mut b = OrderBook::with_capacity(1 << 14, 64);
-    let mut r = ItchFileReader::new(File::open(day).unwrap());
-    while let Some(rec) = r.next_record().unwrap() {
-        let _ = b.apply(&rec.message);
-    }
-    format!("{:016x}", b.digest())
-}
-
 fn over_mcast() -> Result<(), Failed> {
     let d = tickbus::rdma::device_names();
     let dev = |i: usize, var: &str| std::env::var(var).ok().or_else(|| d.get(i).cloned()).ok_or("no RDMA device");
     let (exchange_dev, trader_dev) = (dev(0, "TICKBUS_RDMA_DEVICE")?, dev(1, "TICKBUS_RDMA_PEER_DEVICE")?);
     let dir = std::env::temp_dir().join(format!("late-join-rdma-{}", std::process::id()));
     let day = common::day(&dir, 5000);
-    let want = offline_digest(&day);
+    let want = common::offline_digest(&day);
     let journal = dir.join("journal");
     let journal = journal.to_str().ok_or("path")?;
     let md = "ud-mcast://239.77.53.1/1?recovery=127.0.0.1:47301";

@@ -63,6 +63,17 @@ pub fn both<A, B>(a: Result<A, String>, b: Result<B, String>) -> Result<(A, B), 
     }
 }
 
+/// The digest (`OrderBook::digest`, as `tickbus trader` prints it) of the book built offline
+/// from the whole ITCH file `day`.
+pub fn offline_digest(day: &Path) -> String {
+    let mut b = tickbus_codecs::book::OrderBook::with_capacity(1 << 16, 64);
+    let mut r = tickbus_codecs::itch::ItchFileReader::new(std::fs::File::open(day).unwrap());
+    while let Some(rec) = r.next_record().unwrap() {
+        let _ = b.apply(&rec.message);
+    }
+    format!("{:016x}", b.digest())
+}
+
 /// A generated ITCH day of `messages` order-flow messages in `dir`.
 pub fn day(dir: &Path, messages: u32) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();

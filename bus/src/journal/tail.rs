@@ -209,7 +209,7 @@ impl Archive for JournalTail {
     #[inline]
     fn take_message(&mut self, at_least: u64) -> Result<Option<(u64, usize)>, JournalError> {
         if self.current.is_some() || self.lead.is_some() || self.failed.is_some() || !self.started {
-            return self.take_message_slowly(at_least);
+            return crate::merge::take_message_by_peek(self, at_least);
         }
         let got = match self.read() {
             Ok(got) => got,
@@ -245,17 +245,6 @@ impl Archive for JournalTail {
 }
 
 impl JournalTail {
-    /// [`Archive::take_message`] through peek and take.
-    fn take_message_slowly(&mut self, at_least: u64) -> Result<Option<(u64, usize)>, JournalError> {
-        match self.peek()? {
-            Some(Entry::Message { position, len }) if position >= at_least => {
-                self.take();
-                Ok(Some((position, len)))
-            }
-            _ => Ok(None),
-        }
-    }
-
     /// Reads the next record into `current` (and the lead gap before the first one, if the
     /// journal begins after the position asked for); false when there is none yet.
     #[inline]

@@ -96,13 +96,7 @@ pub trait Archive {
     /// catch-up path: one call per message where peek and take would be two.
     #[inline]
     fn take_message(&mut self, at_least: u64) -> Result<Option<(u64, usize)>, Self::Error> {
-        match self.peek()? {
-            Some(Entry::Message { position, len }) if position >= at_least => {
-                self.take();
-                Ok(Some((position, len)))
-            }
-            _ => Ok(None),
-        }
+        take_message_by_peek(self, at_least)
     }
 
     /// Moves on to the first record at or after `position` (forward only), where the archive
@@ -111,6 +105,18 @@ pub trait Archive {
     fn seek(&mut self, position: u64) -> Result<(), Self::Error> {
         let _ = position;
         Ok(())
+    }
+}
+
+/// [`Archive::take_message`] through `peek` and `take`: the default, and what an archive with
+/// a faster path falls back to.
+pub fn take_message_by_peek<A: Archive + ?Sized>(a: &mut A, at_least: u64) -> Result<Option<(u64, usize)>, A::Error> {
+    match a.peek()? {
+        Some(Entry::Message { position, len }) if position >= at_least => {
+            a.take();
+            Ok(Some((position, len)))
+        }
+        _ => Ok(None),
     }
 }
 
