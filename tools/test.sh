@@ -8,7 +8,7 @@ tools/setup-host.sh
 # A fresh machine builds every configuration once (debug with fault points, the Python package,
 # loom, the fuzz targets, the lab's release build): incremental state would only take disk.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
-tools/check-disk.sh "${TICKBUS_DISK_NEEDED_GB:-12}"
+tools/check-disk.sh "${TICKBUS_DISK_NEEDED_GB:-8}"
 echo "== latency-lab peers and test tools: cmake >= 3.30, libbsd-dev, uuid-dev, gcc, g++, pkg-config, chromium; Python hdrhistogram, pytest, pyarrow, pandas, duckdb"
 tools/setup-peers.sh
 export PATH="$PWD/target/tools/venv/bin:$PATH"
