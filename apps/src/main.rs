@@ -19,6 +19,7 @@ mod pipeline;
 mod record;
 mod replay;
 mod ring;
+mod snapshot;
 mod stat;
 mod streams;
 mod trader;
@@ -68,6 +69,9 @@ enum Cmd {
     /// Serve a recording as MoldUDP64 on two multicast lines with a re-request server and loss
     /// generators (tests and demos).
     MoldServer(mold_server::MoldServerArgs),
+    /// Whole-book snapshots of a market-data stream, made from its journal and published every
+    /// period on a stream of their own: a late joiner loads one and replays only what follows.
+    Snapshot(snapshot::SnapshotArgs),
     /// A trading app: keeps the L3 book from normalised market data, sends IOC orders on
     /// top-of-book changes, reads the execution reports back (the model for your own).
     Trader(trader::TraderArgs),
@@ -211,6 +215,7 @@ fn main() -> ExitCode {
         Cmd::Journal(JournalCmd::Cat { dir, from, to, json }) => journal::cat(&dir, from, to, json),
         Cmd::Feed(a) => feed::run(a),
         Cmd::MoldServer(a) => mold_server::run(a),
+        Cmd::Snapshot(a) => snapshot::run(a),
         Cmd::Trader(a) => trader::run(a),
         Cmd::Gateway(a) => gateway::run(a),
         Cmd::Exchange(a) => exchange::run(a),

@@ -258,10 +258,26 @@ pub struct JoinSummary {
     pub unfilled: u64,
     /// The position of the first live message (None: never cut over).
     pub cut_over: Option<u64>,
-    /// Time from start to live, in µs (None: never cut over).
+    /// Time from the trading loop's start (its streams open, any snapshot loaded: that wait is
+    /// `snapshot.waited_us`) to live, in µs (None: never cut over).
     pub live_after_us: Option<u64>,
     /// Why the journal could not be read further, if so.
     pub journal_error: Option<String>,
+    /// The whole-book snapshot the book started from (`--snapshots`), if any.
+    pub snapshot: Option<SnapshotSummary>,
+}
+
+/// The snapshot a late joiner loaded before merging the market data after it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SnapshotSummary {
+    /// The market-data position it reflects (the merge went on from here).
+    pub as_of: u64,
+    /// Orders loaded.
+    pub orders: u64,
+    /// Messages its maker had lost before `as_of` (non-zero: the book may be wrong).
+    pub lost: u64,
+    /// How long the joiner waited for it and loaded it, in µs.
+    pub waited_us: u64,
 }
 
 #[cfg(test)]

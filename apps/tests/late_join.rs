@@ -3,7 +3,9 @@
 //! books: A from the open, B joining (`--join`) a quarter of the way in, C at three fifths, and
 //! D from the open, `kill -9`ed at 40% of the day and restarted with `--join`. At the end every one of them
 //! holds the book built offline from the whole file, as does E, which joins through the journal
-//! served on a reliable ring by `tickbus journal serve` (as another host would over rdma-rc).
+//! served on a reliable ring by `tickbus journal serve` (as another host would over rdma-rc),
+//! and F, which joins halfway from the next whole-book snapshot (`tickbus snapshot`,
+//! following the journal, publishes one a second) and the journal only after it.
 //! Books are compared by digest (every instrument's levels and every order in queue order); B,
 //! C, D and E cut over to the live stream (they were not just reading a finished journal), and
 //! none lost or repeated a message.
@@ -56,12 +58,17 @@ impl Env {
     /// A trader on its own order and report rings (`k`), with a gateway of its own unless it
     /// trades with the exchange's (k = 0).
     fn trader(&mut self, k: usize, join: bool) -> Child {
+        self.trader_with(k, join, &[])
+    }
+
+    fn trader_with(&mut self, k: usize, join: bool, more: &[&str]) -> Child {
         let (orders, execs) = (format!("orders{k}"), format!("execs{k}"));
         let journal = self.path("journal");
         let mut args = vec!["trader", "--md", "md", "--orders", &orders, "--execs", &execs, "--json"];
         if join {
             args.extend(["--join", &journal]);
         }
+        args.extend(more);
         self.spawn(&args)
     }
 
@@ -126,6 +133,9 @@ fn traders_joining_late_or_restarted_hold_the_book_of_the_whole_day() {
         assert!(Instant::now() < deadline, "the recorder did not start");
         std::thread::sleep(Duration::from_millis(10));
     }
+    // Snapshots of the book every second, from the journal, on a lossy ring of their own.
+    let snapshots =
+        env.spawn(&["snapshot", &journal, "--dest", "shm:snap", "--every-secs", "1", "--idle-end-secs", "3", "--json"]);
     let a = env.trader(0, false);
     let gw_d = env.gateway(3);
     let d = env.trader(3, false);
@@ -140,6 +150,9 @@ fn traders_joining_late_or_restarted_hold_the_book_of_the_whole_day() {
     sig(&d, libc::SIGKILL);
     let _ = d.wait_with_output();
     let d2 = env.trader(3, true);
+    sleep_until(at(0.5));
+    let gw_f = env.gateway(5);
+    let f = env.trader_with(5, true, &["--snapshots", "shm:snap"]);
     sleep_until(at(0.6));
     let gw_c = env.gateway(2);
     let c = env.trader(2, true);
@@ -163,11 +176,13 @@ fn traders_joining_late_or_restarted_hold_the_book_of_the_whole_day() {
         ("E served", finish(e, "trader E")),
     ];
     let d2 = finish(d2, "trader D (restarted)");
+    let f = finish(f, "trader F (from a snapshot)");
+    let snap = finish(snapshots, "snapshot");
     // Once live, E reads the served stream only to fill a lap: the server, ahead of it, waits
     // on the full stream until told to stop.
     sig(&server, libc::SIGTERM);
     let served = finish(server, "journal serve");
-    for g in [gw_b, gw_c, gw_d, gw_e] {
+    for g in [gw_b, gw_c, gw_d, gw_e, gw_f] {
         sig(&g, libc::SIGTERM);
         let _ = g.wait_with_output();
     }
@@ -176,6 +191,19 @@ fn traders_joining_late_or_restarted_hold_the_book_of_the_whole_day() {
     assert_eq!(n(&rec, &["messages"]), published, "the journal holds the whole day: {rec}");
     assert_eq!(n(&rec, &["gaps"]), 0, "{rec}");
     assert!(n(&served, &["messages"]) > 0, "{served}");
+
+    // F: the book of the whole day, from a snapshot taken well into it and the journal after.
+    eprintln!("trader F: {} ticks, join {}; snapshots: {snap}", f["counts"]["ticks"], f["join"]);
+    assert_eq!(f["book_digest"].as_str(), Some(want.as_str()), "trader F's book is not the day's: {f}");
+    let as_of = n(&f, &["join", "snapshot", "as_of"]);
+    // (The day starts once trader A is in: the moments above are later in the day than named.)
+    assert!(as_of > published / 4 && as_of < published, "F started from a snapshot well into the day: {f}");
+    assert_eq!(n(&f, &["join", "snapshot", "lost"]), 0, "{f}");
+    assert_eq!(n(&f, &["counts", "ticks"]), published - as_of, "F read the day from the snapshot on, once: {f}");
+    assert_eq!((n(&f, &["counts", "md_missed"]), n(&f, &["join", "unfilled"])), (0, 0), "{f}");
+    assert!(n(&f, &["join", "cut_over"]) < published && n(&f, &["counts", "orders"]) > 0, "F went live: {f}");
+    assert!(n(&snap, &["snapshots"]) >= 5 && n(&snap, &["lost"]) + n(&snap, &["book_errors"]) == 0, "{snap}");
+    assert_eq!(n(&snap, &["position"]), published, "{snap}");
 
     let results: Vec<_> = results.into_iter().chain([("D restarted", d2)]).collect();
     for (who, t) in &results {

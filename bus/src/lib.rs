@@ -72,6 +72,8 @@ pub(crate) mod seqslot;
 #[cfg(not(loom))]
 pub mod shm;
 #[cfg(not(loom))]
+pub mod snapshot;
+#[cfg(not(loom))]
 pub mod stat;
 #[cfg(not(loom))]
 pub mod stream;

@@ -3,7 +3,9 @@ use zerocopy::FromBytes;
 
 use crate::exec::{ExecAck, ExecFill, ExecReject};
 use crate::header::Header;
-use crate::md::{BookSnapshot, FeedGap, OrderAdd, OrderDelete, OrderExecute, OrderModify, Quote, Trade};
+use crate::md::{
+    BookSnapshot, FeedGap, OrderAdd, OrderDelete, OrderExecute, OrderModify, Quote, SnapshotOrders, Trade,
+};
 use crate::message::{DecodeError, Message, MsgType};
 use crate::orders::{CancelOrder, NewOrder, ReplaceOrder};
 
@@ -26,6 +28,8 @@ pub enum AnyMessage<'a> {
     BookSnapshot(&'a BookSnapshot),
     /// A [`FeedGap`].
     FeedGap(&'a FeedGap),
+    /// A [`SnapshotOrders`].
+    SnapshotOrders(&'a SnapshotOrders),
     /// A [`NewOrder`].
     NewOrder(&'a NewOrder),
     /// A [`CancelOrder`].
@@ -61,6 +65,7 @@ pub fn decode(bytes: &[u8]) -> Result<AnyMessage<'_>, DecodeError> {
         MsgType::OrderExecute => AnyMessage::OrderExecute(OrderExecute::parse(bytes)?),
         MsgType::BookSnapshot => AnyMessage::BookSnapshot(BookSnapshot::parse(bytes)?),
         MsgType::FeedGap => AnyMessage::FeedGap(FeedGap::parse(bytes)?),
+        MsgType::SnapshotOrders => AnyMessage::SnapshotOrders(SnapshotOrders::parse(bytes)?),
         MsgType::NewOrder => AnyMessage::NewOrder(NewOrder::parse(bytes)?),
         MsgType::CancelOrder => AnyMessage::CancelOrder(CancelOrder::parse(bytes)?),
         MsgType::ReplaceOrder => AnyMessage::ReplaceOrder(ReplaceOrder::parse(bytes)?),

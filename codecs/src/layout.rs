@@ -10,7 +10,8 @@ use core::mem::{offset_of, size_of};
 use crate::exec::{ExecAck, ExecFill, ExecReject, REJECT_TEXT_LEN};
 use crate::header::Header;
 use crate::md::{
-    BookSnapshot, FeedGap, Level, OrderAdd, OrderDelete, OrderExecute, OrderModify, Quote, Trade, SNAPSHOT_DEPTH,
+    BookSnapshot, FeedGap, Level, OrderAdd, OrderDelete, OrderExecute, OrderModify, Quote, RestingOrder,
+    SnapshotOrders, Trade, SNAPSHOT_CHUNK_ORDERS, SNAPSHOT_DEPTH,
 };
 use crate::message::{Message, MsgType};
 use crate::orders::{CancelOrder, NewOrder, ReplaceOrder};
@@ -166,6 +167,13 @@ pub fn fields(t: MsgType) -> Vec<Field> {
             levels(&mut v, offset_of!(BookSnapshot, asks), "ask");
         }
         MsgType::FeedGap => scalars!(v, 0, "", FeedGap { first_sequence, count }),
+        MsgType::SnapshotOrders => {
+            scalars!(v, 0, "", SnapshotOrders { as_of, total_orders, lost, chunk, chunks, count });
+            for k in 0..SNAPSHOT_CHUNK_ORDERS {
+                let at = offset_of!(SnapshotOrders, orders) + k * size_of::<RestingOrder>();
+                scalars!(v, at, format!("order_{k}_"), RestingOrder { order_id, price, qty, instrument_id, side });
+            }
+        }
         MsgType::NewOrder => scalars!(
             v,
             0,
@@ -224,6 +232,7 @@ pub fn size_of_type(t: MsgType) -> usize {
         MsgType::OrderExecute => OrderExecute::LEN,
         MsgType::BookSnapshot => BookSnapshot::LEN,
         MsgType::FeedGap => FeedGap::LEN,
+        MsgType::SnapshotOrders => SnapshotOrders::LEN,
         MsgType::NewOrder => NewOrder::LEN,
         MsgType::CancelOrder => CancelOrder::LEN,
         MsgType::ReplaceOrder => ReplaceOrder::LEN,
@@ -253,6 +262,7 @@ pub fn snake_name(t: MsgType) -> &'static str {
         MsgType::OrderExecute => "order_execute",
         MsgType::BookSnapshot => "book_snapshot",
         MsgType::FeedGap => "feed_gap",
+        MsgType::SnapshotOrders => "snapshot_orders",
         MsgType::NewOrder => "new_order",
         MsgType::CancelOrder => "cancel_order",
         MsgType::ReplaceOrder => "replace_order",

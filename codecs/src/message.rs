@@ -24,6 +24,8 @@ pub enum MsgType {
     BookSnapshot = 7,
     /// Messages the feed handler lost: [`FeedGap`](crate::md::FeedGap).
     FeedGap = 8,
+    /// A chunk of a whole-book snapshot: [`SnapshotOrders`](crate::md::SnapshotOrders).
+    SnapshotOrders = 9,
     /// A new order: [`NewOrder`](crate::orders::NewOrder).
     NewOrder = 16,
     /// A cancel of an order: [`CancelOrder`](crate::orders::CancelOrder).
@@ -40,7 +42,7 @@ pub enum MsgType {
 
 impl MsgType {
     /// Every type, in wire-value order.
-    pub const ALL: [MsgType; 14] = [
+    pub const ALL: [MsgType; 15] = [
         MsgType::Quote,
         MsgType::Trade,
         MsgType::OrderAdd,
@@ -49,6 +51,7 @@ impl MsgType {
         MsgType::OrderExecute,
         MsgType::BookSnapshot,
         MsgType::FeedGap,
+        MsgType::SnapshotOrders,
         MsgType::NewOrder,
         MsgType::CancelOrder,
         MsgType::ReplaceOrder,

@@ -34,6 +34,11 @@
 #define TB_SNAPSHOT_DEPTH 10
 
 /*
+ Orders per `tb_snapshot_orders` chunk of a whole-book snapshot.
+ */
+#define TB_SNAPSHOT_CHUNK_ORDERS 16
+
+/*
  Bytes of reason text in a `tb_exec_reject`.
  */
 #define TB_REJECT_TEXT_LEN 32
@@ -105,6 +110,11 @@
 #define TB_MSG_FEED_GAP 8
 
 /*
+ A chunk of a whole-book snapshot.
+ */
+#define TB_MSG_SNAPSHOT_ORDERS 9
+
+/*
  A new order.
  */
 #define TB_MSG_NEW_ORDER 16
@@ -173,6 +183,11 @@
  Bytes in a `tb_feed_gap`.
  */
 #define TB_LEN_FEED_GAP 48
+
+/*
+ Bytes in a `tb_snapshot_orders`.
+ */
+#define TB_LEN_SNAPSHOT_ORDERS 584
 
 /*
  Bytes in a `tb_new_order`.
@@ -1002,6 +1017,75 @@ typedef struct tb_feed_gap {
    */
   uint64_t count;
 } tb_feed_gap;
+
+/*
+ One resting order in a snapshot.
+ */
+typedef struct tb_resting_order {
+  /*
+   The venue's order reference number.
+   */
+  uint64_t order_id;
+  /*
+   Its price ([`PRICE_SCALE`](crate::PRICE_SCALE) fixed point).
+   */
+  int64_t price;
+  /*
+   Its quantity still resting.
+   */
+  uint64_t qty;
+  /*
+   The instrument, by the venue's numeric id.
+   */
+  uint32_t instrument_id;
+  /*
+   [`Side`](crate::Side) as its wire byte.
+   */
+  uint8_t side;
+  uint8_t _pad[3];
+} tb_resting_order;
+
+/*
+ Chunk `chunk` of `chunks` of the snapshot of the whole book as of market-data position
+ `as_of`: `count` valid orders in `orders`, the rest zero.
+ */
+typedef struct tb_snapshot_orders {
+  /*
+   The common header: type, version, length, sequence and the publish TSC.
+   */
+  struct tb_header header;
+  /*
+   The market-data position the snapshot reflects: every message before it applied, none
+   from it on. A joiner goes on from here.
+   */
+  uint64_t as_of;
+  /*
+   Resting orders in the whole snapshot (the chunks' counts add up to it).
+   */
+  uint64_t total_orders;
+  /*
+   Market-data messages the snapshot's maker knew it had lost before `as_of` (gaps in its
+   input): non-zero means the book may be wrong.
+   */
+  uint64_t lost;
+  /*
+   This chunk's index, from 0.
+   */
+  uint32_t chunk;
+  /*
+   Chunks in the snapshot (at least 1: an empty book is one chunk of no orders).
+   */
+  uint32_t chunks;
+  /*
+   Valid orders in `orders`.
+   */
+  uint32_t count;
+  uint32_t _pad;
+  /*
+   The orders, in book order (see the module docs).
+   */
+  struct tb_resting_order orders[TB_SNAPSHOT_CHUNK_ORDERS];
+} tb_snapshot_orders;
 
 /*
  New order. `client_order_id` is the sender's id, unique per session.

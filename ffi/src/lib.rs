@@ -50,6 +50,8 @@ pub const TB_ABI_VERSION: u32 = 1;
 
 /// Levels per side in a `tb_book_snapshot`.
 pub const TB_SNAPSHOT_DEPTH: usize = 10;
+/// Orders per `tb_snapshot_orders` chunk of a whole-book snapshot.
+pub const TB_SNAPSHOT_CHUNK_ORDERS: usize = 16;
 /// Bytes of reason text in a `tb_exec_reject`.
 pub const TB_REJECT_TEXT_LEN: usize = 32;
 /// Prices are fixed point: this many units per currency unit.
@@ -64,6 +66,7 @@ pub const TB_FLAG_RECORDING_GAP: u32 = 2;
 
 const _: () = {
     assert!(TB_SNAPSHOT_DEPTH == bus::codecs::md::SNAPSHOT_DEPTH);
+    assert!(TB_SNAPSHOT_CHUNK_ORDERS == bus::codecs::md::SNAPSHOT_CHUNK_ORDERS);
     assert!(TB_REJECT_TEXT_LEN == bus::codecs::exec::REJECT_TEXT_LEN);
     assert!(TB_PRICE_SCALE == bus::codecs::PRICE_SCALE);
     assert!(TB_HEADER_LEN == bus::codecs::HEADER_LEN);
@@ -126,6 +129,8 @@ pub const TB_MSG_ORDER_EXECUTE: u16 = 6;
 pub const TB_MSG_BOOK_SNAPSHOT: u16 = 7;
 /// Messages the feed handler lost.
 pub const TB_MSG_FEED_GAP: u16 = 8;
+/// A chunk of a whole-book snapshot.
+pub const TB_MSG_SNAPSHOT_ORDERS: u16 = 9;
 /// A new order.
 pub const TB_MSG_NEW_ORDER: u16 = 16;
 /// A cancel.
@@ -149,6 +154,7 @@ const _: () = {
     assert!(TB_MSG_ORDER_EXECUTE == MsgType::OrderExecute as u16);
     assert!(TB_MSG_BOOK_SNAPSHOT == MsgType::BookSnapshot as u16);
     assert!(TB_MSG_FEED_GAP == MsgType::FeedGap as u16);
+    assert!(TB_MSG_SNAPSHOT_ORDERS == MsgType::SnapshotOrders as u16);
     assert!(TB_MSG_NEW_ORDER == MsgType::NewOrder as u16);
     assert!(TB_MSG_CANCEL_ORDER == MsgType::CancelOrder as u16);
     assert!(TB_MSG_REPLACE_ORDER == MsgType::ReplaceOrder as u16);
@@ -173,6 +179,8 @@ pub const TB_LEN_ORDER_EXECUTE: u32 = 80;
 pub const TB_LEN_BOOK_SNAPSHOT: u32 = 528;
 /// Bytes in a `tb_feed_gap`.
 pub const TB_LEN_FEED_GAP: u32 = 48;
+/// Bytes in a `tb_snapshot_orders`.
+pub const TB_LEN_SNAPSHOT_ORDERS: u32 = 584;
 /// Bytes in a `tb_new_order`.
 pub const TB_LEN_NEW_ORDER: u32 = 72;
 /// Bytes in a `tb_cancel_order`.
@@ -197,6 +205,7 @@ const _: () = {
     assert!(<md::OrderExecute as Message>::VERSION == TB_MSG_VERSION);
     assert!(<md::BookSnapshot as Message>::VERSION == TB_MSG_VERSION);
     assert!(<md::FeedGap as Message>::VERSION == TB_MSG_VERSION);
+    assert!(<md::SnapshotOrders as Message>::VERSION == TB_MSG_VERSION);
     assert!(<orders::NewOrder as Message>::VERSION == TB_MSG_VERSION);
     assert!(<orders::CancelOrder as Message>::VERSION == TB_MSG_VERSION);
     assert!(<orders::ReplaceOrder as Message>::VERSION == TB_MSG_VERSION);
@@ -211,6 +220,7 @@ const _: () = {
     assert!(TB_LEN_ORDER_EXECUTE as usize == <md::OrderExecute as Message>::LEN);
     assert!(TB_LEN_BOOK_SNAPSHOT as usize == <md::BookSnapshot as Message>::LEN);
     assert!(TB_LEN_FEED_GAP as usize == <md::FeedGap as Message>::LEN);
+    assert!(TB_LEN_SNAPSHOT_ORDERS as usize == <md::SnapshotOrders as Message>::LEN);
     assert!(TB_LEN_NEW_ORDER as usize == <orders::NewOrder as Message>::LEN);
     assert!(TB_LEN_CANCEL_ORDER as usize == <orders::CancelOrder as Message>::LEN);
     assert!(TB_LEN_REPLACE_ORDER as usize == <orders::ReplaceOrder as Message>::LEN);

@@ -160,7 +160,9 @@ pub unsafe extern "C" fn tb_publisher_send(
 /// Sends the message in `bytes` as its type, then writes the stamped header back.
 fn send_bytes(p: &mut AnyPublisher, bytes: &mut [u8]) -> Result<u64, tb_status> {
     use bus::codecs::exec::{ExecAck, ExecFill, ExecReject};
-    use bus::codecs::md::{BookSnapshot, FeedGap, OrderAdd, OrderDelete, OrderExecute, OrderModify, Quote, Trade};
+    use bus::codecs::md::{
+        BookSnapshot, FeedGap, OrderAdd, OrderDelete, OrderExecute, OrderModify, Quote, SnapshotOrders, Trade,
+    };
     use bus::codecs::orders::{CancelOrder, NewOrder, ReplaceOrder};
     use bus::codecs::MsgType;
     use zerocopy::IntoBytes;
@@ -198,6 +200,7 @@ fn send_bytes(p: &mut AnyPublisher, bytes: &mut [u8]) -> Result<u64, tb_status> 
         Some(MsgType::OrderExecute) => typed::<OrderExecute>(p, bytes, h.version),
         Some(MsgType::BookSnapshot) => typed::<BookSnapshot>(p, bytes, h.version),
         Some(MsgType::FeedGap) => typed::<FeedGap>(p, bytes, h.version),
+        Some(MsgType::SnapshotOrders) => typed::<SnapshotOrders>(p, bytes, h.version),
         Some(MsgType::NewOrder) => typed::<NewOrder>(p, bytes, h.version),
         Some(MsgType::CancelOrder) => typed::<CancelOrder>(p, bytes, h.version),
         Some(MsgType::ReplaceOrder) => typed::<ReplaceOrder>(p, bytes, h.version),

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use tickbus::stream::Reliability;
 use tickbus::time::Tsc;
 use tickbus::{Mode, Recv, RingConfig};
 use tickbus_codecs::orders::{NewOrder, OrderTrace, TracedOrder, TRACED_ORDER_LEN};
@@ -73,6 +74,11 @@ pub struct TraderArgs {
     /// With --join: the market-data position to rebuild from (0: the day's start).
     #[arg(long, default_value_t = 0, requires = "join")]
     pub join_from: u64,
+    /// With --join: start from the next whole-book snapshot on this stream (`tickbus snapshot`
+    /// publishes one every few seconds) and rebuild from the journal only after its position,
+    /// instead of from the day's start. Waits up to --wait-secs for one.
+    #[arg(long, value_name = "URI", requires = "join", conflicts_with = "join_from")]
+    pub snapshots: Option<String>,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -275,7 +281,8 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
     let stop = pipeline::stop_flag()?;
     let mut strategy = Strategy::new(a.qty, a.max_in_flight);
     strategy.pre_touch(); // before attaching: the feed starts once we are attached
-    let (orders, md, execs) = open(&a, &stop)?;
+    let mut snapshot = None;
+    let (orders, md, execs) = open(&a, &stop, &mut strategy, &mut snapshot)?;
     let t = Trader::new(md, orders, execs, strategy);
     let mut agent = TraderAgent::new(t, &a, stop.clone());
     tickbus::agent::run_until(&mut agent, pipeline::IDLE, &stop);
@@ -284,7 +291,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         eprintln!("trader: the report stream failed: {why}");
     }
     let recovered = t.md.recovered();
-    let join = join_summary(&t, &a);
+    let join = join_summary(&t, &a, snapshot);
     let Trader { orders, strategy, counts: c, tick_hop: h, .. } = t;
     drop(orders); // closes the order stream: the gateway sees the trader finished
     if a.json {
@@ -323,12 +330,16 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
 }
 
 /// How a late joiner caught up, for the summary.
-fn join_summary(t: &Trader, a: &TraderArgs) -> Option<tickbus_apps::summary::JoinSummary> {
+fn join_summary(
+    t: &Trader,
+    a: &TraderArgs,
+    snapshot: Option<tickbus_apps::summary::SnapshotSummary>,
+) -> Option<tickbus_apps::summary::JoinSummary> {
     let (m, why) = t.md.join_stats()?;
     let live_after_us = (t.live_tsc != 0).then(|| t.scale.delta_ns(t.started_tsc, t.live_tsc) / 1000);
     Some(tickbus_apps::summary::JoinSummary {
         journal: a.join.clone().unwrap_or_default(),
-        from: a.join_from,
+        from: snapshot.as_ref().map_or(a.join_from, |s| s.as_of),
         from_journal: m.from_archive,
         duplicates: m.duplicates,
         filled: m.filled,
@@ -337,6 +348,7 @@ fn join_summary(t: &Trader, a: &TraderArgs) -> Option<tickbus_apps::summary::Joi
         cut_over: m.cut_over,
         live_after_us,
         journal_error: why,
+        snapshot,
     })
 }
 
@@ -457,16 +469,32 @@ impl tickbus::agent::Agent for TraderAgent<'_> {
 /// Opens the trader's streams (any transport, by URI), waiting for the peers; pins the thread;
 /// says ready. Returns (orders, market data, reports). The order stream first: the gateway
 /// waits for it; then the market data, so no tick after the reports' reader is seen goes unread.
-fn open(a: &TraderArgs, stop: &Arc<AtomicBool>) -> Result<(Out, In, In), String> {
+fn open(
+    a: &TraderArgs,
+    stop: &Arc<AtomicBool>,
+    strategy: &mut Strategy,
+    snapshot: &mut Option<tickbus_apps::summary::SnapshotSummary>,
+) -> Result<(Out, In, In), String> {
     let t = a.streams.resolve()?;
     let o = a.streams.options(a.wait_secs, stop);
     let mut orders = streams::publisher(&t.orders, &order_ring(a.stream), &o)?;
     let mut md = streams::subscriber(&t.md, false, &o)?;
     if let Some(spec) = &a.join {
         // After the live stream is attached: together they hold every position.
-        let archive =
-            tickbus::merge::AnyArchive::open(spec, a.join_from, &o).map_err(|e| format!("--join {spec}: {e}"))?;
-        md = md.into_joined(archive, a.join_from).map_err(|e| format!("--join {spec}: {e}"))?;
+        let mut from = a.join_from;
+        if let Some(uri) = &a.snapshots {
+            let s = load_snapshot(uri, strategy, &o, stop)?;
+            if s.lost > 0 {
+                eprintln!(
+                    "trader: warning: the snapshot's maker had lost {} market-data messages before position {}: the book may be wrong",
+                    s.lost, s.as_of
+                );
+            }
+            from = s.as_of;
+            *snapshot = Some(s);
+        }
+        let archive = tickbus::merge::AnyArchive::open(spec, from, &o).map_err(|e| format!("--join {spec}: {e}"))?;
+        md = md.into_joined(archive, from).map_err(|e| format!("--join {spec}: {e}"))?;
     }
     let execs = streams::subscriber_polling(&t.execs, true, &o, &mut orders)
         .map_err(|e| format!("{e}; the reports are the gateway's: start `tickbus gateway` or `tickbus exchange`"))?;
@@ -476,6 +504,40 @@ fn open(a: &TraderArgs, stop: &Arc<AtomicBool>) -> Result<(Out, In, In), String>
     }
     eprintln!("trader: ready (md {}, orders {}, reports {})", t.md, t.orders, t.execs);
     Ok((orders, md, execs))
+}
+
+/// Loads the next whole-book snapshot on `uri` into the strategy's book.
+fn load_snapshot(
+    uri: &str,
+    strategy: &mut Strategy,
+    o: &tickbus::stream::OpenOptions,
+    stop: &AtomicBool,
+) -> Result<tickbus_apps::summary::SnapshotSummary, String> {
+    let started = Instant::now();
+    let c = tickbus::stream::Channel::parse(uri).map_err(|e| format!("--snapshots: {e}"))?;
+    let mut o = o.clone();
+    o.payload = tickbus_codecs::md::SnapshotOrders::LEN;
+    // The next snapshot that starts: one rdma-rc reader, or an observer of a lossy stream.
+    let reliable = matches!(c.endpoint, tickbus::stream::Endpoint::RdmaRc { .. });
+    o.reliability = if reliable { Reliability::Reliable } else { Reliability::Lossy };
+    o.start_at = tickbus::StartAt::Latest;
+    let mut sub = tickbus::stream::open_subscriber(&c, &o)
+        .map_err(|e| format!("--snapshots: reading {e}: start `tickbus snapshot --dest {uri}`"))?;
+    let loaded = tickbus::snapshot::load_snapshot(&mut sub, strategy.book_mut(), o.wait, stop)
+        .map_err(|e| format!("--snapshots {uri}: {e}"))?;
+    let waited_us = started.elapsed().as_micros() as u64;
+    eprintln!(
+        "trader: loaded the snapshot as of position {} ({} orders) in {} ms",
+        loaded.as_of,
+        loaded.orders,
+        waited_us / 1000
+    );
+    Ok(tickbus_apps::summary::SnapshotSummary {
+        as_of: loaded.as_of,
+        orders: loaded.orders,
+        lost: loaded.lost,
+        waited_us,
+    })
 }
 
 /// Stamps the order's header and publishes it with its trace, waiting while the gateway has not

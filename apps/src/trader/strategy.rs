@@ -56,6 +56,11 @@ impl Strategy {
         self.book.digest()
     }
 
+    /// The book, to load a snapshot into before trading.
+    pub fn book_mut(&mut self) -> &mut OrderBook {
+        &mut self.book
+    }
+
     /// Maps the book's memory in before trading (see `OrderBook::pre_touch`): a cold book takes
     /// page faults for its first hundreds of thousands of orders and falls behind a busy feed.
     pub fn pre_touch(&mut self) {

@@ -68,13 +68,13 @@ pub fn serve<P: Publish>(
                     let reason = format!("the record at position {} changed after it was read", e.position());
                     return Err(JournalError::Unreadable { path: tail.dir().to_owned(), reason }.into());
                 }
-                publish(p, payload, stop)?
+                publish_waiting(p, payload, stop).map_err(ServeError::Publish)?
             }
             Entry::Gap { position, count } => {
                 let mut g = FeedGap::new();
                 (g.first_sequence, g.count) = (position, count);
                 g.header.flags |= FLAG_RECORDING_GAP;
-                publish(p, g.as_bytes(), stop)?
+                publish_waiting(p, g.as_bytes(), stop).map_err(ServeError::Publish)?
             }
         };
         if !sent {
@@ -92,8 +92,8 @@ pub fn serve<P: Publish>(
 
 /// Publishes, retrying while a retry helps; false if stopped first. A stream that stays full
 /// (a joiner that cut over reads its archive only to fill a lap) is waited on sleeping, not
-/// spinning: serving is not worth a core.
-fn publish<P: Publish>(p: &mut P, bytes: &[u8], stop: &AtomicBool) -> Result<bool, ServeError<P::Error>> {
+/// spinning: serving is not worth a core. Also the snapshot maker's (`crate::snapshot`).
+pub(crate) fn publish_waiting<P: Publish>(p: &mut P, bytes: &[u8], stop: &AtomicBool) -> Result<bool, P::Error> {
     let mut spins = 0u32;
     loop {
         match p.publish(bytes) {
@@ -110,7 +110,7 @@ fn publish<P: Publish>(p: &mut P, bytes: &[u8], stop: &AtomicBool) -> Result<boo
                     std::thread::sleep(Duration::from_micros(200));
                 }
             }
-            Err(e) => return Err(ServeError::Publish(e)),
+            Err(e) => return Err(e),
         }
     }
 }

@@ -54,7 +54,7 @@ impl OrderBook {
     }
 }
 
-fn locate(instrument: u32, reference: u64) -> Result<u16, BookError> {
+pub(super) fn locate(instrument: u32, reference: u64) -> Result<u16, BookError> {
     u16::try_from(instrument).map_err(|_| BookError::OutOfRange {
         reference,
         what: "instrument id",
@@ -62,14 +62,14 @@ fn locate(instrument: u32, reference: u64) -> Result<u16, BookError> {
     })
 }
 
-fn itch_price(price: i64, reference: u64) -> Result<u32, BookError> {
+pub(super) fn itch_price(price: i64, reference: u64) -> Result<u32, BookError> {
     if price % ITCH_PRICE_STEP != 0 {
         return Err(BookError::OutOfRange { reference, what: "price (not on ITCH's 0.0001 grid)", value: price });
     }
     u32::try_from(price / ITCH_PRICE_STEP).map_err(|_| BookError::OutOfRange { reference, what: "price", value: price })
 }
 
-fn shares(qty: u64, reference: u64) -> Result<u32, BookError> {
+pub(super) fn shares(qty: u64, reference: u64) -> Result<u32, BookError> {
     u32::try_from(qty).map_err(|_| BookError::OutOfRange { reference, what: "size", value: qty as i64 })
 }
 

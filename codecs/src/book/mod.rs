@@ -11,10 +11,14 @@
 mod digest;
 mod levels;
 mod md;
+mod snapshot;
+#[cfg(test)]
+mod snapshot_tests;
 #[cfg(test)]
 mod tests;
 
 pub use levels::{Level, Levels, Side};
+pub use snapshot::{Chunks, Loaded, SnapshotError, SnapshotLoader, Step, Walk};
 
 use rustc_hash::FxHashMap;
 

@@ -370,6 +370,7 @@ fn journal(
     let mut j = crate::bench::journal_bench::throughput(a.journal_messages, cores, ticks_per_ns, itch_rate)?;
     j.python_read = Some(crate::bench::python_read::run(a.journal_messages, ticks_per_ns)?);
     j.catch_up = Some(crate::bench::catch_up::run(a.journal_messages, ticks_per_ns)?);
+    j.join_live = crate::bench::join_live::run(day, ticks_per_ns)?;
     let file = std::env::temp_dir().join(format!("lab-day-{}.itch", std::process::id()));
     std::fs::write(&file, day)?;
     let messages = tickbus_codecs::itch::frames(day).count() as u64;

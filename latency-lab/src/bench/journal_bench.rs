@@ -138,6 +138,7 @@ fn throughput_here(
         sustained: None,
         python_read: None,
         catch_up: None,
+        join_live: Vec::new(),
     })
 }
 

@@ -8,6 +8,7 @@ pub mod fanout;
 pub mod fanout_hosts;
 pub mod harness;
 pub mod itch_bench;
+pub mod join_live;
 pub mod journal_bench;
 #[cfg(feature = "rdma")]
 pub mod mcast_pingpong;

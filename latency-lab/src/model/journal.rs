@@ -29,6 +29,31 @@ pub struct JournalReport {
     /// A late joiner's catch-up from a journal beside the journal's own read (issue 26).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catch_up: Option<CatchUp>,
+    /// Joining at 10:30 and 15:59 of the day, from the open and from a snapshot (issue 26).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub join_live: Vec<JoinLive>,
+}
+
+/// A late joiner's way to the book as of one moment of the day: the merge from the open, each
+/// message applied, beside loading a whole-book snapshot taken then (books checked equal).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JoinLive {
+    /// The moment ("10:30").
+    pub at: String,
+    /// Its market-data position.
+    pub position: u64,
+    pub rounds: usize,
+    /// Median: the merge from position 0 to here, applying every message to a book.
+    pub from_open_ms: f64,
+    /// Median: the snapshot's chunks from a ring into a book.
+    pub from_snapshot_ms: f64,
+    pub snapshot_orders: u64,
+    pub snapshot_chunks: u64,
+    /// What one snapshot cost its maker (walk and publish), off every hot path.
+    pub snapshot_publish_ms: f64,
+    /// from_open_ms / from_snapshot_ms: the load alone (the wait for the next snapshot is not
+    /// in it).
+    pub x_faster: f64,
 }
 
 /// The replay-merge catching up from a journal beside the journal's cursor over the same

@@ -282,6 +282,13 @@ impl JournalReport {
                 c.messages as f64 / c.merge_msgs_per_s * 1e3
             );
         }
+        for j in &self.join_live {
+            s += &format!(
+                "  join at {:<5}       replay from the open {:>8.1} ms ({} messages)   load a snapshot {:>6.1} ms ({} orders in {} chunks; its maker took {:.1} ms; {:.0}x the replay's speed)   medians of {}; a snapshot joiner also waits for the next snapshot (at most the maker's period, 1 s by default) and takes what came meanwhile from the journal: it is live sooner once the replay takes longer than that wait\n",
+                j.at, j.from_open_ms, j.position, j.from_snapshot_ms, j.snapshot_orders, j.snapshot_chunks,
+                j.snapshot_publish_ms, j.x_faster, j.rounds
+            );
+        }
         if let Some(x) = &self.sustained {
             s += &format!(
                 "  sustained           {} msg/s for {:.1} s: {} published, {} recorded ({} lost), achieved {:.0} msg/s, ring full {} times\n",

@@ -1,0 +1,172 @@
+//! A late joiner from a snapshot holds the book of one that read the whole day: the maker
+//! follows a journal, publishes on a ring, the joiner loads the snapshot and merges the journal
+//! from its position on.
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tickbus_codecs::book::OrderBook;
+use tickbus_codecs::md::SnapshotOrders;
+use tickbus_codecs::normalize::Normalizer;
+use tickbus_codecs::synth::{DayConfig, DayGenerator};
+use tickbus_codecs::{decode, Message};
+use zerocopy::IntoBytes;
+
+use super::*;
+use crate::journal::{JournalMeta, JournalOptions, JournalTail, JournalWriter};
+use crate::merge::{MergeOptions, ReplayMerge};
+use crate::ring::{HeapMemory, RingConfig, RingReader, RingWriter, StartAt};
+use crate::stream::Subscribe;
+use crate::{Mode, Publisher, Subscriber};
+
+/// `n` ITCH messages of a generated day as normalised market data, stamped 0, 1, 2, ...
+fn market_data(n: usize) -> Vec<Vec<u8>> {
+    let mut g = DayGenerator::new(DayConfig::new(11, 8, 40_000));
+    let mut norm = Normalizer::with_capacity(1 << 14, 64);
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let m = g.next_message().expect("a long enough day");
+        norm.apply(&tickbus_codecs::itch::parse(m, 0).unwrap(), &mut |mut md| {
+            md.header_mut().stamp(1, out.len() as u64, 0);
+            out.push(md.as_bytes().to_vec());
+        });
+    }
+    out
+}
+
+fn book_of(md: &[Vec<u8>]) -> OrderBook {
+    let mut b = OrderBook::with_capacity(1 << 14, 64);
+    for m in md {
+        let _ = b.apply_md(&decode(m).unwrap());
+    }
+    b
+}
+
+fn journal(tag: &str, md: &[Vec<u8>]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tickbus-snapshot-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let meta = JournalMeta { stream_id: 1, source: "test".into(), ticks_per_ns: crate::time::ticks_per_ns() };
+    let mut w = JournalWriter::open(&dir, meta, JournalOptions::default()).unwrap();
+    for (s, m) in md.iter().enumerate() {
+        w.append(s as u64, 0, 0, m).unwrap();
+    }
+    w.close().unwrap();
+    dir
+}
+
+#[test]
+fn a_joiner_from_a_snapshot_and_the_journal_after_it_holds_the_whole_days_book() {
+    let md = market_data(6000);
+    let dir = journal("join", &md);
+    // The maker, over a lossy ring that holds a whole snapshot.
+    let cfg = RingConfig::for_payload(Mode::Lossy, 5, SnapshotOrders::LEN, 4096);
+    let mem = HeapMemory::new(cfg.ring_bytes());
+    let mut p = Publisher::new(RingWriter::create(mem.clone(), &cfg, 1, 0).unwrap());
+    let mut sub = Subscriber::new(RingReader::observer(mem.clone(), StartAt::Oldest).unwrap());
+    let mut maker = Snapshotter::new(OrderBook::with_capacity(1 << 14, 64));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tail = JournalTail::open(&dir, 0).unwrap();
+    run(&mut maker, &mut tail, &mut p, Duration::from_secs(60), &stop, Some(Duration::from_millis(100))).unwrap();
+    let s = maker.stats();
+    assert_eq!((s.snapshots, s.position, s.lost), (2, md.len() as u64, 0), "{s:?}");
+    assert!(s.last_orders > 100 && s.chunks > 2 * (s.last_orders / 16), "{s:?}");
+
+    let mut joiner = OrderBook::with_capacity(1 << 14, 64);
+    let loaded = load_snapshot(&mut sub, &mut joiner, Duration::from_secs(5), &stop).unwrap();
+    assert_eq!((loaded.as_of, loaded.lost), (md.len() as u64, 0));
+    assert_eq!(joiner.digest(), book_of(&md).digest());
+
+    // Joined at a snapshot taken partway: the maker's book at position 2500, then the journal.
+    let mut part = Snapshotter::new(OrderBook::with_capacity(1 << 14, 64));
+    let mut tail = JournalTail::open(&dir, 0).unwrap();
+    assert_eq!(part.apply(&mut tail, 2500).unwrap(), 2500);
+    let mut sub = Subscriber::new(RingReader::observer(mem, StartAt::Latest).unwrap());
+    part.publish(&mut p, &stop).unwrap();
+    let mut joiner = OrderBook::with_capacity(1 << 14, 64);
+    let loaded = load_snapshot(&mut sub, &mut joiner, Duration::from_secs(5), &stop).unwrap();
+    assert_eq!(loaded.as_of, 2500);
+    assert_eq!(joiner.digest(), book_of(&md[..2500]).digest());
+    let live_cfg = RingConfig::for_payload(Mode::Lossy, 1, 128, 64);
+    let live_mem = HeapMemory::new(live_cfg.ring_bytes());
+    let _live_w = RingWriter::create(live_mem.clone(), &live_cfg, 1, 0).unwrap();
+    let live = Subscriber::new(RingReader::observer(live_mem, StartAt::Latest).unwrap());
+    let archive = JournalTail::open(&dir, loaded.as_of).unwrap();
+    let mut m = ReplayMerge::new(live, archive, loaded.as_of, MergeOptions::default()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while m.position() < md.len() as u64 {
+        assert!(Instant::now() < deadline, "stuck at {}", m.position());
+        if let Some(Recv::Message(d)) = m.try_recv().unwrap() {
+            let _ = joiner.apply_md(&decode(d.payload).unwrap());
+        }
+    }
+    assert_eq!(m.stats().from_archive, md.len() as u64 - 2500);
+    assert_eq!(joiner.digest(), book_of(&md).digest(), "snapshot + journal = the whole day");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A snapshot whose middle chunk the stream lost (the smallest that can lose one and end): not
+/// loaded, and the wait ends saying which chunk was missing.
+#[test]
+fn a_snapshot_missing_a_chunk_is_not_loaded_and_the_timeout_says_why() {
+    let md = market_data(600);
+    let book = book_of(&md);
+    let chunks: Vec<_> = book.snapshot_chunks(md.len() as u64, 0).take(3).collect();
+    assert!(chunks.len() == 3 && chunks[2].chunks >= 3);
+    let cfg = RingConfig::for_payload(Mode::Lossy, 5, SnapshotOrders::LEN, 64);
+    let mem = HeapMemory::new(cfg.ring_bytes());
+    let mut p = Publisher::new(RingWriter::create(mem.clone(), &cfg, 1, 0).unwrap());
+    let mut sub = Subscriber::new(RingReader::observer(mem, StartAt::Oldest).unwrap());
+    for c in [chunks[0], chunks[2]] {
+        p.publish(c.as_bytes()).unwrap();
+    }
+    let mut joiner = OrderBook::with_capacity(1 << 10, 64);
+    let e = load_snapshot(&mut sub, &mut joiner, Duration::from_millis(50), &AtomicBool::new(false)).unwrap_err();
+    let why = e.to_string();
+    assert!(why.contains("chunk 2 came where chunk 1"), "{why}");
+}
+
+/// The market data itself given as the snapshot stream: said at once, not waited out.
+#[test]
+fn a_stream_of_something_else_is_named_not_waited_on() {
+    let md = market_data(300);
+    let cfg = RingConfig::for_payload(Mode::Lossy, 1, 128, 64);
+    let mem = HeapMemory::new(cfg.ring_bytes());
+    let mut p = Publisher::new(RingWriter::create(mem.clone(), &cfg, 1, 0).unwrap());
+    let mut sub = Subscriber::new(RingReader::observer(mem, StartAt::Oldest).unwrap());
+    p.publish(&md[0]).unwrap();
+    let mut b = OrderBook::with_capacity(16, 4);
+    let e = load_snapshot(&mut sub, &mut b, Duration::from_secs(30), &AtomicBool::new(false)).unwrap_err();
+    assert!(matches!(e, LoadError::NotSnapshots { .. }), "{e}");
+    assert!(e.to_string().contains("not snapshot chunks"), "{e}");
+}
+
+/// The maker's input lost messages (a journal gap record): every snapshot after says how many.
+#[test]
+fn a_snapshot_after_lost_market_data_says_so() {
+    let md = market_data(300);
+    let dir = std::env::temp_dir().join(format!("tickbus-snapshot-lost-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let meta = JournalMeta { stream_id: 1, source: "test".into(), ticks_per_ns: crate::time::ticks_per_ns() };
+    let mut w = JournalWriter::open(&dir, meta, JournalOptions::default()).unwrap();
+    for (s, m) in md.iter().enumerate() {
+        match s {
+            100 => w.append_gap(100, 3, 0).unwrap(),
+            101..=102 => {}
+            _ => w.append(s as u64, 0, 0, m).unwrap(),
+        }
+    }
+    w.close().unwrap();
+    let cfg = RingConfig::for_payload(Mode::Lossy, 5, SnapshotOrders::LEN, 1024);
+    let mem = HeapMemory::new(cfg.ring_bytes());
+    let mut p = Publisher::new(RingWriter::create(mem.clone(), &cfg, 1, 0).unwrap());
+    let mut sub = Subscriber::new(RingReader::observer(mem, StartAt::Oldest).unwrap());
+    let mut maker = Snapshotter::new(OrderBook::with_capacity(1 << 12, 64));
+    let mut tail = JournalTail::open(&dir, 0).unwrap();
+    maker.apply(&mut tail, usize::MAX).unwrap();
+    assert_eq!(maker.stats().lost, 3);
+    maker.publish(&mut p, &AtomicBool::new(false)).unwrap();
+    let mut joiner = OrderBook::with_capacity(1 << 12, 64);
+    let loaded = load_snapshot(&mut sub, &mut joiner, Duration::from_secs(5), &AtomicBool::new(false)).unwrap();
+    assert_eq!((loaded.as_of, loaded.lost), (md.len() as u64, 3));
+    let _ = std::fs::remove_dir_all(&dir);
+}
