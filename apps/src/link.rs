@@ -39,6 +39,11 @@ impl In {
         Ok(In { sub: Source::Joined(Box::new(m)), failed: self.failed })
     }
 
+    /// The live stream's incarnation, where its transport knows it (shm).
+    pub fn source_id(&self) -> Option<u64> {
+        self.live().source_id()
+    }
+
     /// A late joiner still catching up from the journal (false once live, and for a live
     /// stream).
     #[inline]

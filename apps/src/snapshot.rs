@@ -16,14 +16,14 @@ use tickbus_codecs::Message;
 pub struct SnapshotArgs {
     /// The market data's journal folder (followed as the recorder goes on writing it).
     pub journal: PathBuf,
-    /// Where to publish the snapshots: a channel URI (`shm:snap` for traders on this host,
-    /// `ud-mcast://GROUP/STREAM` for many across hosts, `rdma-rc://ADDR:PORT/STREAM` for one).
+    /// Where to publish the snapshots: a lossy channel URI (`shm:snap` for traders on this
+    /// host, `ud-mcast://GROUP/STREAM` across hosts).
     #[arg(long, value_name = "URI")]
     pub dest: String,
     /// Seconds between snapshots (the first once the journal is caught up). A joiner waits up
     /// to this long for one; each costs the whole book's walk and publish (`last_publish_us`
     /// in `--json`: 0.1 ms for the lab's day of ~2,000 resting orders).
-    #[arg(long, default_value_t = 1.0, value_parser = crate::args::secs)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::args::positive_secs)]
     pub every_secs: f64,
     /// Ring slots of a shm snapshot stream, where the URI does not say: a joiner that cannot
     /// keep up is lapped unless a whole snapshot fits (16 orders a slot: the default holds a
@@ -34,13 +34,13 @@ pub struct SnapshotArgs {
     /// a last snapshot; otherwise run until Ctrl-C / SIGTERM.
     #[arg(long, value_parser = crate::args::secs)]
     pub idle_end_secs: Option<f64>,
-    /// The shared secret of an rdma-rc or ud-mcast destination whose URI names no `token-env`.
+    /// The shared secret of a ud-mcast destination whose URI names no `token-env`.
     #[arg(long, default_value = "")]
     pub token: String,
     /// The RDMA device (default: TICKBUS_RDMA_DEVICE, else the first).
     #[arg(long)]
     pub device: Option<String>,
-    /// How long to wait for the journal to appear, and for an rdma-rc joiner to connect (s).
+    /// How long to wait for the journal to appear (s).
     #[arg(long, default_value_t = 30.0, value_parser = crate::args::secs)]
     pub wait_secs: f64,
     /// Print the summary as JSON.
@@ -53,18 +53,21 @@ pub fn run(a: SnapshotArgs) -> Result<(), String> {
     let c = Channel::parse(&a.dest).map_err(|e| format!("--dest: {e}"))?;
     let wait = Duration::from_secs_f64(a.wait_secs);
     let mut tail = open_journal(&a.journal, wait, &stop)?;
+    if matches!(c.endpoint, Endpoint::RdmaRc { .. }) {
+        // One reader that must connect before anything is read: a periodic broadcast to any
+        // number of joiners is a lossy stream's job.
+        return Err(format!(
+            "--dest {}: snapshots go to many joiners on a lossy stream: shm, or ud-mcast across hosts",
+            a.dest
+        ));
+    }
     let mut o = OpenOptions::default();
-    o.reliability =
-        if matches!(c.endpoint, Endpoint::RdmaRc { .. }) { Reliability::Reliable } else { Reliability::Lossy };
+    o.reliability = Reliability::Lossy;
     (o.slots, o.payload, o.stream) = (a.slots, SnapshotOrders::LEN, 5);
     o.token = a.token.clone().into_bytes();
     o.device = a.device.clone();
     (o.wait, o.stop) = (wait, Some(stop.clone()));
     let mut p = open_publisher(&c, &o).map_err(|e| format!("--dest {e}"))?;
-    if matches!(c.endpoint, Endpoint::RdmaRc { .. }) {
-        crate::streams::wait_for_subscriber(&mut p, "the joiner", wait, &stop)
-            .map_err(|e| format!("--dest {}: {e}: start `tickbus trader --snapshots {}`", a.dest, a.dest))?;
-    }
     eprintln!("snapshot: following {}, a snapshot every {} s on {}", a.journal.display(), a.every_secs, a.dest);
     // Room for a day's book up front (a million orders, every stock locate).
     let mut maker = tickbus::snapshot::Snapshotter::new(OrderBook::with_capacity(1 << 20, 8192));

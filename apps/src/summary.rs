@@ -278,6 +278,8 @@ pub struct SnapshotSummary {
     pub lost: u64,
     /// How long the joiner waited for it and loaded it, in µs.
     pub waited_us: u64,
+    /// The market-data stream's incarnation it is of (0: its maker did not know).
+    pub source: u64,
 }
 
 #[cfg(test)]

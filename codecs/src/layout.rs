@@ -168,7 +168,7 @@ pub fn fields(t: MsgType) -> Vec<Field> {
         }
         MsgType::FeedGap => scalars!(v, 0, "", FeedGap { first_sequence, count }),
         MsgType::SnapshotOrders => {
-            scalars!(v, 0, "", SnapshotOrders { as_of, total_orders, lost, chunk, chunks, count });
+            scalars!(v, 0, "", SnapshotOrders { as_of, total_orders, lost, source, chunk, chunks, count });
             for k in 0..SNAPSHOT_CHUNK_ORDERS {
                 let at = offset_of!(SnapshotOrders, orders) + k * size_of::<RestingOrder>();
                 scalars!(v, at, format!("order_{k}_"), RestingOrder { order_id, price, qty, instrument_id, side });

@@ -187,7 +187,7 @@
 /*
  Bytes in a `tb_snapshot_orders`.
  */
-#define TB_LEN_SNAPSHOT_ORDERS 584
+#define TB_LEN_SNAPSHOT_ORDERS 592
 
 /*
  Bytes in a `tb_new_order`.
@@ -1069,6 +1069,11 @@ typedef struct tb_snapshot_orders {
    */
   uint64_t lost;
   /*
+   The incarnation of the market-data stream it is of (the journal's source id; 0: not
+   known): a joiner refuses a snapshot of another incarnation, as it refuses such a journal.
+   */
+  uint64_t source;
+  /*
    This chunk's index, from 0.
    */
   uint32_t chunk;
@@ -1082,7 +1087,9 @@ typedef struct tb_snapshot_orders {
   uint32_t count;
   uint32_t _pad;
   /*
-   The orders, in book order (see the module docs).
+   The orders: instrument by instrument (ascending), bids then asks, level by level from
+   the worst price to the best, each level's orders in queue order (first to trade first).
+   Every chunk but the last holds 16; the last holds the rest.
    */
   struct tb_resting_order orders[TB_SNAPSHOT_CHUNK_ORDERS];
 } tb_snapshot_orders;

@@ -180,7 +180,7 @@ pub const TB_LEN_BOOK_SNAPSHOT: u32 = 528;
 /// Bytes in a `tb_feed_gap`.
 pub const TB_LEN_FEED_GAP: u32 = 48;
 /// Bytes in a `tb_snapshot_orders`.
-pub const TB_LEN_SNAPSHOT_ORDERS: u32 = 584;
+pub const TB_LEN_SNAPSHOT_ORDERS: u32 = 592;
 /// Bytes in a `tb_new_order`.
 pub const TB_LEN_NEW_ORDER: u32 = 72;
 /// Bytes in a `tb_cancel_order`.

@@ -350,7 +350,7 @@ fn layouts() -> Result<(), Failed> {
         "tb_book_snapshot" bus::codecs::md::BookSnapshot { header, instrument_id, bid_depth, ask_depth, exchange_ts_ns, bids, asks }
         "tb_feed_gap" bus::codecs::md::FeedGap { header, first_sequence, count }
         "tb_resting_order" bus::codecs::md::RestingOrder { order_id, price, qty, instrument_id, side }
-        "tb_snapshot_orders" bus::codecs::md::SnapshotOrders { header, as_of, total_orders, lost, chunk, chunks, count, orders }
+        "tb_snapshot_orders" bus::codecs::md::SnapshotOrders { header, as_of, total_orders, lost, source, chunk, chunks, count, orders }
         "tb_order_add" bus::codecs::md::OrderAdd { header, instrument_id, side, order_id, price, qty, exchange_ts_ns }
         "tb_order_delete" bus::codecs::md::OrderDelete { header, instrument_id, order_id, exchange_ts_ns }
         "tb_order_execute" bus::codecs::md::OrderExecute { header, instrument_id, order_id, exec_qty, price, match_id, exchange_ts_ns }

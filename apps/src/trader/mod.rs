@@ -75,8 +75,10 @@ pub struct TraderArgs {
     #[arg(long, default_value_t = 0, requires = "join")]
     pub join_from: u64,
     /// With --join: start from the next whole-book snapshot on this stream (`tickbus snapshot`
-    /// publishes one every few seconds) and rebuild from the journal only after its position,
-    /// instead of from the day's start. Waits up to --wait-secs for one.
+    /// publishes one every second) and rebuild from the journal only after its position,
+    /// instead of from the day's start. Waits up to --wait-secs for one. A served journal
+    /// (--join URI) must be served from that position or before (`journal serve --from-seq`):
+    /// served from 0 it is correct but brings the whole day across.
     #[arg(long, value_name = "URI", requires = "join", conflicts_with = "join_from")]
     pub snapshots: Option<String>,
     /// Print the summary as JSON.
@@ -477,21 +479,32 @@ fn open(
 ) -> Result<(Out, In, In), String> {
     let t = a.streams.resolve()?;
     let o = a.streams.options(a.wait_secs, stop);
+    // The snapshot first, before any stream that needs this thread's attention is open (an
+    // rdma-rc gateway finishes its handshake on the order publisher's thread).
+    if let Some(uri) = &a.snapshots {
+        let s = load_snapshot(uri, strategy, &o, stop)?;
+        if s.lost > 0 {
+            // As a joiner from the open would on meeting that loss: no trading on this book.
+            eprintln!(
+                "trader: the snapshot's maker had lost {} market-data messages before position {}: the book may be wrong, so this trader will not trade",
+                s.lost, s.as_of
+            );
+            strategy.on_gap(s.lost);
+        }
+        *snapshot = Some(s);
+    }
     let mut orders = streams::publisher(&t.orders, &order_ring(a.stream), &o)?;
     let mut md = streams::subscriber(&t.md, false, &o)?;
     if let Some(spec) = &a.join {
         // After the live stream is attached: together they hold every position.
-        let mut from = a.join_from;
-        if let Some(uri) = &a.snapshots {
-            let s = load_snapshot(uri, strategy, &o, stop)?;
-            if s.lost > 0 {
-                eprintln!(
-                    "trader: warning: the snapshot's maker had lost {} market-data messages before position {}: the book may be wrong",
-                    s.lost, s.as_of
-                );
+        let from = snapshot.as_ref().map_or(a.join_from, |s| s.as_of);
+        if let (Some(s), Some(live)) = (snapshot.as_ref(), md.source_id()) {
+            if s.source != 0 && s.source != live {
+                return Err(format!(
+                    "--snapshots: the snapshot is of another incarnation of the market-data stream ({:016x}, the live one is {live:016x}): its maker follows another day's journal",
+                    s.source
+                ));
             }
-            from = s.as_of;
-            *snapshot = Some(s);
         }
         let archive = tickbus::merge::AnyArchive::open(spec, from, &o).map_err(|e| format!("--join {spec}: {e}"))?;
         md = md.into_joined(archive, from).map_err(|e| format!("--join {spec}: {e}"))?;
@@ -506,6 +519,10 @@ fn open(
     Ok((orders, md, execs))
 }
 
+/// The most orders a snapshot may hold (16 times a TotalView day's peak of about a million):
+/// a damaged first chunk claiming more is refused, not loaded until memory runs out.
+const MAX_SNAPSHOT_ORDERS: u64 = 1 << 24;
+
 /// Loads the next whole-book snapshot on `uri` into the strategy's book.
 fn load_snapshot(
     uri: &str,
@@ -517,13 +534,17 @@ fn load_snapshot(
     let c = tickbus::stream::Channel::parse(uri).map_err(|e| format!("--snapshots: {e}"))?;
     let mut o = o.clone();
     o.payload = tickbus_codecs::md::SnapshotOrders::LEN;
-    // The next snapshot that starts: one rdma-rc reader, or an observer of a lossy stream.
-    let reliable = matches!(c.endpoint, tickbus::stream::Endpoint::RdmaRc { .. });
-    o.reliability = if reliable { Reliability::Reliable } else { Reliability::Lossy };
+    // The next snapshot that starts, observed on a lossy stream (shm or ud-mcast).
+    if matches!(c.endpoint, tickbus::stream::Endpoint::RdmaRc { .. }) {
+        return Err(format!(
+            "--snapshots {uri}: snapshots go to many joiners on a lossy stream (shm or ud-mcast), not rdma-rc"
+        ));
+    }
+    o.reliability = Reliability::Lossy;
     o.start_at = tickbus::StartAt::Latest;
     let mut sub = tickbus::stream::open_subscriber(&c, &o)
         .map_err(|e| format!("--snapshots: reading {e}: start `tickbus snapshot --dest {uri}`"))?;
-    let loaded = tickbus::snapshot::load_snapshot(&mut sub, strategy.book_mut(), o.wait, stop)
+    let loaded = tickbus::snapshot::load_snapshot(&mut sub, strategy.book_mut(), MAX_SNAPSHOT_ORDERS, o.wait, stop)
         .map_err(|e| format!("--snapshots {uri}: {e}"))?;
     let waited_us = started.elapsed().as_micros() as u64;
     eprintln!(
@@ -537,6 +558,7 @@ fn load_snapshot(
         orders: loaded.orders,
         lost: loaded.lost,
         waited_us,
+        source: loaded.source,
     })
 }
 

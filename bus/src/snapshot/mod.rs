@@ -65,12 +65,14 @@ pub enum SnapshotRunError<A: std::error::Error + 'static, P: std::error::Error +
 pub struct Snapshotter {
     book: OrderBook,
     stats: SnapshotStats,
+    /// The archive's stream incarnation (0: not known), stamped in every chunk.
+    source: u64,
 }
 
 impl Snapshotter {
     /// A maker with an empty `book` (give it room for the day), reading from position 0.
     pub fn new(book: OrderBook) -> Snapshotter {
-        Snapshotter { book, stats: SnapshotStats::default() }
+        Snapshotter { book, stats: SnapshotStats::default(), source: 0 }
     }
 
     /// What it has done so far.
@@ -85,6 +87,7 @@ impl Snapshotter {
 
     /// Applies up to `max` records of `src`; returns how many (0: nothing new yet).
     pub fn apply<A: Archive>(&mut self, src: &mut A, max: usize) -> Result<usize, A::Error> {
+        self.source = src.source_id().unwrap_or(0);
         let s = &mut self.stats;
         for n in 0..max {
             let Some(e) = src.peek()? else { return Ok(n) };
@@ -114,7 +117,7 @@ impl Snapshotter {
     pub fn publish<P: Publish>(&mut self, p: &mut P, stop: &AtomicBool) -> Result<bool, P::Error> {
         let started = Instant::now();
         let s = &mut self.stats;
-        for mut chunk in self.book.snapshot_chunks(s.position, s.lost) {
+        for mut chunk in self.book.snapshot_chunks(s.position, s.lost, self.source) {
             if !publish_waiting(p, chunk_bytes(&mut chunk, p), stop)? {
                 return Ok(false);
             }
@@ -153,10 +156,12 @@ pub fn run<A: Archive, P: Publish>(
         let n = maker.apply(src, 4096).map_err(SnapshotRunError::Journal)?;
         let caught_up = n < 4096;
         if last.is_none_or(|t| t.elapsed() >= every) && (caught_up || last.is_some()) {
+            // The period runs from each snapshot's start, not its end.
+            let started = Instant::now();
             if !maker.publish(p, stop).map_err(SnapshotRunError::Publish)? {
                 break;
             }
-            last = Some(Instant::now());
+            last = Some(started);
         }
         if n > 0 {
             quiet_since = None;
@@ -177,7 +182,9 @@ pub fn run<A: Archive, P: Publish>(
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError<E: std::error::Error + 'static> {
     /// None came whole in time.
-    #[error("no whole snapshot within {waited:?}{}", .last.map(|e| format!(" (the last one broke off: {e})")).unwrap_or_default())]
+    #[error("no whole snapshot within {waited:?}{}", .last.map_or(
+        " (none seen: is `tickbus snapshot --dest` publishing here? It publishes its first once it has read the journal, then every --every-secs, which must be below this wait)".to_string(),
+        |e| format!(" (the last one broke off: {e}; snapshots lapped every time need a ring that holds one: raise `tickbus snapshot --slots`)")))]
     TimedOut {
         /// How long it waited.
         waited: Duration,
@@ -198,19 +205,47 @@ pub enum LoadError<E: std::error::Error + 'static> {
     Stream(E),
 }
 
-/// Waits (up to `wait`) for the next whole snapshot on `sub` and loads it into `book`. A
-/// snapshot that breaks off (a chunk lost to a lapped ring, another snapshot's chunk in its
-/// middle) is dropped and the next one waited for; the book holds what was loaded only on `Ok`.
+/// Waits (up to `wait`) for the next whole snapshot on `sub` and loads it into `book`,
+/// refusing one of more than `max_orders` orders. A snapshot that breaks off (a chunk lost to
+/// a lapped ring, another snapshot's chunk in its middle) is dropped and the next one waited
+/// for. On `Err` the book is empty: never part of a snapshot.
 pub fn load_snapshot<S: Subscribe>(
     sub: &mut S,
     book: &mut OrderBook,
+    max_orders: u64,
+    wait: Duration,
+    stop: &AtomicBool,
+) -> Result<Loaded, LoadError<S::Error>> {
+    let r = load(sub, book, max_orders, wait, stop);
+    if r.is_err() {
+        book.clear();
+    }
+    r
+}
+
+fn load<S: Subscribe>(
+    sub: &mut S,
+    book: &mut OrderBook,
+    max_orders: u64,
     wait: Duration,
     stop: &AtomicBool,
 ) -> Result<Loaded, LoadError<S::Error>> {
     let started = Instant::now();
-    let mut loader = SnapshotLoader::new();
+    let mut loader = SnapshotLoader::with_limit(max_orders);
     let mut last = None;
+    let mut pass = 0u64;
     loop {
+        // Checked while messages keep coming too: a stream of chunks that never completes a
+        // snapshot does not hold the joiner past its wait.
+        pass += 1;
+        if pass % 64 == 1 {
+            if stop.load(Ordering::Acquire) {
+                return Err(LoadError::Stopped);
+            }
+            if started.elapsed() >= wait {
+                return Err(LoadError::TimedOut { waited: wait, last });
+            }
+        }
         let got = sub.try_recv().map_err(LoadError::Stream)?;
         match got {
             Some(Recv::Message(m)) => {
@@ -234,12 +269,6 @@ pub fn load_snapshot<S: Subscribe>(
             // loses nothing.
             Some(Recv::Gap(_)) => continue,
             None => {}
-        }
-        if stop.load(Ordering::Acquire) {
-            return Err(LoadError::Stopped);
-        }
-        if started.elapsed() >= wait {
-            return Err(LoadError::TimedOut { waited: wait, last });
         }
         std::thread::sleep(Duration::from_micros(100));
     }

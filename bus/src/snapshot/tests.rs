@@ -72,7 +72,7 @@ fn a_joiner_from_a_snapshot_and_the_journal_after_it_holds_the_whole_days_book()
     assert!(s.last_orders > 100 && s.chunks > 2 * (s.last_orders / 16), "{s:?}");
 
     let mut joiner = OrderBook::with_capacity(1 << 14, 64);
-    let loaded = load_snapshot(&mut sub, &mut joiner, Duration::from_secs(5), &stop).unwrap();
+    let loaded = load_snapshot(&mut sub, &mut joiner, u64::MAX, Duration::from_secs(5), &stop).unwrap();
     assert_eq!((loaded.as_of, loaded.lost), (md.len() as u64, 0));
     assert_eq!(joiner.digest(), book_of(&md).digest());
 
@@ -83,7 +83,7 @@ fn a_joiner_from_a_snapshot_and_the_journal_after_it_holds_the_whole_days_book()
     let mut sub = Subscriber::new(RingReader::observer(mem, StartAt::Latest).unwrap());
     part.publish(&mut p, &stop).unwrap();
     let mut joiner = OrderBook::with_capacity(1 << 14, 64);
-    let loaded = load_snapshot(&mut sub, &mut joiner, Duration::from_secs(5), &stop).unwrap();
+    let loaded = load_snapshot(&mut sub, &mut joiner, u64::MAX, Duration::from_secs(5), &stop).unwrap();
     assert_eq!(loaded.as_of, 2500);
     assert_eq!(joiner.digest(), book_of(&md[..2500]).digest());
     let live_cfg = RingConfig::for_payload(Mode::Lossy, 1, 128, 64);
@@ -110,7 +110,7 @@ fn a_joiner_from_a_snapshot_and_the_journal_after_it_holds_the_whole_days_book()
 fn a_snapshot_missing_a_chunk_is_not_loaded_and_the_timeout_says_why() {
     let md = market_data(600);
     let book = book_of(&md);
-    let chunks: Vec<_> = book.snapshot_chunks(md.len() as u64, 0).take(3).collect();
+    let chunks: Vec<_> = book.snapshot_chunks(md.len() as u64, 0, 0).take(3).collect();
     assert!(chunks.len() == 3 && chunks[2].chunks >= 3);
     let cfg = RingConfig::for_payload(Mode::Lossy, 5, SnapshotOrders::LEN, 64);
     let mem = HeapMemory::new(cfg.ring_bytes());
@@ -120,9 +120,55 @@ fn a_snapshot_missing_a_chunk_is_not_loaded_and_the_timeout_says_why() {
         p.publish(c.as_bytes()).unwrap();
     }
     let mut joiner = OrderBook::with_capacity(1 << 10, 64);
-    let e = load_snapshot(&mut sub, &mut joiner, Duration::from_millis(50), &AtomicBool::new(false)).unwrap_err();
+    let e =
+        load_snapshot(&mut sub, &mut joiner, u64::MAX, Duration::from_millis(50), &AtomicBool::new(false)).unwrap_err();
     let why = e.to_string();
     assert!(why.contains("chunk 2 came where chunk 1"), "{why}");
+}
+
+/// A hostile publisher: the first chunk of a snapshot of 2^30 orders, then chunk after chunk
+/// of new orders, never the last. The joiner's wait still ends on time, with an empty book.
+#[test]
+fn chunks_that_never_complete_a_snapshot_do_not_hold_the_joiner_past_its_wait() {
+    let cfg = RingConfig::for_payload(Mode::Lossy, 5, SnapshotOrders::LEN, 1024);
+    let mem = HeapMemory::new(cfg.ring_bytes());
+    let mut p = Publisher::new(RingWriter::create(mem.clone(), &cfg, 1, 0).unwrap());
+    let mut sub = Subscriber::new(RingReader::observer(mem, StartAt::Oldest).unwrap());
+    let done = Arc::new(AtomicBool::new(false));
+    let hostile = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let total = 1u64 << 30;
+            let deadline = Instant::now() + Duration::from_secs(20);
+            for chunk in 0..(total / 16) as u32 {
+                if done.load(std::sync::atomic::Ordering::Acquire) || Instant::now() > deadline {
+                    break;
+                }
+                let mut c = SnapshotOrders::new();
+                (c.as_of, c.total_orders, c.chunk, c.chunks, c.count) = (1, total, chunk, (total / 16) as u32, 16);
+                for (k, o) in c.orders.iter_mut().enumerate() {
+                    let id = u64::from(chunk) * 16 + k as u64 + 1;
+                    *o = tickbus_codecs::md::RestingOrder::new(id, 1, tickbus_codecs::Side::Buy, 100_000_000, 1);
+                }
+                c.header_mut().stamp(5, u64::from(chunk), 0);
+                p.publish(c.as_bytes()).unwrap();
+            }
+        })
+    };
+    let mut b = OrderBook::with_capacity(1 << 10, 4);
+    let t0 = Instant::now();
+    let e = load_snapshot(&mut sub, &mut b, u64::MAX, Duration::from_millis(200), &AtomicBool::new(false)).unwrap_err();
+    let took = t0.elapsed();
+    done.store(true, std::sync::atomic::Ordering::Release);
+    hostile.join().unwrap();
+    assert!(matches!(e, LoadError::TimedOut { .. }), "{e}");
+    assert!(took < Duration::from_secs(5), "the wait of 200 ms took {took:?}");
+    assert_eq!(b.resting_orders(), 0, "no part of a snapshot is left in the book");
+    // With a limit, the same first chunk is refused at once.
+    let mut l = tickbus_codecs::book::SnapshotLoader::with_limit(1 << 20);
+    let mut c = SnapshotOrders::new();
+    (c.total_orders, c.chunks, c.count) = (1 << 30, 1 << 26, 16);
+    assert!(l.offer(&mut b, &c).is_err());
 }
 
 /// The market data itself given as the snapshot stream: said at once, not waited out.
@@ -135,12 +181,13 @@ fn a_stream_of_something_else_is_named_not_waited_on() {
     let mut sub = Subscriber::new(RingReader::observer(mem, StartAt::Oldest).unwrap());
     p.publish(&md[0]).unwrap();
     let mut b = OrderBook::with_capacity(16, 4);
-    let e = load_snapshot(&mut sub, &mut b, Duration::from_secs(30), &AtomicBool::new(false)).unwrap_err();
+    let e = load_snapshot(&mut sub, &mut b, u64::MAX, Duration::from_secs(30), &AtomicBool::new(false)).unwrap_err();
     assert!(matches!(e, LoadError::NotSnapshots { .. }), "{e}");
     assert!(e.to_string().contains("not snapshot chunks"), "{e}");
 }
 
-/// The maker's input lost messages (a journal gap record): every snapshot after says how many.
+/// The maker's input lost messages (a journal gap record; the feed's own `FeedGap`, a message
+/// of the stream): every snapshot after says how many.
 #[test]
 fn a_snapshot_after_lost_market_data_says_so() {
     let md = market_data(300);
@@ -148,10 +195,14 @@ fn a_snapshot_after_lost_market_data_says_so() {
     let _ = std::fs::remove_dir_all(&dir);
     let meta = JournalMeta { stream_id: 1, source: "test".into(), ticks_per_ns: crate::time::ticks_per_ns() };
     let mut w = JournalWriter::open(&dir, meta, JournalOptions::default()).unwrap();
+    let mut feed_gap = tickbus_codecs::md::FeedGap::new();
+    (feed_gap.first_sequence, feed_gap.count) = (77, 4);
+    feed_gap.header_mut().stamp(1, 200, 0);
     for (s, m) in md.iter().enumerate() {
         match s {
             100 => w.append_gap(100, 3, 0).unwrap(),
             101..=102 => {}
+            200 => w.append(200, 0, 0, feed_gap.as_bytes()).unwrap(),
             _ => w.append(s as u64, 0, 0, m).unwrap(),
         }
     }
@@ -163,10 +214,11 @@ fn a_snapshot_after_lost_market_data_says_so() {
     let mut maker = Snapshotter::new(OrderBook::with_capacity(1 << 12, 64));
     let mut tail = JournalTail::open(&dir, 0).unwrap();
     maker.apply(&mut tail, usize::MAX).unwrap();
-    assert_eq!(maker.stats().lost, 3);
+    assert_eq!(maker.stats().lost, 3 + 4);
     maker.publish(&mut p, &AtomicBool::new(false)).unwrap();
     let mut joiner = OrderBook::with_capacity(1 << 12, 64);
-    let loaded = load_snapshot(&mut sub, &mut joiner, Duration::from_secs(5), &AtomicBool::new(false)).unwrap();
-    assert_eq!((loaded.as_of, loaded.lost), (md.len() as u64, 3));
+    let loaded =
+        load_snapshot(&mut sub, &mut joiner, u64::MAX, Duration::from_secs(5), &AtomicBool::new(false)).unwrap();
+    assert_eq!((loaded.as_of, loaded.lost), (md.len() as u64, 3 + 4));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -76,6 +76,7 @@ pub struct Chunks<'a> {
     walk: Walk<'a>,
     as_of: u64,
     lost: u64,
+    source: u64,
     total: u64,
     chunks: u32,
     chunk: u32,
@@ -101,8 +102,8 @@ impl Iterator for Chunks<'_> {
             return None;
         }
         let mut m = SnapshotOrders::new();
-        (m.as_of, m.total_orders, m.lost, m.chunk, m.chunks) =
-            (self.as_of, self.total, self.lost, self.chunk, self.chunks);
+        (m.as_of, m.total_orders, m.lost, m.source, m.chunk, m.chunks) =
+            (self.as_of, self.total, self.lost, self.source, self.chunk, self.chunks);
         for slot in &mut m.orders {
             let Some(o) = self.walk.next() else { break };
             *slot = o;
@@ -137,8 +138,9 @@ pub enum SnapshotError {
         /// The snapshot the chunk belongs to.
         other: u64,
     },
-    /// A chunk's counts are impossible.
-    #[error("snapshot as of {as_of}: chunk {chunk} says {count} orders in a chunk of {SNAPSHOT_CHUNK_ORDERS}, {chunks} chunks (a damaged snapshot)")]
+    /// A chunk's counts are impossible: a chunk past the last, no chunks, more than 16 orders in
+    /// one, fewer than 16 in one but the last, or a chunk count that does not fit the total.
+    #[error("snapshot as of {as_of}: chunk {chunk} says {count} orders, {chunks} chunks (16 a chunk, the last holding the rest: a damaged snapshot)")]
     BadChunk {
         /// The snapshot's position.
         as_of: u64,
@@ -149,18 +151,18 @@ pub enum SnapshotError {
         /// The chunks it says the snapshot has.
         chunks: u32,
     },
-    /// The chunks held another number of orders than the snapshot said.
-    #[error("snapshot as of {as_of}: its chunks held {loaded} orders, it says {total} (a damaged snapshot)")]
-    WrongTotal {
+    /// A snapshot of more orders than the loader was allowed.
+    #[error("snapshot as of {as_of}: {total} orders, more than the {limit} this joiner allows (a damaged snapshot, or raise the limit)")]
+    TooLarge {
         /// The snapshot's position.
         as_of: u64,
-        /// Orders loaded.
-        loaded: u64,
-        /// Orders it said it has.
+        /// Orders it says it has.
         total: u64,
+        /// The loader's limit.
+        limit: u64,
     },
-    /// An order that does not fit the book (a duplicate, a price off the grid).
-    #[error("snapshot as of {as_of}: {why}")]
+    /// An order that does not fit the book (a duplicate, a price off the grid, no shares).
+    #[error("snapshot as of {as_of}: {why} (a damaged snapshot)")]
     Order {
         /// The snapshot's position.
         as_of: u64,
@@ -178,6 +180,8 @@ pub struct Loaded {
     pub orders: u64,
     /// Messages its maker had lost before `as_of` (non-zero: the book may be wrong).
     pub lost: u64,
+    /// The incarnation of the stream it is of (0: not known).
+    pub source: u64,
 }
 
 /// What one chunk did.
@@ -196,6 +200,7 @@ struct Progress {
     as_of: u64,
     total: u64,
     lost: u64,
+    source: u64,
     chunks: u32,
     next: u32,
     loaded: u64,
@@ -205,16 +210,29 @@ struct Progress {
 /// chunks, all of them, in order, with the orders they say; on anything else it says what was
 /// wrong and waits for the next snapshot's first chunk (the book then holds a part: do not use
 /// it until a later [`Step::Complete`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SnapshotLoader {
     at: Option<Progress>,
     abandoned: u64,
+    limit: u64,
+}
+
+impl Default for SnapshotLoader {
+    fn default() -> Self {
+        SnapshotLoader::new()
+    }
 }
 
 impl SnapshotLoader {
-    /// A loader waiting for a snapshot's first chunk.
+    /// A loader waiting for a snapshot's first chunk, taking snapshots of any size.
     pub fn new() -> SnapshotLoader {
-        SnapshotLoader::default()
+        SnapshotLoader::with_limit(u64::MAX)
+    }
+
+    /// A loader that refuses, at its first chunk, a snapshot of more than `limit` orders (a
+    /// hostile or damaged first chunk would otherwise grow the book without bound).
+    pub fn with_limit(limit: u64) -> SnapshotLoader {
+        SnapshotLoader { at: None, abandoned: 0, limit }
     }
 
     /// Snapshots left part loaded because the next one's first chunk came (the rest of them
@@ -231,9 +249,17 @@ impl SnapshotLoader {
     /// Takes one chunk into `book` (emptied at a snapshot's first chunk).
     pub fn offer(&mut self, book: &mut OrderBook, m: &SnapshotOrders) -> Result<Step, SnapshotError> {
         let bad = SnapshotError::BadChunk { as_of: m.as_of, chunk: m.chunk, count: m.count, chunks: m.chunks };
-        if m.chunks == 0 || m.chunk >= m.chunks || m.count as usize > SNAPSHOT_CHUNK_ORDERS {
+        // The chunk count the total needs, and what this chunk must then hold.
+        let chunks_needed = m.total_orders.div_ceil(SNAPSHOT_CHUNK_ORDERS as u64).max(1);
+        let per = SNAPSHOT_CHUNK_ORDERS as u64;
+        let due = if m.chunk + 1 < m.chunks { per } else { m.total_orders.saturating_sub(per * u64::from(m.chunk)) };
+        if m.chunk >= m.chunks || u64::from(m.chunks) != chunks_needed || u64::from(m.count) != due {
             self.at = None;
             return Err(bad);
+        }
+        if m.total_orders > self.limit {
+            self.at = None;
+            return Err(SnapshotError::TooLarge { as_of: m.as_of, total: m.total_orders, limit: self.limit });
         }
         if m.chunk == 0 && self.at.take().is_some() {
             // A new snapshot starts: the one under way lost its end (a loader that refused the
@@ -244,12 +270,13 @@ impl SnapshotLoader {
             None if m.chunk != 0 => return Ok(Step::Waiting),
             None => {
                 book.clear();
-                Progress { as_of: m.as_of, total: m.total_orders, lost: m.lost, chunks: m.chunks, next: 0, loaded: 0 }
+                let (as_of, total, lost, source, chunks) = (m.as_of, m.total_orders, m.lost, m.source, m.chunks);
+                Progress { as_of, total, lost, source, chunks, next: 0, loaded: 0 }
             }
             Some(p) => p,
         };
         self.at = None; // set again below unless this chunk ends or breaks the snapshot
-        if (m.as_of, m.total_orders, m.chunks) != (p.as_of, p.total, p.chunks) {
+        if (m.as_of, m.total_orders, m.chunks, m.source) != (p.as_of, p.total, p.chunks, p.source) {
             return Err(SnapshotError::Interleaved { as_of: p.as_of, other: m.as_of });
         }
         if m.chunk != p.next {
@@ -263,10 +290,9 @@ impl SnapshotLoader {
             self.at = Some(Progress { next: p.next + 1, loaded, ..p });
             return Ok(Step::Partial);
         }
-        if loaded != p.total {
-            return Err(SnapshotError::WrongTotal { as_of: p.as_of, loaded, total: p.total });
-        }
-        Ok(Step::Complete(Loaded { as_of: p.as_of, orders: loaded, lost: p.lost }))
+        // Every chunk's count was checked against the total: the last one completes it.
+        debug_assert_eq!(loaded, p.total);
+        Ok(Step::Complete(Loaded { as_of: p.as_of, orders: loaded, lost: p.lost, source: p.source }))
     }
 }
 
@@ -277,14 +303,15 @@ impl OrderBook {
     }
 
     /// The book as snapshot chunks, stamped as of market-data position `as_of`, with `lost`
-    /// messages its maker knows it lost before then.
-    pub fn snapshot_chunks(&self, as_of: u64, lost: u64) -> Chunks<'_> {
+    /// messages its maker knows it lost before then, of the stream incarnation `source`.
+    pub fn snapshot_chunks(&self, as_of: u64, lost: u64, source: u64) -> Chunks<'_> {
         let total = self.orders.len();
         let chunks = total.div_ceil(SNAPSHOT_CHUNK_ORDERS).max(1);
         Chunks {
             walk: self.walk(),
             as_of,
             lost,
+            source,
             total: total as u64,
             chunks: u32::try_from(chunks).unwrap_or(u32::MAX),
             chunk: 0,
@@ -298,6 +325,13 @@ impl OrderBook {
             Some(WireSide::Sell) => b'S',
             None => return Err(BookError::BadSide { reference: o.order_id, side: o.side }),
         };
+        if o.qty == 0 {
+            return Err(BookError::OutOfRange {
+                reference: o.order_id,
+                what: "size (no shares: not a resting order)",
+                value: 0,
+            });
+        }
         let locate = super::md::locate(o.instrument_id, o.order_id)?;
         let (price, shares) = (super::md::itch_price(o.price, o.order_id)?, super::md::shares(o.qty, o.order_id)?);
         self.add(locate, o.order_id, side, shares, price).map(|_| ())

@@ -3,8 +3,9 @@
 //! the chunks of one snapshot into an empty book (`book::SnapshotLoader`) and takes the market
 //! data from `as_of` on, instead of replaying the day from the open.
 //!
-//! Orders come instrument by instrument, side by side, level by level from the best, and each
-//! level's orders in their queue order: adding them in that order rebuilds every queue as it was.
+//! Orders come instrument by instrument (ascending), bids then asks, level by level from the
+//! worst price to the best, and each level's orders in their queue order (first to trade first):
+//! adding them in that order rebuilds every queue as it was.
 use core::mem::{offset_of, size_of};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -54,6 +55,9 @@ pub struct SnapshotOrders {
     /// Market-data messages the snapshot's maker knew it had lost before `as_of` (gaps in its
     /// input): non-zero means the book may be wrong.
     pub lost: u64,
+    /// The incarnation of the market-data stream it is of (the journal's source id; 0: not
+    /// known): a joiner refuses a snapshot of another incarnation, as it refuses such a journal.
+    pub source: u64,
     /// This chunk's index, from 0.
     pub chunk: u32,
     /// Chunks in the snapshot (at least 1: an empty book is one chunk of no orders).
@@ -61,11 +65,13 @@ pub struct SnapshotOrders {
     /// Valid orders in `orders`.
     pub count: u32,
     _pad: u32,
-    /// The orders, in book order (see the module docs).
+    /// The orders: instrument by instrument (ascending), bids then asks, level by level from
+    /// the worst price to the best, each level's orders in queue order (first to trade first).
+    /// Every chunk but the last holds 16; the last holds the rest.
     pub orders: [RestingOrder; SNAPSHOT_CHUNK_ORDERS],
 }
 
-impl_message!(SnapshotOrders, MsgType::SnapshotOrders, 584);
+impl_message!(SnapshotOrders, MsgType::SnapshotOrders, 592);
 const _: () = {
     assert!(size_of::<RestingOrder>() == 32);
     assert!(offset_of!(RestingOrder, price) == 8);
@@ -75,10 +81,11 @@ const _: () = {
     assert!(offset_of!(SnapshotOrders, as_of) == 32);
     assert!(offset_of!(SnapshotOrders, total_orders) == 40);
     assert!(offset_of!(SnapshotOrders, lost) == 48);
-    assert!(offset_of!(SnapshotOrders, chunk) == 56);
-    assert!(offset_of!(SnapshotOrders, chunks) == 60);
-    assert!(offset_of!(SnapshotOrders, count) == 64);
-    assert!(offset_of!(SnapshotOrders, orders) == 72);
+    assert!(offset_of!(SnapshotOrders, source) == 56);
+    assert!(offset_of!(SnapshotOrders, chunk) == 64);
+    assert!(offset_of!(SnapshotOrders, chunks) == 68);
+    assert!(offset_of!(SnapshotOrders, count) == 72);
+    assert!(offset_of!(SnapshotOrders, orders) == 80);
 };
 
 impl SnapshotOrders {
@@ -95,7 +102,7 @@ mod tests {
 
     fn sample() -> SnapshotOrders {
         let mut m = SnapshotOrders::new();
-        (m.as_of, m.total_orders, m.lost, m.chunk, m.chunks, m.count) = (1000, 17, 0, 1, 2, 1);
+        (m.as_of, m.total_orders, m.lost, m.source, m.chunk, m.chunks, m.count) = (1000, 17, 0, 0xab, 1, 2, 1);
         m.orders[0] = RestingOrder::new(77, 5, Side::Sell, 1_000_000_000, 300);
         m
     }
@@ -104,11 +111,12 @@ mod tests {
     fn layout_is_the_documented_little_endian_image() {
         let m = sample();
         let b = m.as_bytes();
-        golden::at(b, 0, &[9, 0, 1, 0, 0x48, 0x02, 0, 0]);
+        golden::at(b, 0, &[9, 0, 1, 0, 0x50, 0x02, 0, 0]);
         golden::at(b, 32, &1000u64.to_le_bytes());
-        golden::at(b, 56, &[1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0]);
-        golden::at(b, 72, &77u64.to_le_bytes());
-        golden::at(b, 72 + 24, &[5, 0, 0, 0, Side::Sell as u8]);
+        golden::at(b, 56, &0xabu64.to_le_bytes());
+        golden::at(b, 64, &[1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0]);
+        golden::at(b, 80, &77u64.to_le_bytes());
+        golden::at(b, 80 + 24, &[5, 0, 0, 0, Side::Sell as u8]);
     }
 
     #[test]

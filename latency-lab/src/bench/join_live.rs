@@ -97,15 +97,17 @@ struct Taken {
 fn snapshot(dir: &std::path::Path, to: u64) -> Result<Taken, Box<dyn Error>> {
     let mut maker = Snapshotter::new(OrderBook::with_capacity(1 << 20, 8192));
     let mut tail = JournalTail::open(dir, 0)?;
-    let mut applied = 0;
+    let (mut applied, deadline) = (0, Instant::now() + Duration::from_secs(60));
     while (applied as u64) < to {
+        // Nothing for a moment at a segment boundary (the tail looks for the next segment at
+        // most every 20 ms): wait, up to a deadline.
         let n = maker.apply(&mut tail, (to - applied as u64).min(1 << 16) as usize)?;
-        if n == 0 {
+        if n == 0 && Instant::now() > deadline {
             return Err(format!("the journal ended at {applied} of {to}").into());
         }
         applied += n;
     }
-    let chunks = u64::from(maker.book().snapshot_chunks(to, 0).len());
+    let chunks = u64::from(maker.book().snapshot_chunks(to, 0, 0).len());
     let cfg = RingConfig::for_payload(Mode::Lossy, 5, SnapshotOrders::LEN, (chunks as usize + 1).next_power_of_two());
     let mem = HeapMemory::new(cfg.ring_bytes());
     let mut p = Publisher::new(RingWriter::create(mem.clone(), &cfg, 1, 0)?);
@@ -119,7 +121,7 @@ fn from_snapshot(mem: Arc<HeapMemory>, as_of: u64) -> Result<(f64, u64), Box<dyn
     let mut sub = Subscriber::new(RingReader::observer(mem, StartAt::Oldest)?);
     let mut b = book();
     let t0 = Instant::now();
-    let loaded = load_snapshot(&mut sub, &mut b, Duration::from_secs(10), &AtomicBool::new(false))?;
+    let loaded = load_snapshot(&mut sub, &mut b, u64::MAX, Duration::from_secs(10), &AtomicBool::new(false))?;
     let ms = t0.elapsed().as_secs_f64() * 1e3;
     if loaded.as_of != as_of {
         return Err(format!("loaded the snapshot as of {}, not {as_of}", loaded.as_of).into());
