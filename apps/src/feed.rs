@@ -2,7 +2,8 @@
 //! them (`tickbus::feed::Arbiter`: first copy wins, a gap is a gap only when both lines miss
 //! it), re-requests what both missed, normalises ITCH into tickbus market data
 //! (`codecs::normalize`; `--raw` publishes the ITCH bytes as they are), and publishes it on a
-//! ring, each message stamped with the TSC at which its packet arrived. What is not recovered
+//! ring, each message stamped with the TSC at which its packet was taken (each line's waiting
+//! datagrams in one `recvmmsg`: `tickbus::feed::ingest`). What is not recovered
 //! in time is published as an explicit `FeedGap`. `--file` reads an ITCH file or a capture
 //! instead of the network (tests, back-testing).
 use std::io::IsTerminal;
@@ -14,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use tickbus::agent::Idler;
-use tickbus::feed::{Arbiter, ArbiterOptions, Line, Out};
+use tickbus::feed::ingest::DEFAULT_BATCH;
+use tickbus::feed::{Arbiter, ArbiterOptions, DatagramBatch, Line, Out};
 use tickbus::shm::{self, ShmOptions, ShmPublisher};
 use tickbus::time::Tsc;
 use tickbus::{Mode, RingConfig};
@@ -201,7 +203,8 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     opts.session = session;
     let mut arb = Arbiter::new(opts);
     let t0 = Instant::now();
-    let mut buf = vec![0u8; 65536];
+    // Each socket's waiting datagrams in one recvmmsg into buffers made here, once.
+    let mut batches: [DatagramBatch; 3] = std::array::from_fn(|_| DatagramBatch::new(DEFAULT_BATCH));
     let mut err = None;
     let tty = std::io::stderr().is_terminal() && !a.json;
     let mut shown = Instant::now();
@@ -211,25 +214,31 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     let mut idler = Idler::new(crate::pipeline::IDLE);
     while !stop.load(Ordering::Acquire) && err.is_none() {
         let mut work = 0;
-        for (sock, line) in [(&la, Line::A), (&lb, Line::B), (&req, Line::Retransmit)] {
-            let n = match sock.recv(&mut buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+        for ((sock, line), batch) in
+            [(&la, Line::A), (&lb, Line::B), (&req, Line::Retransmit)].into_iter().zip(&mut batches)
+        {
+            match batch.recv(sock) {
+                Ok(0) => continue,
+                Ok(n) => work += n,
                 Err(e) => {
                     io.recv_errors += 1;
                     io.last_error = Some(e.to_string());
                     continue;
                 }
-            };
-            work += 1;
+            }
+            // The batch's datagrams were all waiting when the call returned: one stamp.
             let ingress = tsc.now();
-            let Ok(pk) = Packet::parse(&buf[..n]) else {
-                io.malformed += 1;
-                continue;
-            };
             let now = t0.elapsed().as_nanos() as u64;
-            let session = pk.header.session;
-            arb.on_packet(line, &pk, now, &mut |o| handle(o, &mut sink, &req, &session, ingress, &mut io, &mut err));
+            for d in batch.iter() {
+                let Ok(pk) = Packet::parse(d) else {
+                    io.malformed += 1;
+                    continue;
+                };
+                let session = pk.header.session;
+                arb.on_packet(line, &pk, now, &mut |o| {
+                    handle(o, &mut sink, &req, &session, ingress, &mut io, &mut err)
+                });
+            }
         }
         let now = t0.elapsed().as_nanos() as u64;
         let session = arb.session().unwrap_or(*b"          ");

@@ -461,3 +461,58 @@ fn a_late_joiner_once_live_makes_no_syscall_and_no_allocation() {
     let _ = std::fs::remove_dir_all(&o.hugepage_dir);
     let _ = std::fs::remove_dir_all(&o.fallback_dir);
 }
+
+/// The feed's kernel-socket ingest (the UDP fallback beside issue 27's AF_XDP): a call is one
+/// syscall (`recvmmsg`) however many datagrams wait, and neither taking 2,000 real datagrams
+/// nor reading them allocates. Taking them needs the real syscall, so allocations are counted
+/// untrapped; the syscall count is taken trapped (where the call fails with ENOSYS).
+#[test]
+fn the_feeds_udp_ingest_makes_one_syscall_per_batch_and_no_allocation() {
+    use std::net::UdpSocket;
+    use std::time::{Duration, Instant};
+    use tickbus::feed::DatagramBatch;
+
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = rx.local_addr().unwrap();
+    // Blocks of 80 (more than a batch), each sent once the receiver took the last: UDP drops
+    // what a full socket buffer cannot hold, and this proof is not about that.
+    let taken = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let sender = {
+        let taken = taken.clone();
+        std::thread::spawn(move || {
+            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            for k in 0..2000u64 {
+                while k % 80 == 0 && taken.load(Ordering::Acquire) < k && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                tx.send_to(&k.to_le_bytes().repeat(8), to).unwrap();
+            }
+        })
+    };
+    let mut b = DatagramBatch::new(32);
+    let (mut got, mut calls, mut sum) = (0u64, 0u64, 0u64);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let before = common::thread_allocs();
+    while got < 2000 && Instant::now() < deadline {
+        let n = b.recv(&rx).unwrap();
+        calls += 1;
+        got += n as u64;
+        taken.store(got, Ordering::Release);
+        for d in b.iter() {
+            sum += u64::from(d[0]);
+        }
+    }
+    let allocs = common::thread_allocs() - before;
+    sender.join().unwrap();
+    assert_eq!(got, 2000, "every datagram taken ({calls} calls)");
+    assert_eq!(allocs, 0, "taking and reading 2,000 datagrams allocated");
+    std::hint::black_box(sum);
+
+    let (n, c) = on_trapped_thread(
+        || (UdpSocket::bind("127.0.0.1:0").unwrap(), DatagramBatch::new(32)),
+        |(sock, batch)| (0..100).filter(|_| batch.recv(sock).is_err()).count(),
+    );
+    assert_eq!(n, 100, "each trapped call failed (ENOSYS)");
+    assert_eq!(c, Counts { syscalls: 100, allocs: 0 }, "one syscall per call");
+}

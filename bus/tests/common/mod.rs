@@ -5,8 +5,8 @@ use libtest_mimic::Failed;
 
 #[allow(unused_imports)] // each test binary uses some of them
 pub use tickbus_testkit::{
-    on_trapped_thread, on_trapped_thread_allowing, process_write_syscalls, trap_syscalls_except_writes_to, Counting,
-    Counts,
+    on_trapped_thread, on_trapped_thread_allowing, process_write_syscalls, thread_allocs,
+    trap_syscalls_except_writes_to, Counting, Counts,
 };
 
 /// This process's open file descriptors on /dev/infiniband/uverbs* (the verbs command channel).

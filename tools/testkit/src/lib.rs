@@ -96,6 +96,12 @@ pub fn trap_syscalls_except_writes_to(fds: &[i32]) {
     seccompiler::apply_filter(&prog).unwrap();
 }
 
+/// Allocations this thread has made so far (counted by [`Counting`]): for a proof that needs
+/// real syscalls (a socket's receive) and so cannot run trapped.
+pub fn thread_allocs() -> u64 {
+    ALLOCS.with(Cell::get)
+}
+
 /// Runs `setup` normally, then `f` with syscalls trapped and allocations counted, on a thread
 /// of its own. That thread never tears down under the filter (freeing its stack, TLS and
 /// handles needs syscalls that would be trapped): it hands its result over through a
