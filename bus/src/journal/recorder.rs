@@ -257,9 +257,18 @@ pub struct Recorder {
     room: usize,
     tsc: Tsc,
     queue_bytes: usize,
-    /// Where a record is laid out when the queue's free space wraps (allocated once).
-    scratch: Vec<u8>,
+    /// Records laid out here and handed to the queue a batch at a time (allocated once): one
+    /// queue commit, which the writer thread's core must fetch, per batch instead of per record.
+    stage: Box<[u8]>,
+    /// Bytes of `stage` in use.
+    staged: usize,
+    /// Queue bytes known free, less what is staged (refreshed from the queue only when short:
+    /// reading the writer's position costs a cache line from its core).
+    free: usize,
 }
+
+/// Bytes staged before they go to the queue at once (see [`Recorder::stage`]).
+const STAGE_BYTES: usize = 64 << 10;
 
 impl Recorder {
     /// Starts the writer thread on `journal`. Messages the journal already holds (below its
@@ -311,7 +320,9 @@ impl Recorder {
             room: 0,
             tsc: Tsc::new(),
             queue_bytes: opts.queue_bytes,
-            scratch: vec![0; format::record_bytes(MAX_PAYLOAD)],
+            stage: vec![0; STAGE_BYTES.max(format::record_bytes(MAX_PAYLOAD))].into_boxed_slice(),
+            staged: 0,
+            free: 0,
         })
     }
 
@@ -345,9 +356,16 @@ impl Recorder {
             return Err(RecordError::TooLarge { len: tap.max_payload(), queue: self.queue_bytes });
         }
         self.flush_gap();
+        let r = self.take(tap, limit);
+        self.hand_over();
+        r
+    }
+
+    /// The body of [`Recorder::poll`]: records staged, handed to the queue by the caller.
+    fn take(&mut self, tap: &mut impl Tap, limit: usize) -> Result<usize, RecordError> {
         let mut n = 0;
         while n < limit {
-            if tap.reliable() && self.queue.slots() < self.room {
+            if tap.reliable() && !self.has_room(self.room) {
                 bump(&self.stats.queue_full, 1);
                 break; // back-pressure: leave it in the ring
             }
@@ -493,22 +511,53 @@ impl Recorder {
         ok
     }
 
-    /// Lays one record out in the queue; false when it does not fit right now.
+    /// Whether `n` more bytes fit the queue after what is staged (asks the queue only when the
+    /// known free space falls short).
+    fn has_room(&mut self, n: usize) -> bool {
+        if self.free < n {
+            // Short: hand what is staged over first, so the writer can drain it while this poll
+            // goes on (a small queue would otherwise turn the rest of a lossy poll into gaps).
+            self.hand_over();
+            self.free = self.queue.slots();
+        }
+        self.free >= n
+    }
+
+    /// Lays one record out in the stage; false when the queue has no room for it right now.
     fn push(&mut self, h: &format::RecordHeader, payload: &[u8]) -> bool {
         let n = format::record_bytes(payload.len());
-        let Ok(mut chunk) = self.queue.write_chunk(n) else { return false };
-        let (a, b) = chunk.as_mut_slices();
-        if a.len() == n {
-            format::emit(a, h, payload);
-        } else {
-            // The free space wraps around the queue's end: lay it out beside, copy in two parts.
-            format::emit(&mut self.scratch, h, payload);
-            let (x, y) = self.scratch[..n].split_at(a.len());
-            a.copy_from_slice(x);
-            b.copy_from_slice(y);
+        if !self.has_room(n) {
+            return false;
         }
-        chunk.commit_all();
+        if self.staged + n > STAGE_BYTES {
+            self.hand_over(); // the stage always holds one largest record after a hand-over
+        }
+        format::emit(&mut self.stage[self.staged..self.staged + n], h, payload);
+        (self.staged, self.free) = (self.staged + n, self.free - n);
         true
+    }
+
+    /// Hands the staged records to the writer thread's queue in one commit.
+    fn hand_over(&mut self) {
+        if self.staged == 0 {
+            return;
+        }
+        let n = self.staged;
+        // `has_room` counted these bytes against the queue's free space: they fit. Uninit: the
+        // initialising `write_chunk` would zero every byte before they are copied over.
+        let mut chunk = self.queue.write_chunk_uninit(n).expect("staged records were counted against the queue's room");
+        let (a, b) = chunk.as_mut_slices();
+        let (x, y) = self.stage[..n].split_at(a.len());
+        // SAFETY: `a` and `b` are exactly `x.len()` and `y.len()` slots of the queue this
+        // producer owns until commit (the two parts of `n`); u8 has no invalid values, and the
+        // stage and the queue's buffer are separate allocations, so the copies do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(x.as_ptr(), a.as_mut_ptr().cast::<u8>(), x.len());
+            std::ptr::copy_nonoverlapping(y.as_ptr(), b.as_mut_ptr().cast::<u8>(), y.len());
+        }
+        // SAFETY: every one of the chunk's `n` slots was written just above.
+        unsafe { chunk.commit_all() };
+        self.staged = 0;
     }
 
     fn writer_failed(&mut self) -> RecordError {
@@ -531,12 +580,14 @@ impl Recorder {
     pub fn finish(mut self, tap: &mut impl Tap) -> Result<(), RecordError> {
         // A gap waiting for queue room is queued once the writer makes room: never dropped.
         self.flush_gap();
+        self.hand_over();
         while self.pending_gap.is_some() {
             if self.writer.as_ref().is_none_or(|w| w.is_finished()) {
                 return Err(self.writer_failed());
             }
             std::thread::sleep(Duration::from_micros(100));
             self.flush_gap();
+            self.hand_over();
         }
         self.stop.store(true, Ordering::Release);
         let result = match self.writer.take().map(|w| w.join()) {
