@@ -124,6 +124,11 @@ impl JournalTail {
     /// Opens the journal again at the position after the last record taken.
     fn reopen(&mut self) -> Result<(), JournalError> {
         self.refreshed = Some(Instant::now());
+        if self.source.is_none() {
+            // A tail opened before its recorder wrote the identity learns it here (at most
+            // every REOPEN), not never: a snapshot maker stamps it in every chunk.
+            self.source = source_id::read(&self.dir)?;
+        }
         let r = match JournalReader::open(&self.dir) {
             Ok(r) => r,
             Err(JournalError::Empty { .. }) => return Ok(()),

@@ -178,6 +178,11 @@ pub fn run<A: Archive, P: Publish>(
     Ok(())
 }
 
+/// Whether `payload`'s header says it is a snapshot chunk (whether or not the rest parses).
+fn is_snapshot_chunk(payload: &[u8]) -> bool {
+    tickbus_codecs::Header::peek(payload).is_some_and(|h| h.msg_type == SnapshotOrders::TYPE as u16)
+}
+
 /// Why no snapshot was loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError<E: std::error::Error + 'static> {
@@ -233,23 +238,25 @@ fn load<S: Subscribe>(
     let started = Instant::now();
     let mut loader = SnapshotLoader::with_limit(max_orders);
     let mut last = None;
-    let mut pass = 0u64;
     loop {
-        // Checked while messages keep coming too: a stream of chunks that never completes a
-        // snapshot does not hold the joiner past its wait.
-        pass += 1;
-        if pass % 64 == 1 {
-            if stop.load(Ordering::Acquire) {
-                return Err(LoadError::Stopped);
-            }
-            if started.elapsed() >= wait {
-                return Err(LoadError::TimedOut { waited: wait, last });
-            }
+        // Checked at every chunk, while chunks keep coming too: a stream of chunks that never
+        // completes a snapshot, or one whose orders are sent in the costliest order to insert,
+        // does not hold the joiner past its wait by more than one chunk's work (16 orders).
+        if stop.load(Ordering::Acquire) {
+            return Err(LoadError::Stopped);
+        }
+        if started.elapsed() >= wait {
+            return Err(LoadError::TimedOut { waited: wait, last });
         }
         let got = sub.try_recv().map_err(LoadError::Stream)?;
         match got {
             Some(Recv::Message(m)) => {
                 let Ok(chunk) = SnapshotOrders::parse(m.payload) else {
+                    if is_snapshot_chunk(m.payload) {
+                        // A damaged chunk (a wrong length or version): the snapshot it was part
+                        // of breaks off at the next chunk; the next whole one is waited for.
+                        continue;
+                    }
                     let found = match decode(m.payload) {
                         Ok(_) => tickbus_codecs::Header::peek(m.payload)
                             .and_then(|h| tickbus_codecs::MsgType::from_wire(h.msg_type))

@@ -168,7 +168,36 @@ fn chunks_that_never_complete_a_snapshot_do_not_hold_the_joiner_past_its_wait() 
     let mut l = tickbus_codecs::book::SnapshotLoader::with_limit(1 << 20);
     let mut c = SnapshotOrders::new();
     (c.total_orders, c.chunks, c.count) = (1 << 30, 1 << 26, 16);
-    assert!(l.offer(&mut b, &c).is_err());
+    assert!(matches!(l.offer(&mut b, &c), Err(tickbus_codecs::book::SnapshotError::TooLarge { .. })));
+}
+
+/// A damaged chunk (cut short: its header says snapshot, its length does not) in the middle of
+/// one snapshot: that snapshot breaks off, the wait goes on, and the next whole one loads. It is
+/// not taken for a stream of something else.
+#[test]
+fn a_damaged_chunk_is_skipped_and_the_next_whole_snapshot_loads() {
+    let md = market_data(600);
+    let book = book_of(&md);
+    let first: Vec<_> = book.snapshot_chunks(500, 0, 0).collect();
+    let second: Vec<_> = book.snapshot_chunks(md.len() as u64, 0, 0).collect();
+    assert!(first.len() >= 3);
+    let cfg = RingConfig::for_payload(Mode::Lossy, 5, SnapshotOrders::LEN, 1024);
+    let mem = HeapMemory::new(cfg.ring_bytes());
+    let mut p = Publisher::new(RingWriter::create(mem.clone(), &cfg, 1, 0).unwrap());
+    let mut sub = Subscriber::new(RingReader::observer(mem, StartAt::Oldest).unwrap());
+    p.publish(first[0].as_bytes()).unwrap();
+    p.publish(&first[1].as_bytes()[..100]).unwrap();
+    for c in &first[2..] {
+        p.publish(c.as_bytes()).unwrap();
+    }
+    for c in &second {
+        p.publish(c.as_bytes()).unwrap();
+    }
+    let mut joiner = OrderBook::with_capacity(1 << 14, 64);
+    let loaded =
+        load_snapshot(&mut sub, &mut joiner, u64::MAX, Duration::from_secs(30), &AtomicBool::new(false)).unwrap();
+    assert_eq!(loaded.as_of, md.len() as u64, "the second snapshot, not the damaged first");
+    assert_eq!(joiner.digest(), book.digest());
 }
 
 /// The market data itself given as the snapshot stream: said at once, not waited out.

@@ -252,8 +252,10 @@ impl SnapshotLoader {
         // The chunk count the total needs, and what this chunk must then hold.
         let chunks_needed = m.total_orders.div_ceil(SNAPSHOT_CHUNK_ORDERS as u64).max(1);
         let per = SNAPSHOT_CHUNK_ORDERS as u64;
-        let due = if m.chunk + 1 < m.chunks { per } else { m.total_orders.saturating_sub(per * u64::from(m.chunk)) };
-        if m.chunk >= m.chunks || u64::from(m.chunks) != chunks_needed || u64::from(m.count) != due {
+        // In u64: a hostile `chunk` of u32::MAX must not overflow `chunk + 1`.
+        let (chunk, chunks) = (u64::from(m.chunk), u64::from(m.chunks));
+        let due = if chunk + 1 < chunks { per } else { m.total_orders.saturating_sub(per * chunk) };
+        if chunk >= chunks || chunks != chunks_needed || u64::from(m.count) != due {
             self.at = None;
             return Err(bad);
         }

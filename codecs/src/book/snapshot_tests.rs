@@ -133,6 +133,9 @@ fn counts_that_lie_are_refused() {
         ("no chunks", |c| c.chunks = 0),
         ("chunk past the last", |c| c.chunk = 1),
         ("u32::MAX chunks", |c| c.chunks = u32::MAX),
+        // `chunk + 1` overflowed in u32 (a panic in debug builds) before the bounds check.
+        ("chunk u32::MAX", |c| c.chunk = u32::MAX),
+        ("chunk and chunks u32::MAX", |c| (c.chunk, c.chunks) = (u32::MAX, u32::MAX)),
     ] {
         let mut c = one[0];
         lie(&mut c);
