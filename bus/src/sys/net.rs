@@ -24,6 +24,13 @@ impl RecvBatch {
     pub fn new(count: usize, size: usize) -> RecvBatch {
         let (count, size) = (count.clamp(1, 1024), size.max(1));
         let mut bufs = vec![0u8; count * size].into_boxed_slice();
+        // Touched once now: zeroed memory is mapped on first write, and that page fault would
+        // otherwise land inside the feed's loop the first time a large datagram reaches a page.
+        for b in bufs.iter_mut().step_by(4096) {
+            // SAFETY: `b` is a valid, aligned, exclusive byte of `bufs`; volatile so the write of
+            // the value it already holds is not elided.
+            unsafe { std::ptr::write_volatile(b, 0) };
+        }
         let mut iovs: Box<[libc::iovec]> = bufs
             .chunks_exact_mut(size)
             .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: size })
