@@ -7,7 +7,7 @@
 //! in time is published as an explicit `FeedGap`. `--file` reads an ITCH file or a capture
 //! instead of the network (tests, back-testing).
 use std::io::IsTerminal;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -37,9 +37,21 @@ pub struct FeedArgs {
     /// Line B: multicast GROUP:PORT.
     #[arg(long, default_value = "239.77.10.2:30002")]
     pub line_b: SocketAddrV4,
-    /// Interface to join the groups on (127.0.0.1: loopback).
+    /// Interface the lines arrive on, by IPv4 address or name (127.0.0.1: loopback). The groups
+    /// are joined on it; `--ingest xdp` binds its AF_XDP socket to it.
     #[arg(long, default_value = "127.0.0.1")]
-    pub iface: Ipv4Addr,
+    pub iface: String,
+    /// How datagrams come in: `udp`, kernel sockets (one `recvmmsg` per line per poll), or
+    /// `xdp`, AF_XDP on `--iface` (no syscall per packet; root; built with `--features xdp`).
+    /// Re-requests and their answers stay on a kernel socket either way (off the hot path).
+    #[arg(long, value_enum, default_value_t = IngestKind::Udp)]
+    pub ingest: IngestKind,
+    /// `--ingest xdp`: the interface's receive queue to bind (one socket per queue).
+    #[arg(long, default_value_t = 0)]
+    pub xdp_queue: u32,
+    /// `--ingest xdp`: generic XDP (in the kernel's stack) even where the driver has native XDP.
+    #[arg(long)]
+    pub xdp_generic: bool,
     /// The retransmission server re-requests go to.
     #[arg(long, default_value = "127.0.0.1:30003")]
     pub retransmit: SocketAddr,
@@ -82,6 +94,15 @@ pub struct FeedArgs {
     /// Print the summary (messages, duplicates, re-requests, recovered, gaps) as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Where the feed's datagrams come from.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IngestKind {
+    /// Kernel UDP sockets.
+    Udp,
+    /// AF_XDP (kernel bypass).
+    Xdp,
 }
 
 struct Sink {
@@ -180,14 +201,18 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     }
     // Bound to the group's address: datagrams sent to this port at any other address (unicast
     // from anyone) are not delivered to the line.
+    let (iface_name, iface) = tickbus::feed::interface(&a.iface).map_err(|e| format!("--iface {e}"))?;
     let join = |g: SocketAddrV4| -> Result<UdpSocket, String> {
         let s = UdpSocket::bind(g).map_err(|e| format!("binding {g}: {e}"))?;
-        s.join_multicast_v4(g.ip(), &a.iface).map_err(|e| format!("joining {g} on {}: {e}", a.iface))?;
+        s.join_multicast_v4(g.ip(), &iface).map_err(|e| format!("joining {g} on {iface}: {e}"))?;
         s.set_nonblocking(true).map_err(|e| e.to_string())?;
         Ok(s)
     };
-    let (la, lb) = (join(a.line_a)?, join(a.line_b)?);
-    let req = UdpSocket::bind((a.iface, 0)).map_err(|e| format!("binding the re-request socket: {e}"))?;
+    let mut ingest = match a.ingest {
+        IngestKind::Udp => Ingest::Udp(join(a.line_a)?, join(a.line_b)?),
+        IngestKind::Xdp => Ingest::xdp(&a, &iface_name)?,
+    };
+    let req = UdpSocket::bind((iface, 0)).map_err(|e| format!("binding the re-request socket: {e}"))?;
     // Connected: only the retransmission server's answers are received on it.
     req.connect(a.retransmit).map_err(|e| format!("connecting the re-request socket to {}: {e}", a.retransmit))?;
     req.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -214,9 +239,27 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     let mut idler = Idler::new(crate::pipeline::IDLE);
     while !stop.load(Ordering::Acquire) && err.is_none() {
         let mut work = 0;
-        for ((sock, line), batch) in
-            [(&la, Line::A), (&lb, Line::B), (&req, Line::Retransmit)].into_iter().zip(&mut batches)
-        {
+        let lines: [Option<(&UdpSocket, Line)>; 3] = match &mut ingest {
+            Ingest::Udp(la, lb) => [Some((la, Line::A)), Some((lb, Line::B)), Some((&req, Line::Retransmit))],
+            #[cfg(feature = "xdp")]
+            Ingest::Xdp(x) => {
+                // Both lines off the one AF_XDP socket, each datagram stamped as it is taken.
+                let now = t0.elapsed().as_nanos() as u64;
+                let (line_a, sink, io, err) = (a.line_a, &mut sink, &mut io, &mut err);
+                work += x.poll(64, |u| {
+                    let ingress = tsc.now();
+                    let line = if u.dst == line_a { Line::A } else { Line::B };
+                    let Ok(pk) = Packet::parse(u.payload) else {
+                        io.malformed += 1;
+                        return;
+                    };
+                    let session = pk.header.session;
+                    arb.on_packet(line, &pk, now, &mut |o| handle(o, sink, &req, &session, ingress, io, err));
+                });
+                [None, None, Some((&req, Line::Retransmit))]
+            }
+        };
+        for ((sock, line), batch) in lines.into_iter().zip(&mut batches).filter_map(|(l, b)| Some((l?, b))) {
             match batch.recv(sock) {
                 Ok(0) => continue,
                 Ok(n) => work += n,
@@ -262,7 +305,9 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
         return Err(e);
     }
     let s = arb.stats();
+    let xdp = ingest.report();
     let summary = serde_json::json!({
+        "ingest": xdp,
         "delivered": s.delivered, "recovered": s.recovered,
         "duplicates": s.duplicates, "rerequests": s.rerequests, "lost": s.lost, "gaps": s.gaps,
         "packets_a": s.packets_a, "packets_b": s.packets_b, "published": sink.published, "gaps_published": sink.gaps, "unparsed": sink.unparsed,
@@ -276,6 +321,47 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
         println!("{} delivered ({} recovered by re-request), {} lost in {} gaps (published), {} duplicates dropped; {} messages published, {} not parseable as ITCH", s.delivered, s.recovered, s.lost, s.gaps, s.duplicates, sink.published, sink.unparsed);
     }
     Ok(())
+}
+
+/// The lines' sockets: two kernel UDP sockets, or one AF_XDP socket for both.
+enum Ingest {
+    Udp(UdpSocket, UdpSocket),
+    #[cfg(feature = "xdp")]
+    Xdp(Box<tickbus::xdp::XdpIngest>),
+}
+
+impl Ingest {
+    #[cfg(feature = "xdp")]
+    fn xdp(a: &FeedArgs, iface: &str) -> Result<Ingest, String> {
+        let mut o = tickbus::xdp::XdpOptions::new(iface, vec![a.line_a, a.line_b]);
+        (o.queue, o.generic) = (a.xdp_queue, a.xdp_generic);
+        let x = tickbus::xdp::XdpIngest::open(&o).map_err(|e| e.to_string())?;
+        let i = x.info();
+        eprintln!(
+            "feed: AF_XDP on {iface} queue {}: {:?} XDP, {}, UMEM in {}",
+            a.xdp_queue,
+            i.mode,
+            if i.zero_copy { "zero-copy" } else { "copy mode (the driver has no zero-copy)" },
+            if i.hugepages { "hugepages" } else { "4 KiB pages (no hugepages reserved)" }
+        );
+        Ok(Ingest::Xdp(Box::new(x)))
+    }
+
+    #[cfg(not(feature = "xdp"))]
+    fn xdp(_: &FeedArgs, _: &str) -> Result<Ingest, String> {
+        Err("--ingest xdp: this tickbus was built without AF_XDP: build it with `cargo build --release -p tickbus-apps --features xdp` (needs clang)".into())
+    }
+
+    /// The AF_XDP socket's counts for the summary (null for UDP).
+    fn report(&self) -> serde_json::Value {
+        match self {
+            Ingest::Udp(..) => serde_json::Value::Null,
+            #[cfg(feature = "xdp")]
+            Ingest::Xdp(x) => serde_json::json!({
+                "info": x.info(), "stats": x.stats(), "kernel_drops": x.kernel_drops().ok(),
+            }),
+        }
+    }
 }
 
 /// A duration option in ms as ns: finite, not negative, at most a day (NaN, inf or 1e300 would

@@ -1,7 +1,8 @@
 //! `tickbus feed` against `tickbus mold-server` on loopback multicast, as real processes: loss on
 //! one line is no gap; loss on both is recovered by re-request; with the server gone the loss is
 //! published as gaps of exactly the size lost. Counts are exact. Then the feed's ring is read:
-//! every delivered message, in order, with the gaps where they belong.
+//! every delivered message, in order, with the gaps where they belong. With the `xdp` feature,
+//! the same over AF_XDP on a veth pair into a network namespace (`over_af_xdp`).
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -151,10 +152,7 @@ fn loss_on_line_a_only_is_no_gap() {
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let env = Env::new("a");
     let (server, feed) = env.run(1, &["--drop-a", "5"]);
-    assert!(n(&server, "dropped_a") > 10, "{server}");
-    assert_eq!((n(&feed, "delivered"), n(&feed, "lost"), n(&feed, "gaps")), (n(&server, "messages"), 0, 0), "{feed}");
-    let (msgs, gaps) = env.ring();
-    assert_eq!((msgs, gaps), (env.day(), vec![]));
+    check_no_gap(&env, &server, &feed);
 }
 
 #[test]
@@ -162,12 +160,7 @@ fn loss_on_both_lines_is_recovered_by_rerequest() {
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let env = Env::new("both");
     let (server, feed) = env.run(2, &["--drop-a", "7", "--drop-b", "7"]);
-    let lost_on_both = n(&server, "dropped_both_messages");
-    assert!(lost_on_both > 100, "{server}");
-    assert_eq!((n(&feed, "delivered"), n(&feed, "lost")), (n(&server, "messages"), 0), "{feed}");
-    assert_eq!(n(&feed, "recovered"), lost_on_both, "{feed}");
-    let (msgs, gaps) = env.ring();
-    assert_eq!((msgs, gaps), (env.day(), vec![]));
+    check_recovered(&env, &server, &feed);
 }
 
 #[test]
@@ -175,10 +168,34 @@ fn with_the_server_gone_the_loss_is_published_as_gaps_of_its_exact_size() {
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let env = Env::new("gone");
     let (server, feed) = env.run(3, &["--drop-a", "7", "--drop-b", "7", "--no-retransmit"]);
-    let lost_on_both = n(&server, "dropped_both_messages");
-    assert_eq!(n(&feed, "lost"), lost_on_both, "{feed}");
-    assert_eq!(n(&feed, "delivered") + lost_on_both, n(&server, "messages"), "{feed}");
-    assert_eq!((n(&feed, "recovered"), n(&feed, "gaps_published")), (0, n(&server, "dropped_a")), "{feed}");
+    check_exact_gaps(&env, &server, &feed);
+}
+
+/// Loss on line A only (`--drop-a`): every message delivered, no gap, the ring the whole day.
+fn check_no_gap(env: &Env, server: &serde_json::Value, feed: &serde_json::Value) {
+    assert!(n(server, "dropped_a") > 10, "{server}");
+    assert_eq!((n(feed, "delivered"), n(feed, "lost"), n(feed, "gaps")), (n(server, "messages"), 0, 0), "{feed}");
+    let (msgs, gaps) = env.ring();
+    assert_eq!((msgs, gaps), (env.day(), vec![]));
+}
+
+/// Loss on both lines: what both lost recovered by re-request, exactly; the ring the whole day.
+fn check_recovered(env: &Env, server: &serde_json::Value, feed: &serde_json::Value) {
+    let lost_on_both = n(server, "dropped_both_messages");
+    assert!(lost_on_both > 100, "{server}");
+    assert_eq!((n(feed, "delivered"), n(feed, "lost")), (n(server, "messages"), 0), "{feed}");
+    assert_eq!(n(feed, "recovered"), lost_on_both, "{feed}");
+    let (msgs, gaps) = env.ring();
+    assert_eq!((msgs, gaps), (env.day(), vec![]));
+}
+
+/// Loss on both lines and no server to ask: published as gaps of exactly what was lost, every
+/// other message in order around them.
+fn check_exact_gaps(env: &Env, server: &serde_json::Value, feed: &serde_json::Value) {
+    let lost_on_both = n(server, "dropped_both_messages");
+    assert_eq!(n(feed, "lost"), lost_on_both, "{feed}");
+    assert_eq!(n(feed, "delivered") + lost_on_both, n(server, "messages"), "{feed}");
+    assert_eq!((n(feed, "recovered"), n(feed, "gaps_published")), (0, n(server, "dropped_a")), "{feed}");
     let (msgs, gaps) = env.ring();
     let day = env.day();
     let mut want = Vec::new();
@@ -199,6 +216,71 @@ fn with_the_server_gone_the_loss_is_published_as_gaps_of_its_exact_size() {
     }
     assert_eq!(lost, lost_on_both);
     assert_eq!(msgs, want, "the ring holds every message but the gaps, in order");
+}
+
+/// `tickbus feed --ingest xdp` on a veth pair, `tickbus mold-server` in a network namespace the
+/// test makes at the other end (root): the same three cases, the re-requests on a kernel socket
+/// beside the AF_XDP one.
+#[cfg(feature = "xdp")]
+mod over_af_xdp {
+    use super::*;
+    use tickbus_testkit::netns::VethPair;
+
+    impl Env {
+        /// The server in the namespace (multicast out of its veth end), the feed on the host end
+        /// over AF_XDP; both summaries.
+        fn run_xdp(&self, v: &VethPair, server_args: &[&str]) -> (serde_json::Value, serde_json::Value) {
+            let (a, b, r) = ("239.77.30.1:31100", "239.77.31.1:32100", format!("{}:33100", v.inner_ip));
+            let lines = ["--line-a", a, "--line-b", b, "--retransmit", r.as_str()];
+            let mut feed_args =
+                vec!["feed", "--ring", "md", "--raw", "--exit-at-end", "--give-up-ms", "1500", "--json"];
+            feed_args.extend(["--ingest", "xdp", "--iface", v.outer.as_str()]);
+            feed_args.extend(lines);
+            let feed = self.cmd(&feed_args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+            let inner_ip = v.inner_ip.to_string();
+            // Re-requests come from the host end's address: the server answers only whom it is told.
+            let allow = format!("{}/32", v.outer_ip);
+            let mut server = Command::new("ip");
+            server.args(["netns", "exec", &v.ns, env!("CARGO_BIN_EXE_tickbus"), "mold-server"]);
+            server.args([self.day.to_str().unwrap(), "--rate", "50000", "--linger-ms", "2500"]);
+            server.args(["--start-delay-ms", "500", "--json", "--iface", &inner_ip, "--allow", &allow]);
+            server.args(lines).args(server_args);
+            let server = server.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+            let server = server.wait_with_output().unwrap();
+            assert!(server.status.success(), "{}", String::from_utf8_lossy(&server.stderr));
+            let feed = feed.wait_with_output().unwrap();
+            assert!(feed.status.success(), "{}", String::from_utf8_lossy(&feed.stderr));
+            let f: serde_json::Value = serde_json::from_slice(&feed.stdout).unwrap();
+            assert_eq!(f["ingest"]["info"]["mode"], "Native", "{f}");
+            assert_eq!(f["ingest"]["kernel_drops"], 0, "{f}");
+            assert!(f["ingest"]["stats"]["datagrams"].as_u64().unwrap() > 0, "{f}");
+            (serde_json::from_slice(&server.stdout).unwrap(), f)
+        }
+    }
+
+    #[test]
+    fn loss_on_line_a_only_is_no_gap() {
+        let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+        let (env, v) = (Env::new("xa"), VethPair::new("a").unwrap());
+        let (server, feed) = env.run_xdp(&v, &["--drop-a", "5"]);
+        check_no_gap(&env, &server, &feed);
+    }
+
+    #[test]
+    fn loss_on_both_lines_is_recovered_by_rerequest() {
+        let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+        let (env, v) = (Env::new("xb"), VethPair::new("b").unwrap());
+        let (server, feed) = env.run_xdp(&v, &["--drop-a", "7", "--drop-b", "7"]);
+        check_recovered(&env, &server, &feed);
+    }
+
+    #[test]
+    fn with_the_server_gone_the_loss_is_published_as_gaps_of_its_exact_size() {
+        let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+        let (env, v) = (Env::new("xg"), VethPair::new("g").unwrap());
+        let (server, feed) = env.run_xdp(&v, &["--drop-a", "7", "--drop-b", "7", "--no-retransmit"]);
+        check_exact_gaps(&env, &server, &feed);
+    }
 }
 
 #[test]

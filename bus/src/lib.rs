@@ -88,6 +88,8 @@ pub(crate) mod sys;
 pub mod time;
 #[cfg(not(loom))]
 pub mod wire;
+#[cfg(all(feature = "xdp", not(loom)))]
+pub mod xdp;
 
 #[cfg(not(loom))]
 pub use pubsub::{MsgClaim, Publisher, Subscriber};

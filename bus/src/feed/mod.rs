@@ -13,3 +13,16 @@ pub mod sim;
 pub use arbiter::{Arbiter, ArbiterOptions, ArbiterStats, Line, Out};
 pub use capture::{CaptureOrder, CaptureOut, CaptureStats};
 pub use ingest::DatagramBatch;
+
+/// An interface given by name (`eth0`) or by one of its IPv4 addresses: its name and address
+/// (the first, if it has several). The feed joins groups by address and binds AF_XDP by name.
+pub fn interface(name_or_address: &str) -> Result<(String, std::net::Ipv4Addr), String> {
+    let all = crate::sys::net::ipv4_interfaces().map_err(|e| format!("listing the interfaces: {e}"))?;
+    let found = match name_or_address.parse::<std::net::Ipv4Addr>() {
+        Ok(ip) => all.into_iter().find(|(_, a)| *a == ip),
+        Err(_) => all.into_iter().find(|(n, _)| n == name_or_address),
+    };
+    found.ok_or_else(|| {
+        format!("{name_or_address}: no interface of that name or IPv4 address here (`ip -4 addr` lists them; an interface needs an IPv4 address to join groups on)")
+    })
+}

@@ -90,3 +90,34 @@ impl RecvBatch {
         self.got == 0
     }
 }
+
+/// Every (interface name, IPv4 address) pair of this network namespace (`getifaddrs(3)`).
+pub fn ipv4_interfaces() -> io::Result<Vec<(String, std::net::Ipv4Addr)>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list head we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut out = Vec::new();
+    let mut p = head;
+    while !p.is_null() {
+        // SAFETY: `p` is a node of the list getifaddrs made, alive until freeifaddrs.
+        let a = unsafe { &*p };
+        if !a.ifa_addr.is_null() && !a.ifa_name.is_null() {
+            // SAFETY: a non-null ifa_addr points at a sockaddr of its family; AF_INET ones are
+            // sockaddr_in. ifa_name is a NUL-terminated string.
+            unsafe {
+                if i32::from((*a.ifa_addr).sa_family) == libc::AF_INET {
+                    let sin = &*a.ifa_addr.cast::<libc::sockaddr_in>();
+                    let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                    let name = std::ffi::CStr::from_ptr(a.ifa_name).to_string_lossy().into_owned();
+                    out.push((name, ip));
+                }
+            }
+        }
+        p = a.ifa_next;
+    }
+    // SAFETY: the head getifaddrs returned, freed once; no reference into it outlives this.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(out)
+}

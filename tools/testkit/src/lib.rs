@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
 
+pub mod netns;
+
 thread_local! {
     static ALLOCS: Cell<u64> = const { Cell::new(0) };
     static TRAPS: Cell<u64> = const { Cell::new(0) };

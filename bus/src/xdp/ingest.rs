@@ -1,0 +1,332 @@
+//! An AF_XDP socket on one receive queue of an interface, its UMEM in hugepages where they can be
+//! had, and the feed's XDP program steering only the feed's destinations to it.
+//!
+//! The steady state makes no syscall: frames come off the RX ring and go back on the fill ring
+//! by shared-memory ring operations; the only syscall is the `poll` the kernel asks for through
+//! the fill ring's need-wakeup flag (`XDP_USE_NEED_WAKEUP`), counted in [`IngestStats::wakeups`].
+use std::ffi::CString;
+use std::net::{SocketAddrV4, UdpSocket};
+use std::num::NonZeroU32;
+use std::ptr::NonNull;
+
+use xdpilone::{DeviceQueue, IfInfo, RingRx, Socket, SocketConfig, Umem, UmemConfig, User};
+
+use super::frame::{parse_udp, FrameCounts, UdpFrame};
+use super::program::{AttachMode, Steering};
+use super::XdpError;
+
+/// What to open.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct XdpOptions {
+    /// The interface the feed's lines arrive on.
+    pub iface: String,
+    /// Its receive queue to bind (one socket per queue; 0 on a single-queue interface).
+    pub queue: u32,
+    /// The destinations (multicast group or local address, and port) to take; every other frame
+    /// goes to the kernel.
+    pub dests: Vec<SocketAddrV4>,
+    /// UMEM frames (each one packet buffer of 4 KiB): the fill and RX rings' size too.
+    pub frames: u32,
+    /// Generic XDP (the kernel's stack) even where the driver has native XDP.
+    pub generic: bool,
+    /// Zero-copy required (an error where the driver has none) rather than tried, then copy.
+    pub require_zero_copy: bool,
+    /// Check the UDP checksum of datagrams that carry one (the IPv4 header's is always checked).
+    /// Off by default: a sender on this host (a veth) leaves it to checksum offload, so its
+    /// frames carry a partial sum that only a NIC would complete, and a real NIC has already
+    /// checked it on receive (its verdict is not in the frame AF_XDP hands over).
+    pub udp_checksum: bool,
+}
+
+impl XdpOptions {
+    /// Queue 0 of `iface`, 4,096 frames (16 MiB of UMEM), native XDP tried first, zero-copy
+    /// tried first, UDP checksums not checked (see [`XdpOptions::udp_checksum`]).
+    pub fn new(iface: &str, dests: Vec<SocketAddrV4>) -> XdpOptions {
+        XdpOptions {
+            iface: iface.into(),
+            queue: 0,
+            dests,
+            frames: 4096,
+            generic: false,
+            require_zero_copy: false,
+            udp_checksum: false,
+        }
+    }
+}
+
+/// What the ingest ended up as (for `doctor --iface` and the feed's start line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct IngestInfo {
+    /// Native or generic XDP.
+    pub mode: AttachMode,
+    /// Whether the socket is zero-copy (else the kernel copies each frame into the UMEM).
+    pub zero_copy: bool,
+    /// Whether the UMEM is in 2 MiB hugepages (else 4 KiB pages: more TLB misses).
+    pub hugepages: bool,
+}
+
+/// What the ingest has taken and refused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct IngestStats {
+    /// Frames taken off the RX ring.
+    pub frames: u64,
+    /// Well-formed datagrams to a steered destination, handed on.
+    pub datagrams: u64,
+    /// Malformed frames, by why (counted and dropped).
+    pub refused: FrameCounts,
+    /// Well-formed datagrams to another destination (a fragment's address matched; or a
+    /// program of another ingest on the same queue).
+    pub other_destination: u64,
+    /// Syscalls made because the kernel asked (the fill ring's need-wakeup flag).
+    pub wakeups: u64,
+}
+
+/// The UMEM's memory: a private anonymous mapping, in hugepages where the system has them.
+struct Area {
+    ptr: NonNull<u8>,
+    len: usize,
+    hugepages: bool,
+}
+
+impl Area {
+    fn new(len: usize) -> Result<Area, XdpError> {
+        let map = |flags| {
+            // SAFETY: a new private anonymous mapping (no fd, no fixed address): it aliases
+            // nothing; the result is checked against MAP_FAILED.
+            let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+            (p != libc::MAP_FAILED).then_some(p)
+        };
+        let base = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
+        let (p, hugepages) = match map(base | libc::MAP_HUGETLB | (21 << libc::MAP_HUGE_SHIFT)) {
+            Some(p) => (p, true),
+            None => match map(base) {
+                Some(p) => (p, false),
+                None => {
+                    return Err(XdpError::Io {
+                        what: "mapping the UMEM",
+                        why: std::io::Error::last_os_error().to_string(),
+                    })
+                }
+            },
+        };
+        let ptr = NonNull::new(p.cast::<u8>()).expect("mmap never returns null on success");
+        Ok(Area { ptr, len, hugepages })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` is a live mapping of `len` readable bytes until drop; the kernel writes
+        // only frames this side handed it on the fill ring and has not yet returned on the RX
+        // ring, and this side reads only frames returned and not yet handed back.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Area {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the mapping made in `new`; the socket that used it (the
+        // kernel's reference) is closed before: `XdpIngest` declares its rings first.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Frames of one interface queue, through AF_XDP. Fields drop in order: the program and
+/// rings (the socket) before the UMEM's memory.
+pub struct XdpIngest {
+    steering: Steering,
+    rx: RingRx,
+    fill: DeviceQueue,
+    _user: User,
+    _socket: Socket,
+    _umem: Umem,
+    /// Kernel sockets joined to the multicast groups (IGMP, so a switch forwards them); they
+    /// receive nothing, the XDP program takes the datagrams first.
+    _groups: Vec<UdpSocket>,
+    area: Area,
+    /// Frame addresses to hand back to the fill ring (allocated once).
+    refill: Box<[u64]>,
+    dests: Vec<SocketAddrV4>,
+    udp_checksum: bool,
+    zero_copy: bool,
+    stats: IngestStats,
+}
+
+impl std::fmt::Debug for XdpIngest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpIngest").field("info", &self.info()).field("stats", &self.stats).finish_non_exhaustive()
+    }
+}
+
+/// The size of a UMEM frame (a page: the largest copy mode takes, and a jumbo frame fits).
+const FRAME: u32 = 4096;
+
+impl XdpIngest {
+    /// Opens the socket, fills its fill ring, joins multicast groups and attaches the program.
+    /// Needs root (CAP_NET_ADMIN, CAP_BPF) and an interface that is up.
+    pub fn open(opts: &XdpOptions) -> Result<XdpIngest, XdpError> {
+        let frames = opts.frames.clamp(64, 1 << 20).next_power_of_two();
+        let attempts: &[bool] = if opts.require_zero_copy { &[true] } else { &[true, false] };
+        let mut last = None;
+        for &zero_copy in attempts {
+            match XdpIngest::open_with(opts, frames, zero_copy) {
+                Ok(x) => return Ok(x),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("at least one attempt"))
+    }
+
+    fn open_with(opts: &XdpOptions, frames: u32, zero_copy: bool) -> Result<XdpIngest, XdpError> {
+        let name = CString::new(opts.iface.as_str())
+            .map_err(|_| XdpError::Config(format!("interface name {:?} holds a NUL", opts.iface)))?;
+        let mut info = IfInfo::invalid();
+        info.from_name(&name).map_err(|e| XdpError::Iface { iface: opts.iface.clone(), why: format!("{e:?}") })?;
+        info.set_queue(opts.queue);
+        let area = Area::new(frames as usize * FRAME as usize)?;
+        let cfg = UmemConfig { fill_size: frames, complete_size: 64, frame_size: FRAME, headroom: 0, flags: 0 };
+        let slice = NonNull::slice_from_raw_parts(area.ptr, area.len);
+        let io = |what: &'static str| move |e: xdpilone::Errno| XdpError::Io { what, why: format!("{e:?}") };
+        // SAFETY: `slice` is page aligned (mmap), `frames * FRAME` bytes, and outlives the UMEM:
+        // `area` is the last field of `XdpIngest` to drop.
+        let umem = unsafe { Umem::new(cfg, slice) }.map_err(io("registering the UMEM"))?;
+        let socket = Socket::with_shared(&info, &umem).map_err(io("opening the AF_XDP socket"))?;
+        let mut fill = umem.fq_cq(&socket).map_err(io("mapping the fill and completion rings"))?;
+        let flags = SocketConfig::XDP_BIND_NEED_WAKEUP
+            | if zero_copy { SocketConfig::XDP_BIND_ZEROCOPY } else { SocketConfig::XDP_BIND_COPY };
+        let rx_size = NonZeroU32::new(frames);
+        let user = umem
+            .rx_tx(&socket, &SocketConfig { rx_size, tx_size: None, bind_flags: flags })
+            .map_err(io("configuring the RX ring"))?;
+        let rx = user.map_rx().map_err(io("mapping the RX ring"))?;
+        umem.bind(&user).map_err(|e| XdpError::Bind {
+            iface: opts.iface.clone(),
+            queue: opts.queue,
+            zero_copy,
+            why: format!("{e:?}"),
+        })?;
+        {
+            let mut w = fill.fill(frames);
+            let put = w.insert((0..u64::from(frames)).map(|i| i * u64::from(FRAME)));
+            w.commit();
+            if put != frames {
+                return Err(XdpError::Io { what: "filling the fill ring", why: format!("took {put} of {frames}") });
+            }
+        }
+        let groups = join_groups(&opts.dests, info.ifindex())?;
+        let steering = Steering::attach(&opts.iface, &opts.dests, opts.queue, rx.as_raw_fd(), opts.generic)?;
+        Ok(XdpIngest {
+            steering,
+            rx,
+            fill,
+            _user: user,
+            _socket: socket,
+            _umem: umem,
+            _groups: groups,
+            area,
+            refill: vec![0; frames as usize].into_boxed_slice(),
+            dests: opts.dests.clone(),
+            udp_checksum: opts.udp_checksum,
+            zero_copy,
+            stats: IngestStats::default(),
+        })
+    }
+
+    /// How it is attached.
+    pub fn info(&self) -> IngestInfo {
+        IngestInfo { mode: self.steering.mode(), zero_copy: self.zero_copy, hugepages: self.area.hugepages }
+    }
+
+    /// What it has taken and refused.
+    pub fn stats(&self) -> IngestStats {
+        self.stats
+    }
+
+    /// Frames the kernel dropped for this socket: RX ring full, fill ring empty, invalid
+    /// descriptors (a syscall: off the hot path).
+    pub fn kernel_drops(&self) -> Result<u64, XdpError> {
+        let s = self
+            .fill
+            .statistics_v2()
+            .map_err(|e| XdpError::Io { what: "reading the socket's statistics", why: format!("{e:?}") })?;
+        Ok(s.rx_dropped + s.rx_ring_full + s.rx_invalid_descs)
+    }
+
+    /// Takes up to `max` frames off the RX ring, hands each well-formed datagram to a steered
+    /// destination to `f` in arrival order, counts the rest, and gives every frame back to the
+    /// kernel. Returns the frames taken (0: none waiting). No syscall unless the kernel set the
+    /// need-wakeup flag; no allocation.
+    #[inline]
+    pub fn poll(&mut self, max: u32, mut f: impl FnMut(&UdpFrame<'_>)) -> usize {
+        let XdpIngest { rx, fill, area, refill, dests, udp_checksum, stats, .. } = self;
+        let bytes = area.bytes();
+        let max = max.min(refill.len() as u32);
+        let mut n = 0usize;
+        {
+            let mut r = rx.receive(max);
+            while let Some(d) = r.read() {
+                refill[n] = d.addr;
+                n += 1;
+                stats.frames += 1;
+                let Some(frame) = bytes.get(d.addr as usize..d.addr as usize + d.len as usize) else {
+                    stats.refused.truncated += 1; // a descriptor outside the UMEM: never from a sane kernel
+                    continue;
+                };
+                match parse_udp(frame, *udp_checksum) {
+                    Ok(u) if dests.contains(&u.dst) => {
+                        stats.datagrams += 1;
+                        f(&u);
+                    }
+                    Ok(_) => stats.other_destination += 1,
+                    Err(e) => stats.refused.count(e),
+                }
+            }
+            r.release();
+        }
+        if n > 0 {
+            let mut w = fill.fill(n as u32);
+            // The fill ring holds every frame: the ones just taken always fit back.
+            w.insert(refill[..n].iter().copied());
+            w.commit();
+        }
+        if fill.needs_wakeup() {
+            stats.wakeups += 1;
+            fill.wake();
+        }
+        n
+    }
+}
+
+/// A kernel UDP socket joined to each multicast group of `dests` on interface `ifindex`.
+fn join_groups(dests: &[SocketAddrV4], ifindex: u32) -> Result<Vec<UdpSocket>, XdpError> {
+    let mut out = Vec::new();
+    for d in dests.iter().filter(|d| d.ip().is_multicast()) {
+        let s = UdpSocket::bind(("0.0.0.0", 0))
+            .map_err(|e| XdpError::Io { what: "opening a socket to join a group", why: e.to_string() })?;
+        let mreq = libc::ip_mreqn {
+            imr_multiaddr: libc::in_addr { s_addr: u32::from_ne_bytes(d.ip().octets()) },
+            imr_address: libc::in_addr { s_addr: 0 },
+            imr_ifindex: ifindex as libc::c_int,
+        };
+        use std::os::fd::AsRawFd;
+        // SAFETY: a valid socket, a fully initialised ip_mreqn and its exact size.
+        let rc = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_ADD_MEMBERSHIP,
+                (&mreq as *const libc::ip_mreqn).cast(),
+                std::mem::size_of::<libc::ip_mreqn>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(XdpError::Io {
+                what: "joining a multicast group (IGMP)",
+                why: format!("{}: {}", d.ip(), std::io::Error::last_os_error()),
+            });
+        }
+        out.push(s);
+    }
+    Ok(out)
+}

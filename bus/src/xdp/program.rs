@@ -1,0 +1,123 @@
+//! The feed's XDP program (`bus/xdp/feed_steer.c`, compiled by `build.rs`), loaded and attached
+//! with aya. Attached through a BPF link where the kernel has them (5.9 on), so the program is
+//! detached when the last descriptor of its link closes: a feed killed with `kill -9` leaves
+//! nothing attached that would go on stealing its traffic from the kernel.
+use std::net::SocketAddrV4;
+use std::os::fd::{AsRawFd, RawFd};
+
+use aya::maps::{Array, XskMap};
+use aya::programs::{Xdp, XdpMode};
+use aya::{Ebpf, Pod};
+
+use super::XdpError;
+
+/// The compiled program, 8-byte aligned as the ELF reader expects.
+#[repr(C, align(8))]
+struct Aligned<T: ?Sized>(T);
+static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/feed_steer.o")));
+
+/// Destinations the program steers (the C side's `MAX_STEER`).
+pub(crate) const MAX_STEER: usize = 8;
+
+/// One steered destination, network byte order (the C side's `struct steer`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Steer {
+    addr: u32,
+    port: u16,
+    pad: u16,
+}
+// SAFETY: plain old data: integers only, no padding (4 + 2 + 2 bytes), any bit pattern valid.
+unsafe impl Pod for Steer {}
+
+/// How the program ended up attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub enum AttachMode {
+    /// In the driver (native XDP): before any socket buffer is made.
+    Native,
+    /// In the kernel's stack (generic XDP, `SKB` mode): works on any interface, copies once more.
+    Generic,
+}
+
+/// The loaded program; dropping it detaches it and unloads it.
+pub(crate) struct Steering {
+    /// Held for its maps, program and link: dropping it detaches.
+    _ebpf: Ebpf,
+    mode: AttachMode,
+}
+
+impl std::fmt::Debug for Steering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Steering").field("mode", &self.mode).finish_non_exhaustive()
+    }
+}
+
+struct Fd(RawFd);
+impl AsRawFd for Fd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+impl Steering {
+    /// Loads the program with `dests` steered, registers the AF_XDP socket `xsk` for `queue`,
+    /// then attaches to `iface` (native first unless `generic`, else generic): nothing is
+    /// redirected before the socket is there to take it.
+    pub(crate) fn attach(
+        iface: &str,
+        dests: &[SocketAddrV4],
+        queue: u32,
+        xsk: RawFd,
+        generic: bool,
+    ) -> Result<Steering, XdpError> {
+        if dests.is_empty() || dests.len() > MAX_STEER {
+            return Err(XdpError::Config(format!("{} destinations: give 1 to {MAX_STEER}", dests.len())));
+        }
+        let prog_err = |what: &'static str| move |e: aya::EbpfError| XdpError::Program { what, why: e.to_string() };
+        let mut ebpf = Ebpf::load(&OBJECT.0).map_err(prog_err("loading the XDP object"))?;
+        {
+            let mut steer: Array<_, Steer> = ebpf
+                .map_mut("STEER")
+                .ok_or_else(|| XdpError::Program { what: "finding the STEER map", why: "not in the object".into() })?
+                .try_into()
+                .map_err(|e: aya::maps::MapError| XdpError::Program { what: "the STEER map", why: e.to_string() })?;
+            for (k, d) in dests.iter().enumerate() {
+                let s = Steer { addr: u32::from_ne_bytes(d.ip().octets()), port: d.port().to_be(), pad: 0 };
+                steer
+                    .set(k as u32, s, 0)
+                    .map_err(|e| XdpError::Program { what: "setting a destination", why: e.to_string() })?;
+            }
+        }
+        {
+            let mut xsks: XskMap<_> = ebpf
+                .map_mut("XSKS")
+                .ok_or_else(|| XdpError::Program { what: "finding the XSKS map", why: "not in the object".into() })?
+                .try_into()
+                .map_err(|e: aya::maps::MapError| XdpError::Program { what: "the XSKS map", why: e.to_string() })?;
+            xsks.set(queue, Fd(xsk), 0)
+                .map_err(|e| XdpError::Program { what: "registering the AF_XDP socket", why: e.to_string() })?;
+        }
+        let prog: &mut Xdp = ebpf
+            .program_mut("tickbus_feed_steer")
+            .ok_or_else(|| XdpError::Program { what: "finding the program", why: "not in the object".into() })?
+            .try_into()
+            .map_err(|e: aya::programs::ProgramError| XdpError::Program { what: "the program", why: e.to_string() })?;
+        prog.load()
+            .map_err(|e| XdpError::Program { what: "loading the program (the verifier)", why: e.to_string() })?;
+        let mode = if generic {
+            prog.attach(iface, XdpMode::Skb).map(|_| AttachMode::Generic)
+        } else {
+            prog.attach(iface, XdpMode::Driver)
+                .map(|_| AttachMode::Native)
+                .or_else(|_| prog.attach(iface, XdpMode::Skb).map(|_| AttachMode::Generic))
+        }
+        .map_err(|e| XdpError::Attach { iface: iface.into(), why: e.to_string() })?;
+        Ok(Steering { _ebpf: ebpf, mode })
+    }
+
+    pub(crate) fn mode(&self) -> AttachMode {
+        self.mode
+    }
+}

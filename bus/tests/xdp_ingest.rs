@@ -1,0 +1,258 @@
+//! AF_XDP ingest on a veth pair into a network namespace the test makes (root): the feed's
+//! datagrams come through the socket in order and whole, every other frame (ARP, a TCP
+//! connection, another UDP port) still reaches the kernel, malformed frames are counted and
+//! dropped, the steady state makes no syscall and no allocation, and a killed process leaves no
+//! program attached.
+use std::io::{Read, Write};
+use std::net::{SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+use etherparse::PacketBuilder;
+use tickbus::xdp::{AttachMode, XdpIngest, XdpOptions};
+use tickbus_testkit::netns::{RawFrames, VethPair};
+
+mod common;
+use common::{on_trapped_thread, Counting, Counts};
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const PORT: u16 = 26400;
+const GROUP: [u8; 4] = [239, 7, 7, 7];
+
+fn datagram(k: u64) -> Vec<u8> {
+    let mut d = k.to_le_bytes().to_vec();
+    d.extend((0..(k % 200) as u8).map(|j| j ^ k as u8));
+    d
+}
+
+/// Polls until `want` datagrams came or `secs` passed; returns their payloads.
+fn take(x: &mut XdpIngest, want: usize, secs: u64) -> Vec<Vec<u8>> {
+    let (mut got, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(secs));
+    while got.len() < want && Instant::now() < deadline {
+        if x.poll(64, |u| got.push(u.payload.to_vec())) == 0 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+    got
+}
+
+#[test]
+fn the_feeds_datagrams_come_through_af_xdp_and_everything_else_reaches_the_kernel() {
+    let v = VethPair::new("x").unwrap();
+    let unicast = SocketAddrV4::new(v.outer_ip, PORT);
+    let group = SocketAddrV4::new(GROUP.into(), PORT + 1);
+    let mut x = XdpIngest::open(&XdpOptions::new(&v.outer, vec![unicast, group])).unwrap();
+    let info = x.info();
+    assert_eq!(info.mode, AttachMode::Native, "veth has native XDP");
+    assert!(!info.zero_copy, "veth has no zero-copy: copy mode");
+    assert!(v.outer_has_xdp().unwrap(), "ip link shows the program");
+    // The kernel's own: another UDP port and a TCP listener on the same address.
+    let other = UdpSocket::bind((v.outer_ip, PORT + 2)).unwrap();
+    other.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let tcp = TcpListener::bind((v.outer_ip, PORT + 3)).unwrap();
+    let (outer_ip, n) = (v.outer_ip, 1000u64);
+    let ns = v.ns.clone();
+    let sender = std::thread::spawn(move || -> Result<(), String> {
+        VethPair::enter_ns(&ns)?;
+        let s = UdpSocket::bind("0.0.0.0:0").map_err(|e| e.to_string())?;
+        // TCP first: its SYN needs ARP, both passed to the kernel by the program.
+        let mut t = TcpStream::connect_timeout(&(outer_ip, PORT + 3).into(), Duration::from_secs(10))
+            .map_err(|e| format!("tcp connect: {e}"))?;
+        t.write_all(b"hello over tcp").map_err(|e| e.to_string())?;
+        for k in 0..n {
+            // Paced in blocks: a copy-mode RX ring of 4,096 frames is not what this test is about.
+            if k % 256 == 255 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let to: SocketAddrV4 = if k % 5 == 4 { group } else { SocketAddrV4::new(outer_ip, PORT) };
+            s.send_to(&datagram(k), to).map_err(|e| format!("send {k}: {e}"))?;
+        }
+        s.send_to(b"for the kernel", (outer_ip, PORT + 2)).map_err(|e| e.to_string())?;
+        Ok(())
+    });
+    let got = take(&mut x, n as usize, 30);
+    sender.join().unwrap().unwrap();
+    assert_eq!(got.len(), n as usize, "every datagram through AF_XDP ({:?})", x.stats());
+    for (k, d) in got.iter().enumerate() {
+        assert_eq!(d, &datagram(k as u64), "datagram {k} in order and whole");
+    }
+    let mut buf = [0u8; 64];
+    let len = other.recv(&mut buf).expect("the other port's datagram reached the kernel");
+    assert_eq!(&buf[..len], b"for the kernel");
+    let (mut conn, _) = tcp.accept().unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut text = [0u8; 14];
+    conn.read_exact(&mut text).unwrap();
+    assert_eq!(&text, b"hello over tcp");
+    let s = x.stats();
+    assert_eq!((s.datagrams, s.refused.total()), (n, 0), "{s:?}");
+    assert_eq!(x.kernel_drops().unwrap(), 0);
+    drop(x);
+    assert!(!v.outer_has_xdp().unwrap(), "dropping the ingest detaches the program");
+}
+
+/// Frames no kernel stack checked: each kind of damage, to the steered destination, counted
+/// under its name and dropped; a VLAN-tagged datagram still comes through.
+#[test]
+fn malformed_frames_are_counted_and_dropped() {
+    let v = VethPair::new("m").unwrap();
+    let dst = SocketAddrV4::new(v.outer_ip, PORT);
+    let mut x = XdpIngest::open(&XdpOptions::new(&v.outer, vec![dst])).unwrap();
+    let mac = v.outer_mac().unwrap();
+    let (ns, inner, src, dip) = (v.ns.clone(), v.inner.clone(), v.inner_ip.octets(), v.outer_ip.octets());
+    let frame = move |payload: &[u8]| {
+        let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], mac).ipv4(src, dip, 64).udp(5000, PORT);
+        let mut f = Vec::new();
+        b.write(&mut f, payload).unwrap();
+        f
+    };
+    let fix = |f: &mut Vec<u8>| {
+        let h = etherparse::Ipv4HeaderSlice::from_slice(&f[14..]).unwrap().to_header();
+        f[24..26].copy_from_slice(&h.calc_header_checksum().to_be_bytes());
+    };
+    let mut bad_sum = frame(b"bad ip checksum");
+    bad_sum[24] ^= 0x40;
+    let mut long_udp = frame(b"udp length past the frame");
+    long_udp[38..40].copy_from_slice(&500u16.to_be_bytes());
+    let mut fragment = frame(b"a first fragment");
+    fragment[20] |= 0x20;
+    fix(&mut fragment);
+    // Cut after the UDP header (the program steers what has one; shorter goes to the kernel).
+    let mut short = frame(b"cut short");
+    short.truncate(14 + 20 + 8 + 2);
+    let tagged = {
+        let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], mac)
+            .single_vlan(0u16.try_into().unwrap())
+            .ipv4(src, dip, 64)
+            .udp(5000, PORT);
+        let mut f = Vec::new();
+        b.write(&mut f, b"tagged").unwrap();
+        f
+    };
+    let good = frame(b"good");
+    let frames = vec![bad_sum, long_udp, fragment, short, tagged, good];
+    let sender = std::thread::spawn(move || -> Result<(), String> {
+        VethPair::enter_ns(&ns)?;
+        let raw = RawFrames::new(&inner)?;
+        for f in &frames {
+            raw.send(f)?;
+        }
+        Ok(())
+    });
+    sender.join().unwrap().unwrap();
+    let got = take(&mut x, 2, 10);
+    // Everything sent was taken off the ring before this is read.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while x.stats().frames < 6 && Instant::now() < deadline {
+        x.poll(64, |_| panic!("only two datagrams are well formed"));
+    }
+    assert_eq!(got, vec![b"tagged".to_vec(), b"good".to_vec()]);
+    let s = x.stats();
+    assert_eq!(s.frames, 6, "{s:?}");
+    assert_eq!(
+        (s.refused.checksum, s.refused.truncated, s.refused.fragments),
+        (1, 2, 1),
+        "a bad IPv4 checksum; a UDP length past the frame and a frame cut short; a fragment: {s:?}"
+    );
+}
+
+/// The ingest loop's hot-path proof: datagrams arriving on the veth the whole time, the loop
+/// taking them makes no syscall and allocates nothing.
+#[test]
+fn the_ingest_loop_makes_no_syscall_and_no_allocation() {
+    let v = VethPair::new("h").unwrap();
+    let dst = SocketAddrV4::new(v.outer_ip, PORT);
+    let (ns, n) = (v.ns.clone(), 20_000u64);
+    let iface = v.outer.clone();
+    let sender = std::thread::spawn(move || -> Result<(), String> {
+        VethPair::enter_ns(&ns)?;
+        let s = UdpSocket::bind("0.0.0.0:0").map_err(|e| e.to_string())?;
+        // Wait for the ingest to be up: the first datagrams may meet no program yet.
+        std::thread::sleep(Duration::from_millis(300));
+        for k in 0..n {
+            if k % 512 == 511 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            s.send_to(&k.to_le_bytes(), dst).map_err(|e| format!("send {k}: {e}"))?;
+        }
+        Ok(())
+    });
+    let ((got, in_order), c) = on_trapped_thread(
+        move || XdpIngest::open(&XdpOptions::new(&iface, vec![dst])).unwrap(),
+        move |x| {
+            let (mut got, mut in_order, mut next) = (0u64, true, None::<u64>);
+            // Bounded by count: a spin of polls (no clock: reading it could be a syscall).
+            for _ in 0..2_000_000_000u64 {
+                x.poll(64, |u| {
+                    let k = u64::from_le_bytes(u.payload[..8].try_into().unwrap_or_default());
+                    in_order &= next.is_none_or(|e| e == k);
+                    next = Some(k + 1);
+                    got += 1;
+                });
+                if got >= n / 2 {
+                    break;
+                }
+            }
+            (got, in_order)
+        },
+    );
+    sender.join().unwrap().unwrap();
+    assert!(got >= n / 2, "took {got} of {n}");
+    assert!(in_order, "in order");
+    assert_eq!(c, Counts { syscalls: 0, allocs: 0 }, "taking {got} datagrams off AF_XDP");
+}
+
+/// Run by the test below in a child process: attaches, says so, and waits to be killed.
+#[test]
+#[ignore = "a role for the kill -9 test, run by it in a child process"]
+fn child_attaches_and_waits() {
+    let iface = std::env::var("TICKBUS_XDP_CHILD_IFACE").expect("run by a_killed_process_leaves_no_program_attached");
+    let dst: SocketAddrV4 = std::env::var("TICKBUS_XDP_CHILD_DST").unwrap().parse().unwrap();
+    let _x = XdpIngest::open(&XdpOptions::new(&iface, vec![dst])).unwrap();
+    println!("attached");
+    std::io::stdout().flush().unwrap();
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+/// `kill -9` runs no destructor: the program must still come off (its BPF link dies with the
+/// process's descriptors), and the feed's port must reach the kernel again.
+#[test]
+fn a_killed_process_leaves_no_program_attached() {
+    use std::io::BufRead;
+    let v = VethPair::new("k").unwrap();
+    let dst = SocketAddrV4::new(v.outer_ip, PORT);
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "child_attaches_and_waits", "--nocapture", "--test-threads=1"])
+        .env("TICKBUS_XDP_CHILD_IFACE", &v.outer)
+        .env("TICKBUS_XDP_CHILD_DST", dst.to_string())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let attached = lines.by_ref().map_while(Result::ok).any(|l| l.contains("attached"));
+    assert!(attached, "the child attached");
+    assert!(v.outer_has_xdp().unwrap(), "attached while the child lives");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while v.outer_has_xdp().unwrap() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!v.outer_has_xdp().unwrap(), "no program left attached after kill -9");
+    let kernel = UdpSocket::bind(dst).unwrap();
+    kernel.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let ns = v.ns.clone();
+    std::thread::spawn(move || -> Result<(), String> {
+        VethPair::enter_ns(&ns)?;
+        let s = UdpSocket::bind("0.0.0.0:0").map_err(|e| e.to_string())?;
+        s.send_to(b"the kernel's again", dst).map_err(|e| e.to_string())?;
+        Ok(())
+    })
+    .join()
+    .unwrap()
+    .unwrap();
+    let mut buf = [0u8; 64];
+    let n = kernel.recv(&mut buf).expect("the feed's port reaches the kernel after the kill");
+    assert_eq!(&buf[..n], b"the kernel's again");
+}
