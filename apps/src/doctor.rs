@@ -21,6 +21,11 @@ pub struct DoctorArgs {
     /// Free 2 MiB hugepages your rings need.
     #[arg(long, default_value_t = 1)]
     min_free_hugepages: u64,
+    /// The interface the feed's lines arrive on: what ingest it can do (AF_XDP native or
+    /// generic, zero-copy or copy mode, receive queues, busy polling). Probing AF_XDP attaches a
+    /// program that steers nothing for a moment; needs root.
+    #[arg(long)]
+    iface: Option<String>,
     /// Print the findings as JSON.
     #[arg(long)]
     json: bool,
@@ -65,6 +70,7 @@ pub fn run(a: DoctorArgs) -> Result<(), String> {
     o.require_rdma = a.rdma;
     o.memlock_bytes = a.memlock;
     o.min_free_hugepages = a.min_free_hugepages;
+    o.iface = a.iface;
     let d = diagnose(&o);
     if a.json {
         println!("{}", serde_json::json!({ "ready": d.ready(), "identity": d.identity, "findings": d.findings }));

@@ -140,3 +140,45 @@ fn hugetlbfs_unmounted_in_a_namespace_is_a_failure_with_its_fix() {
         assert!(read("/proc/mounts").contains(" /dev/hugepages hugetlbfs "));
     }
 }
+
+/// `doctor --iface`: a veth the test makes (native XDP, no zero-copy, one queue), an XDP program
+/// already attached there (a feed running), and an interface that is not there.
+#[cfg(feature = "xdp")]
+#[test]
+fn an_interfaces_ingest_is_reported_with_its_fixes() {
+    use tickbus_testkit::netns::VethPair;
+    let v = VethPair::new("d").unwrap();
+    let (d, code) = doctor(&[], &["--iface", &v.outer]);
+    check_verdict(&d, code);
+    let f = finding(&d, &format!("iface {}", v.outer));
+    assert_eq!((&f["status"], &f["facts"]["operstate"]), (&"ok".into(), &"up".into()), "{f:#}");
+    let q = finding(&d, &format!("iface {} queues", v.outer));
+    assert_eq!(
+        q["facts"]["rx_queues"],
+        std::fs::read_dir(format!("/sys/class/net/{}/queues", v.outer))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("rx-"))
+            .count()
+            .to_string(),
+        "{q:#}"
+    );
+    let x = finding(&d, &format!("iface {} af_xdp", v.outer));
+    assert_eq!(
+        (&x["status"], &x["facts"]["mode"], &x["facts"]["zero_copy"]),
+        (&"warn".into(), &"Native".into(), &"false".into()),
+        "veth: native, copy mode: {x:#}"
+    );
+    assert!(!v.outer_has_xdp().unwrap(), "the probe left nothing attached");
+    // A program already there (another feed): the probe cannot attach, and says how to see it.
+    let o = tickbus::xdp::XdpOptions::new(&v.outer, vec![std::net::SocketAddrV4::new(v.outer_ip, 9)]);
+    let feed = tickbus::xdp::XdpIngest::open(&o).unwrap();
+    let (d, code) = doctor(&[], &["--iface", &v.outer]);
+    check_verdict(&d, code);
+    let x = finding(&d, &format!("iface {} af_xdp", v.outer));
+    assert_eq!(x["status"], "fail", "{x:#}");
+    assert!(x["remedy"].as_str().unwrap().contains("xdp off"), "{x:#}");
+    drop(feed);
+    let (d, code) = doctor(&[], &["--iface", "tbnothere0"]);
+    check_verdict(&d, code);
+    assert_eq!((code, &finding(&d, "iface tbnothere0")["status"]), (1, &"fail".into()));
+}

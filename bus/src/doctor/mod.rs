@@ -11,6 +11,7 @@
 //! hosts or set-ups are recognised as such.
 mod cpu;
 mod identity;
+mod iface;
 mod memory;
 mod rdma;
 
@@ -101,6 +102,9 @@ pub struct DoctorOptions {
     pub hugepage_dir: PathBuf,
     /// Free 2 MiB pages the app needs; fewer is a failure.
     pub min_free_hugepages: u64,
+    /// The interface a feed's lines arrive on: what ingest it can do (AF_XDP's mode and
+    /// zero-copy, receive queues, busy polling). None: not checked.
+    pub iface: Option<String>,
 }
 
 impl Default for DoctorOptions {
@@ -111,6 +115,7 @@ impl Default for DoctorOptions {
             require_rdma: false,
             hugepage_dir: crate::shm::ShmOptions::default().hugepage_dir,
             min_free_hugepages: 1,
+            iface: None,
         }
     }
 }
@@ -174,6 +179,9 @@ pub fn diagnose(opts: &DoctorOptions) -> Diagnosis {
     findings.push(memory::memlock(opts.memlock_bytes, opts.require_rdma || rdma_here));
     findings.extend(cpu::cores(&opts.cores));
     findings.extend(rdma);
+    if let Some(name) = &opts.iface {
+        findings.extend(iface::interface(name));
+    }
     Diagnosis { identity: identity::identity(), findings }
 }
 

@@ -159,6 +159,9 @@ impl std::fmt::Debug for XdpIngest {
     }
 }
 
+/// How long a busy queue is waited for (see [`XdpIngest::open_any`]).
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The size of a UMEM frame (a page: the largest copy mode takes, and a jumbo frame fits).
 const FRAME: u32 = 4096;
 
@@ -166,16 +169,41 @@ impl XdpIngest {
     /// Opens the socket, fills its fill ring, joins multicast groups and attaches the program.
     /// Needs root (CAP_NET_ADMIN, CAP_BPF) and an interface that is up.
     pub fn open(opts: &XdpOptions) -> Result<XdpIngest, XdpError> {
+        if opts.dests.is_empty() {
+            return Err(XdpError::Config("no destination to take: give the lines' group:port".into()));
+        }
+        XdpIngest::open_any(opts)
+    }
+
+    /// What AF_XDP on `iface`'s `queue` can be (native or generic XDP, zero-copy or copy mode):
+    /// opens a socket and attaches the program with nothing to steer (every frame still goes
+    /// to the kernel), then closes both. For `tickbus doctor --iface`.
+    pub fn probe(iface: &str, queue: u32) -> Result<IngestInfo, XdpError> {
+        let mut o = XdpOptions::new(iface, Vec::new());
+        (o.queue, o.frames) = (queue, 64);
+        XdpIngest::open_any(&o).map(|x| x.info())
+    }
+
+    fn open_any(opts: &XdpOptions) -> Result<XdpIngest, XdpError> {
         let frames = opts.frames.clamp(64, 1 << 20).next_power_of_two();
         let attempts: &[bool] = if opts.require_zero_copy { &[true] } else { &[true, false] };
-        let mut last = None;
-        for &zero_copy in attempts {
-            match XdpIngest::open_with(opts, frames, zero_copy) {
-                Ok(x) => return Ok(x),
-                Err(e) => last = Some(e),
+        // A queue whose last socket just closed (a feed restarted, a doctor's probe) stays busy
+        // until the kernel has torn that socket down, which it does after the close returns.
+        let busy_until = std::time::Instant::now() + BUSY_WAIT;
+        loop {
+            let mut last = None;
+            for &zero_copy in attempts {
+                match XdpIngest::open_with(opts, frames, zero_copy) {
+                    Ok(x) => return Ok(x),
+                    Err(e) => last = Some(e),
+                }
             }
+            let last = last.expect("at least one attempt");
+            if !matches!(last, XdpError::Bind { busy: true, .. }) || std::time::Instant::now() >= busy_until {
+                return Err(last);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        Err(last.expect("at least one attempt"))
     }
 
     fn open_with(opts: &XdpOptions, frames: u32, zero_copy: bool) -> Result<XdpIngest, XdpError> {
@@ -204,6 +232,7 @@ impl XdpIngest {
             iface: opts.iface.clone(),
             queue: opts.queue,
             zero_copy,
+            busy: e.get_raw() == libc::EBUSY,
             why: format!("{e:?}"),
         })?;
         {

@@ -34,9 +34,11 @@ pub enum XdpError {
         why: String,
     },
     /// Binding the socket to the queue failed.
-    #[error("AF_XDP ingest: binding to {iface} queue {queue} ({}): {why} (a queue the interface does not have, another socket bound there, or {})",
+    #[error("AF_XDP ingest: binding to {iface} queue {queue} ({}): {why} ({})",
         if *zero_copy { "zero-copy" } else { "copy mode" },
-        if *zero_copy { "a driver without zero-copy: leave it to fall back to copy mode" } else { "the interface down" })]
+        if *busy { "another AF_XDP socket is bound to that queue, still after 2 s: another feed running?" }
+        else if *zero_copy { "a driver without zero-copy: leave it to fall back to copy mode" }
+        else { "a queue the interface does not have, or the interface down" })]
     Bind {
         /// The interface.
         iface: String,
@@ -44,6 +46,8 @@ pub enum XdpError {
         queue: u32,
         /// Whether zero-copy was asked for.
         zero_copy: bool,
+        /// Whether the queue was busy (another socket bound to it).
+        busy: bool,
         /// What the kernel said.
         why: String,
     },

@@ -72,8 +72,9 @@ impl Steering {
         xsk: RawFd,
         generic: bool,
     ) -> Result<Steering, XdpError> {
-        if dests.is_empty() || dests.len() > MAX_STEER {
-            return Err(XdpError::Config(format!("{} destinations: give 1 to {MAX_STEER}", dests.len())));
+        // None (a probe): the program steers nothing and passes every frame.
+        if dests.len() > MAX_STEER {
+            return Err(XdpError::Config(format!("{} destinations: give at most {MAX_STEER}", dests.len())));
         }
         let prog_err = |what: &'static str| move |e: aya::EbpfError| XdpError::Program { what, why: e.to_string() };
         let mut ebpf = Ebpf::load(&OBJECT.0).map_err(prog_err("loading the XDP object"))?;
