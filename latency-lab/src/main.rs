@@ -98,6 +98,9 @@ pub struct SuiteArgs {
     /// Seconds per fan-out run (one per subscriber count).
     #[arg(long, default_value_t = 2.0)]
     pub fanout_seconds: f64,
+    /// Seconds per wire run (each of --rates, each way of taking datagrams, each round).
+    #[arg(long, default_value_t = 1.0)]
+    pub wire_seconds: f64,
     /// Skip parts of the suite (a misspelt part is an error, not ignored).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub skip: Vec<Part>,
@@ -125,6 +128,9 @@ pub enum Part {
     Journal,
     /// Fan-out: one shm ring read by 1, 2 and 4 consumer processes.
     Fanout,
+    /// From the wire: MoldUDP64 over a veth, AF_XDP and UDP ingest beside their floors (root;
+    /// built with --features xdp).
+    Wire,
 }
 
 #[derive(Subcommand, Debug)]

@@ -42,6 +42,8 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         "20000",
         "--fanout-seconds",
         "0.25",
+        "--wire-seconds",
+        "0.2",
         "--rdma-report",
         "/nonexistent/report.json",
         "--out",
@@ -93,6 +95,33 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         let expect = if r["name"].as_str().unwrap().starts_with("kernel") { 500 } else { 5000 };
         assert_eq!(r["count"], expect, "{}", r["name"]);
         assert!(r["x_floor"][0].as_f64().unwrap() > 0.0 && r["x_best_peer"][0].as_f64().unwrap() > 0.0);
+    }
+    if cfg!(feature = "xdp") {
+        // From the wire: 10,000 datagrams (50k/s for 0.2 s) a way a round, over a veth the lab
+        // made and removed.
+        let wire = rep["sections"].as_array().unwrap().iter().find(|s| s["mode"] == "wire").expect("a wire section");
+        let names: Vec<&str> = wire["rows"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "floor: bare AF_XDP RX loop",
+                "kernel: bare recv, SO_BUSY_POLL",
+                "tickbus feed ingest (xdp)",
+                "tickbus feed ingest (udp)"
+            ]
+        );
+        for r in wire["rows"].as_array().unwrap() {
+            assert!(r["count"].as_u64().unwrap() > 10_000, "most of 20,000 datagrams taken: {r}");
+            assert!(r["ns"][0].as_u64().unwrap() > 0, "{r}");
+        }
+        let notes = rep["notes"].as_array().unwrap();
+        assert!(notes.iter().any(|n| n.as_str().unwrap().starts_with("wire at 50k/s: xdp ingest p50 ")), "{notes:?}");
+        let left: Vec<String> = std::fs::read_dir("/sys/class/net")
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .filter(|n| n.starts_with("tbwo"))
+            .collect();
+        assert!(left.is_empty(), "the lab's veth pair removed: {left:?}");
     }
     let one_way = rep["sections"].as_array().unwrap().iter().find(|s| s["mode"] == "one-way").unwrap();
     assert!(one_way["rows"].as_array().unwrap().iter().all(|r| r["count"] == 5_000 && r["late_sends"].is_u64()));

@@ -30,7 +30,7 @@ struct PartSpec {
 }
 
 /// The suite, in the order it runs.
-const PARTS: [PartSpec; 8] = [
+const PARTS: [PartSpec; 9] = [
     PartSpec { part: Part::Ttt, steps: |_| 1, run: tick_to_trade },
     PartSpec { part: Part::Pipeline, steps: |a| a.rates.len() as u64, run: pipeline },
     PartSpec { part: Part::Pingpong, steps: |a| a.sizes.len() as u64, run: ping_pong },
@@ -39,6 +39,7 @@ const PARTS: [PartSpec; 8] = [
     PartSpec { part: Part::Fanout, steps: |_| 1, run: fanout },
     PartSpec { part: Part::Itch, steps: |_| 1, run: itch },
     PartSpec { part: Part::Journal, steps: |_| 1, run: journal_part },
+    PartSpec { part: Part::Wire, steps: |_| 1, run: wire },
 ];
 
 /// What every part shares: the arguments, the report being filled, the cores and TSC rate, the
@@ -284,6 +285,28 @@ fn itch(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {
     let ticks_per_ns = c.ticks_per_ns;
     c.step("ITCH decode and book update beside itchy".into());
     c.rep.itch = Some(crate::bench::itch_bench::run(c.day, 5, ticks_per_ns)?);
+    c.bar.inc(1);
+    Ok(())
+}
+
+/// From the wire: datagrams over a veth into a namespace the lab makes, four ways of taking
+/// them (see `bench::wire`).
+fn wire(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {
+    c.step("wire: MoldUDP64 over a veth, AF_XDP and UDP ingest beside their floors".into());
+    #[cfg(feature = "xdp")]
+    {
+        let (a, cores, ticks_per_ns) = (c.a, c.cores, c.ticks_per_ns);
+        match crate::bench::wire::run(&a.rates, a.wire_seconds, 2, cores, ticks_per_ns) {
+            Ok(secs) => {
+                c.rep.notes.extend(secs.iter().map(crate::bench::wire::verdict));
+                c.rep.sections.extend(secs);
+            }
+            // Not root, or no veth: said in the report, the rest of the suite still runs.
+            Err(e) => c.rep.notes.push(format!("no wire section: {e}")),
+        }
+    }
+    #[cfg(not(feature = "xdp"))]
+    c.rep.notes.push("no wire section: built without the `xdp` feature (tools/lab-build.sh builds with it)".into());
     c.bar.inc(1);
     Ok(())
 }

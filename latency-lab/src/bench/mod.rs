@@ -26,3 +26,5 @@ pub mod soak;
 pub mod suite;
 pub mod tick_to_trade;
 pub mod transport;
+#[cfg(feature = "xdp")]
+pub mod wire;

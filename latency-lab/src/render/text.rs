@@ -13,6 +13,10 @@ impl Section {
     pub fn table(&self) -> String {
         let mut s = String::new();
         let what = match self.rate {
+            Some(r) if self.mode == "wire" => format!(
+                "from the wire: MoldUDP64 over a veth, latency from each datagram's send (its stamp) to taken (floors) or md published (tickbus), open loop at {} datagrams/s",
+                rate_name(r)
+            ),
             Some(r) => format!("one-way latency from the intended send time, open loop at {} msg/s", rate_name(r)),
             None => "round-trip time, closed-loop ping-pong".to_owned(),
         };
