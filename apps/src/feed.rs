@@ -237,6 +237,8 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     // Busy-polls (a packet after a quiet spell is taken at once), backing off only after a
     // long idle spell: the apps' one idle strategy.
     let mut idler = Idler::new(crate::pipeline::IDLE);
+    #[cfg(feature = "xdp")]
+    let mut req_polled = 0u64;
     while !stop.load(Ordering::Acquire) && err.is_none() {
         let mut work = 0;
         let lines: [Option<(&UdpSocket, Line)>; 3] = match &mut ingest {
@@ -256,7 +258,13 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
                     let session = pk.header.session;
                     arb.on_packet(line, &pk, now, &mut |o| handle(o, sink, &req, &session, ingress, io, err));
                 });
-                [None, None, Some((&req, Line::Retransmit))]
+                // The re-request socket is a kernel socket: asked only while a gap is open, and
+                // every millisecond besides (a late answer), so the steady state makes no syscall.
+                let ask = arb.has_open_gap() || now.saturating_sub(req_polled) >= REQ_POLL_NS;
+                if ask {
+                    req_polled = now;
+                }
+                [None, None, ask.then_some((&req, Line::Retransmit))]
             }
         };
         for ((sock, line), batch) in lines.into_iter().zip(&mut batches).filter_map(|(l, b)| Some((l?, b))) {
@@ -363,6 +371,10 @@ impl Ingest {
         }
     }
 }
+
+/// How often `--ingest xdp` asks the re-request socket when no gap is open.
+#[cfg(feature = "xdp")]
+const REQ_POLL_NS: u64 = 1_000_000;
 
 /// A duration option in ms as ns: finite, not negative, at most a day (NaN, inf or 1e300 would
 /// turn into a wait that never ends or none at all).
