@@ -21,11 +21,18 @@ pub struct DoctorArgs {
     /// Free 2 MiB hugepages your rings need.
     #[arg(long, default_value_t = 1)]
     min_free_hugepages: u64,
-    /// The interface the feed's lines arrive on: what ingest it can do (AF_XDP native or
-    /// generic, zero-copy or copy mode, receive queues, busy polling). Probing AF_XDP attaches a
-    /// program that steers nothing for a moment; needs root.
+    /// The interface the feed's lines arrive on: its state, receive queues and busy polling;
+    /// with --xdp-probe, what AF_XDP it can do.
     #[arg(long)]
     iface: Option<String>,
+    /// With --iface: try AF_XDP there (native or generic XDP, zero-copy or copy mode) by
+    /// attaching a program that steers nothing and binding a socket for a moment (root). On some
+    /// drivers this resets the receive ring: not on an interface a live feed uses.
+    #[arg(long, requires = "iface")]
+    xdp_probe: bool,
+    /// With --xdp-probe: the receive queue to try.
+    #[arg(long, default_value_t = 0, requires = "xdp_probe")]
+    xdp_queue: u32,
     /// Print the findings as JSON.
     #[arg(long)]
     json: bool,
@@ -71,6 +78,7 @@ pub fn run(a: DoctorArgs) -> Result<(), String> {
     o.memlock_bytes = a.memlock;
     o.min_free_hugepages = a.min_free_hugepages;
     o.iface = a.iface;
+    o.xdp_probe = a.xdp_probe.then_some(a.xdp_queue);
     let d = diagnose(&o);
     if a.json {
         println!("{}", serde_json::json!({ "ready": d.ready(), "identity": d.identity, "findings": d.findings }));

@@ -52,6 +52,13 @@ pub struct FeedArgs {
     /// `--ingest xdp`: generic XDP (in the kernel's stack) even where the driver has native XDP.
     #[arg(long)]
     pub xdp_generic: bool,
+    /// `--ingest xdp`: the VLAN the lines arrive on (0: untagged); other VLANs go to the kernel.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..4095))]
+    pub xdp_vlan: u16,
+    /// `--ingest xdp`: check each datagram's UDP checksum (the kernel's stack, which AF_XDP
+    /// bypasses, would drop a bad one; off only because senders on this host leave it partial).
+    #[arg(long)]
+    pub xdp_udp_checksum: bool,
     /// The retransmission server re-requests go to.
     #[arg(long, default_value = "127.0.0.1:30003")]
     pub retransmit: SocketAddr,
@@ -237,8 +244,6 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     // Busy-polls (a packet after a quiet spell is taken at once), backing off only after a
     // long idle spell: the apps' one idle strategy.
     let mut idler = Idler::new(crate::pipeline::IDLE);
-    #[cfg(feature = "xdp")]
-    let mut req_polled = 0u64;
     while !stop.load(Ordering::Acquire) && err.is_none() {
         let mut work = 0;
         let lines: [Option<(&UdpSocket, Line)>; 3] = match &mut ingest {
@@ -258,13 +263,9 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
                     let session = pk.header.session;
                     arb.on_packet(line, &pk, now, &mut |o| handle(o, sink, &req, &session, ingress, io, err));
                 });
-                // The re-request socket is a kernel socket: asked only while a gap is open, and
-                // every millisecond besides (a late answer), so the steady state makes no syscall.
-                let ask = arb.has_open_gap() || now.saturating_sub(req_polled) >= REQ_POLL_NS;
-                if ask {
-                    req_polled = now;
-                }
-                [None, None, ask.then_some((&req, Line::Retransmit))]
+                // The re-request socket is a kernel socket, asked only while a gap is open (its
+                // answers matter only then): the steady state makes no syscall.
+                [None, None, arb.has_open_gap().then_some((&req, Line::Retransmit))]
             }
         };
         for ((sock, line), batch) in lines.into_iter().zip(&mut batches).filter_map(|(l, b)| Some((l?, b))) {
@@ -341,9 +342,22 @@ enum Ingest {
 impl Ingest {
     #[cfg(feature = "xdp")]
     fn xdp(a: &FeedArgs, iface: &str) -> Result<Ingest, String> {
+        if a.line_a == a.line_b {
+            return Err(format!("--line-a and --line-b are both {}: give each line its own group:port", a.line_a));
+        }
         let mut o = tickbus::xdp::XdpOptions::new(iface, vec![a.line_a, a.line_b]);
-        (o.queue, o.generic) = (a.xdp_queue, a.xdp_generic);
+        (o.queue, o.generic, o.vlan, o.udp_checksum) = (a.xdp_queue, a.xdp_generic, a.xdp_vlan, a.xdp_udp_checksum);
         let x = tickbus::xdp::XdpIngest::open(&o).map_err(|e| e.to_string())?;
+        let queues = std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
+            .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count())
+            .unwrap_or(1);
+        if queues > 1 {
+            // The kernel has no socket on the lines' ports: what RSS puts on another queue is lost.
+            eprintln!(
+                "feed: WARNING: {iface} has {queues} receive queues and only queue {} is bound: datagrams the NIC hashes to another queue are lost. Steer the lines to it (`ethtool -N {iface} flow-type udp4 dst-port PORT action {}`) or use one queue (`ethtool -L {iface} combined 1`); `tickbus doctor --iface {iface}` checks",
+                a.xdp_queue, a.xdp_queue
+            );
+        }
         let i = x.info();
         eprintln!(
             "feed: AF_XDP on {iface} queue {}: {:?} XDP, {}, UMEM in {}",
@@ -371,10 +385,6 @@ impl Ingest {
         }
     }
 }
-
-/// How often `--ingest xdp` asks the re-request socket when no gap is open.
-#[cfg(feature = "xdp")]
-const REQ_POLL_NS: u64 = 1_000_000;
 
 /// A duration option in ms as ns: finite, not negative, at most a day (NaN, inf or 1e300 would
 /// turn into a wait that never ends or none at all).

@@ -148,7 +148,13 @@ fn hugetlbfs_unmounted_in_a_namespace_is_a_failure_with_its_fix() {
 fn an_interfaces_ingest_is_reported_with_its_fixes() {
     use tickbus_testkit::netns::VethPair;
     let v = VethPair::new("d").unwrap();
+    // Without --xdp-probe nothing is attached, and the finding says why not.
     let (d, code) = doctor(&[], &["--iface", &v.outer]);
+    check_verdict(&d, code);
+    let x = finding(&d, &format!("iface {} af_xdp", v.outer));
+    assert_eq!(x["status"], "info", "{x:#}");
+    assert!(x["remedy"].as_str().unwrap().contains("--xdp-probe"), "{x:#}");
+    let (d, code) = doctor(&[], &["--iface", &v.outer, "--xdp-probe"]);
     check_verdict(&d, code);
     let f = finding(&d, &format!("iface {}", v.outer));
     assert_eq!((&f["status"], &f["facts"]["operstate"]), (&"ok".into(), &"up".into()), "{f:#}");
@@ -172,11 +178,11 @@ fn an_interfaces_ingest_is_reported_with_its_fixes() {
     // A program already there (another feed): the probe cannot attach, and says how to see it.
     let o = tickbus::xdp::XdpOptions::new(&v.outer, vec![std::net::SocketAddrV4::new(v.outer_ip, 9)]);
     let feed = tickbus::xdp::XdpIngest::open(&o).unwrap();
-    let (d, code) = doctor(&[], &["--iface", &v.outer]);
+    let (d, code) = doctor(&[], &["--iface", &v.outer, "--xdp-probe"]);
     check_verdict(&d, code);
     let x = finding(&d, &format!("iface {} af_xdp", v.outer));
     assert_eq!(x["status"], "fail", "{x:#}");
-    assert!(x["remedy"].as_str().unwrap().contains("xdp off"), "{x:#}");
+    assert!(x["remedy"].as_str().unwrap().contains("tickbus_feed_steer"), "{x:#}");
     drop(feed);
     let (d, code) = doctor(&[], &["--iface", "tbnothere0"]);
     check_verdict(&d, code);

@@ -236,20 +236,38 @@ mod over_af_xdp {
                 vec!["feed", "--ring", "md", "--raw", "--exit-at-end", "--give-up-ms", "1500", "--json"];
             feed_args.extend(["--ingest", "xdp", "--iface", v.outer.as_str()]);
             feed_args.extend(lines);
-            let feed = self.cmd(&feed_args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+            let mut feed = self.cmd(&feed_args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+            // The server starts once the feed says its socket is bound and the program attached
+            // (opening can take a while on a loaded machine: a datagram before then is lost).
+            let mut err = std::io::BufReader::new(feed.stderr.take().unwrap());
+            let mut before = String::new();
+            loop {
+                let mut line = String::new();
+                let n = std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+                assert!(n > 0, "the feed ended before it was up: {before}");
+                if line.starts_with("feed: AF_XDP on") {
+                    break;
+                }
+                before.push_str(&line);
+            }
+            let drain = std::thread::spawn(move || {
+                let mut rest = String::new();
+                let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+                rest
+            });
             let inner_ip = v.inner_ip.to_string();
             // Re-requests come from the host end's address: the server answers only whom it is told.
             let allow = format!("{}/32", v.outer_ip);
             let mut server = Command::new("ip");
             server.args(["netns", "exec", &v.ns, env!("CARGO_BIN_EXE_tickbus"), "mold-server"]);
             server.args([self.day.to_str().unwrap(), "--rate", "50000", "--linger-ms", "2500"]);
-            server.args(["--start-delay-ms", "500", "--json", "--iface", &inner_ip, "--allow", &allow]);
+            server.args(["--start-delay-ms", "200", "--json", "--iface", &inner_ip, "--allow", &allow]);
             server.args(lines).args(server_args);
             let server = server.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
             let server = server.wait_with_output().unwrap();
             assert!(server.status.success(), "{}", String::from_utf8_lossy(&server.stderr));
             let feed = feed.wait_with_output().unwrap();
-            assert!(feed.status.success(), "{}", String::from_utf8_lossy(&feed.stderr));
+            assert!(feed.status.success(), "{}", drain.join().unwrap());
             let f: serde_json::Value = serde_json::from_slice(&feed.stdout).unwrap();
             assert_eq!(f["ingest"]["info"]["mode"], "Native", "{f}");
             assert_eq!(f["ingest"]["kernel_drops"], 0, "{f}");

@@ -51,7 +51,8 @@ fn the_feeds_datagrams_come_through_af_xdp_and_everything_else_reaches_the_kerne
     let other = UdpSocket::bind((v.outer_ip, PORT + 2)).unwrap();
     other.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let tcp = TcpListener::bind((v.outer_ip, PORT + 3)).unwrap();
-    let (outer_ip, n) = (v.outer_ip, 1000u64);
+    // More than the UMEM's 4,096 frames: each frame is handed back and used again.
+    let (outer_ip, n) = (v.outer_ip, 10_000u64);
     let ns = v.ns.clone();
     let sender = std::thread::spawn(move || -> Result<(), String> {
         VethPair::enter_ns(&ns)?;
@@ -93,7 +94,8 @@ fn the_feeds_datagrams_come_through_af_xdp_and_everything_else_reaches_the_kerne
 }
 
 /// Frames no kernel stack checked: each kind of damage, to the steered destination, counted
-/// under its name and dropped; a VLAN-tagged datagram still comes through.
+/// under its name and dropped; a priority-tagged (VLAN 0) datagram still comes through; another
+/// VLAN's and a later fragment are left to the kernel.
 #[test]
 fn malformed_frames_are_counted_and_dropped() {
     let v = VethPair::new("m").unwrap();
@@ -121,17 +123,21 @@ fn malformed_frames_are_counted_and_dropped() {
     // Cut after the UDP header (the program steers what has one; shorter goes to the kernel).
     let mut short = frame(b"cut short");
     short.truncate(14 + 20 + 8 + 2);
-    let tagged = {
-        let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], mac)
-            .single_vlan(0u16.try_into().unwrap())
-            .ipv4(src, dip, 64)
-            .udp(5000, PORT);
+    let vlan = move |id: u16, payload: &[u8]| {
+        let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], mac).single_vlan(id.try_into().unwrap());
         let mut f = Vec::new();
-        b.write(&mut f, b"tagged").unwrap();
+        b.ipv4(src, dip, 64).udp(5000, PORT).write(&mut f, payload).unwrap();
         f
     };
+    let tagged = vlan(0, b"tagged"); // priority-tagged: VLAN 0 is no VLAN
     let good = frame(b"good");
-    let frames = vec![bad_sum, long_udp, fragment, short, tagged, good];
+    // Not steered, so neither taken nor counted here: another VLAN (a test feed on a trunk), and
+    // a later fragment (no UDP header, so no port to tell it by): both the kernel's.
+    let other_vlan = vlan(5, b"vlan 5");
+    let mut later_fragment = frame(b"a later fragment");
+    later_fragment[21] = 8; // offset 64 bytes
+    fix(&mut later_fragment);
+    let frames = vec![bad_sum, long_udp, fragment, short, other_vlan, later_fragment, tagged, good];
     let sender = std::thread::spawn(move || -> Result<(), String> {
         VethPair::enter_ns(&ns)?;
         let raw = RawFrames::new(&inner)?;

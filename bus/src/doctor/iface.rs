@@ -3,8 +3,9 @@
 //! with its fix.
 use super::{read, Finding, Status};
 
-/// Every finding for interface `name`.
-pub fn interface(name: &str) -> Vec<Finding> {
+/// Every finding for interface `name`; with `probe`, AF_XDP is tried on that queue (see
+/// [`super::DoctorOptions::xdp_probe`]).
+pub fn interface(name: &str, probe: Option<u32>) -> Vec<Finding> {
     let sys = std::path::Path::new("/sys/class/net").join(name);
     let check = format!("iface {name}");
     if name.is_empty() || name.contains('/') || !sys.exists() {
@@ -49,7 +50,17 @@ pub fn interface(name: &str) -> Vec<Finding> {
     } else {
         Finding::new(format!("{check} queues"), Status::Ok, format!("{queues} receive queue")).fact("rx_queues", queues)
     });
-    out.push(xdp(name, &check));
+    out.push(match probe {
+        Some(queue) => xdp(name, queue, &check),
+        None => Finding::new(
+            format!("{check} af_xdp"),
+            Status::Info,
+            "not probed: trying AF_XDP attaches a program and binds a socket, which on some drivers (i40e, ice, mlx5) resets the receive ring and drops what is in flight",
+        )
+        .remedy(format!(
+            "on an interface no live feed uses yet, or in a maintenance window: tickbus doctor --iface {name} --xdp-probe [--xdp-queue Q]"
+        )),
+    });
     let busy_poll = read("/proc/sys/net/core/busy_poll").unwrap_or_default();
     let defer = read(sys.join("napi_defer_hard_irqs")).unwrap_or_default();
     let gro = read(sys.join("gro_flush_timeout")).unwrap_or_default();
@@ -71,10 +82,10 @@ pub fn interface(name: &str) -> Vec<Finding> {
 }
 
 #[cfg(feature = "xdp")]
-fn xdp(name: &str, check: &str) -> Finding {
+fn xdp(name: &str, queue: u32, check: &str) -> Finding {
     use crate::xdp::{AttachMode, XdpIngest};
     let check = format!("{check} af_xdp");
-    match XdpIngest::probe(name, 0) {
+    match XdpIngest::probe(name, queue) {
         Ok(i) => {
             let (status, detail) = match (i.mode, i.zero_copy) {
                 (AttachMode::Native, true) => (Status::Ok, "native XDP, zero-copy: frames land in the UMEM straight from the NIC"),
@@ -91,15 +102,15 @@ fn xdp(name: &str, check: &str) -> Finding {
                 f.remedy("for the lowest ingress latency, a NIC whose driver has AF_XDP zero-copy (ice, i40e, mlx5, ...); `tickbus feed --ingest xdp` works as it is")
             }
         }
-        Err(e) => Finding::new(&check, Status::Fail, format!("AF_XDP cannot open here: {e}")).remedy(
-            "run as root; detach another XDP program (`ip link set IF xdp off`) if one is attached (a feed running?)"
+        Err(e) => Finding::new(&check, Status::Fail, format!("AF_XDP cannot open on queue {queue}: {e}")).remedy(
+            "run as root; if another XDP program is attached (`ip link show IF` names it), that is another feed or another tool's: only a stale one of tickbus's (`tickbus_feed_steer`) is safe to detach, with `ip link set IF xdp off`"
                 .replace("IF", name),
         ),
     }
 }
 
 #[cfg(not(feature = "xdp"))]
-fn xdp(_: &str, check: &str) -> Finding {
+fn xdp(_: &str, _: u32, check: &str) -> Finding {
     Finding::new(
         format!("{check} af_xdp"),
         Status::Info,

@@ -105,6 +105,10 @@ pub struct DoctorOptions {
     /// The interface a feed's lines arrive on: what ingest it can do (AF_XDP's mode and
     /// zero-copy, receive queues, busy polling). None: not checked.
     pub iface: Option<String>,
+    /// Try AF_XDP on that interface's receive queue (Some(queue)): attaches a program that
+    /// steers nothing and binds a socket for a moment. Off by default: on some drivers that
+    /// resets the receive ring, dropping what a live feed has in flight.
+    pub xdp_probe: Option<u32>,
 }
 
 impl Default for DoctorOptions {
@@ -116,6 +120,7 @@ impl Default for DoctorOptions {
             hugepage_dir: crate::shm::ShmOptions::default().hugepage_dir,
             min_free_hugepages: 1,
             iface: None,
+            xdp_probe: None,
         }
     }
 }
@@ -180,7 +185,7 @@ pub fn diagnose(opts: &DoctorOptions) -> Diagnosis {
     findings.extend(cpu::cores(&opts.cores));
     findings.extend(rdma);
     if let Some(name) = &opts.iface {
-        findings.extend(iface::interface(name));
+        findings.extend(iface::interface(name, opts.xdp_probe));
     }
     Diagnosis { identity: identity::identity(), findings }
 }

@@ -28,14 +28,19 @@ pub struct XdpOptions {
     pub dests: Vec<SocketAddrV4>,
     /// UMEM frames (each one packet buffer of 4 KiB): the fill and RX rings' size too.
     pub frames: u32,
+    /// The VLAN the lines arrive on (0: untagged, or priority-tagged with VLAN 0): frames of
+    /// other VLANs on a trunk (a test feed on the same group and port) go to the kernel. A NIC
+    /// that strips tags on receive (rx-vlan offload) hands XDP untagged frames: leave it 0.
+    pub vlan: u16,
     /// Generic XDP (the kernel's stack) even where the driver has native XDP.
     pub generic: bool,
     /// Zero-copy required (an error where the driver has none) rather than tried, then copy.
     pub require_zero_copy: bool,
     /// Check the UDP checksum of datagrams that carry one (the IPv4 header's is always checked).
-    /// Off by default: a sender on this host (a veth) leaves it to checksum offload, so its
-    /// frames carry a partial sum that only a NIC would complete, and a real NIC has already
-    /// checked it on receive (its verdict is not in the frame AF_XDP hands over).
+    /// Off by default, because a sender on this host (a veth) leaves it to checksum offload and
+    /// its frames carry a partial sum only a NIC would complete. On a real NIC turn it on
+    /// (`tickbus feed --xdp-udp-checksum`): the NIC only flags a bad checksum, the kernel's
+    /// stack is what drops it, and AF_XDP bypasses that stack.
     pub udp_checksum: bool,
 }
 
@@ -48,6 +53,7 @@ impl XdpOptions {
             queue: 0,
             dests,
             frames: 4096,
+            vlan: 0,
             generic: false,
             require_zero_copy: false,
             udp_checksum: false,
@@ -77,33 +83,40 @@ pub struct IngestStats {
     pub datagrams: u64,
     /// Malformed frames, by why (counted and dropped).
     pub refused: FrameCounts,
-    /// Well-formed datagrams to another destination (a fragment's address matched; or a
-    /// program of another ingest on the same queue).
+    /// Well-formed datagrams to another destination or VLAN (another ingest's program on the
+    /// queue).
     pub other_destination: u64,
     /// Syscalls made because the kernel asked (the fill ring's need-wakeup flag).
     pub wakeups: u64,
+    /// Polls after which some frames waited for room on the fill ring (handed back next poll).
+    pub refill_waits: u64,
 }
 
 /// The UMEM's memory: a private anonymous mapping, in hugepages where the system has them.
 struct Area {
     ptr: NonNull<u8>,
+    /// Bytes the UMEM uses.
     len: usize,
+    /// Bytes mapped (`len` rounded up to a whole hugepage: munmap of a hugetlb mapping takes
+    /// whole pages, and a part would fail and leak the pages).
+    mapped: usize,
     hugepages: bool,
 }
 
 impl Area {
     fn new(len: usize) -> Result<Area, XdpError> {
-        let map = |flags| {
+        let map = |len: usize, flags| {
             // SAFETY: a new private anonymous mapping (no fd, no fixed address): it aliases
             // nothing; the result is checked against MAP_FAILED.
             let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
             (p != libc::MAP_FAILED).then_some(p)
         };
         let base = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
-        let (p, hugepages) = match map(base | libc::MAP_HUGETLB | (21 << libc::MAP_HUGE_SHIFT)) {
-            Some(p) => (p, true),
-            None => match map(base) {
-                Some(p) => (p, false),
+        let huge = len.div_ceil(HUGEPAGE) * HUGEPAGE;
+        let (p, hugepages, mapped) = match map(huge, base | libc::MAP_HUGETLB | (21 << libc::MAP_HUGE_SHIFT)) {
+            Some(p) => (p, true, huge),
+            None => match map(len, base) {
+                Some(p) => (p, false, len),
                 None => {
                     return Err(XdpError::Io {
                         what: "mapping the UMEM",
@@ -113,14 +126,22 @@ impl Area {
             },
         };
         let ptr = NonNull::new(p.cast::<u8>()).expect("mmap never returns null on success");
-        Ok(Area { ptr, len, hugepages })
+        Ok(Area { ptr, len, mapped, hugepages })
     }
 
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: `ptr` is a live mapping of `len` readable bytes until drop; the kernel writes
-        // only frames this side handed it on the fill ring and has not yet returned on the RX
-        // ring, and this side reads only frames returned and not yet handed back.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    /// The bytes of one frame the RX ring returned, if the descriptor lies inside the UMEM.
+    /// Only that frame is borrowed: the kernel may be writing others meanwhile.
+    #[inline]
+    fn frame(&self, addr: u64, len: u32) -> Option<&[u8]> {
+        let (at, len) = (usize::try_from(addr).ok()?, len as usize);
+        if at.checked_add(len)? > self.len {
+            return None;
+        }
+        // SAFETY: `at..at + len` lies inside the live mapping (checked above); the frame was
+        // returned on the RX ring, so the kernel wrote it before publishing the descriptor and
+        // writes it again only after it is back on the fill ring, which happens after this
+        // borrow ends (`poll` hands frames back once every one of the batch is read).
+        Some(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(at), len) })
     }
 }
 
@@ -128,7 +149,7 @@ impl Drop for Area {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly the mapping made in `new`; the socket that used it (the
         // kernel's reference) is closed before: `XdpIngest` declares its rings first.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.mapped) };
     }
 }
 
@@ -145,9 +166,12 @@ pub struct XdpIngest {
     /// receive nothing, the XDP program takes the datagrams first.
     _groups: Vec<UdpSocket>,
     area: Area,
-    /// Frame addresses to hand back to the fill ring (allocated once).
+    /// Frame addresses to hand back to the fill ring (allocated once); the first `pending`
+    /// are ones the fill ring had no room for yet.
     refill: Box<[u64]>,
+    pending: usize,
     dests: Vec<SocketAddrV4>,
+    vlan: u16,
     udp_checksum: bool,
     zero_copy: bool,
     stats: IngestStats,
@@ -159,10 +183,15 @@ impl std::fmt::Debug for XdpIngest {
     }
 }
 
+/// A 2 MiB hugepage.
+const HUGEPAGE: usize = 2 << 20;
+
 /// How long a busy queue is waited for (see [`XdpIngest::open_any`]).
 const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The size of a UMEM frame (a page: the largest copy mode takes, and a jumbo frame fits).
+/// The size of a UMEM frame (a page, the largest copy mode takes): frames up to 3,840 bytes
+/// (the page less the kernel's headroom and tail room); the kernel drops longer ones, counted
+/// in [`XdpIngest::kernel_drops`]. A feed's datagrams fit an Ethernet MTU.
 const FRAME: u32 = 4096;
 
 impl XdpIngest {
@@ -185,6 +214,13 @@ impl XdpIngest {
     }
 
     fn open_any(opts: &XdpOptions) -> Result<XdpIngest, XdpError> {
+        if opts.queue >= super::program::MAX_QUEUES {
+            return Err(XdpError::Config(format!(
+                "queue {}: the program's socket map holds queues 0 to {}",
+                opts.queue,
+                super::program::MAX_QUEUES - 1
+            )));
+        }
         let frames = opts.frames.clamp(64, 1 << 20).next_power_of_two();
         let attempts: &[bool] = if opts.require_zero_copy { &[true] } else { &[true, false] };
         // A queue whose last socket just closed (a feed restarted, a doctor's probe) stays busy
@@ -244,7 +280,7 @@ impl XdpIngest {
             }
         }
         let groups = join_groups(&opts.dests, info.ifindex())?;
-        let steering = Steering::attach(&opts.iface, &opts.dests, opts.queue, rx.as_raw_fd(), opts.generic)?;
+        let steering = Steering::attach(&opts.iface, &opts.dests, opts.vlan, opts.queue, rx.as_raw_fd(), opts.generic)?;
         Ok(XdpIngest {
             steering,
             rx,
@@ -255,7 +291,9 @@ impl XdpIngest {
             _groups: groups,
             area,
             refill: vec![0; frames as usize].into_boxed_slice(),
+            pending: 0,
             dests: opts.dests.clone(),
+            vlan: opts.vlan,
             udp_checksum: opts.udp_checksum,
             zero_copy,
             stats: IngestStats::default(),
@@ -288,22 +326,22 @@ impl XdpIngest {
     /// need-wakeup flag; no allocation.
     #[inline]
     pub fn poll(&mut self, max: u32, mut f: impl FnMut(&UdpFrame<'_>)) -> usize {
-        let XdpIngest { rx, fill, area, refill, dests, udp_checksum, stats, .. } = self;
-        let bytes = area.bytes();
-        let max = max.min(refill.len() as u32);
+        let XdpIngest { rx, fill, area, refill, pending, dests, vlan, udp_checksum, stats, .. } = self;
+        // Frames not yet back on the fill ring (it had no room last time) come first.
+        let max = max.min((refill.len() - *pending) as u32);
         let mut n = 0usize;
         {
             let mut r = rx.receive(max);
             while let Some(d) = r.read() {
-                refill[n] = d.addr;
+                refill[*pending + n] = d.addr;
                 n += 1;
                 stats.frames += 1;
-                let Some(frame) = bytes.get(d.addr as usize..d.addr as usize + d.len as usize) else {
+                let Some(frame) = area.frame(d.addr, d.len) else {
                     stats.refused.truncated += 1; // a descriptor outside the UMEM: never from a sane kernel
                     continue;
                 };
                 match parse_udp(frame, *udp_checksum) {
-                    Ok(u) if dests.contains(&u.dst) => {
+                    Ok(u) if dests.contains(&u.dst) && u.vlan.unwrap_or(0) == *vlan => {
                         stats.datagrams += 1;
                         f(&u);
                     }
@@ -313,11 +351,17 @@ impl XdpIngest {
             }
             r.release();
         }
-        if n > 0 {
-            let mut w = fill.fill(n as u32);
-            // The fill ring holds every frame: the ones just taken always fit back.
-            w.insert(refill[..n].iter().copied());
+        let back = *pending + n;
+        if back > 0 {
+            // The kernel publishes a batch's RX descriptors before it moves the fill ring's
+            // consumer: room for all of them may not show yet. What does not fit waits for the
+            // next poll, never dropped (a frame dropped here would be gone for the day).
+            let mut w = fill.fill(back as u32);
+            let put = w.insert(refill[..back].iter().copied()) as usize;
             w.commit();
+            refill.copy_within(put..back, 0);
+            *pending = back - put;
+            stats.refill_waits += u64::from(*pending > 0);
         }
         if fill.needs_wakeup() {
             stats.wakeups += 1;

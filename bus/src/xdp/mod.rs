@@ -26,7 +26,7 @@ pub enum XdpError {
         why: String,
     },
     /// A system call failed.
-    #[error("AF_XDP ingest: {what}: {why} (root, or CAP_NET_ADMIN and CAP_BPF, is needed)")]
+    #[error("AF_XDP ingest: {what}: {why} (run as root: the socket needs CAP_NET_RAW, the UMEM CAP_IPC_LOCK or room in RLIMIT_MEMLOCK, the program CAP_NET_ADMIN and CAP_BPF)")]
     Io {
         /// What was being done.
         what: &'static str,
@@ -60,7 +60,7 @@ pub enum XdpError {
         why: String,
     },
     /// Attaching the program to the interface failed.
-    #[error("AF_XDP ingest: attaching the XDP program to {iface}: {why} (another XDP program attached there? `ip link show {iface}`; detach it with `ip link set {iface} xdp off`)")]
+    #[error("AF_XDP ingest: attaching the XDP program to {iface}: {why} (another XDP program attached there? `ip link show {iface}` names it: another feed, or another tool's; only a stale one of tickbus's (`tickbus_feed_steer`) is safe to detach, with `ip link set {iface} xdp off`)")]
     Attach {
         /// The interface.
         iface: String,

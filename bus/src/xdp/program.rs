@@ -18,6 +18,8 @@ static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR")
 
 /// Destinations the program steers (the C side's `MAX_STEER`).
 pub(crate) const MAX_STEER: usize = 8;
+/// Receive queues the socket map holds (the C side's XSKS `max_entries`).
+pub(crate) const MAX_QUEUES: u32 = 64;
 
 /// One steered destination, network byte order (the C side's `struct steer`).
 #[repr(C)]
@@ -25,7 +27,7 @@ pub(crate) const MAX_STEER: usize = 8;
 struct Steer {
     addr: u32,
     port: u16,
-    pad: u16,
+    vlan: u16,
 }
 // SAFETY: plain old data: integers only, no padding (4 + 2 + 2 bytes), any bit pattern valid.
 unsafe impl Pod for Steer {}
@@ -62,12 +64,13 @@ impl AsRawFd for Fd {
 }
 
 impl Steering {
-    /// Loads the program with `dests` steered, registers the AF_XDP socket `xsk` for `queue`,
+    /// Loads the program with `dests` steered (arriving on VLAN `vlan`; 0: untagged), registers the AF_XDP socket `xsk` for `queue`,
     /// then attaches to `iface` (native first unless `generic`, else generic): nothing is
     /// redirected before the socket is there to take it.
     pub(crate) fn attach(
         iface: &str,
         dests: &[SocketAddrV4],
+        vlan: u16,
         queue: u32,
         xsk: RawFd,
         generic: bool,
@@ -85,7 +88,7 @@ impl Steering {
                 .try_into()
                 .map_err(|e: aya::maps::MapError| XdpError::Program { what: "the STEER map", why: e.to_string() })?;
             for (k, d) in dests.iter().enumerate() {
-                let s = Steer { addr: u32::from_ne_bytes(d.ip().octets()), port: d.port().to_be(), pad: 0 };
+                let s = Steer { addr: u32::from_ne_bytes(d.ip().octets()), port: d.port().to_be(), vlan };
                 steer
                     .set(k as u32, s, 0)
                     .map_err(|e| XdpError::Program { what: "setting a destination", why: e.to_string() })?;
@@ -108,13 +111,19 @@ impl Steering {
         prog.load()
             .map_err(|e| XdpError::Program { what: "loading the program (the verifier)", why: e.to_string() })?;
         let mode = if generic {
-            prog.attach(iface, XdpMode::Skb).map(|_| AttachMode::Generic)
+            prog.attach(iface, XdpMode::Skb).map(|_| AttachMode::Generic).map_err(|e| e.to_string())
         } else {
-            prog.attach(iface, XdpMode::Driver)
-                .map(|_| AttachMode::Native)
-                .or_else(|_| prog.attach(iface, XdpMode::Skb).map(|_| AttachMode::Generic))
+            match prog.attach(iface, XdpMode::Driver) {
+                Ok(_) => Ok(AttachMode::Native),
+                // Both reasons kept: a native refusal (an MTU too large for native XDP, say)
+                // is what the operator needs when generic fails too.
+                Err(native) => prog
+                    .attach(iface, XdpMode::Skb)
+                    .map(|_| AttachMode::Generic)
+                    .map_err(|generic| format!("native: {native}; generic: {generic}")),
+            }
         }
-        .map_err(|e| XdpError::Attach { iface: iface.into(), why: e.to_string() })?;
+        .map_err(|why| XdpError::Attach { iface: iface.into(), why })?;
         Ok(Steering { _ebpf: ebpf, mode })
     }
 

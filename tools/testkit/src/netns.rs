@@ -33,7 +33,10 @@ impl VethPair {
     /// names stay within 15 bytes), with multicast routed out of the namespace's side.
     pub fn new(tag: &str) -> Result<VethPair, String> {
         let id = std::process::id() % 100_000;
-        let (x, y) = (((id >> 8) % 200 + 20) as u8, (id & 0xff) as u8);
+        // The subnet from the tag and the pid: pairs a process makes at once (tests run in
+        // parallel threads) must not share one, or the host's routes to them would collide.
+        let t = tag.bytes().fold(0u32, |a, b| a.wrapping_mul(31).wrapping_add(u32::from(b)));
+        let (x, y) = ((t % 200 + 20) as u8, (id % 256) as u8);
         let v = VethPair {
             ns: format!("tb{tag}{id}"),
             outer: format!("tb{tag}o{id}"),
