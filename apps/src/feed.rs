@@ -348,9 +348,8 @@ impl Ingest {
         let mut o = tickbus::xdp::XdpOptions::new(iface, vec![a.line_a, a.line_b]);
         (o.queue, o.generic, o.vlan, o.udp_checksum) = (a.xdp_queue, a.xdp_generic, a.xdp_vlan, a.xdp_udp_checksum);
         let x = tickbus::xdp::XdpIngest::open(&o).map_err(|e| e.to_string())?;
-        let queues = std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
-            .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count())
-            .unwrap_or(1);
+        let i = x.info();
+        let queues = i.rx_queues;
         if queues > 1 {
             // The kernel has no socket on the lines' ports: what RSS puts on another queue is lost.
             eprintln!(
@@ -358,7 +357,6 @@ impl Ingest {
                 a.xdp_queue, a.xdp_queue
             );
         }
-        let i = x.info();
         eprintln!(
             "feed: AF_XDP on {iface} queue {}: {:?} XDP, {}, UMEM in {}",
             a.xdp_queue,

@@ -34,9 +34,7 @@ pub fn interface(name: &str, probe: Option<u32>) -> Vec<Finding> {
             f.remedy(format!("bring it up: ip link set {name} up"))
         }
     }];
-    let queues = std::fs::read_dir(sys.join("queues"))
-        .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count())
-        .unwrap_or(0);
+    let queues = crate::sys::net::rx_queues(name).unwrap_or(0);
     out.push(if queues > 1 {
         Finding::new(
             format!("{check} queues"),

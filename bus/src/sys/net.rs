@@ -121,3 +121,9 @@ pub fn ipv4_interfaces() -> io::Result<Vec<(String, std::net::Ipv4Addr)>> {
     unsafe { libc::freeifaddrs(head) };
     Ok(out)
 }
+
+/// The receive queues of interface `name` (`/sys/class/net/NAME/queues/rx-*`).
+pub fn rx_queues(name: &str) -> io::Result<usize> {
+    let d = std::fs::read_dir(std::path::Path::new("/sys/class/net").join(name).join("queues"))?;
+    Ok(d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count())
+}

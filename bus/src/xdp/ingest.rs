@@ -71,6 +71,10 @@ pub struct IngestInfo {
     pub zero_copy: bool,
     /// Whether the UMEM is in 2 MiB hugepages (else 4 KiB pages: more TLB misses).
     pub hugepages: bool,
+    /// The interface's receive queues: more than one, and what the NIC hashes to another
+    /// queue than the bound one never reaches this socket (the kernel has no socket on the
+    /// port either, so it is lost).
+    pub rx_queues: usize,
 }
 
 /// What the ingest has taken and refused.
@@ -174,6 +178,7 @@ pub struct XdpIngest {
     vlan: u16,
     udp_checksum: bool,
     zero_copy: bool,
+    rx_queues: usize,
     stats: IngestStats,
 }
 
@@ -196,7 +201,7 @@ const FRAME: u32 = 4096;
 
 impl XdpIngest {
     /// Opens the socket, fills its fill ring, joins multicast groups and attaches the program.
-    /// Needs root (CAP_NET_ADMIN, CAP_BPF) and an interface that is up.
+    /// Needs root (see [`XdpError::Io`]) and an interface that is up.
     pub fn open(opts: &XdpOptions) -> Result<XdpIngest, XdpError> {
         if opts.dests.is_empty() {
             return Err(XdpError::Config("no destination to take: give the lines' group:port".into()));
@@ -296,13 +301,19 @@ impl XdpIngest {
             vlan: opts.vlan,
             udp_checksum: opts.udp_checksum,
             zero_copy,
+            rx_queues: crate::sys::net::rx_queues(&opts.iface).unwrap_or(1),
             stats: IngestStats::default(),
         })
     }
 
     /// How it is attached.
     pub fn info(&self) -> IngestInfo {
-        IngestInfo { mode: self.steering.mode(), zero_copy: self.zero_copy, hugepages: self.area.hugepages }
+        IngestInfo {
+            mode: self.steering.mode(),
+            zero_copy: self.zero_copy,
+            hugepages: self.area.hugepages,
+            rx_queues: self.rx_queues,
+        }
     }
 
     /// What it has taken and refused.

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use hdrhistogram::Histogram;
 use tickbus::feed::{Arbiter, ArbiterOptions, DatagramBatch, Line, Out};
 use tickbus::ring::{HeapMemory, RingConfig, RingWriter};
-use tickbus::time::Tsc;
+use tickbus::time::{Tsc, TscScale};
 use tickbus::xdp::{XdpIngest, XdpOptions};
 use tickbus::{Mode, Publisher};
 use tickbus_codecs::moldudp64::{Packet, PacketBuilder};
@@ -27,7 +27,7 @@ use tickbus_codecs::normalize::Normalizer;
 use tickbus_codecs::synth::{DayConfig, DayGenerator};
 use tickbus_testkit::netns::VethPair;
 
-use super::harness::{histogram, pin};
+use super::harness::{histogram, pin, spin_until};
 use crate::model::{Backlog, Kind, Row, Section};
 
 const PORT: u16 = 31700;
@@ -228,17 +228,16 @@ fn measure(
     let mut feed = Feed::new()?;
     let packets = packets(n);
     let (ready_tx, ready_rx) = mpsc::channel::<()>();
-    let ns = v.ns.clone();
+    let (ns, scale) = (v.ns.clone(), TscScale { ticks_per_ns });
     let sender = std::thread::spawn(move || -> Result<Backlog, String> {
         VethPair::enter_ns(&ns)?;
         pin(cores.0).map_err(|e| e.to_string())?;
         let s = UdpSocket::bind("0.0.0.0:0").map_err(|e| e.to_string())?;
         s.connect(dst).map_err(|e| e.to_string())?;
         ready_rx.recv().map_err(|e| e.to_string())?;
-        send_open_loop(&s, packets, rate)
+        send_open_loop(&s, packets, rate, scale)
     });
     let tsc = Tsc::new();
-    let ticks_ns = |d: u64| (d as f64 / ticks_per_ns) as u64;
     let mut h = histogram();
     let mut got = 0u64;
     let _ = ready_tx.send(());
@@ -247,7 +246,7 @@ fn measure(
     let mut quiet_since: Option<Instant> = None;
     let record = |d: &[u8], at: u64, h: &mut Histogram<u64>| {
         if let Some(sent) = sent_at(d, at) {
-            h.saturating_record(ticks_ns(at.saturating_sub(sent)).max(1));
+            h.saturating_record(scale.delta_ns(sent, at).max(1));
         }
     };
     while got < n && Instant::now() < deadline {
@@ -311,22 +310,17 @@ fn packets(n: u64) -> Vec<Vec<u8>> {
 
 /// Sends each packet at its intended time (rate apart), its TSC stamped just before `send`;
 /// says how far behind the schedule the sends fell.
-fn send_open_loop(s: &UdpSocket, mut packets: Vec<Vec<u8>>, rate: u64) -> Result<Backlog, String> {
+fn send_open_loop(s: &UdpSocket, mut packets: Vec<Vec<u8>>, rate: u64, scale: TscScale) -> Result<Backlog, String> {
     let tsc = Tsc::new();
-    let ticks_per_s = tsc.measure_ticks_per_ns(Duration::from_millis(20)) * 1e9;
-    let interval = ticks_per_s / rate as f64;
-    let start = tsc.now() + (ticks_per_s / 100.0) as u64;
+    let interval = scale.ticks_per_ns * 1e9 / rate as f64;
+    let start = tsc.now() + (scale.ticks_per_ns * 1e7) as u64; // 10 ms to settle
     let (mut max_behind, mut late) = (0u64, 0u64);
-    let late_ticks = (crate::model::BACKLOG_LATE_NS as f64 * ticks_per_s / 1e9) as u64;
+    let late_ticks = (crate::model::BACKLOG_LATE_NS as f64 * scale.ticks_per_ns) as u64;
     let n = packets.len() as u64;
     let mut last = start;
     for (k, p) in packets.iter_mut().enumerate() {
         let due = start + (k as f64 * interval) as u64;
-        let mut now = tsc.now();
-        while now < due {
-            std::hint::spin_loop();
-            now = tsc.now();
-        }
+        let now = spin_until(&tsc, due);
         let behind = now - due;
         max_behind = max_behind.max(behind);
         late += u64::from(behind > late_ticks);
@@ -335,13 +329,12 @@ fn send_open_loop(s: &UdpSocket, mut packets: Vec<Vec<u8>>, rate: u64) -> Result
         s.send(p).map_err(|e| format!("sending datagram {k}: {e}"))?;
         last = tsc.now();
     }
-    let secs = (last - start) as f64 / ticks_per_s;
     Ok(Backlog {
-        max_behind_ns: (max_behind as f64 * 1e9 / ticks_per_s) as u64,
+        max_behind_ns: scale.delta_ns(0, max_behind),
         late_sends: late,
         sends: n,
         asked_msgs_per_s: rate as f64,
-        sustained_msgs_per_s: if secs > 0.0 { n as f64 / secs } else { 0.0 },
+        sustained_msgs_per_s: n as f64 * 1e9 / scale.delta_ns(start, last).max(1) as f64,
     })
 }
 
