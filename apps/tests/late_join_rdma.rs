@@ -31,7 +31,7 @@ fn over_mcast() -> Result<(), Failed> {
     let dev = |i: usize, var: &str| std::env::var(var).ok().or_else(|| d.get(i).cloned()).ok_or("no RDMA device");
     let (exchange_dev, trader_dev) = (dev(0, "TICKBUS_RDMA_DEVICE")?, dev(1, "TICKBUS_RDMA_PEER_DEVICE")?);
     let dir = std::env::temp_dir().join(format!("late-join-rdma-{}", std::process::id()));
-    let day = common::day(&dir, 5000);
+    let day = common::day(&dir, 10_000);
     let want = common::offline_digest(&day);
     let journal = dir.join("journal");
     let journal = journal.to_str().ok_or("path")?;
@@ -56,9 +56,17 @@ fn over_mcast() -> Result<(), Failed> {
     a_args.extend(common);
     let a = common::spawn(&a_args);
 
-    // Part-way through the day (12 s at 400 msg/s; the trader's start-up takes seconds under
-    // TCG): trader B and its gateway.
-    std::thread::sleep(Duration::from_secs(3));
+    // Part-way through the day: trader B and its gateway, once the exchange has published (the
+    // journal holds a message). A fixed sleep is no join point: under TCG the exchange starts
+    // when trader A has connected, 2 s to more than 8 s after it started. Nor is a later one:
+    // with the exchange, the recorder and A busy-polling the guest's two vCPUs, B's and C's
+    // start-up took 30-50 s (a million-order book pre-touched, rings made, RDMA connected),
+    // longer than a 5,000-message day: they read it all from the journal and never saw the
+    // group live. The day is 10,000 messages (about 90 s at the 180-250 msg/s the guest
+    // sustains).
+    let t0 = std::time::Instant::now();
+    wait_for_journal(journal, 1, &exchange)?;
+    eprintln!("the exchange is publishing (after {:.1?}): traders B and C join", t0.elapsed());
     let mut g_args = vec!["gateway", "--exit-with-trader", "--device", &trader_dev];
     g_args.extend(b_net);
     g_args.extend(common);
@@ -135,4 +143,26 @@ fn over_mcast() -> Result<(), Failed> {
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// Waits until the journal at `dir` holds `messages` records (the exchange is publishing and
+/// the recorder keeping up), or fails after 120 s or if the exchange `ex` has exited.
+fn wait_for_journal(dir: &str, messages: u64, ex: &common::Running) -> Result<(), Failed> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let held = tickbus::journal::JournalReader::open(std::path::Path::new(dir))
+            .ok()
+            .and_then(|r| r.cursor().for_each(|_| ()).ok())
+            .unwrap_or(0);
+        if held >= messages {
+            return Ok(());
+        }
+        if ex.exited() {
+            return Err(format!("the exchange exited before the journal held {messages} messages ({held})").into());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("the journal held {held} of {messages} messages after 120 s: is the exchange publishing and the recorder recording?").into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -34,6 +34,22 @@ pub fn spawn_env(args: &[&str], env: &[(&str, &str)]) -> Running {
     Running(Some(child))
 }
 
+impl Running {
+    /// Whether the child has exited (it is not reaped: [`finish`] still reads its output).
+    pub fn exited(&self) -> bool {
+        self.0.as_ref().is_some_and(|c| {
+            // SAFETY: siginfo_t is plain data (all-zero is valid); WNOWAIT leaves the child
+            // waitable, and si_pid is read from the `info` waitid filled (or left zero: no
+            // child changed state).
+            unsafe {
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+                libc::waitid(libc::P_PID, c.id(), &mut info, flags) == 0 && info.si_pid() != 0
+            }
+        })
+    }
+}
+
 /// Waits for a child and parses the JSON summary it printed last; fails with its stderr.
 pub fn finish(mut running: Running, what: &str) -> Result<serde_json::Value, String> {
     let child = running.0.take().expect("running");
