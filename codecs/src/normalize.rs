@@ -248,7 +248,7 @@ mod tests {
     #[test]
     fn a_generated_day_normalises_to_events_that_rebuild_the_same_tops() {
         let mut day = Vec::new();
-        write_itch(DayConfig { seed: 3, stocks: 5, messages: 20_000 }, &mut day).unwrap();
+        write_itch(DayConfig::new(3, 5, 20_000), &mut day).unwrap();
         let mut n = Normalizer::new();
         let (mut adds, mut execs, mut quotes, mut other) = (0, 0, 0, 0);
         let mut last_quote = std::collections::HashMap::new();

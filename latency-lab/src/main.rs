@@ -75,6 +75,18 @@ pub struct SuiteArgs {
     /// day. It is memory-mapped, never read whole: do not truncate it while the lab runs.
     #[arg(long)]
     pub itch: Option<PathBuf>,
+    /// Stocks in the TotalView-scale day of the book benchmark.
+    #[arg(long, default_value_t = 8_000)]
+    pub book_stocks: u16,
+    /// Live orders the TotalView-scale day builds up to (its peak).
+    #[arg(long, default_value_t = 1_100_000)]
+    pub book_peak_orders: u64,
+    /// Order-flow messages in the TotalView-scale day (the build-up takes about 1.9 per order).
+    #[arg(long, default_value_t = 3_000_000)]
+    pub book_messages: u64,
+    /// Paired rounds (book and floor back to back, order alternating) of the book benchmark.
+    #[arg(long, default_value_t = 6)]
+    pub book_rounds: u32,
     /// Messages the recorder and journal-read benchmarks write and read.
     #[arg(long, default_value_t = 2_000_000)]
     pub journal_messages: u64,
@@ -124,6 +136,9 @@ pub enum Part {
     Throughput,
     /// ITCH decode and the order book.
     Itch,
+    /// The order book at TotalView scale (~8,000 stocks, over a million live orders) beside
+    /// its floor.
+    Book,
     /// The journal: recorder, read, replay pacing, sustained recording.
     Journal,
     /// Fan-out: one shm ring read by 1, 2 and 4 consumer processes.

@@ -44,6 +44,14 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         "0.25",
         "--wire-seconds",
         "0.2",
+        "--book-stocks",
+        "300",
+        "--book-peak-orders",
+        "20000",
+        "--book-messages",
+        "60000",
+        "--book-rounds",
+        "3",
         "--rdma-report",
         "/nonexistent/report.json",
         "--out",
@@ -127,6 +135,21 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     assert!(one_way["rows"].as_array().unwrap().iter().all(|r| r["count"] == 5_000 && r["late_sends"].is_u64()));
     assert!(rep["throughput"].as_array().unwrap().iter().all(|t| t["msgs_per_s"].as_f64().unwrap() > 0.0));
     assert!(rep["itch"]["decode"].as_array().unwrap().len() == 4);
+    // The book at scale: the day built up to its peak, three paired rounds (order alternating),
+    // the book and its floor agreeing on what rests (the run fails otherwise), a verdict drawn.
+    let b = &rep["book"];
+    assert_eq!((b["stocks"].as_u64(), b["reserved_orders"].as_u64()), (Some(300), Some(65_536)), "{b}");
+    assert!((20_000..20_100).contains(&b["peak_orders"].as_u64().unwrap()), "{b}");
+    let rounds = b["rounds"].as_array().unwrap();
+    assert_eq!(rounds.iter().map(|r| r["book_first"].as_bool().unwrap()).collect::<Vec<_>>(), [true, false, true]);
+    assert!(rounds.iter().all(|r| r["book"]["p99_ns"].as_u64() > Some(0) && r["floor"]["p99_ns"].as_u64() > Some(0)));
+    assert!(
+        b["p99_ratio"]["median"].as_f64().unwrap() > 0.0
+            && ["met", "not_met"].contains(&b["verdict"].as_str().unwrap())
+    );
+    assert!(b["book_bytes_per_order"].as_f64().unwrap() > 0.0, "{b}");
+    assert!(b["by_type"].as_array().unwrap().iter().any(|t| t["code"] == "A"), "{b}");
+    assert!(text.contains("order book at TotalView scale") && text.contains("target: book p99 <= 1.5x"), "{text}");
     assert!(rep["tick_to_trade"]["rows"][0]["count"].as_u64().unwrap() > 5000, "every tick reached the strategy");
     let j = &rep["journal"];
     assert_eq!(j["messages"], 50_000);

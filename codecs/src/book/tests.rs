@@ -221,22 +221,22 @@ fn replay(cfg: DayConfig, every: u64) {
 
 #[test]
 fn replayed_generated_days_keep_every_invariant_and_agree_with_the_reference() {
-    replay(DayConfig { seed: 1, stocks: 5, messages: 20_000 }, 97);
-    replay(DayConfig { seed: 2, stocks: 40, messages: 60_000 }, 1_009);
+    replay(DayConfig::new(1, 5, 20_000), 97);
+    replay(DayConfig::new(2, 40, 60_000), 1_009);
 }
 
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(8))]
     #[test]
     fn any_seed_replays_cleanly(seed in 0u64..u64::MAX, stocks in 1u16..30) {
-        replay(DayConfig { seed, stocks, messages: 5_000 }, 499);
+        replay(DayConfig::new(seed, stocks, 5_000), 499);
     }
 }
 
 #[test]
 fn the_book_reads_the_stock_directory() {
     let mut b = OrderBook::with_capacity(4, 1);
-    let mut g = DayGenerator::new(DayConfig { seed: 5, stocks: 3, messages: 0 });
+    let mut g = DayGenerator::new(DayConfig::new(5, 3, 0));
     while let Some(bytes) = g.next_message() {
         b.apply(&parse(bytes, 0).unwrap()).unwrap();
     }
@@ -249,7 +249,7 @@ fn the_book_reads_the_stock_directory() {
 #[test]
 fn a_pre_touched_or_cleared_book_replays_a_day_exactly_as_a_new_one() {
     let day = |b: &mut OrderBook| {
-        let mut g = DayGenerator::new(DayConfig { seed: 9, stocks: 6, messages: 5_000 });
+        let mut g = DayGenerator::new(DayConfig::new(9, 6, 5_000));
         while let Some(bytes) = g.next_message() {
             let _ = b.apply(&parse(bytes, 0).unwrap());
         }
@@ -268,6 +268,7 @@ fn a_pre_touched_or_cleared_book_replays_a_day_exactly_as_a_new_one() {
     day(&mut reused);
     assert_eq!(reused.totals(), fresh.totals());
     assert_eq!(reused.resting_orders(), fresh.resting_orders());
+    assert_eq!(reused.digest(), fresh.digest());
     assert!(fresh.resting_orders() > 0 && fresh.name(1).is_some());
     for locate in 1..=6 {
         for side in [Side::Bid, Side::Ask] {

@@ -289,7 +289,7 @@ mod tests {
     #[test]
     fn short_reads_and_buffer_boundaries_give_the_same_messages_as_the_in_memory_walk() {
         let mut day = Vec::new();
-        crate::synth::write_itch(crate::synth::DayConfig { seed: 9, stocks: 5, messages: 20_000 }, &mut day).unwrap();
+        crate::synth::write_itch(crate::synth::DayConfig::new(9, 5, 20_000), &mut day).unwrap();
         assert!(day.len() > 4 * BUF, "the file spans several buffer refills");
         for chunk in [1, 7, 4096, usize::MAX] {
             let mut r = ItchFileReader::new(Trickle(&day, chunk));

@@ -25,7 +25,7 @@ fn udp_frame(dport: u16, payload: &[u8]) -> Vec<u8> {
 
 #[test]
 fn a_generated_capture_carries_the_same_messages_as_the_generated_file_in_sequence() {
-    let cfg = DayConfig { seed: 21, stocks: 30, messages: 20_000 };
+    let cfg = DayConfig::new(21, 30, 20_000);
     let mut pcap = Vec::new();
     let sum = write_pcap(cfg, &mut pcap, Endpoints::default()).unwrap();
     let mut itch = Vec::new();

@@ -43,18 +43,29 @@ pub struct DayConfig {
     pub stocks: u16,
     /// Order-flow messages (the directory, system events and crosses come on top).
     pub messages: u64,
+    /// Build the book up to this many resting orders before the flow settles (0: no build-up,
+    /// the book stays near its equilibrium of a few thousand orders). A TotalView-scale day
+    /// (about 8,000 instruments, over a million live orders at the peak) sets it; while
+    /// building, most events are adds.
+    pub peak_orders: u64,
 }
 
 impl DayConfig {
     /// A day of `messages` order-flow messages over `stocks` stocks, generated from `seed`.
     pub const fn new(seed: u64, stocks: u16, messages: u64) -> DayConfig {
-        DayConfig { seed, stocks, messages }
+        DayConfig { seed, stocks, messages, peak_orders: 0 }
+    }
+
+    /// This day, its book built up to `orders` resting orders first (see
+    /// [`DayConfig::peak_orders`]).
+    pub const fn with_peak_orders(self, orders: u64) -> DayConfig {
+        DayConfig { peak_orders: orders, ..self }
     }
 }
 
 impl Default for DayConfig {
     fn default() -> DayConfig {
-        DayConfig { seed: 1, stocks: 100, messages: 1_000_000 }
+        DayConfig { seed: 1, stocks: 100, messages: 1_000_000, peak_orders: 0 }
     }
 }
 
@@ -76,6 +87,8 @@ pub struct DayGenerator {
     resting: Vec<u32>,
     pending: VecDeque<Vec<u8>>,
     flow_left: u64,
+    /// Resting orders still to build up to (0 once reached, or with no build-up).
+    build_to: u64,
     closed: bool,
     next_ref: u64,
     next_match: u64,
@@ -99,6 +112,7 @@ impl DayGenerator {
             resting: vec![0; n + 1],
             pending: VecDeque::new(),
             flow_left: cfg.messages,
+            build_to: cfg.peak_orders,
             closed: false,
             next_ref: 1,
             next_match: 1,
@@ -294,6 +308,15 @@ impl DayGenerator {
         let locate = self.zipf.sample(&mut self.rng) as u16;
         let l = usize::from(locate);
         let r: f64 = self.rng.random();
+        if self.build_to > 0 {
+            // Building up: three in five events are adds on top of the usual mix (an extra draw
+            // only on such days, so a day without build-up is the same day as before).
+            if self.book.resting_orders() as u64 >= self.build_to {
+                self.build_to = 0;
+            } else if self.rng.random_bool(0.6) {
+                return self.add(locate, t);
+            }
+        }
         if self.resting[l] < 8 || r < 0.40 {
             return self.add(locate, t);
         }

@@ -10,7 +10,7 @@ fn day(cfg: DayConfig) -> Vec<u8> {
 
 #[test]
 fn the_same_seed_gives_the_same_bytes_and_another_seed_does_not() {
-    let cfg = DayConfig { seed: 11, stocks: 20, messages: 10_000 };
+    let cfg = DayConfig::new(11, 20, 10_000);
     let a = day(cfg);
     assert_eq!(a, day(cfg));
     assert_ne!(a, day(DayConfig { seed: 12, ..cfg }));
@@ -18,7 +18,7 @@ fn the_same_seed_gives_the_same_bytes_and_another_seed_does_not() {
 
 #[test]
 fn a_day_has_the_shape_of_a_day() {
-    let cfg = DayConfig { seed: 4, stocks: 50, messages: 100_000 };
+    let cfg = DayConfig::new(4, 50, 100_000);
     let bytes = day(cfg);
     let mut counts: BTreeMap<u8, u64> = BTreeMap::new();
     let mut per_stock = vec![0u64; 51];
@@ -50,13 +50,42 @@ fn a_day_has_the_shape_of_a_day() {
     assert!(sorted[49] > 5 * sorted[25], "{sorted:?}");
 }
 
+#[test]
+fn a_day_with_a_build_up_reaches_its_peak_then_settles_and_one_without_is_unchanged() {
+    // The build-up draws an extra coin only while building: a day without it is the same
+    // bytes as before the knob existed (same length and digest as the plain day).
+    let plain = DayConfig::new(6, 200, 40_000);
+    assert_eq!(day(plain), day(plain.with_peak_orders(0)));
+
+    let cfg = plain.with_peak_orders(10_000);
+    let mut g = DayGenerator::new(cfg);
+    let (mut peak, mut at, mut k) = (0, 0, 0u64);
+    while g.next_message().is_some() {
+        k += 1;
+        let n = g.book().resting_orders();
+        if n > peak {
+            (peak, at) = (n, k);
+        }
+    }
+    assert!((10_000..10_100).contains(&peak), "built to the peak and no further: {peak}");
+    assert!(at < k / 2, "the peak comes first, then the flow settles: peak at message {at} of {k}");
+    assert!(g.book().resting_orders() < peak, "orders leave after the peak");
+    // Without a build-up, the same flow rests far fewer orders at any time.
+    let mut g = DayGenerator::new(plain);
+    let mut most = 0;
+    while g.next_message().is_some() {
+        most = most.max(g.book().resting_orders());
+    }
+    assert!(most < 5_000, "{most}");
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
     /// generate -> encode -> decode -> encode gives the same bytes, through the ITCH file and
     /// through a pcap of MoldUDP64, for any seed and shape of day.
     #[test]
     fn generated_days_round_trip_through_itch_and_pcap(seed in 0u64..u64::MAX, stocks in 1u16..40, messages in 0u64..4_000) {
-        let cfg = DayConfig { seed, stocks, messages };
+        let cfg = DayConfig::new(seed, stocks, messages);
         let itch = day(cfg);
         let mut again = ItchFileWriter::new(Vec::new());
         let n = ItchFileReader::new(&itch[..]).for_each(|r| again.write_bytes(r.message.as_bytes()).unwrap()).unwrap();

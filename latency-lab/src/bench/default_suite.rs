@@ -30,7 +30,7 @@ struct PartSpec {
 }
 
 /// The suite, in the order it runs.
-const PARTS: [PartSpec; 9] = [
+const PARTS: [PartSpec; 10] = [
     PartSpec { part: Part::Ttt, steps: |_| 1, run: tick_to_trade },
     PartSpec { part: Part::Pipeline, steps: |a| a.rates.len() as u64, run: pipeline },
     PartSpec { part: Part::Pingpong, steps: |a| a.sizes.len() as u64, run: ping_pong },
@@ -38,6 +38,7 @@ const PARTS: [PartSpec; 9] = [
     PartSpec { part: Part::Throughput, steps: |_| 1, run: throughput },
     PartSpec { part: Part::Fanout, steps: |_| 1, run: fanout },
     PartSpec { part: Part::Itch, steps: |_| 1, run: itch },
+    PartSpec { part: Part::Book, steps: |_| 1, run: book },
     PartSpec { part: Part::Journal, steps: |_| 1, run: journal_part },
     PartSpec { part: Part::Wire, steps: |_| 1, run: wire },
 ];
@@ -285,6 +286,19 @@ fn itch(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {
     let ticks_per_ns = c.ticks_per_ns;
     c.step("ITCH decode and book update beside itchy".into());
     c.rep.itch = Some(crate::bench::itch_bench::run(c.day, 5, ticks_per_ns)?);
+    c.bar.inc(1);
+    Ok(())
+}
+
+/// The order book at TotalView scale beside its floor (see `bench::book_scale`).
+fn book(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {
+    let a = c.a;
+    c.step(format!(
+        "order book at TotalView scale: {} stocks, {} live orders at the peak, beside its floor in {} rounds",
+        a.book_stocks, a.book_peak_orders, a.book_rounds
+    ));
+    let day = DayConfig::new(7, a.book_stocks, a.book_messages).with_peak_orders(a.book_peak_orders);
+    c.rep.book = Some(crate::bench::book_scale::run(day, a.book_rounds, c.cores.0, c.ticks_per_ns)?);
     c.bar.inc(1);
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The bench layer: runs what is measured (the harness, the transports and peers, the trading
 //! pipeline, fan-out, the journal, ITCH, perftest, the soak) and produces [`crate::model`]
 //! values. Never formats a report (the render layer does).
+pub mod book_scale;
 pub mod catch_up;
 pub mod default_suite;
 pub mod fanout;

@@ -6,6 +6,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub mod book;
 pub mod fanout;
 pub mod itch;
 pub mod journal;
@@ -296,6 +297,9 @@ pub struct Report {
     pub throughput: Vec<ThroughputRow>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub itch: Option<ItchReport>,
+    /// The order book at TotalView scale beside its floor, in paired rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub book: Option<book::BookScale>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tick_to_trade: Option<Section>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

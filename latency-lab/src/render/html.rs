@@ -189,6 +189,9 @@ pub fn write(rep: &Report, dir: &Path) -> std::io::Result<()> {
     if let Some(i) = &rep.itch {
         pre("ITCH decode and the order book", "itch", &i.table(), &mut o);
     }
+    if let Some(b) = &rep.book {
+        pre("The order book at TotalView scale", "book", &b.table(), &mut o);
+    }
     if let Some(j) = &rep.journal {
         pre("Journal", "journal", &j.table(), &mut o);
     }

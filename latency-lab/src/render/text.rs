@@ -98,6 +98,9 @@ impl Report {
         if let Some(i) = &self.itch {
             let _ = writeln!(s, "{}", i.table());
         }
+        if let Some(b) = &self.book {
+            let _ = writeln!(s, "{}", b.table());
+        }
         if let Some(j) = &self.journal {
             let _ = writeln!(s, "{}", j.table());
         }

@@ -1,0 +1,308 @@
+//! The order book at TotalView scale beside its floor, in paired rounds: the figures, the
+//! per-round ratios, the noisy-round rule and the verdict (no I/O, no timing: the bench fills
+//! it, the renderers print it).
+use serde::{Deserialize, Serialize};
+
+/// The target: the book's per-message p99 at most this many times the floor's.
+pub const TARGET_P99_X_FLOOR: f64 = 1.5;
+
+/// A round whose floor p99 is more than this many times from the run's median floor p99 (or
+/// less than its inverse) is noisy: reported, left out of the verdict.
+pub const NOISY_FLOOR_MOVE: f64 = 2.0;
+
+/// Per-message apply cost over one pass of the day (ns; each includes the timer pair).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ApplyCost {
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+    /// The whole pass's time over its messages, timers included.
+    pub mean_ns: f64,
+}
+
+/// One round: the book and the floor over the same day, back to back.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BookRound {
+    /// The book ran first this round (rounds alternate).
+    pub book_first: bool,
+    pub book: ApplyCost,
+    pub floor: ApplyCost,
+    /// The floor moved more than [`NOISY_FLOOR_MOVE`] from the run's median floor.
+    pub noisy: bool,
+}
+
+impl BookRound {
+    pub fn p99_ratio(&self) -> f64 {
+        self.book.p99_ns as f64 / self.floor.p99_ns.max(1) as f64
+    }
+
+    pub fn p50_ratio(&self) -> f64 {
+        self.book.p50_ns as f64 / self.floor.p50_ns.max(1) as f64
+    }
+}
+
+/// One ITCH message type's cost in the first round, book beside floor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TypeCost {
+    /// The ITCH message type (A add, D delete, E execute, U replace, X cancel, ...).
+    pub code: String,
+    pub messages: u64,
+    pub book_p50_ns: u64,
+    pub book_p99_ns: u64,
+    pub floor_p50_ns: u64,
+    pub floor_p99_ns: u64,
+}
+
+/// A median over rounds with its spread (min and max).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// The median and spread of `xs` (NaN for none).
+    pub fn of(mut xs: Vec<f64>) -> Spread {
+        xs.sort_by(f64::total_cmp);
+        let median = match xs.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => xs[n / 2],
+            n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
+        };
+        Spread { median, min: xs.first().copied().unwrap_or(f64::NAN), max: xs.last().copied().unwrap_or(f64::NAN) }
+    }
+}
+
+/// What the rounds say about the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Met,
+    NotMet,
+    /// No round was kept (none ran, or every one was noisy): no verdict.
+    Noisy,
+}
+
+/// The book at TotalView scale: one generated day applied by the book and by the floor in
+/// alternating rounds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BookScale {
+    pub seed: u64,
+    pub stocks: u16,
+    /// Messages applied per pass (the whole day).
+    pub messages: u64,
+    /// Live orders at the day's peak.
+    pub peak_orders: u64,
+    /// Live orders at the close.
+    pub close_orders: u64,
+    /// Orders each structure had room for before the day (reserved and touched: no growth
+    /// and no page fault while timed).
+    pub reserved_orders: u64,
+    /// Resident memory each structure took for that room, per live order at the peak.
+    pub book_bytes_per_order: f64,
+    pub floor_bytes_per_order: f64,
+    /// The empty timing pair's cost, inside every per-message figure.
+    pub timer_ns: u64,
+    /// What the floor does per message.
+    pub floor_is: String,
+    pub rounds: Vec<BookRound>,
+    /// By message type (those of at least 1% of the day), first round.
+    #[serde(default)]
+    pub by_type: Vec<TypeCost>,
+    /// Medians over the rounds kept (not noisy).
+    pub book: ApplyCost,
+    pub floor: ApplyCost,
+    pub p50_ratio: Spread,
+    pub p99_ratio: Spread,
+    pub p999_ratio: Spread,
+    pub noisy_rounds: usize,
+    pub verdict: Verdict,
+}
+
+impl BookScale {
+    /// Marks noisy rounds and derives the medians, ratios and verdict from `rounds`.
+    pub fn judge(&mut self) {
+        let floor_p99 = Spread::of(self.rounds.iter().map(|r| r.floor.p99_ns as f64).collect()).median;
+        for r in &mut self.rounds {
+            let x = r.floor.p99_ns as f64 / floor_p99;
+            r.noisy = !(1.0 / NOISY_FLOOR_MOVE..=NOISY_FLOOR_MOVE).contains(&x);
+        }
+        let kept: Vec<BookRound> = self.rounds.iter().filter(|r| !r.noisy).copied().collect();
+        self.noisy_rounds = self.rounds.len() - kept.len();
+        let med = |f: &dyn Fn(&BookRound) -> f64| Spread::of(kept.iter().map(f).collect());
+        let cost = |f: &dyn Fn(&BookRound) -> ApplyCost| ApplyCost {
+            p50_ns: med(&|r| f(r).p50_ns as f64).median as u64,
+            p99_ns: med(&|r| f(r).p99_ns as f64).median as u64,
+            p999_ns: med(&|r| f(r).p999_ns as f64).median as u64,
+            max_ns: med(&|r| f(r).max_ns as f64).median as u64,
+            mean_ns: med(&|r| f(r).mean_ns).median,
+        };
+        self.book = cost(&|r| r.book);
+        self.floor = cost(&|r| r.floor);
+        self.p50_ratio = med(&|r| r.p50_ratio());
+        self.p99_ratio = med(&|r| r.p99_ratio());
+        self.p999_ratio = med(&|r| r.book.p999_ns as f64 / r.floor.p999_ns.max(1) as f64);
+        self.verdict = match kept.is_empty() {
+            true => Verdict::Noisy,
+            false if self.p99_ratio.median <= TARGET_P99_X_FLOOR => Verdict::Met,
+            false => Verdict::NotMet,
+        };
+    }
+
+    pub fn table(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "order book at TotalView scale: generated day (seed {}, {} stocks), {} messages, {} live orders at the peak ({} at the close)",
+            self.seed, self.stocks, self.messages, self.peak_orders, self.close_orders
+        );
+        let _ = writeln!(
+            s,
+            "  floor: {}; both with room for {} orders, touched before timing",
+            self.floor_is, self.reserved_orders
+        );
+        let _ = writeln!(
+            s,
+            "  {:<8} {:>9} {:>9} {:>9} {:>10} {:>9}  (ns per message, median of {} rounds kept; each includes the {} ns timer pair)",
+            "",
+            "p50",
+            "p99",
+            "p99.9",
+            "max",
+            "mean",
+            self.rounds.len() - self.noisy_rounds,
+            self.timer_ns
+        );
+        for (name, c) in [("book", &self.book), ("floor", &self.floor)] {
+            let _ = writeln!(
+                s,
+                "  {:<8} {:>9} {:>9} {:>9} {:>10} {:>9.1}",
+                name, c.p50_ns, c.p99_ns, c.p999_ns, c.max_ns, c.mean_ns
+            );
+        }
+        let sp = |x: &Spread| format!("{:.2}x [{:.2}-{:.2}]", x.median, x.min, x.max);
+        let _ = writeln!(
+            s,
+            "  book / floor per round, median [spread]: p50 {}, p99 {}, p99.9 {}",
+            sp(&self.p50_ratio),
+            sp(&self.p99_ratio),
+            sp(&self.p999_ratio)
+        );
+        let _ = write!(s, "  rounds (book/floor p99, ns):");
+        for r in &self.rounds {
+            let _ = write!(s, " {}/{}{}", r.book.p99_ns, r.floor.p99_ns, if r.noisy { " (noisy)" } else { "" });
+        }
+        let _ = writeln!(s);
+        if !self.by_type.is_empty() {
+            let _ = write!(s, "  by message type, round 1 (book/floor p50 and p99, ns):");
+            for t in &self.by_type {
+                let _ = write!(
+                    s,
+                    " {} x{}: {}/{}, {}/{};",
+                    t.code, t.messages, t.book_p50_ns, t.floor_p50_ns, t.book_p99_ns, t.floor_p99_ns
+                );
+            }
+            let _ = writeln!(s);
+        }
+        let _ = writeln!(
+            s,
+            "  memory per live order at the peak: book {:.0} B, floor {:.0} B (resident memory of the room reserved, over the peak's live orders)",
+            self.book_bytes_per_order, self.floor_bytes_per_order
+        );
+        let verdict = match self.verdict {
+            Verdict::Met => "met".to_string(),
+            Verdict::NotMet => "NOT met".to_string(),
+            Verdict::Noisy => "no verdict: no round kept".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "  target: book p99 <= {TARGET_P99_X_FLOOR}x the floor's (median of per-round ratios): {verdict}{}",
+            if self.noisy_rounds > 0 {
+                format!(" ({} noisy rounds left out)", self.noisy_rounds)
+            } else {
+                String::new()
+            }
+        );
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cost(p99: u64) -> ApplyCost {
+        ApplyCost { p50_ns: p99 / 4, p99_ns: p99, p999_ns: p99 * 2, max_ns: p99 * 10, mean_ns: p99 as f64 / 3.0 }
+    }
+
+    fn scale(rounds: &[(u64, u64)]) -> BookScale {
+        let mut b = BookScale {
+            seed: 1,
+            stocks: 8000,
+            messages: 10,
+            peak_orders: 5,
+            close_orders: 1,
+            reserved_orders: 8,
+            book_bytes_per_order: 1.0,
+            floor_bytes_per_order: 1.0,
+            timer_ns: 10,
+            floor_is: "x".into(),
+            by_type: vec![],
+            rounds: rounds
+                .iter()
+                .enumerate()
+                .map(|(i, &(b, f))| BookRound { book_first: i % 2 == 0, book: cost(b), floor: cost(f), noisy: false })
+                .collect(),
+            book: ApplyCost::default(),
+            floor: ApplyCost::default(),
+            p50_ratio: Spread::default(),
+            p99_ratio: Spread::default(),
+            p999_ratio: Spread::default(),
+            noisy_rounds: 0,
+            verdict: Verdict::Noisy,
+        };
+        b.judge();
+        b
+    }
+
+    #[test]
+    fn a_slow_phase_in_some_rounds_does_not_flip_the_verdict() {
+        // Three quiet rounds at 1.4x; two rounds where the whole machine was 3x slower (book
+        // and floor alike). A merged histogram's p99 would be the slow phase's; the per-round
+        // ratios are not moved, and the slow rounds are noisy.
+        let b = scale(&[(140, 100), (420, 300), (140, 100), (420, 300), (140, 100)]);
+        assert_eq!(b.noisy_rounds, 2, "{:?}", b.rounds);
+        assert_eq!(b.verdict, Verdict::Met);
+        assert!((b.p99_ratio.median - 1.4).abs() < 1e-9);
+        assert_eq!((b.book.p99_ns, b.floor.p99_ns), (140, 100));
+    }
+
+    #[test]
+    fn the_verdict_is_the_median_of_per_round_ratios() {
+        // One round where only the book was slow: the median of ratios is still 1.4x; two of
+        // five would not carry it either.
+        let b = scale(&[(140, 100), (400, 100), (140, 100), (150, 100), (130, 100)]);
+        assert_eq!((b.noisy_rounds, b.verdict), (0, Verdict::Met));
+        assert_eq!((b.p99_ratio.min, b.p99_ratio.max), (1.3, 4.0));
+        let b = scale(&[(160, 100), (140, 100), (170, 100)]);
+        assert_eq!(b.verdict, Verdict::NotMet, "{:?}", b.p99_ratio);
+        assert!(b.table().contains("NOT met"), "{}", b.table());
+    }
+
+    #[test]
+    fn noisy_rounds_are_left_out_and_a_run_with_none_kept_gives_no_verdict() {
+        // Floors at 20, 100 and 500 ns: the median floor is 100, the other two are 5x from it.
+        // Their ratios (5x and 0.2x) would decide nothing either way: only the middle round's
+        // 1.0x counts.
+        let b = scale(&[(100, 20), (100, 100), (100, 500)]);
+        assert_eq!((b.noisy_rounds, b.verdict), (2, Verdict::Met));
+        assert_eq!((b.p99_ratio.min, b.p99_ratio.max), (1.0, 1.0));
+        assert!(b.table().contains("2 noisy rounds left out"), "{}", b.table());
+        let none = scale(&[]);
+        assert_eq!(none.verdict, Verdict::Noisy);
+        assert!(none.table().contains("no verdict"), "{}", none.table());
+    }
+}
