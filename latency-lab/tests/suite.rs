@@ -61,6 +61,7 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     assert!(run.status.success(), "{stderr}");
     let text = String::from_utf8_lossy(&run.stdout);
     assert!(text.contains("TICK-TO-TRADE") && text.contains("x itchy"), "{text}");
+    assert!(text.starts_with("latency-lab on ") && text.contains("\nVERDICTS\n  ["), "the verdicts first: {text}");
     let rep: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
 
     let rtt = rep["sections"].as_array().unwrap().iter().find(|s| s["mode"] == "rtt").unwrap();
@@ -311,9 +312,23 @@ fn render_html(rep: &Value, out: &Path) {
         assert!(dom.contains(&format!("data-plot=\"{key}.svg\"")), "plot {key}.svg not in the rendered page");
         keys += 1;
     }
-    for t in ["settings", "environment", "pipeline", "throughput", "itch", "journal", "fanout-shm"] {
+    for t in ["settings", "environment", "pipeline", "throughput", "itch", "book", "journal", "fanout-shm"] {
         assert!(dom.contains(&format!("data-table=\"{t}\"")), "{t} not in the rendered page");
     }
+    // The verdict panel comes first, one row per target, each linking to a table on the page.
+    let panel = dom.find("data-table=\"verdicts\"").expect("a verdict panel");
+    assert!(panel < dom.find("data-table=\"settings\"").unwrap(), "the panel opens the page");
+    let table = &dom[panel..panel + dom[panel..].find("</table>").unwrap()];
+    let rows = table.matches("<tr>").count() - 1;
+    assert!(rows >= 8, "the pipeline's two, ping-pong at 64 B, ITCH, the book, the journal's three: {table}");
+    for link in table.split("href=\"#").skip(1) {
+        let id = &link[..link.find('"').unwrap()];
+        assert!(dom.contains(&format!("id=\"{id}\"")), "the panel links to #{id}, which the page lacks");
+    }
+    assert!(
+        table.split("<tr>").skip(2).all(|r| ["met", "NOT met", "no verdict"].iter().any(|s| r.contains(s))),
+        "every row has a verdict: {table}"
+    );
     assert!(dom.contains("data-plot=\"pipeline-hops.svg\"") && dom.contains("data-plot=\"fanout-shm.svg\""));
     assert!(dom.matches("<svg").count() > keys, "every plot inline, the pipeline's too");
     assert!(!dom.contains("class=\"warn\">plot"), "a plot was missing when the page was written");

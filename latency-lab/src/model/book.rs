@@ -150,95 +150,17 @@ impl BookScale {
             false => Verdict::NotMet,
         };
     }
-
-    pub fn table(&self) -> String {
-        use std::fmt::Write;
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "order book at TotalView scale: generated day (seed {}, {} stocks), {} messages, {} live orders at the peak ({} at the close)",
-            self.seed, self.stocks, self.messages, self.peak_orders, self.close_orders
-        );
-        let _ = writeln!(
-            s,
-            "  floor: {}; both with room for {} orders, touched before timing",
-            self.floor_is, self.reserved_orders
-        );
-        let _ = writeln!(
-            s,
-            "  {:<8} {:>9} {:>9} {:>9} {:>10} {:>9}  (ns per message, median of {} rounds kept; each includes the {} ns timer pair)",
-            "",
-            "p50",
-            "p99",
-            "p99.9",
-            "max",
-            "mean",
-            self.rounds.len() - self.noisy_rounds,
-            self.timer_ns
-        );
-        for (name, c) in [("book", &self.book), ("floor", &self.floor)] {
-            let _ = writeln!(
-                s,
-                "  {:<8} {:>9} {:>9} {:>9} {:>10} {:>9.1}",
-                name, c.p50_ns, c.p99_ns, c.p999_ns, c.max_ns, c.mean_ns
-            );
-        }
-        let sp = |x: &Spread| format!("{:.2}x [{:.2}-{:.2}]", x.median, x.min, x.max);
-        let _ = writeln!(
-            s,
-            "  book / floor per round, median [spread]: p50 {}, p99 {}, p99.9 {}",
-            sp(&self.p50_ratio),
-            sp(&self.p99_ratio),
-            sp(&self.p999_ratio)
-        );
-        let _ = write!(s, "  rounds (book/floor p99, ns):");
-        for r in &self.rounds {
-            let _ = write!(s, " {}/{}{}", r.book.p99_ns, r.floor.p99_ns, if r.noisy { " (noisy)" } else { "" });
-        }
-        let _ = writeln!(s);
-        if !self.by_type.is_empty() {
-            let _ = write!(s, "  by message type, round 1 (book/floor p50 and p99, ns):");
-            for t in &self.by_type {
-                let _ = write!(
-                    s,
-                    " {} x{}: {}/{}, {}/{};",
-                    t.code, t.messages, t.book_p50_ns, t.floor_p50_ns, t.book_p99_ns, t.floor_p99_ns
-                );
-            }
-            let _ = writeln!(s);
-        }
-        let _ = writeln!(
-            s,
-            "  memory per live order at the peak: book {:.0} B, floor {:.0} B (resident memory of the room reserved, over the peak's live orders)",
-            self.book_bytes_per_order, self.floor_bytes_per_order
-        );
-        let verdict = match self.verdict {
-            Verdict::Met => "met".to_string(),
-            Verdict::NotMet => "NOT met".to_string(),
-            Verdict::Noisy => "no verdict: no round kept".to_string(),
-        };
-        let _ = writeln!(
-            s,
-            "  target: book p99 <= {TARGET_P99_X_FLOOR}x the floor's (median of per-round ratios): {verdict}{}",
-            if self.noisy_rounds > 0 {
-                format!(" ({} noisy rounds left out)", self.noisy_rounds)
-            } else {
-                String::new()
-            }
-        );
-        s
-    }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn cost(p99: u64) -> ApplyCost {
         ApplyCost { p50_ns: p99 / 4, p99_ns: p99, p999_ns: p99 * 2, max_ns: p99 * 10, mean_ns: p99 as f64 / 3.0 }
     }
 
-    fn scale(rounds: &[(u64, u64)]) -> BookScale {
+    pub(crate) fn scale(rounds: &[(u64, u64)]) -> BookScale {
         let mut b = BookScale {
             seed: 1,
             stocks: 8000,
@@ -289,7 +211,6 @@ mod tests {
         assert_eq!((b.p99_ratio.min, b.p99_ratio.max), (1.3, 4.0));
         let b = scale(&[(160, 100), (140, 100), (170, 100)]);
         assert_eq!(b.verdict, Verdict::NotMet, "{:?}", b.p99_ratio);
-        assert!(b.table().contains("NOT met"), "{}", b.table());
     }
 
     #[test]
@@ -300,9 +221,7 @@ mod tests {
         let b = scale(&[(100, 20), (100, 100), (100, 500)]);
         assert_eq!((b.noisy_rounds, b.verdict), (2, Verdict::Met));
         assert_eq!((b.p99_ratio.min, b.p99_ratio.max), (1.0, 1.0));
-        assert!(b.table().contains("2 noisy rounds left out"), "{}", b.table());
         let none = scale(&[]);
         assert_eq!(none.verdict, Verdict::Noisy);
-        assert!(none.table().contains("no verdict"), "{}", none.table());
     }
 }

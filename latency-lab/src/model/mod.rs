@@ -12,6 +12,7 @@ pub mod itch;
 pub mod journal;
 pub mod pipeline;
 pub mod rdma;
+pub mod verdict;
 
 use itch::ItchReport;
 
@@ -457,11 +458,13 @@ pub(crate) mod tests {
     fn the_model_layer_imports_neither_the_bench_nor_the_render_layer() {
         let sources = [
             ("mod.rs", include_str!("mod.rs")),
+            ("book.rs", include_str!("book.rs")),
             ("fanout.rs", include_str!("fanout.rs")),
             ("itch.rs", include_str!("itch.rs")),
             ("journal.rs", include_str!("journal.rs")),
             ("pipeline.rs", include_str!("pipeline.rs")),
             ("rdma.rs", include_str!("rdma.rs")),
+            ("verdict.rs", include_str!("verdict.rs")),
         ];
         let entries = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/src/model")).unwrap().count();
         assert_eq!(entries, sources.len(), "a model file this test does not read: list it above");

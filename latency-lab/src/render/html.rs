@@ -15,7 +15,7 @@ h1{font-size:1.6em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #cc
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}\
 table.lab td,table.lab th{text-align:right}table.lab td:first-child,table.lab th:first-child{text-align:left}th{background:#eef}tr.tickbus td{background:#eaf6ea}\
 tr.suspect td{background:#fde8e8}.x{color:#777;font-size:.85em}pre{background:#f6f6f6;padding:.6em;overflow-x:auto}\
-.fail{color:#b00;font-weight:bold}.warn{color:#a60}figure{margin:1em 0}figure svg{max-width:100%;height:auto}";
+.fail{color:#b00;font-weight:bold}.warn{color:#a60}.met{color:#070;font-weight:bold}figure{margin:1em 0}figure svg{max-width:100%;height:auto}";
 
 /// One table of percentiles with each figure's ratio to the floor and to the best peer.
 fn section_table(sec: &Section, out: &mut String) {
@@ -74,6 +74,37 @@ fn plot(dir: &Path, file: &str, out: &mut String) {
     }
 }
 
+/// The verdict panel, first on the page: every target, its figure with spread, met / not met /
+/// backlogged / noisy, and a link to its table.
+fn verdict_panel(targets: &[crate::model::verdict::Target], out: &mut String) {
+    use crate::model::verdict::Status;
+    let _ = writeln!(
+        out,
+        "<h2 id=\"verdicts\">Verdicts</h2><table data-table=\"verdicts\">\
+         <tr><th>target</th><th>measured</th><th>goal</th><th>verdict</th><th>table</th></tr>"
+    );
+    for t in targets {
+        let class = match t.status {
+            Status::Met => "met",
+            Status::NotMet => "fail",
+            Status::Backlogged | Status::Noisy => "warn",
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{class}\">{}</td><td><a href=\"#{}\">table</a></td></tr>",
+            esc(&t.what),
+            esc(&t.figure),
+            esc(&t.goal),
+            esc(t.status.says()),
+            esc(&t.anchor)
+        );
+    }
+    if targets.is_empty() {
+        let _ = writeln!(out, "<tr><td colspan=\"5\">no part with a target ran</td></tr>");
+    }
+    let _ = writeln!(out, "</table>");
+}
+
 fn pre(title: &str, id: &str, text: &str, out: &mut String) {
     let _ = writeln!(out, "<h2 id=\"{id}\">{}</h2><pre data-table=\"{id}\">{}</pre>", esc(title), esc(text));
 }
@@ -86,6 +117,7 @@ pub fn write(rep: &Report, dir: &Path) -> std::io::Result<()> {
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>tickbus latency lab</title>\
          <style>{STYLE}</style></head><body><h1>tickbus latency lab</h1>"
     );
+    verdict_panel(&rep.targets(), &mut o);
     let _ = writeln!(o, "<h2 id=\"settings\">Run</h2><table data-table=\"settings\">");
     let mut settings = vec![
         ("machine", rep.machine.clone()),

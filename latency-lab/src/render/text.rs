@@ -3,6 +3,7 @@
 //! the journal, and the environment. Reads the model; measures nothing.
 use std::fmt::Write as _;
 
+use crate::model::book::{BookScale, Spread, Verdict, TARGET_P99_X_FLOOR};
 use crate::model::itch::ItchReport;
 use crate::model::journal::JournalReport;
 use crate::model::pipeline::{RdmaRun, Run};
@@ -59,6 +60,7 @@ impl Report {
             "latency-lab on {} (cores {}/{}, TSC {:.3} ticks/ns)\n",
             self.machine, self.cores.0, self.cores.1, self.ticks_per_ns
         );
+        let _ = writeln!(s, "{}", panel(&self.targets()));
         if let Some(env) = &self.environment {
             let _ = writeln!(s, "{}", environment_table(env));
         }
@@ -339,9 +341,130 @@ impl ItchReport {
     }
 }
 
+impl BookScale {
+    pub fn table(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "order book at TotalView scale: generated day (seed {}, {} stocks), {} messages, {} live orders at the peak ({} at the close)",
+            self.seed, self.stocks, self.messages, self.peak_orders, self.close_orders
+        );
+        let _ = writeln!(
+            s,
+            "  floor: {}; both with room for {} orders, touched before timing",
+            self.floor_is, self.reserved_orders
+        );
+        let _ = writeln!(
+            s,
+            "  {:<8} {:>9} {:>9} {:>9} {:>10} {:>9}  (ns per message, median of {} rounds kept; each includes the {} ns timer pair)",
+            "",
+            "p50",
+            "p99",
+            "p99.9",
+            "max",
+            "mean",
+            self.rounds.len() - self.noisy_rounds,
+            self.timer_ns
+        );
+        for (name, c) in [("book", &self.book), ("floor", &self.floor)] {
+            let _ = writeln!(
+                s,
+                "  {:<8} {:>9} {:>9} {:>9} {:>10} {:>9.1}",
+                name, c.p50_ns, c.p99_ns, c.p999_ns, c.max_ns, c.mean_ns
+            );
+        }
+        let sp = |x: &Spread| format!("{:.2}x [{:.2}-{:.2}]", x.median, x.min, x.max);
+        let _ = writeln!(
+            s,
+            "  book / floor per round, median [spread]: p50 {}, p99 {}, p99.9 {}",
+            sp(&self.p50_ratio),
+            sp(&self.p99_ratio),
+            sp(&self.p999_ratio)
+        );
+        let _ = write!(s, "  rounds (book/floor p99, ns):");
+        for r in &self.rounds {
+            let _ = write!(s, " {}/{}{}", r.book.p99_ns, r.floor.p99_ns, if r.noisy { " (noisy)" } else { "" });
+        }
+        let _ = writeln!(s);
+        if !self.by_type.is_empty() {
+            let _ = write!(s, "  by message type, round 1 (book/floor p50 and p99, ns):");
+            for t in &self.by_type {
+                let _ = write!(
+                    s,
+                    " {} x{}: {}/{}, {}/{};",
+                    t.code, t.messages, t.book_p50_ns, t.floor_p50_ns, t.book_p99_ns, t.floor_p99_ns
+                );
+            }
+            let _ = writeln!(s);
+        }
+        let _ = writeln!(
+            s,
+            "  memory per live order at the peak: book {:.0} B, floor {:.0} B (resident memory of the room reserved, over the peak's live orders)",
+            self.book_bytes_per_order, self.floor_bytes_per_order
+        );
+        let verdict = match self.verdict {
+            Verdict::Met => "met".to_string(),
+            Verdict::NotMet => "NOT met".to_string(),
+            Verdict::Noisy => "no verdict: no round kept".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "  target: book p99 <= {TARGET_P99_X_FLOOR}x the floor's (median of per-round ratios): {verdict}{}",
+            if self.noisy_rounds > 0 {
+                format!(" ({} noisy rounds left out)", self.noisy_rounds)
+            } else {
+                String::new()
+            }
+        );
+        s
+    }
+}
+
+/// The panel as text, for the top of table.txt.
+pub fn panel(targets: &[crate::model::verdict::Target]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::from("VERDICTS\n");
+    for t in targets {
+        let _ = writeln!(s, "  [{:<22}] {}: {}; target {}", t.status.says(), t.what, t.figure, t.goal);
+    }
+    if targets.is_empty() {
+        s.push_str("  (no part with a target ran)\n");
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use crate::model::rdma::{Versus, VsRow};
+
+    #[test]
+    fn the_panel_names_each_target_its_figure_and_its_status() {
+        use crate::model::verdict::{Status, Target};
+        let t = |what: &str, status| Target {
+            what: what.into(),
+            figure: "1.20x [1.10-1.30]".into(),
+            goal: "<= 1.5x".into(),
+            status,
+            anchor: "book".into(),
+        };
+        let p = super::panel(&[t("the book", Status::Met), t("tick-to-trade", Status::Backlogged)]);
+        assert!(p.starts_with("VERDICTS\n"), "{p}");
+        assert!(p.contains("[met                   ] the book: 1.20x [1.10-1.30]; target <= 1.5x"), "{p}");
+        assert!(p.contains("[backlogged: no verdict] tick-to-trade"), "{p}");
+        assert!(super::panel(&[]).contains("no part with a target ran"));
+    }
+
+    #[test]
+    fn the_book_table_says_its_verdict_and_what_it_left_out() {
+        let scale = crate::model::book::tests::scale;
+        let t = scale(&[(160, 100), (140, 100), (170, 100)]).table();
+        assert!(t.contains("p99 1.60x [1.40-1.70]") && t.contains("NOT met"), "{t}");
+        let t = scale(&[(100, 20), (100, 100), (100, 500)]).table();
+        assert!(t.contains(": met (2 noisy rounds left out)") && t.contains("100/20 (noisy)"), "{t}");
+        let t = scale(&[]).table();
+        assert!(t.contains("no verdict: no round kept"), "{t}");
+    }
 
     #[test]
     fn rows_take_the_median_ratio_and_its_spread() {

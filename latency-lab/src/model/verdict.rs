@@ -1,0 +1,253 @@
+//! The verdict panel: every target the lab judges, gathered from the report's parts into one
+//! list (what, the figure with its spread where rounds give one, the goal, met / not met /
+//! backlogged / noisy, and where its table is), for the top of the text and HTML reports.
+//! Reads the model; measures nothing (the renderers print it).
+use serde::{Deserialize, Serialize};
+
+use super::{rate_name, Report, Section};
+
+/// How a target came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Met,
+    NotMet,
+    /// The run fell behind its schedule: its figures measure a queue; no verdict.
+    Backlogged,
+    /// No round was steady enough to judge from.
+    Noisy,
+}
+
+impl Status {
+    pub fn says(self) -> &'static str {
+        match self {
+            Status::Met => "met",
+            Status::NotMet => "NOT met",
+            Status::Backlogged => "backlogged: no verdict",
+            Status::Noisy => "noisy: no verdict",
+        }
+    }
+
+    fn of(met: bool) -> Status {
+        if met {
+            Status::Met
+        } else {
+            Status::NotMet
+        }
+    }
+}
+
+/// One judged target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    pub what: String,
+    /// The figure judged, with its spread and how it was taken (rounds, medians).
+    pub figure: String,
+    pub goal: String,
+    pub status: Status,
+    /// The id of its table in index.html.
+    pub anchor: String,
+}
+
+fn target(what: String, figure: String, goal: &str, status: Status, anchor: &str) -> Target {
+    Target { what, figure, goal: goal.into(), status, anchor: anchor.into() }
+}
+
+/// A ratio with its spread: "1.79x [1.69-1.86]".
+fn spread(median: f64, lo: f64, hi: f64) -> String {
+    format!("{median:.2}x [{lo:.2}-{hi:.2}]")
+}
+
+impl Report {
+    /// Every target this report can judge, in the order of the report.
+    pub fn targets(&self) -> Vec<Target> {
+        let mut t = Vec::new();
+        for r in &self.pipeline {
+            let at = rate_name(r.rate);
+            let backlogged = r.backlog.is_some();
+            let ttt = r.hops.iter().find(|h| h.name.starts_with("tick-to-trade")).or(r.hops.last());
+            if let Some(h) = ttt {
+                t.push(target(
+                    format!("tick-to-trade over shm across processes at {at} msg/s"),
+                    format!(
+                        "p50 {} ns against {} ns ({:.2}x; one run)",
+                        h.p50,
+                        r.budget_p50,
+                        h.p50 as f64 / r.budget_p50.max(1) as f64
+                    ),
+                    "p50 <= the hops' floors + the book's p50 + 100 ns",
+                    if backlogged { Status::Backlogged } else { Status::of(r.ttt_met) },
+                    "pipeline",
+                ));
+            }
+            t.push(target(
+                format!("pipeline hops across processes at {at} msg/s"),
+                "each process-crossing hop beside its floor at p50 and p99 (one run)".into(),
+                "<= 1.15x the floor",
+                if backlogged { Status::Backlogged } else { Status::of(r.hops_met) },
+                "pipeline",
+            ));
+        }
+        if let Some(r) = &self.pipeline_rdma {
+            let (m, lo, hi) = r.ratio;
+            t.push(target(
+                format!("tick-to-trade over RDMA in the guest at {} msg/s", rate_name(r.rate)),
+                format!("{} of perftest UD + RC one-way + the book ({} rounds)", spread(m, lo, hi), r.rounds.len()),
+                "p50 <= 1.25x",
+                Status::of(m <= 1.25),
+                "pipeline-rdma",
+            ));
+        }
+        for sec in self.sections.iter().filter(|s| s.mode == "rtt" && matches!(s.size, 32 | 64)) {
+            if let Some(x) = ratio_p50(sec, "tickbus shm", "floor, same payload (1024-slot ring)") {
+                t.push(target(
+                    format!("shm ping-pong try_recv at {} B", sec.size),
+                    format!("RTT p50 {x:.2}x the 1024-slot ring floor (interleaved rounds, merged)"),
+                    "<= 1.10x",
+                    Status::of(x <= 1.10),
+                    &sec.key(),
+                ));
+            }
+        }
+        for sec in self.sections.iter().filter(|s| s.mode == "wire") {
+            let rows = (row(sec, "tickbus feed ingest (xdp)"), row(sec, "tickbus feed ingest (udp)"));
+            if let (Some(x), Some(u)) = rows {
+                let r = x.ns[0] as f64 / u.ns[0].max(1) as f64;
+                t.push(target(
+                    format!("AF_XDP feed ingest at {}/s", sec.rate.map(rate_name).unwrap_or_default()),
+                    format!("p50 {r:.2}x the udp ingest ({} ns / {} ns; interleaved rounds, merged)", x.ns[0], u.ns[0]),
+                    "<= 0.5x",
+                    if x.backlog.is_some() || u.backlog.is_some() { Status::Backlogged } else { Status::of(r <= 0.5) },
+                    &sec.key(),
+                ));
+            }
+        }
+        if let Some(i) = &self.itch {
+            if let Some(d) = i.decode.iter().find(|d| d.name.contains("next_record")) {
+                t.push(target(
+                    "ITCH next_record beside itchy".into(),
+                    format!("{:.2}x itchy's msg/s (best of {} passes each)", d.x_itchy, i.passes),
+                    ">= 2x",
+                    Status::of(d.x_itchy >= 2.0),
+                    "itch",
+                ));
+            }
+        }
+        if let Some(b) = &self.book {
+            let r = &b.p99_ratio;
+            t.push(target(
+                format!("order book at TotalView scale ({} live orders)", b.peak_orders),
+                format!(
+                    "p99 {} of its floor ({} rounds kept, {} noisy)",
+                    spread(r.median, r.min, r.max),
+                    b.rounds.len() - b.noisy_rounds,
+                    b.noisy_rounds
+                ),
+                "p99 <= 1.5x",
+                match b.verdict {
+                    super::book::Verdict::Met => Status::Met,
+                    super::book::Verdict::NotMet => Status::NotMet,
+                    super::book::Verdict::Noisy => Status::Noisy,
+                },
+                "book",
+            ));
+        }
+        if let Some(j) = &self.journal {
+            t.push(target(
+                "recorder throughput".into(),
+                format!("{:.2}x the bare sequential write (median of {} rounds)", j.recorder_x_floor, j.rounds),
+                ">= 0.8x",
+                Status::of(j.recorder_x_floor >= 0.8),
+                "journal",
+            ));
+            if let Some(c) = &j.catch_up {
+                t.push(target(
+                    "late-join catch-up from a journal".into(),
+                    format!(
+                        "{} of the journal's own read ({} paired rounds)",
+                        spread(c.x_floor, c.x_min, c.x_max),
+                        c.rounds
+                    ),
+                    ">= 0.8x",
+                    Status::of(c.x_floor >= 0.8),
+                    "journal",
+                ));
+            }
+            if let Some(p) = j.python_read.as_ref().filter(|p| p.note.is_none()) {
+                t.push(target(
+                    "Python reading a journal into numpy".into(),
+                    format!("{:.2}x the Rust reader (median of {} rounds)", p.x_rust, p.rounds),
+                    ">= 0.5x",
+                    Status::of(p.x_rust >= 0.5),
+                    "journal",
+                ));
+            }
+        }
+        t
+    }
+}
+
+fn row<'a>(sec: &'a Section, name: &str) -> Option<&'a super::Row> {
+    sec.rows.iter().find(|r| r.name == name)
+}
+
+/// `name`'s p50 over `floor`'s in `sec`, if both ran and neither fell behind.
+fn ratio_p50(sec: &Section, name: &str, floor: &str) -> Option<f64> {
+    let (a, f) = (row(sec, name)?, row(sec, floor)?);
+    Some(a.ns[0] as f64 / f.ns[0].max(1) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::pipeline::{Hop, Run};
+
+    fn hop(name: &str, p50: u64) -> Hop {
+        Hop { name: name.into(), count: 1, p50, p99: p50, p99_9: p50, max: p50, floor: None, x_floor: None }
+    }
+
+    fn run(backlog: Option<String>, ttt_met: bool) -> Run {
+        Run {
+            rate: 1_000_000,
+            layout: "x".into(),
+            hops: vec![hop("tick-to-trade (feed ingress or publish -> gateway receive)", 2_000)],
+            published: 1,
+            ticks: 1,
+            ticks_missed: 0,
+            orders: 1,
+            reports: 1,
+            feed: hop("feed", 1),
+            every_tick: hop("tick", 1),
+            book_p50: 100,
+            budget_p50: 1_000,
+            hops_met: true,
+            ttt_met,
+            backlog,
+        }
+    }
+
+    #[test]
+    fn a_book_noisy_everywhere_is_no_verdict_and_its_spread_is_shown() {
+        let rep = Report { book: Some(crate::model::book::tests::scale(&[])), ..Default::default() };
+        let t = rep.targets();
+        assert_eq!((t.len(), t[0].status, t[0].anchor.as_str()), (1, Status::Noisy, "book"));
+        let rep = Report {
+            book: Some(crate::model::book::tests::scale(&[(140, 100), (130, 100), (150, 100)])),
+            ..Default::default()
+        };
+        let t = rep.targets();
+        assert_eq!(t[0].status, Status::Met);
+        assert!(t[0].figure.starts_with("p99 1.40x [1.30-1.50] of its floor (3 rounds kept, 0 noisy)"), "{:?}", t[0]);
+    }
+
+    #[test]
+    fn a_backlogged_run_gives_no_verdict_and_a_met_one_says_so() {
+        let rep =
+            Report { pipeline: vec![run(Some("BACKLOGGED".into()), false), run(None, true)], ..Default::default() };
+        let t = rep.targets();
+        let ttt: Vec<Status> = t.iter().filter(|t| t.what.starts_with("tick-to-trade")).map(|t| t.status).collect();
+        assert_eq!(ttt, [Status::Backlogged, Status::Met]);
+        assert!(t.iter().all(|t| t.anchor == "pipeline"));
+        assert!(t[0].figure.starts_with("p50 2000 ns against 1000 ns (2.00x"), "{:?}", t[0]);
+    }
+}
