@@ -60,8 +60,12 @@ pub struct MdCounts {
     pub failed: u64,
 }
 
-/// A sender more than this far behind its schedule (1 ms) is backlogged.
-pub const BACKLOG_MAX_BEHIND_NS: u64 = 1_000_000;
+/// A sender more than this far behind its schedule (10 ms) is backlogged, however few messages
+/// it made late. Shorter stalls (a VM's vCPU preempted for a few ms: 1-8 ms seen on these
+/// machines, in runs that sustained exactly the rate asked) that leave under 1% of messages late
+/// are latency the tail percentiles show, measured from each message's intended time; with a
+/// 1 ms bound every run here was "backlogged" and no verdict could ever be drawn.
+pub const BACKLOG_MAX_BEHIND_NS: u64 = 10_000_000;
 /// A message this late (100 µs) counts toward [`BACKLOG_LATE_SHARE`].
 pub const BACKLOG_LATE_NS: u64 = 100_000;
 /// More than this share (1%) of messages [`BACKLOG_LATE_NS`] late makes a run backlogged.
@@ -286,7 +290,7 @@ pub struct SnapshotSummary {
 mod tests {
     use super::*;
 
-    /// The smallest states on each side of each bound: 1 ms behind is not yet backlogged, a
+    /// The smallest states on each side of each bound: 10 ms behind is not yet backlogged, a
     /// nanosecond more is; 1 of 100 messages over 100 µs late is not, 2 are.
     #[test]
     fn a_replay_behind_its_schedule_is_backlogged_by_either_bound() {
@@ -298,9 +302,9 @@ mod tests {
             ..MdCounts::default()
         };
         assert_eq!(c(BACKLOG_MAX_BEHIND_NS, 1).backlog(1e5), None);
-        let b = c(BACKLOG_MAX_BEHIND_NS + 1, 0).backlog(1e6).expect("over 1 ms behind");
+        let b = c(BACKLOG_MAX_BEHIND_NS + 1, 0).backlog(1e6).expect("over 10 ms behind");
         assert!(
-            b.starts_with("BACKLOGGED: the replay fell up to 1.0 ms behind")
+            b.starts_with("BACKLOGGED: the replay fell up to 10.0 ms behind")
                 && b.contains("Sustained 100000 msg/s of 1000000 asked"),
             "{b}"
         );

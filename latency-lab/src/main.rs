@@ -116,7 +116,8 @@ pub struct SuiteArgs {
     /// Skip parts of the suite (a misspelt part is an error, not ignored).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub skip: Vec<Part>,
-    /// Include figures from the Soft-RoCE guest run (tools/lab-rdma.sh writes them here).
+    /// Include figures from the Soft-RoCE guest run (tools/lab-rdma.sh writes them here; `none`:
+    /// include none).
     #[arg(long, default_value = "lab-report/rdma/report.json")]
     pub rdma_report: PathBuf,
 }

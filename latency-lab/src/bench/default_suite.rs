@@ -432,6 +432,10 @@ fn journal(
 
 /// Adds the Soft-RoCE guest's sections (tools/lab-rdma.sh) when that report exists.
 fn merge_rdma(rep: &mut Report, path: &Path) {
+    if path.as_os_str() == "none" {
+        rep.notes.push("no RDMA figures in this run (tools/lab.sh --full runs them in the Soft-RoCE guest)".into());
+        return;
+    }
     let Ok(text) = std::fs::read_to_string(path) else {
         rep.notes.push(format!("no RDMA figures: {} not found (run tools/lab-rdma.sh)", path.display()));
         return;
