@@ -100,6 +100,8 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         notes.iter().any(|n| n.starts_with("ping-pong 64 B: C++ through the C ABI ") && n.contains("x the Rust pair")),
         "{notes:?}"
     );
+    // Each round's own p50 is kept beside the merged figures: the verdicts are per-round ratios.
+    assert!(rtt["rows"].as_array().unwrap().iter().all(|r| r["round_p50"].as_array().unwrap().len() == 5), "{rtt}");
     for r in rtt["rows"].as_array().unwrap() {
         let expect = if r["name"].as_str().unwrap().starts_with("kernel") { 500 } else { 5000 };
         assert_eq!(r["count"], expect, "{}", r["name"]);

@@ -58,6 +58,10 @@ pub struct Row {
     /// When the samples were taken: latency.hlog's interval start and length.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub span: Option<Span>,
+    /// Each round's own p50 (ns), in the order the rounds ran: the merged percentiles above hide
+    /// a slow phase in some rounds, the per-round ratios a verdict is drawn from do not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub round_p50: Vec<u64>,
     #[serde(skip)]
     pub hist: Option<Histogram<u64>>,
 }
@@ -128,10 +132,13 @@ impl Row {
                 (Some(x), Some(y)) => Some(x.union(y)),
                 (x, y) => x.or(y),
             };
+            let mut round_p50 = std::mem::take(&mut self.round_p50);
+            round_p50.extend(other.round_p50);
             *self = Row {
                 late_sends: self.late_sends,
                 backlog: self.backlog.or(other.backlog),
                 span,
+                round_p50,
                 ..Row::new(self.name.clone(), self.kind, self.note.clone(), h)
             };
         }
@@ -153,6 +160,7 @@ impl Row {
             backlog: None,
             suspect: None,
             span: None,
+            round_p50: vec![h.value_at_percentile(50.0)],
             hist: Some(h),
         }
     }
