@@ -27,17 +27,24 @@ tools/lab-build.sh
 # Embedded Aeron drivers delete their directory when they stop; a killed run leaves
 # /dev/shm/aeron-<user><nanotime> behind. Those names are only ever made by an embedded driver.
 find /dev/shm -maxdepth 1 -regextype posix-extended -regex "/dev/shm/aeron-$(id -un)[0-9]+" -exec rm -rf {} + 2>/dev/null || true
+# Another run's RDMA figures are never merged in: only this run's (--full) or none, unless
+# the caller names a report with --rdma-report.
+rdma=(--rdma-report none)
+for a in "$@"; do
+  case $a in --rdma-report | --rdma-report=*) rdma=() ;; esac
+done
 if [ $full = 0 ]; then
   echo "== latency-lab default suite (tools/lab.sh --full adds the RDMA guest's figures and a 10-minute soak)"
-  target/release/latency-lab --rdma-report none "$@"
+  target/release/latency-lab "${rdma[@]}" "$@"
   exit 0
 fi
 if [ "${TICKBUS_LAB_RDMA:-1}" != 0 ]; then
   echo "== RDMA figures in the Soft-RoCE guest (tools/lab-rdma.sh; TICKBUS_LAB_RDMA=0 skips)"
   TICKBUS_LAB_RDMA_ITERATIONS=${TICKBUS_LAB_RDMA_ITERATIONS:-1000} TICKBUS_LAB_BUILT=1 tools/lab-rdma.sh
+  rdma=()
 fi
 echo "== latency-lab default suite"
-target/release/latency-lab "$@"
+target/release/latency-lab "${rdma[@]}" "$@"
 # The soak: a reliable shm stream at 1M msg/s to two consumer processes, every message checked,
 # memory sampled, percentiles per minute (lab-report/soak/). TICKBUS_LAB_SOAK_MINUTES=0 skips it.
 soak=${TICKBUS_LAB_SOAK_MINUTES:-10}

@@ -327,10 +327,9 @@ fn render_html(rep: &Value, out: &Path) {
         let id = &link[..link.find('"').unwrap()];
         assert!(dom.contains(&format!("id=\"{id}\"")), "the panel links to #{id}, which the page lacks");
     }
-    assert!(
-        table.split("<tr>").skip(2).all(|r| ["met", "NOT met", "no verdict"].iter().any(|s| r.contains(s))),
-        "every row has a verdict: {table}"
-    );
+    for what in ["shm ping-pong try_recv at 64 B", "order book at TotalView scale", "recorder throughput"] {
+        assert!(table.contains(what), "{what} in the panel: {table}");
+    }
     assert!(dom.contains("data-plot=\"pipeline-hops.svg\"") && dom.contains("data-plot=\"fanout-shm.svg\""));
     assert!(dom.matches("<svg").count() > keys, "every plot inline, the pipeline's too");
     assert!(!dom.contains("class=\"warn\">plot"), "a plot was missing when the page was written");

@@ -38,9 +38,10 @@ impl Running {
     /// Whether the child has exited (it is not reaped: [`finish`] still reads its output).
     pub fn exited(&self) -> bool {
         self.0.as_ref().is_some_and(|c| {
-            // SAFETY: siginfo_t is plain data (all-zero is valid); WNOWAIT leaves the child
-            // waitable, and si_pid is read from the `info` waitid filled (or left zero: no
-            // child changed state).
+            // SAFETY: siginfo_t is plain data (all-zero is valid). The pid is our child and not
+            // yet reaped (only `finish` and Drop reap it, and they take it out of `self` first),
+            // so it names no other process; WNOWAIT leaves it waitable for `finish`, and si_pid
+            // is read from the `info` waitid filled (or left zero: no child changed state).
             unsafe {
                 let mut info: libc::siginfo_t = std::mem::zeroed();
                 let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;

@@ -14,7 +14,7 @@ use std::time::Instant;
 use hdrhistogram::Histogram;
 use rustc_hash::FxHashMap;
 use tickbus::time::{Tsc, TscScale};
-use tickbus_codecs::book::OrderBook;
+use tickbus_codecs::book::{OrderBook, Side};
 use tickbus_codecs::itch::{frames, ItchMessage};
 use tickbus_codecs::synth::{write_itch, DayConfig};
 
@@ -140,12 +140,41 @@ impl Floor {
     }
 }
 
-/// Resident memory of this process, in bytes (from /proc/self/statm).
+/// Resident memory of this process, in bytes (VmRSS in /proc/self/status, in kB whatever the
+/// page size).
 fn resident_bytes() -> Result<u64, String> {
-    let statm = std::fs::read_to_string("/proc/self/statm").map_err(|e| format!("/proc/self/statm: {e}"))?;
-    let pages: u64 =
-        statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).ok_or("/proc/self/statm: no resident count")?;
-    Ok(pages * 4096)
+    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| format!("/proc/self/status: {e}"))?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or("/proc/self/status: no VmRSS line")?;
+    Ok(kb * 1024)
+}
+
+/// Every price level of the book against the floor's: the same shares and order count at every
+/// (stock, side, price), and no level in one that the other lacks.
+fn same_levels(book: &OrderBook, floor: &Floor, stocks: usize) -> Result<(), String> {
+    let mut levels = 0usize;
+    for locate in 0..=stocks {
+        let Some(s) = book.stock(locate as u16) else { continue };
+        for (side, byte) in [(Side::Bid, b'B'), (Side::Ask, b'S')] {
+            for l in s.side(side).as_slice() {
+                levels += 1;
+                let f = floor.levels.get(&level_key(locate as u16, byte, l.price)).copied().unwrap_or_default();
+                if (f.shares, f.orders) != (l.shares, l.orders) {
+                    return Err(format!(
+                        "locate {locate} {side:?} {}: the book has {} shares in {} orders, the floor {} in {}",
+                        l.price, l.shares, l.orders, f.shares, f.orders
+                    ));
+                }
+            }
+        }
+    }
+    if levels != floor.levels.len() {
+        return Err(format!("the book has {levels} price levels, the floor {}", floor.levels.len()));
+    }
+    Ok(())
 }
 
 /// Per-message samples by ITCH message type (recorded outside the timed window).
@@ -194,6 +223,9 @@ fn pass(
 
 /// The day, the rounds and the verdict. `core`: where the passes run.
 pub fn run(cfg: DayConfig, rounds: u32, core: usize, ticks_per_ns: f64) -> Result<BookScale, Box<dyn Error>> {
+    if rounds == 0 {
+        return Err("--book-rounds 0: the book benchmark needs at least one round (three or more for a spread)".into());
+    }
     let mut bytes = Vec::new();
     let messages = write_itch(cfg, &mut bytes)?;
     let reserve = (cfg.peak_orders + cfg.peak_orders / 4).max(1 << 16) as usize;
@@ -235,24 +267,41 @@ fn rounds_on(
     floor.pre_touch();
     let r2 = resident_bytes()?;
 
-    let mut out = Vec::new();
+    // The peak, untimed, and a warm-up for the rounds: one pass of the book alone, counting;
+    // then the floor's, and every level of the two compared.
     let (mut peak, mut close) = (0usize, 0usize);
-    let (mut book_types, mut floor_types) = (ByType::new(), ByType::new());
+    for rec in frames(bytes) {
+        book.apply(&rec?.message)?;
+        peak = peak.max(book.resting_orders());
+    }
+    close = close.max(book.resting_orders());
+    book.check_invariants()?;
+    for rec in frames(bytes) {
+        floor.apply(&rec?.message)?;
+    }
+    same_levels(&book, &floor, stocks)?;
+    if (peak as u64) < cfg.peak_orders - cfg.peak_orders / 20 {
+        return Err(format!(
+            "the day peaked at {peak} live orders, under the {} asked: --book-messages is too few to build the book up (about 1.9 per order)",
+            cfg.peak_orders
+        )
+        .into());
+    }
+
+    let mut out = Vec::new();
     for round in 0..rounds {
         let book_first = round % 2 == 0;
         let (mut b, mut f) = (None, None);
         for which in [book_first, !book_first] {
             if which {
                 book.clear();
-                let types = (round == 0).then_some(&mut book_types);
-                b = Some(pass(bytes, &tsc, scale, types, |m| book.apply(m).map(|_| ()).map_err(|e| e.to_string()))?);
+                b = Some(pass(bytes, &tsc, scale, None, |m| book.apply(m).map(|_| ()).map_err(|e| e.to_string()))?);
             } else {
                 floor.clear();
-                let types = (round == 0).then_some(&mut floor_types);
-                f = Some(pass(bytes, &tsc, scale, types, |m| floor.apply(m))?);
+                f = Some(pass(bytes, &tsc, scale, None, |m| floor.apply(m))?);
             }
         }
-        // The two agree on what rests (and the book on its own invariants, once).
+        // The two agree on what rests.
         let t = book.totals();
         let book_shares = t.added - t.executed - t.cancelled - t.deleted - t.replaced;
         if book.resting_orders() != floor.orders.len() || book_shares != floor.resting_shares() {
@@ -264,19 +313,16 @@ fn rounds_on(
             )
             .into());
         }
-        if round == 0 {
-            book.check_invariants()?;
-            // The peak, untimed: one more pass of the book alone, counting.
-            book.clear();
-            for rec in frames(bytes) {
-                book.apply(&rec?.message)?;
-                peak = peak.max(book.resting_orders());
-            }
-            close = book.resting_orders();
-        }
         out.push(BookRound { book_first, book: b.unwrap_or_default(), floor: f.unwrap_or_default(), noisy: false });
     }
-    // What stands between the book and its floor, message type by message type (round 0).
+    // What stands between the book and its floor, message type by message type: one more pass
+    // of each, outside the rounds (sorting samples by type between messages disturbs the cache
+    // the rounds are judged on).
+    let (mut book_types, mut floor_types) = (ByType::new(), ByType::new());
+    book.clear();
+    pass(bytes, &tsc, scale, Some(&mut book_types), |m| book.apply(m).map(|_| ()).map_err(|e| e.to_string()))?;
+    floor.clear();
+    pass(bytes, &tsc, scale, Some(&mut floor_types), |m| floor.apply(m))?;
     let by_type = book_types
         .iter()
         .filter_map(|(code, b)| {

@@ -408,6 +408,7 @@ pub fn rdma_rounds(
             ratio: ttt.p50 as f64 / budget.max(1) as f64,
             ticks: tr.counts.ticks,
             orders: tr.counts.orders,
+            backlog: ex.md.backlog(rate as f64),
         });
         eprintln!(
             "latency-lab: rdma pipeline round {}: tick-to-trade p50 {} ns against UD {ud} + RC {rc} + book {book_p50} ns",

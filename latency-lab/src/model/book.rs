@@ -10,6 +10,13 @@ pub const TARGET_P99_X_FLOOR: f64 = 1.5;
 /// less than its inverse) is noisy: reported, left out of the verdict.
 pub const NOISY_FLOOR_MOVE: f64 = 2.0;
 
+/// Whether `kept` steady rounds of `rounds` can carry a verdict: more than half of them. (The
+/// median round is never noisy by the rule above, so "no round kept" never happens; a run whose
+/// floor swung in most rounds is what has no verdict.)
+pub fn enough_kept(kept: usize, rounds: usize) -> bool {
+    kept * 2 > rounds
+}
+
 /// Per-message apply cost over one pass of the day (ns; each includes the timer pair).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ApplyCost {
@@ -32,14 +39,10 @@ pub struct BookRound {
     pub noisy: bool,
 }
 
-impl BookRound {
-    pub fn p99_ratio(&self) -> f64 {
-        self.book.p99_ns as f64 / self.floor.p99_ns.max(1) as f64
-    }
-
-    pub fn p50_ratio(&self) -> f64 {
-        self.book.p50_ns as f64 / self.floor.p50_ns.max(1) as f64
-    }
+/// `a / b` once the timer pair inside both is taken out of each (the ratio of the work, not of
+/// the work plus a constant that pulls every ratio toward 1).
+fn ratio_less_timer(a: u64, b: u64, timer: u64) -> f64 {
+    a.saturating_sub(timer).max(1) as f64 / b.saturating_sub(timer).max(1) as f64
 }
 
 /// One ITCH message type's cost in the first round, book beside floor.
@@ -81,7 +84,7 @@ impl Spread {
 pub enum Verdict {
     Met,
     NotMet,
-    /// No round was kept (none ran, or every one was noisy): no verdict.
+    /// Half the rounds or more were noisy (or none ran): no verdict.
     Noisy,
 }
 
@@ -108,7 +111,8 @@ pub struct BookScale {
     /// What the floor does per message.
     pub floor_is: String,
     pub rounds: Vec<BookRound>,
-    /// By message type (those of at least 1% of the day), first round.
+    /// By message type (those of at least 1% of the day), from one more pass of each after the
+    /// rounds.
     #[serde(default)]
     pub by_type: Vec<TypeCost>,
     /// Medians over the rounds kept (not noisy).
@@ -122,7 +126,8 @@ pub struct BookScale {
 }
 
 impl BookScale {
-    /// Marks noisy rounds and derives the medians, ratios and verdict from `rounds`.
+    /// Marks noisy rounds and derives the medians, ratios (of the figures less the timer pair)
+    /// and verdict from `rounds`.
     pub fn judge(&mut self) {
         let floor_p99 = Spread::of(self.rounds.iter().map(|r| r.floor.p99_ns as f64).collect()).median;
         for r in &mut self.rounds {
@@ -141,10 +146,11 @@ impl BookScale {
         };
         self.book = cost(&|r| r.book);
         self.floor = cost(&|r| r.floor);
-        self.p50_ratio = med(&|r| r.p50_ratio());
-        self.p99_ratio = med(&|r| r.p99_ratio());
-        self.p999_ratio = med(&|r| r.book.p999_ns as f64 / r.floor.p999_ns.max(1) as f64);
-        self.verdict = match kept.is_empty() {
+        let timer = self.timer_ns;
+        self.p50_ratio = med(&|r| ratio_less_timer(r.book.p50_ns, r.floor.p50_ns, timer));
+        self.p99_ratio = med(&|r| ratio_less_timer(r.book.p99_ns, r.floor.p99_ns, timer));
+        self.p999_ratio = med(&|r| ratio_less_timer(r.book.p999_ns, r.floor.p999_ns, timer));
+        self.verdict = match !enough_kept(kept.len(), self.rounds.len()) {
             true => Verdict::Noisy,
             false if self.p99_ratio.median <= TARGET_P99_X_FLOOR => Verdict::Met,
             false => Verdict::NotMet,
@@ -170,7 +176,7 @@ pub(crate) mod tests {
             reserved_orders: 8,
             book_bytes_per_order: 1.0,
             floor_bytes_per_order: 1.0,
-            timer_ns: 10,
+            timer_ns: 0,
             floor_is: "x".into(),
             by_type: vec![],
             rounds: rounds
@@ -214,14 +220,27 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn noisy_rounds_are_left_out_and_a_run_with_none_kept_gives_no_verdict() {
-        // Floors at 20, 100 and 500 ns: the median floor is 100, the other two are 5x from it.
-        // Their ratios (5x and 0.2x) would decide nothing either way: only the middle round's
-        // 1.0x counts.
+    fn a_run_noisy_in_most_rounds_gives_no_verdict_and_the_bound_is_2x() {
+        // The smallest run that could fool it: three rounds, two of them noisy (floors 5x from
+        // the median). One steady round at 1.0x does not make a verdict.
         let b = scale(&[(100, 20), (100, 100), (100, 500)]);
-        assert_eq!((b.noisy_rounds, b.verdict), (2, Verdict::Met));
-        assert_eq!((b.p99_ratio.min, b.p99_ratio.max), (1.0, 1.0));
-        let none = scale(&[]);
-        assert_eq!(none.verdict, Verdict::Noisy);
+        assert_eq!((b.noisy_rounds, b.verdict), (2, Verdict::Noisy));
+        // One noisy round of three: the two steady ones carry it.
+        let b = scale(&[(100, 100), (100, 100), (100, 500)]);
+        assert_eq!((b.noisy_rounds, b.verdict), (1, Verdict::Met));
+        // At exactly 2x (and 1/2x) from the median floor a round is kept; just past it, noisy.
+        let b = scale(&[(100, 100), (100, 100), (100, 200), (100, 50), (100, 100)]);
+        assert_eq!(b.noisy_rounds, 0);
+        let b = scale(&[(100, 100), (100, 100), (100, 201), (100, 49), (100, 100)]);
+        assert_eq!(b.noisy_rounds, 2);
+        assert_eq!(scale(&[]).verdict, Verdict::Noisy);
+    }
+
+    #[test]
+    fn ratios_leave_the_timer_pair_out() {
+        let mut b = scale(&[(80, 40)]);
+        b.timer_ns = 20;
+        b.judge();
+        assert_eq!(b.p99_ratio.median, 3.0, "(80 - 20) / (40 - 20)");
     }
 }

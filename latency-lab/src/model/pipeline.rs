@@ -64,6 +64,9 @@ pub struct RdmaRound {
     pub ratio: f64,
     pub ticks: u64,
     pub orders: u64,
+    /// The exchange fell behind its schedule this round (what it said): no verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<String>,
 }
 
 /// The pipeline over RDMA (exchange on one device, trader on the other), rounds interleaved
