@@ -18,7 +18,7 @@ use tickbus_codecs::book::{OrderBook, Side};
 use tickbus_codecs::itch::{frames, ItchMessage};
 use tickbus_codecs::synth::{write_itch, DayConfig};
 
-use crate::model::book::{ApplyCost, BookRound, BookScale, Spread, TypeCost, Verdict};
+use crate::model::book::{ApplyCost, BookRound, BookScale, TypeCost};
 
 /// What the floor does per message, for the report.
 const FLOOR_IS: &str = "one FxHashMap lookup of the order by reference and one FxHashMap update of its price level's \
@@ -178,16 +178,18 @@ fn same_levels(book: &OrderBook, floor: &Floor, stocks: usize) -> Result<(), Str
 }
 
 /// Per-message samples by ITCH message type (recorded outside the timed window).
-type ByType = BTreeMap<u8, Histogram<u64>>;
+pub(crate) type ByType = BTreeMap<u8, Histogram<u64>>;
 
-/// One timed pass of the day through `apply` (each sample also by message type, if asked).
-fn pass(
+/// One timed pass of the day through `apply` (each sample also by message type, if asked):
+/// its cost and how many messages it applied. (The ITCH part's book row times its pass with it
+/// too.)
+pub(crate) fn pass(
     bytes: &[u8],
     tsc: &Tsc,
     scale: TscScale,
     mut by_type: Option<&mut ByType>,
     mut apply: impl FnMut(&ItchMessage<'_>) -> Result<(), String>,
-) -> Result<ApplyCost, Box<dyn Error>> {
+) -> Result<(ApplyCost, u64), Box<dyn Error>> {
     let mut h = Histogram::<u64>::new_with_bounds(1, 1_000_000_000, 3)?;
     let mut k = 0u64;
     let start = Instant::now();
@@ -212,13 +214,14 @@ fn pass(
         k += 1;
     }
     let whole = start.elapsed().as_secs_f64();
-    Ok(ApplyCost {
+    let cost = ApplyCost {
         p50_ns: h.value_at_quantile(0.5),
         p99_ns: h.value_at_quantile(0.99),
         p999_ns: h.value_at_quantile(0.999),
         max_ns: h.max(),
         mean_ns: whole * 1e9 / k.max(1) as f64,
-    })
+    };
+    Ok((cost, k))
 }
 
 /// The day, the rounds and the verdict. `core`: where the passes run.
@@ -250,12 +253,7 @@ fn rounds_on(
 ) -> Result<BookScale, Box<dyn Error>> {
     let tsc = Tsc::new();
     let scale = TscScale { ticks_per_ns };
-    let mut timer = Histogram::<u64>::new_with_bounds(1, 1_000_000_000, 3)?;
-    for _ in 0..100_000 {
-        let t0 = tsc.now();
-        let t1 = tsc.now();
-        timer.saturating_record(scale.delta_ns(t0, t1).max(1));
-    }
+    let timer_ns = crate::bench::harness::timer_pair_ns(&tsc, scale)?;
     let stocks = usize::from(cfg.stocks);
     let r0 = resident_bytes()?;
     let mut book = OrderBook::with_capacity(reserve, stocks);
@@ -295,10 +293,10 @@ fn rounds_on(
         for which in [book_first, !book_first] {
             if which {
                 book.clear();
-                b = Some(pass(bytes, &tsc, scale, None, |m| book.apply(m).map(|_| ()).map_err(|e| e.to_string()))?);
+                b = Some(pass(bytes, &tsc, scale, None, |m| book.apply(m).map(|_| ()).map_err(|e| e.to_string()))?.0);
             } else {
                 floor.clear();
-                f = Some(pass(bytes, &tsc, scale, None, |m| floor.apply(m))?);
+                f = Some(pass(bytes, &tsc, scale, None, |m| floor.apply(m))?.0);
             }
         }
         // The two agree on what rests.
@@ -348,17 +346,11 @@ fn rounds_on(
         reserved_orders: reserve as u64,
         book_bytes_per_order: per_order(r1.saturating_sub(r0)),
         floor_bytes_per_order: per_order(r2.saturating_sub(r1)),
-        timer_ns: timer.value_at_quantile(0.5),
+        timer_ns,
         floor_is: FLOOR_IS.into(),
         rounds: out,
         by_type,
-        book: ApplyCost::default(),
-        floor: ApplyCost::default(),
-        p50_ratio: Spread::default(),
-        p99_ratio: Spread::default(),
-        p999_ratio: Spread::default(),
-        noisy_rounds: 0,
-        verdict: Verdict::Noisy,
+        ..BookScale::default()
     };
     r.judge();
     if peak >= reserve {

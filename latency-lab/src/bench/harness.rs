@@ -64,6 +64,18 @@ pub fn spin_until(tsc: &Tsc, due: u64) -> u64 {
     now
 }
 
+/// The median cost of an empty pair of TSC reads (ns): what every per-message figure timed
+/// between two reads carries on top of the work.
+pub fn timer_pair_ns(tsc: &Tsc, scale: TscScale) -> Result<u64, Box<dyn Error>> {
+    let mut timer = Histogram::<u64>::new_with_bounds(1, 1_000_000_000, 3)?;
+    for _ in 0..100_000 {
+        let t0 = tsc.now();
+        let t1 = tsc.now();
+        timer.saturating_record(scale.delta_ns(t0, t1).max(1));
+    }
+    Ok(timer.value_at_quantile(0.5))
+}
+
 pub fn pin(core: usize) -> std::io::Result<()> {
     tickbus::agent::pin_current_thread(core).map(|_| ())
 }

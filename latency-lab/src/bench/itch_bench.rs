@@ -9,7 +9,6 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use crate::model::itch::{BookResult, DecodeResult, ItchReport};
-use hdrhistogram::Histogram;
 use tickbus::time::{Tsc, TscScale};
 use tickbus_codecs::book::OrderBook;
 use tickbus_codecs::itch::{frames, ItchFileReader, ItchMessage};
@@ -140,35 +139,19 @@ pub fn run(cfg: DayConfig, passes: u32, ticks_per_ns: f64) -> Result<ItchReport,
 fn book_cost(bytes: &[u8], ticks_per_ns: f64) -> Result<BookResult, Box<dyn Error>> {
     let tsc = Tsc::new();
     let scale = TscScale { ticks_per_ns };
-    let mut timer = Histogram::<u64>::new_with_bounds(1, 1_000_000_000, 3)?;
-    for _ in 0..100_000 {
-        let t0 = tsc.now();
-        let t1 = tsc.now();
-        timer.saturating_record(scale.delta_ns(t0, t1).max(1));
-    }
-    let mut h = Histogram::<u64>::new_with_bounds(1, 1_000_000_000, 3)?;
+    let timer_ns = crate::bench::harness::timer_pair_ns(&tsc, scale)?;
     let mut book = OrderBook::with_capacity(1 << 16, 256);
-    let mut k = 0u64;
-    let start = Instant::now();
-    for rec in frames(bytes) {
-        let m = rec?.message;
-        let t0 = tsc.now();
-        let r = black_box(book.apply(&m));
-        let t1 = tsc.now();
-        r.map_err(|e| format!("message {k}: {e}"))?;
-        h.saturating_record(scale.delta_ns(t0, t1).max(1));
-        k += 1;
-    }
-    let whole = start.elapsed().as_secs_f64();
+    let apply = |m: &ItchMessage<'_>| book.apply(m).map(|_| ()).map_err(|e| e.to_string());
+    let (c, k) = crate::bench::book_scale::pass(bytes, &tsc, scale, None, apply)?;
     book.check_invariants()?;
     Ok(BookResult {
         messages: k,
-        mean_ns: whole * 1e9 / k as f64,
-        p50_ns: h.value_at_quantile(0.5),
-        p99_ns: h.value_at_quantile(0.99),
-        p999_ns: h.value_at_quantile(0.999),
-        max_ns: h.max(),
-        timer_ns: timer.value_at_quantile(0.5),
+        mean_ns: c.mean_ns,
+        p50_ns: c.p50_ns,
+        p99_ns: c.p99_ns,
+        p999_ns: c.p999_ns,
+        max_ns: c.max_ns,
+        timer_ns,
         resting_orders_at_close: book.resting_orders(),
     })
 }

@@ -3,6 +3,9 @@
 //! it, the renderers print it).
 use serde::{Deserialize, Serialize};
 
+use super::verdict::Status;
+use super::Spread;
+
 /// The target: the book's per-message p99 at most this many times the floor's.
 pub const TARGET_P99_X_FLOOR: f64 = 1.5;
 
@@ -57,40 +60,10 @@ pub struct TypeCost {
     pub floor_p99_ns: u64,
 }
 
-/// A median over rounds with its spread (min and max).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Spread {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-}
-
-impl Spread {
-    /// The median and spread of `xs` (NaN for none).
-    pub fn of(mut xs: Vec<f64>) -> Spread {
-        xs.sort_by(f64::total_cmp);
-        let median = match xs.len() {
-            0 => f64::NAN,
-            n if n % 2 == 1 => xs[n / 2],
-            n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
-        };
-        Spread { median, min: xs.first().copied().unwrap_or(f64::NAN), max: xs.last().copied().unwrap_or(f64::NAN) }
-    }
-}
-
-/// What the rounds say about the target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    Met,
-    NotMet,
-    /// Half the rounds or more were noisy (or none ran): no verdict.
-    Noisy,
-}
-
 /// The book at TotalView scale: one generated day applied by the book and by the floor in
-/// alternating rounds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// alternating rounds. (Default: the figures a bench fills in before [`BookScale::judge`]
+/// derives the rest.)
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BookScale {
     pub seed: u64,
     pub stocks: u16,
@@ -122,7 +95,8 @@ pub struct BookScale {
     pub p99_ratio: Spread,
     pub p999_ratio: Spread,
     pub noisy_rounds: usize,
-    pub verdict: Verdict,
+    /// Met, not met, or noisy (half the rounds or more were noisy, or none ran: no verdict).
+    pub verdict: Status,
 }
 
 impl BookScale {
@@ -151,9 +125,9 @@ impl BookScale {
         self.p99_ratio = med(&|r| ratio_less_timer(r.book.p99_ns, r.floor.p99_ns, timer));
         self.p999_ratio = med(&|r| ratio_less_timer(r.book.p999_ns, r.floor.p999_ns, timer));
         self.verdict = match !enough_kept(kept.len(), self.rounds.len()) {
-            true => Verdict::Noisy,
-            false if self.p99_ratio.median <= TARGET_P99_X_FLOOR => Verdict::Met,
-            false => Verdict::NotMet,
+            true => Status::Noisy,
+            false if self.p99_ratio.median <= TARGET_P99_X_FLOOR => Status::Met,
+            false => Status::NotMet,
         };
     }
 }
@@ -178,19 +152,12 @@ pub(crate) mod tests {
             floor_bytes_per_order: 1.0,
             timer_ns: 0,
             floor_is: "x".into(),
-            by_type: vec![],
             rounds: rounds
                 .iter()
                 .enumerate()
                 .map(|(i, &(b, f))| BookRound { book_first: i % 2 == 0, book: cost(b), floor: cost(f), noisy: false })
                 .collect(),
-            book: ApplyCost::default(),
-            floor: ApplyCost::default(),
-            p50_ratio: Spread::default(),
-            p99_ratio: Spread::default(),
-            p999_ratio: Spread::default(),
-            noisy_rounds: 0,
-            verdict: Verdict::Noisy,
+            ..BookScale::default()
         };
         b.judge();
         b
@@ -203,7 +170,7 @@ pub(crate) mod tests {
         // ratios are not moved, and the slow rounds are noisy.
         let b = scale(&[(140, 100), (420, 300), (140, 100), (420, 300), (140, 100)]);
         assert_eq!(b.noisy_rounds, 2, "{:?}", b.rounds);
-        assert_eq!(b.verdict, Verdict::Met);
+        assert_eq!(b.verdict, Status::Met);
         assert!((b.p99_ratio.median - 1.4).abs() < 1e-9);
         assert_eq!((b.book.p99_ns, b.floor.p99_ns), (140, 100));
     }
@@ -213,10 +180,10 @@ pub(crate) mod tests {
         // One round where only the book was slow: the median of ratios is still 1.4x; two of
         // five would not carry it either.
         let b = scale(&[(140, 100), (400, 100), (140, 100), (150, 100), (130, 100)]);
-        assert_eq!((b.noisy_rounds, b.verdict), (0, Verdict::Met));
+        assert_eq!((b.noisy_rounds, b.verdict), (0, Status::Met));
         assert_eq!((b.p99_ratio.min, b.p99_ratio.max), (1.3, 4.0));
         let b = scale(&[(160, 100), (140, 100), (170, 100)]);
-        assert_eq!(b.verdict, Verdict::NotMet, "{:?}", b.p99_ratio);
+        assert_eq!(b.verdict, Status::NotMet, "{:?}", b.p99_ratio);
     }
 
     #[test]
@@ -224,16 +191,16 @@ pub(crate) mod tests {
         // The smallest run that could fool it: three rounds, two of them noisy (floors 5x from
         // the median). One steady round at 1.0x does not make a verdict.
         let b = scale(&[(100, 20), (100, 100), (100, 500)]);
-        assert_eq!((b.noisy_rounds, b.verdict), (2, Verdict::Noisy));
+        assert_eq!((b.noisy_rounds, b.verdict), (2, Status::Noisy));
         // One noisy round of three: the two steady ones carry it.
         let b = scale(&[(100, 100), (100, 100), (100, 500)]);
-        assert_eq!((b.noisy_rounds, b.verdict), (1, Verdict::Met));
+        assert_eq!((b.noisy_rounds, b.verdict), (1, Status::Met));
         // At exactly 2x (and 1/2x) from the median floor a round is kept; just past it, noisy.
         let b = scale(&[(100, 100), (100, 100), (100, 200), (100, 50), (100, 100)]);
         assert_eq!(b.noisy_rounds, 0);
         let b = scale(&[(100, 100), (100, 100), (100, 201), (100, 49), (100, 100)]);
         assert_eq!(b.noisy_rounds, 2);
-        assert_eq!(scale(&[]).verdict, Verdict::Noisy);
+        assert_eq!(scale(&[]).verdict, Status::Noisy);
     }
 
     #[test]

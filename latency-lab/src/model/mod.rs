@@ -91,6 +91,32 @@ impl Span {
     }
 }
 
+/// A median over rounds with its spread (min and max).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// As the reports print a ratio with its spread: "1.79x [1.69-1.86]".
+    pub fn as_ratio(&self) -> String {
+        format!("{:.2}x [{:.2}-{:.2}]", self.median, self.min, self.max)
+    }
+
+    /// The median and spread of `xs` (NaN for none).
+    pub fn of(mut xs: Vec<f64>) -> Spread {
+        xs.sort_by(f64::total_cmp);
+        let median = match xs.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => xs[n / 2],
+            n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
+        };
+        Spread { median, min: xs.first().copied().unwrap_or(f64::NAN), max: xs.last().copied().unwrap_or(f64::NAN) }
+    }
+}
+
 /// Merges a round's rows into the rows so far, by name: every row of `round` must match one
 /// of `rows` and none may be missing or doubled (a round whose rows came in another order or
 /// another set would otherwise put one transport's histogram in another's row).

@@ -37,14 +37,7 @@ impl VsRow {
     pub fn new(name: &str, tool: &str, size: usize, ours: Vec<f64>, theirs: Vec<f64>, note: String) -> VsRow {
         assert_eq!(ours.len(), theirs.len(), "one perftest figure per round");
         let ratios: Vec<f64> = ours.iter().zip(&theirs).map(|(o, t)| o / t).collect();
-        let mut sorted = ratios.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median = match sorted.len() {
-            0 => f64::NAN,
-            n if n % 2 == 1 => sorted[n / 2],
-            n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-        };
-        let (min, max) = (sorted.first().copied().unwrap_or(f64::NAN), sorted.last().copied().unwrap_or(f64::NAN));
+        let super::Spread { median, min, max } = super::Spread::of(ratios.clone());
         VsRow { name: name.into(), tool: tool.into(), size, ours, theirs, ratios, median, min, max, note }
     }
 }

@@ -4,18 +4,20 @@
 //! Reads the model; measures nothing (the renderers print it).
 use serde::{Deserialize, Serialize};
 
-use super::book::{enough_kept, Spread, NOISY_FLOOR_MOVE};
+use super::book::{enough_kept, NOISY_FLOOR_MOVE};
+use super::Spread;
 use super::{rate_name, Report, Section};
 
 /// How a target came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Met,
     NotMet,
     /// The run fell behind its schedule: its figures measure a queue; no verdict.
     Backlogged,
-    /// No round was steady enough to judge from.
+    /// Too few rounds were steady enough to judge from (or none ran).
+    #[default]
     Noisy,
 }
 
@@ -55,8 +57,8 @@ fn target(what: String, figure: String, goal: &str, status: Status, anchor: &str
 }
 
 /// A ratio with its spread: "1.79x [1.69-1.86]".
-fn spread(median: f64, lo: f64, hi: f64) -> String {
-    format!("{median:.2}x [{lo:.2}-{hi:.2}]")
+fn spread(median: f64, min: f64, max: f64) -> String {
+    Spread { median, min, max }.as_ratio()
 }
 
 impl Report {
@@ -141,16 +143,12 @@ impl Report {
                 format!("order book at TotalView scale ({} live orders)", b.peak_orders),
                 format!(
                     "p99 {} of its floor ({} rounds kept, {} noisy)",
-                    spread(r.median, r.min, r.max),
+                    r.as_ratio(),
                     b.rounds.len() - b.noisy_rounds,
                     b.noisy_rounds
                 ),
                 "p99 <= 1.5x",
-                match b.verdict {
-                    super::book::Verdict::Met => Status::Met,
-                    super::book::Verdict::NotMet => Status::NotMet,
-                    super::book::Verdict::Noisy => Status::Noisy,
-                },
+                b.verdict,
                 "book",
             ));
         }
@@ -217,7 +215,7 @@ impl Paired {
     }
 
     fn says(&self) -> String {
-        format!("{:.2}x [{:.2}-{:.2}]", self.ratio.median, self.ratio.min, self.ratio.max)
+        self.ratio.as_ratio()
     }
 
     fn rounds(&self) -> String {

@@ -3,11 +3,12 @@
 //! the journal, and the environment. Reads the model; measures nothing.
 use std::fmt::Write as _;
 
-use crate::model::book::{BookScale, Spread, Verdict, TARGET_P99_X_FLOOR};
+use crate::model::book::{BookScale, TARGET_P99_X_FLOOR};
 use crate::model::itch::ItchReport;
 use crate::model::journal::JournalReport;
 use crate::model::pipeline::{RdmaRun, Run};
 use crate::model::rdma::{Versus, VsRow};
+use crate::model::verdict::Status;
 use crate::model::{rate_name, Report, Section, PERCENTILES};
 
 impl Section {
@@ -377,13 +378,13 @@ impl BookScale {
                 name, c.p50_ns, c.p99_ns, c.p999_ns, c.max_ns, c.mean_ns
             );
         }
-        let sp = |x: &Spread| format!("{:.2}x [{:.2}-{:.2}]", x.median, x.min, x.max);
+
         let _ = writeln!(
             s,
             "  book / floor per round, median [spread]: p50 {}, p99 {}, p99.9 {}",
-            sp(&self.p50_ratio),
-            sp(&self.p99_ratio),
-            sp(&self.p999_ratio)
+            self.p50_ratio.as_ratio(),
+            self.p99_ratio.as_ratio(),
+            self.p999_ratio.as_ratio()
         );
         let _ = write!(s, "  rounds (book/floor p99, ns):");
         for r in &self.rounds {
@@ -407,9 +408,8 @@ impl BookScale {
             self.book_bytes_per_order, self.floor_bytes_per_order
         );
         let verdict = match self.verdict {
-            Verdict::Met => "met".to_string(),
-            Verdict::NotMet => "NOT met".to_string(),
-            Verdict::Noisy => "no verdict: half the rounds or more were noisy".to_string(),
+            Status::Noisy => "no verdict: half the rounds or more were noisy".to_string(),
+            other => other.says().to_string(),
         };
         let _ = writeln!(
             s,
