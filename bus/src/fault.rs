@@ -11,6 +11,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where a process can be made to die.
+#[cfg(any(tickbus_testing, test))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Point {
     /// A ring publisher stored a slot's lead word (the slot is being written), nothing else.
@@ -29,6 +30,7 @@ pub const EXIT_CODE: i32 = 86;
 #[cfg(tickbus_testing)]
 static ARMED: [AtomicU64; POINTS] = [const { AtomicU64::new(0) }; POINTS];
 
+#[cfg(any(tickbus_testing, test))]
 impl Point {
     #[cfg(any(tickbus_testing, test))]
     fn parse(s: &str) -> Option<Point> {
@@ -41,9 +43,21 @@ impl Point {
 }
 
 /// Arms `point`: the process exits with [`EXIT_CODE`] at its `nth` hit (1 = the next one).
+/// The writer's points reach here through the ring's hook, installed on the first arming.
 #[cfg(tickbus_testing)]
 pub fn arm(point: Point, nth: u64) {
+    crate::ring::hook::install(on_writer_step);
     ARMED[point as usize].store(nth, Ordering::Relaxed);
+}
+
+/// The ring writer's steps, as this module's points.
+#[cfg(tickbus_testing)]
+fn on_writer_step(step: crate::ring::hook::WriterStep) {
+    use crate::ring::hook::WriterStep;
+    hit(match step {
+        WriterStep::AfterLead => Point::WriterAfterLead,
+        WriterStep::AfterTrail => Point::WriterAfterTrail,
+    });
 }
 
 /// Arms the point `TICKBUS_FAULT=<point>:<nth>` names (e.g. `writer-after-trail:1000`); returns
@@ -109,14 +123,12 @@ pub(crate) fn take_ud_chain_cut(len: usize) -> Option<usize> {
 }
 
 /// Marks `point` on the calling path; dies there if armed and due.
+#[cfg(tickbus_testing)]
 #[inline(always)]
-pub(crate) fn hit(point: Point) {
-    #[cfg(tickbus_testing)]
+fn hit(point: Point) {
     if ARMED[point as usize].load(Ordering::Relaxed) != 0 {
         due(point);
     }
-    #[cfg(not(tickbus_testing))]
-    let _ = point;
 }
 
 #[cfg(tickbus_testing)]

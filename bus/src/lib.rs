@@ -43,6 +43,8 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+#[cfg(all(feature = "rdma", not(loom)))]
+pub mod control;
 pub mod counters;
 #[cfg(not(loom))]
 pub mod doctor;
@@ -56,6 +58,8 @@ mod fault;
 pub mod feed;
 #[cfg(not(loom))]
 pub mod journal;
+#[cfg(all(test, not(loom)))]
+mod layering_tests;
 #[cfg(all(feature = "rdma", not(loom)))]
 pub mod mcast;
 #[cfg(not(loom))]

@@ -8,6 +8,8 @@
 //! per process and are not comparable across processes.
 use std::time::{Duration, Instant};
 
+use crate::ring::{Mode, RingConfig};
+
 /// A raw TSC source.
 #[derive(Clone)]
 pub struct Tsc {
@@ -67,6 +69,17 @@ impl Default for Tsc {
 pub fn ticks_per_ns() -> f64 {
     static CAL: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
     *CAL.get_or_init(|| Tsc::new().measure_ticks_per_ns(Duration::from_millis(20)).max(1e-3))
+}
+
+/// The ring's convenience constructor lives with the clock, so the ring protocol itself imports
+/// nothing above it (it takes the TSC rate as a value: [`RingConfig::with_clock`]).
+impl RingConfig {
+    /// A ring whose slots hold payloads up to `max_payload` bytes (rounded to whole 64-byte
+    /// lines), stamped with this process's TSC calibration ([`ticks_per_ns`]; the first call
+    /// measures it, 20 ms, set-up only).
+    pub fn for_payload(mode: Mode, stream_id: u32, max_payload: usize, slot_count: usize) -> RingConfig {
+        RingConfig::with_clock(mode, stream_id, max_payload, slot_count, ticks_per_ns())
+    }
 }
 
 /// Converts TSC deltas to nanoseconds with one fixed calibration.

@@ -21,7 +21,7 @@ pub enum McastError {
     },
     /// Setting up gap recovery (the control channel and its authentication).
     #[error("recovery set-up: {0}")]
-    Setup(#[from] crate::rdma::RdmaError),
+    Setup(#[from] crate::control::ControlError),
     /// A recovery READ never completed and the provider never said why: recovery is off.
     #[error("a recovery READ did not complete within 2 s, and the provider never reported why: the publisher is gone or its path is broken; recovery is off for this subscriber")]
     RecoveryTimeout,

@@ -2,7 +2,7 @@
 //! publisher's send slots, which double as a history of its last `history` messages. The
 //! publisher's CPU takes no part in a recovery: its NIC answers the READs.
 //!
-//! Set-up over the same authenticated control channel as rdma-rc (syscalls allowed here; on the
+//! Set-up over the same authenticated control channel as rdma-rc ([`crate::control`]) (syscalls allowed here; on the
 //! publisher's side it runs on threads of its own, never on the publishing thread):
 //! ```text
 //!  subscriber                                   publisher (recovery server)
@@ -26,9 +26,7 @@ use std::time::Duration;
 
 use super::error::McastError;
 use super::frame::{self, FrameHeader};
-use crate::rdma::acceptor::Handshakes;
-use crate::rdma::handshake::{self as hs, Control};
-use crate::rdma::RdmaError;
+use crate::control::{self as hs, Control, ControlError, Handshakes};
 use crate::sys::verbs::{
     ffi, Completion, ConnectedRc, Context, Endpoint, HugeBuf, MemoryRegion, PreparedRc, RcOptions,
 };
@@ -91,7 +89,7 @@ impl RecoveryServer {
     pub fn next(&self, timeout: Duration) -> Result<(), McastError> {
         match self.results.recv_timeout(timeout) {
             Ok(r) => r,
-            Err(_) => Err(McastError::Setup(RdmaError::Handshake {
+            Err(_) => Err(McastError::Setup(ControlError::Handshake {
                 peer: "-".into(),
                 reason: format!("no recovery connection within {timeout:?}"),
             })),
@@ -168,7 +166,7 @@ impl RecoveryClient {
         timeout: Duration,
     ) -> Result<RecoveryClient, McastError> {
         let tcp = TcpStream::connect_timeout(&addr, timeout)
-            .map_err(|source| RdmaError::Connect { addr: addr.to_string(), source })?;
+            .map_err(|source| ControlError::Connect { addr: addr.to_string(), source })?;
         let mut ctl = Control::new(tcp, timeout, Role::Subscriber)?;
         hs::authenticate_to_publisher(&mut ctl, token, stream)?;
         let line = ctl.recv()?;

@@ -1,7 +1,7 @@
 //! Taking in subscribers off the publishing thread.
 //!
 //! Owns: the control listener, one thread per handshake in progress (at most
-//! [`MAX_HANDSHAKES`]; more connections are told "busy" and closed), the consumer lines handed
+//! eight, the control channel's limit; more connections are told "busy" and closed), the consumer lines handed
 //! out, and the control connections of connected subscribers. Never: touches the mirror ring or
 //! posts a WRITE (the publishing thread does), or lets one peer's handshake hold up another's.
 //!
@@ -13,20 +13,18 @@
 use std::collections::HashMap;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::error::RdmaError;
-use super::handshake::{self as hs, Control};
+use crate::control::{self as hs, Control, Handshakes};
 use crate::ring::layout::consumer_position_word;
 use crate::ring::{Mode, RingConfig};
 use crate::sys::verbs::{ffi, ConnectedRc, Context, Endpoint, MemoryRegion, PreparedRc, RcOptions};
 use crate::wire::control::{self as wire, StreamConfig, WriteMode};
 use crate::wire::transcript::Role;
 
-/// Handshakes in progress at once; further connections are refused until one ends.
-pub(crate) const MAX_HANDSHAKES: usize = 8;
 /// Capacity of the queues between the acceptor and the publishing thread.
 pub(crate) const QUEUE: usize = 64;
 
@@ -113,51 +111,6 @@ impl Drop for Acceptor {
     }
 }
 
-/// Accepts connections on a non-blocking listener and runs each one's handshake on a thread of
-/// its own, at most [`MAX_HANDSHAKES`] at once (more are told "busy" and closed), so a peer that
-/// is slow or silent holds up nobody else. Shared by the rdma-rc acceptor and ud-mcast recovery.
-pub(crate) struct Handshakes<T> {
-    listener: TcpListener,
-    running: usize,
-    next_id: u64,
-    done_tx: mpsc::Sender<(u64, T)>,
-    done_rx: mpsc::Receiver<(u64, T)>,
-}
-
-impl<T: Send + 'static> Handshakes<T> {
-    pub fn new(listener: TcpListener) -> Result<Handshakes<T>, RdmaError> {
-        listener.set_nonblocking(true).map_err(|e| RdmaError::io("accept", e))?;
-        let (done_tx, done_rx) = mpsc::channel();
-        Ok(Handshakes { listener, running: 0, next_id: 1, done_tx, done_rx })
-    }
-
-    /// Starts a handshake for a waiting connection, if any, and returns one that finished, if
-    /// any. Never blocks. `run` gets the connection and its id.
-    pub fn poll(&mut self, run: &Arc<dyn Fn(TcpStream, u64) -> T + Send + Sync>) -> (bool, Option<(u64, T)>) {
-        let mut busy = false;
-        if let Ok((tcp, _)) = self.listener.accept() {
-            busy = true;
-            if self.running >= MAX_HANDSHAKES {
-                refuse_busy(tcp);
-            } else {
-                let (id, run, done) = (self.next_id, run.clone(), self.done_tx.clone());
-                self.next_id += 1;
-                let spawned = std::thread::Builder::new().name("tickbus-hello".into()).spawn(move || {
-                    let _ = done.send((id, run(tcp, id)));
-                });
-                self.running += usize::from(spawned.is_ok());
-            }
-        }
-        match self.done_rx.try_recv() {
-            Ok(r) => {
-                self.running -= 1;
-                (true, Some(r))
-            }
-            Err(_) => (busy, None),
-        }
-    }
-}
-
 type Outcome = Result<(Box<Joined>, Control), (String, RdmaError)>;
 
 /// A connected subscriber's control connection, its consumer line, and whether it was seen
@@ -231,25 +184,22 @@ fn run(
     // Dropping `controls` closes every connection: subscribers see their publisher leave.
 }
 
-fn refuse_busy(tcp: TcpStream) {
-    use std::io::Write;
-    let _ = tcp.set_nonblocking(true);
-    let _ =
-        (&tcp).write_all(format!("ERR {MAX_HANDSHAKES} handshakes already in progress; retry shortly\n").as_bytes());
-}
-
 /// One subscriber's handshake, publisher side (its own thread; may take up to the timeout).
 fn handshake(tcp: TcpStream, s: &Shared, id: u64) -> Result<(Box<Joined>, Control), (String, RdmaError)> {
     let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
     let fail = |e: RdmaError| (peer.clone(), e);
     let _ = tcp.set_nonblocking(false);
-    let mut ctl = Control::new(tcp, s.timeout, Role::Publisher).map_err(fail)?;
-    hs::authenticate_subscriber(&mut ctl, &s.token, s.cfg.stream_id).map_err(fail)?;
+    let mut ctl = Control::new(tcp, s.timeout, Role::Publisher).map_err(|e| fail(e.into()))?;
+    hs::authenticate_subscriber(&mut ctl, &s.token, s.cfg.stream_id).map_err(|e| fail(e.into()))?;
     let consumer = match s.cfg.mode {
         Mode::Lossy => 0,
         Mode::Reliable => match claim_line(&s.lines, s.cfg.max_consumers) {
             Some(i) => i,
-            None => return Err(fail(ctl.refuse(format!("all {} consumer lines are connected", s.cfg.max_consumers)))),
+            None => {
+                return Err(fail(
+                    ctl.refuse(format!("all {} consumer lines are connected", s.cfg.max_consumers)).into(),
+                ))
+            }
         },
     };
     let release = |e: RdmaError| {
@@ -283,13 +233,13 @@ fn exchange(ctl: &mut Control, s: &Shared, consumer: usize, id: u64) -> Result<J
     let ring: Endpoint = line.strip_prefix("EP ").unwrap_or("").parse().map_err(|r| ctl.refuse(r))?;
     let need = s.cfg.ring_bytes() as u64;
     if !ring.covers(ring.addr, need) {
-        return Err(ctl.refuse(format!("ring of {} bytes advertised, the stream needs {need}", ring.len)));
+        return Err(ctl.refuse(format!("ring of {} bytes advertised, the stream needs {need}", ring.len)).into());
     }
     let resume = wire::parse_resume(&ctl.recv()?).map_err(|r| ctl.refuse(r))?;
     let qp = qp.connect(&ring)?;
     ctl.send("READY")?;
     if ctl.recv()? != "READY" {
-        return Err(ctl.refuse("expected READY"));
+        return Err(ctl.refuse("expected READY").into());
     }
     Ok(Joined { id, peer: ctl.peer().to_owned(), qp, ring, consumer, credit, resume })
 }

@@ -1,5 +1,6 @@
 //! RDMA transport errors: each says what failed and what to check. Hot-path variants carry no
 //! allocation.
+use crate::control::ControlError;
 use crate::ring::ClaimError;
 use crate::sys::verbs::VerbsError;
 
@@ -116,6 +117,18 @@ pub enum RdmaError {
     /// Publishing needs at least one connected subscriber.
     #[error("no subscriber connected; accept one first")]
     NoSubscriber,
+}
+
+/// A control-channel failure is reported under the same names rdma-rc always used.
+impl From<ControlError> for RdmaError {
+    fn from(e: ControlError) -> RdmaError {
+        match e {
+            ControlError::Io { what, source } => RdmaError::Io { what, source },
+            ControlError::Connect { addr, source } => RdmaError::Connect { addr, source },
+            ControlError::Handshake { peer, reason } => RdmaError::Handshake { peer, reason },
+            ControlError::Refused { peer, reason } => RdmaError::Refused { peer, reason },
+        }
+    }
 }
 
 impl RdmaError {

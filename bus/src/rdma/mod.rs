@@ -21,11 +21,8 @@
 //!
 //! Syscalls: none on the poll path. Posting is a user-space doorbell on real NICs; Soft-RoCE's
 //! provider rings it with one `write` per post, which the hot-path test counts.
-pub(crate) mod acceptor;
-#[cfg(test)]
-mod control_tests;
+mod acceptor;
 mod error;
-pub(crate) mod handshake;
 mod memory;
 mod publisher;
 mod subscriber;
@@ -39,7 +36,7 @@ pub use crate::sys::verbs::RcOptions;
 pub use crate::sys::verbs::VerbsError;
 /// The most messages one `publish_batch` posts behind one doorbell (longer bursts are split).
 pub use crate::sys::verbs::MAX_CHAIN;
+pub use crate::wire::control::{StreamConfig, WriteMode, PROTOCOL_VERSION};
 pub use error::{explain, RdmaError};
-pub use handshake::{StreamConfig, WriteMode, PROTOCOL_VERSION};
 pub use publisher::{PublisherOptions, RdmaPublisher, SubscriberInfo};
 pub use subscriber::{RdmaSubscriber, SubscriberOptions};

@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 
 use super::acceptor::{Acceptor, Back, Event, Joined, Shared};
 use super::error::RdmaError;
-use super::handshake::WriteMode;
 use crate::counters::{Counter, Counters, Role, Transport};
 use crate::ring::{layout::slot_window_offset, ClaimError, Mode, RingConfig, RingWriter};
 use crate::sys::verbs::{
@@ -24,6 +23,7 @@ use crate::sys::verbs::{
     MAX_CHAIN,
 };
 use crate::time::Tsc;
+use crate::wire::control::WriteMode;
 
 /// How a publisher runs.
 #[derive(Clone)]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::RdmaError;
-use super::handshake::{self as hs, Control, StreamConfig, WriteMode};
+use crate::control::{self as hs, Control};
 use crate::ring::layout::consumer_position_word;
 use crate::ring::{self, Mode, Recv, RingConfig, RingReader, StartAt};
 use crate::sys::verbs::{
@@ -13,6 +13,7 @@ use crate::sys::verbs::{
 };
 use crate::time::TscScale;
 use crate::wire::control as wire;
+use crate::wire::control::{StreamConfig, WriteMode};
 use crate::wire::transcript::Role;
 
 /// How a subscriber connects.
@@ -158,12 +159,14 @@ impl RdmaSubscriber {
         let stream = wire::parse_config(&ctl.recv()?).map_err(|r| ctl.refuse(r))?;
         let cfg: RingConfig = stream.ring;
         if cfg.stream_id != stream_id {
-            return Err(ctl.refuse(format!("asked for stream {stream_id}, the publisher configured {}", cfg.stream_id)));
+            return Err(ctl
+                .refuse(format!("asked for stream {stream_id}, the publisher configured {}", cfg.stream_id))
+                .into());
         }
         let line = ctl.recv()?;
         let publisher: Endpoint = line.strip_prefix("EP ").unwrap_or("").parse().map_err(|r| ctl.refuse(r))?;
         if cfg.mode == Mode::Reliable && publisher.len != 8 {
-            return Err(ctl.refuse(format!("the credit word advertised is {} bytes, not 8", publisher.len)));
+            return Err(ctl.refuse(format!("the credit word advertised is {} bytes, not 8", publisher.len)).into());
         }
 
         let ctx = Context::open(opts.device.as_deref())?;
@@ -187,7 +190,7 @@ impl RdmaSubscriber {
         }
         let ready = ctl.recv()?;
         if ready != "READY" {
-            return Err(ctl.refuse(format!("expected READY, got {}", wire::quote(&ready))));
+            return Err(ctl.refuse(format!("expected READY, got {}", wire::quote(&ready))).into());
         }
         ctl.send("READY")?;
         // The publisher may already be WRITEing into the ring: slots land where they belong.

@@ -185,21 +185,29 @@ pub struct RingConfig {
     /// Reliable mode: how many consumers must consume each message (1..=16). Lossy: ignored.
     pub max_consumers: usize,
     /// TSC ticks per nanosecond, stored so that every process converts the same way.
-    /// [`RingConfig::for_payload`] fills in this process's calibration ([`crate::time::ticks_per_ns`]).
+    /// `RingConfig::for_payload` (in [`crate::time`], which owns the clock: the ring protocol
+    /// imports nothing above it) fills in this process's calibration.
     pub ticks_per_ns: f64,
 }
 
 impl RingConfig {
     /// A ring whose slots hold payloads up to `max_payload` bytes, rounded so each slot is a whole
-    /// number of 64-byte cache lines.
-    pub fn for_payload(mode: Mode, stream_id: u32, max_payload: usize, slot_count: usize) -> RingConfig {
+    /// number of 64-byte cache lines, stamped with the TSC rate `ticks_per_ns` its readers convert
+    /// with. `RingConfig::for_payload` is this with the process's own calibration.
+    pub fn with_clock(
+        mode: Mode,
+        stream_id: u32,
+        max_payload: usize,
+        slot_count: usize,
+        ticks_per_ns: f64,
+    ) -> RingConfig {
         RingConfig {
             mode,
             slot_size: (max_payload + SLOT_OVERHEAD).div_ceil(64) * 64,
             slot_count,
             stream_id,
             max_consumers: 1,
-            ticks_per_ns: crate::time::ticks_per_ns(),
+            ticks_per_ns,
         }
     }
 

@@ -12,6 +12,7 @@
 use super::attach;
 use super::counts::{Counter, Counters};
 use super::error::{ClaimError, LayoutError};
+use super::hook::{self, WriterStep};
 use super::layout::{
     Geometry, Mode, RingConfig, C_POSITION, FLAG_ABORTED, W_PRODUCER_EPOCH, W_PRODUCER_POSITION, W_PRODUCER_TOKEN,
 };
@@ -207,7 +208,7 @@ impl<M: RingMemory> RingWriter<M> {
         }
         let slot = self.geo.slot(self.position);
         slot::begin(self.slot_words(slot), self.position);
-        crate::fault::hit(crate::fault::Point::WriterAfterLead);
+        hook::report(WriterStep::AfterLead);
         Ok(slot)
     }
 
@@ -215,7 +216,7 @@ impl<M: RingMemory> RingWriter<M> {
     fn finish(&mut self, slot: usize, len: usize, flags: u64) -> u64 {
         let pos = self.position;
         slot::commit(self.slot_words(slot), pos, len, flags);
-        crate::fault::hit(crate::fault::Point::WriterAfterTrail);
+        hook::report(WriterStep::AfterTrail);
         self.position = pos.wrapping_add(1);
         self.words.word(W_PRODUCER_POSITION).store(self.position, Ordering::Release);
         if flags == 0 {

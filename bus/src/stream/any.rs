@@ -277,8 +277,7 @@ pub fn open_subscriber(c: &Channel, o: &OpenOptions) -> Result<AnySubscriber, Op
             let fail = |source| OpenError::Mcast { channel: c.to_string(), source };
             let mut s = crate::mcast::McastSubscriber::join(*group, *stream, &mo).map_err(fail)?;
             if let Some(at) = recovery {
-                let not_there =
-                    |e: &crate::mcast::McastError| matches!(e, crate::mcast::McastError::Setup(r) if not_yet(r));
+                let not_there = |e: &crate::mcast::McastError| matches!(e, crate::mcast::McastError::Setup(r) if r.may_work_later());
                 waiting(c, o, not_there, || s.connect_recovery(*at, &token, 64, Duration::from_secs(5)), fail)?;
             }
             Ok(AnySubscriber::UdMcast(s))

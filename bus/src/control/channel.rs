@@ -1,33 +1,21 @@
-//! The control channel that sets up an RDMA stream (rdma-rc) or a recovery connection
-//! (ud-mcast): a versioned, mutually authenticated hello over TCP, then lines bound together by a
-//! transcript MAC. The lines themselves are in [`crate::wire::control`].
-//!
-//! Why TCP and not rdma_cm: the exchange needs a versioned hello and a shared-secret proof before
-//! any rkey leaves the process, which is plain request/response; TCP works on every RoCE host and
-//! in the guest without another library, and the data path never touches it. Setup may make
-//! syscalls; nothing here runs on a publishing or polling thread.
-//!
-//! Against hostile peers (anyone who can reach the port): a line longer than
-//! [`MAX_LINE`] is refused as soon as it is, not buffered; one deadline bounds the whole
-//! handshake, reads and writes alike, so a peer that trickles bytes or never reads cannot hold
-//! it; errors quote at most a few dozen characters of what the peer sent.
+//! One control connection: the versioned, mutually authenticated hello, then lines bound
+//! together by a transcript MAC, each read and written within the handshake's one deadline.
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use super::error::RdmaError;
-use crate::wire::control::{self as wire, MAX_LINE};
-pub use crate::wire::control::{StreamConfig, WriteMode, PROTOCOL_VERSION};
+use super::error::ControlError;
+use crate::wire::control::{self as wire, MAX_LINE, PROTOCOL_VERSION};
 use crate::wire::transcript::{check_proof, proof, Role, Transcript};
 
-pub(crate) fn nonce() -> Result<[u8; 16], RdmaError> {
-    crate::sys::random::bytes().map_err(|e| RdmaError::io("reading /dev/urandom", e))
+pub(crate) fn nonce() -> Result<[u8; 16], ControlError> {
+    crate::sys::random::bytes().map_err(|e| ControlError::io("reading /dev/urandom", e))
 }
 
 /// Publisher side of the hello: checks the subscriber's version and stream, proves the token
 /// and checks the subscriber's proof. On any mismatch the peer is told why, and so are we.
 /// From then on every line is signed.
-pub(crate) fn authenticate_subscriber(ctl: &mut Control, token: &[u8], stream_id: u32) -> Result<(), RdmaError> {
+pub(crate) fn authenticate_subscriber(ctl: &mut Control, token: &[u8], stream_id: u32) -> Result<(), ControlError> {
     let hello = ctl.recv()?;
     let (version, stream, nonce_s) = wire::parse_hello_sub(&hello).map_err(|r| ctl.refuse(r))?;
     if version != PROTOCOL_VERSION {
@@ -51,7 +39,7 @@ pub(crate) fn authenticate_subscriber(ctl: &mut Control, token: &[u8], stream_id
 
 /// Subscriber side of the hello: asks for `stream_id`, checks the publisher's version and
 /// proof, then proves the token itself. From then on every line is signed.
-pub(crate) fn authenticate_to_publisher(ctl: &mut Control, token: &[u8], stream_id: u32) -> Result<(), RdmaError> {
+pub(crate) fn authenticate_to_publisher(ctl: &mut Control, token: &[u8], stream_id: u32) -> Result<(), ControlError> {
     let nonce_s = nonce()?;
     ctl.send(&wire::hello_sub(stream_id, &nonce_s))?;
     let hello = ctl.recv()?;
@@ -84,9 +72,9 @@ pub(crate) struct Control {
 
 impl Control {
     /// A control connection for `role`, whose handshake must be over within `timeout`.
-    pub fn new(stream: TcpStream, timeout: Duration, role: Role) -> Result<Control, RdmaError> {
+    pub fn new(stream: TcpStream, timeout: Duration, role: Role) -> Result<Control, ControlError> {
         let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
-        stream.set_nodelay(true).map_err(|e| RdmaError::io("setting TCP_NODELAY", e))?;
+        stream.set_nodelay(true).map_err(|e| ControlError::io("setting TCP_NODELAY", e))?;
         Ok(Control {
             stream,
             pending: Vec::with_capacity(MAX_LINE),
@@ -114,7 +102,7 @@ impl Control {
     }
 
     /// Time left before the deadline, as a socket timeout; an error once it passed.
-    fn remaining(&self) -> Result<Option<Duration>, RdmaError> {
+    fn remaining(&self) -> Result<Option<Duration>, ControlError> {
         let Some(deadline) = self.deadline else { return Ok(None) };
         match deadline.checked_duration_since(Instant::now()) {
             Some(left) if !left.is_zero() => Ok(Some(left.max(Duration::from_millis(1)))),
@@ -122,45 +110,48 @@ impl Control {
         }
     }
 
-    fn overdue(&self) -> RdmaError {
-        RdmaError::Handshake {
+    fn overdue(&self) -> ControlError {
+        ControlError::Handshake {
             peer: self.peer.clone(),
             reason: format!("the handshake's deadline of {:?} passed (timed out waiting for the peer)", self.timeout),
         }
     }
 
-    pub fn send(&mut self, line: &str) -> Result<(), RdmaError> {
+    pub fn send(&mut self, line: &str) -> Result<(), ControlError> {
         let sealed = self.transcript.seal(self.role, line);
         self.write_line(&sealed)
     }
 
-    fn write_line(&mut self, line: &str) -> Result<(), RdmaError> {
+    fn write_line(&mut self, line: &str) -> Result<(), ControlError> {
         let mut bytes = Vec::with_capacity(line.len() + 1);
         bytes.extend_from_slice(line.as_bytes());
         bytes.push(b'\n');
         let mut sent = 0;
         while sent < bytes.len() {
             let left = self.remaining()?;
-            self.stream.set_write_timeout(left).map_err(|e| RdmaError::io("setting the control timeout", e))?;
+            self.stream.set_write_timeout(left).map_err(|e| ControlError::io("setting the control timeout", e))?;
             match self.stream.write(&bytes[sent..]) {
                 Ok(0) => {
-                    return Err(RdmaError::io("writing to the control channel", std::io::ErrorKind::WriteZero.into()))
+                    return Err(ControlError::io(
+                        "writing to the control channel",
+                        std::io::ErrorKind::WriteZero.into(),
+                    ))
                 }
                 Ok(n) => sent += n,
                 Err(e) if is_timeout(&e) => return Err(self.overdue()),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(RdmaError::io("writing to the control channel", e)),
+                Err(e) => return Err(ControlError::io("writing to the control channel", e)),
             }
         }
         Ok(())
     }
 
     /// The next line (at most [`MAX_LINE`] bytes), checked against the transcript; an `ERR`
-    /// line from the peer becomes `RdmaError::Refused`.
-    pub fn recv(&mut self) -> Result<String, RdmaError> {
+    /// line from the peer becomes `ControlError::Refused`.
+    pub fn recv(&mut self) -> Result<String, ControlError> {
         let raw = self.read_line()?;
         if let Some(reason) = raw.strip_prefix("ERR ") {
-            return Err(RdmaError::Refused { peer: self.peer.clone(), reason: wire::quote(reason) });
+            return Err(ControlError::Refused { peer: self.peer.clone(), reason: wire::quote(reason) });
         }
         let peer_role = match self.role {
             Role::Publisher => Role::Subscriber,
@@ -172,7 +163,7 @@ impl Control {
         }
     }
 
-    fn read_line(&mut self) -> Result<String, RdmaError> {
+    fn read_line(&mut self) -> Result<String, ControlError> {
         let mut chunk = [0u8; 1024];
         loop {
             if let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
@@ -184,11 +175,11 @@ impl Control {
                 return Err(self.refuse(format!("a line longer than {MAX_LINE} bytes: not a tickbus control line")));
             }
             let left = self.remaining()?;
-            self.stream.set_read_timeout(left).map_err(|e| RdmaError::io("setting the control timeout", e))?;
+            self.stream.set_read_timeout(left).map_err(|e| ControlError::io("setting the control timeout", e))?;
             let room = (MAX_LINE - self.pending.len()).min(chunk.len());
             match self.stream.read(&mut chunk[..room]) {
                 Ok(0) => {
-                    return Err(RdmaError::Handshake {
+                    return Err(ControlError::Handshake {
                         peer: self.peer.clone(),
                         reason: "peer closed the control channel".into(),
                     })
@@ -196,18 +187,18 @@ impl Control {
                 Ok(n) => self.pending.extend_from_slice(&chunk[..n]),
                 Err(e) if is_timeout(&e) => return Err(self.overdue()),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(RdmaError::io("reading the control channel", e)),
+                Err(e) => return Err(ControlError::io("reading the control channel", e)),
             }
         }
     }
 
     /// Tells the peer why we stop (best effort, unsigned), then returns that as our error.
-    pub fn refuse(&mut self, reason: impl std::fmt::Display) -> RdmaError {
+    pub fn refuse(&mut self, reason: impl std::fmt::Display) -> ControlError {
         let reason = reason.to_string();
         let _ = self.stream.set_nonblocking(true);
         let _ = self.stream.write_all(format!("ERR {reason}\n").as_bytes());
         let _ = self.stream.set_nonblocking(false);
-        RdmaError::Handshake { peer: self.peer.clone(), reason }
+        ControlError::Handshake { peer: self.peer.clone(), reason }
     }
 
     /// Whether the peer has closed the connection (non-blocking; a syscall: idle paths only).

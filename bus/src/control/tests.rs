@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use super::handshake::*;
+use super::*;
 use crate::wire::control::{parse_config, parse_hello_sub};
 use crate::wire::transcript::Role;
 
