@@ -1,10 +1,11 @@
 //! `tickbus exchange`: the venue side of the trading pipeline in one process, for a machine with
-//! few cores. One pinned loop is a composite agent: it replays an ITCH file as normalised market
-//! data, open loop at a fixed rate (each message stamped with its *intended* send time as its
-//! ingress TSC, so a stalled loop shows up in the latencies instead of hiding in the schedule),
-//! and between messages it runs the gateway's duty cycle (`gateway.rs`: orders in, one execution
-//! report each, hops recorded). `--no-gateway` leaves the gateway to its own process (`tickbus
-//! gateway`) so feed, trader and gateway can each own a core.
+//! few cores. One pinned thread runs a composite agent ([`Exchange`]): a market-data agent
+//! ([`MdAgent`]) replays an ITCH file as normalised market data, open loop at a fixed rate (each
+//! message stamped with its *intended* send time as its ingress TSC, so a stalled loop shows up
+//! in the latencies instead of hiding in the schedule), and a gateway agent ([`GatewayPart`],
+//! over `gateway.rs`: orders in, one execution report each, hops recorded) runs its duty cycle
+//! every cycle, fed the quotes directly. `--no-gateway` leaves the gateway to its own process
+//! (`tickbus gateway`) so feed, trader and gateway can each own a core.
 //!
 //! It starts publishing only once the trader is attached (it holds the report ring's consumer
 //! line, which it takes after starting to observe the market data), so no tick goes unseen.
@@ -15,10 +16,12 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use hdrhistogram::Histogram;
+use tickbus::agent::{Agent, IdleStrategy, Pair};
 use tickbus::replay::{self, Pace, Pacer};
 use tickbus::shm::{self, ShmOptions};
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, RingConfig, StartAt};
+use tickbus_codecs::md::Quote;
 use tickbus_codecs::normalize::{Md, Normalizer};
 use tickbus_codecs::{Header, FLAG_INGRESS_TSC};
 
@@ -85,13 +88,15 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
         ));
     }
     let mut source = source;
-    let norm = warm_up(&mut source, a.max.unwrap_or(u64::MAX))?;
+    let max = a.max.unwrap_or(u64::MAX);
+    let norm = warm_up(&mut source, max)?;
     let (md, gw) = open(&a, &topology, &stop)?;
-    let mut x = Exchange::new(source, norm, md, gw);
+    let mut md = MdAgent::new(source, norm, md, max, stop.clone());
+    let mut gw = gw;
     let wait = Duration::from_secs_f64(a.wait_secs.max(0.0));
     // The trader attached to the market data before it read the reports: once its reader is on
     // the report stream, no tick goes unseen.
-    match (&topology.execs.endpoint, x.gateway.as_mut()) {
+    match (&topology.execs.endpoint, gw.as_mut()) {
         (Endpoint::Shm { name, .. }, _) => wait_for_trader(name, wait, &stop)?,
         (_, Some(g)) => crate::streams::wait_for_reader(g.execs_mut(), "the trader", wait, &stop)?,
         (_, None) => {}
@@ -100,12 +105,31 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
         tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
     }
     eprintln!("exchange: the trader is attached; replaying {} at {} msg/s", a.itch.display(), a.rate);
-    x.start(a.rate);
-    let first_due = x.tsc.now() + (x.scale.ticks_per_ns * 1e6) as u64; // start(): 1 ms to get going
-    let max = a.max.unwrap_or(u64::MAX);
-    while x.counts.itch < max && !stop.load(Ordering::Relaxed) && x.step()? {}
-    x.counts.span_ns = x.scale.delta_ns(first_due, x.tsc.now());
-    let Exchange { mut md, gateway: mut gw, counts: c, feed_ns, .. } = x;
+    let tsc = Tsc::new();
+    let scale = TscScale { ticks_per_ns: md.md.ticks_per_ns() };
+    md.start(a.rate);
+    let first_due = tsc.now() + (scale.ticks_per_ns * 1e6) as u64; // start(): 1 ms to get going
+    let over = md.over_flag();
+    // The day: the composite agent busy-spins (the next tick's due time is never far), until the
+    // market-data agent says the day is over.
+    let (mut md, mut gw) = match gw {
+        Some(g) => {
+            let mut x = venue(md, g);
+            tickbus::agent::run_until(&mut x, IdleStrategy::BusySpin, &over);
+            let (md, part) = x.into_parts();
+            (md, Some(part.g))
+        }
+        None => {
+            tickbus::agent::run_until(&mut md, IdleStrategy::BusySpin, &over);
+            (md, None)
+        }
+    };
+    md.counts.span_ns = scale.delta_ns(first_due, tsc.now());
+    if let Some(e) = md.error.take() {
+        return Err(format!("{}: {e}", a.itch.display()));
+    }
+    let (c, feed_ns) = (std::mem::take(&mut md.counts), md.feed_ns.clone());
+    let mut md = md.into_stream();
     let md_position = md.position();
     md.flush(); // multicast: every datagram sent, and a heartbeat saying where the stream ends
     let md = match md.is_multicast() {
@@ -182,39 +206,129 @@ pub fn warm_up(source: &mut replay::Source, max: u64) -> Result<Normalizer, Stri
     Ok(norm)
 }
 
-/// The composite agent: the market data when due, the gateway's duty cycle while waiting.
-pub struct Exchange {
+/// The venue on one thread: the market-data agent, then the gateway agent, each duty cycle
+/// (statically dispatched: [`Pair`]). While the next tick is not due the gateway's duty cycle
+/// runs; a feed behind its schedule still gives the gateway one cycle per market-data message.
+pub type Exchange = Pair<MdAgent, GatewayPart>;
+
+/// Quotes in flight from the market-data agent to the gateway agent on the same thread: one
+/// ITCH message makes at most one quote, and the gateway takes all of them every cycle.
+const QUOTE_QUEUE: usize = 64;
+
+/// The exchange as a composite agent: `md` publishes the day; `g` answers the orders, fed the
+/// quotes `md` published (directly: a queue on this thread, not the ring).
+pub fn venue(mut md: MdAgent, g: Gateway) -> Exchange {
+    let (tx, rx) = rtrb::RingBuffer::new(QUOTE_QUEUE);
+    md.quotes = Some(tx);
+    Pair::new(md, GatewayPart { g, quotes: rx, idle: 0 })
+}
+
+/// A market-data message normalised and not published yet (one ITCH message makes at most
+/// three: a replace's delete and add, and the quote it moved).
+#[derive(Default)]
+struct Staged {
+    md: [Option<Md>; 4],
+    next: usize,
+    len: usize,
+}
+
+impl Staged {
+    fn push(&mut self, m: Md) {
+        // Never more than three (see above); a fourth would be a normaliser change, caught here.
+        assert!(self.len < self.md.len(), "an ITCH message normalised into more than {} messages", self.md.len());
+        self.md[self.len] = Some(m);
+        self.len += 1;
+    }
+
+    fn peek(&mut self) -> Option<&mut Md> {
+        self.md[..self.len].get_mut(self.next).and_then(|m| m.as_mut())
+    }
+
+    fn pop(&mut self) {
+        self.next += 1;
+        if self.next == self.len {
+            (self.next, self.len) = (0, 0);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// The market-data half of the venue as an [`Agent`]: the ITCH day replayed open loop,
+/// normalised and published, each message stamped with its due time as its ingress. A cycle
+/// before the next message is due does nothing (the gateway's cycle runs meanwhile); at the end
+/// of the day, at `max` messages, or on Ctrl-C it sets its `over` flag, which ends its runner.
+/// No syscall and no allocation (`hot_path_tests.rs`).
+pub struct MdAgent {
     source: replay::Source,
     norm: Normalizer,
     md: Out,
-    pub gateway: Option<Gateway>,
     pacer: Pacer,
     tsc: Tsc,
     scale: TscScale,
     pub counts: MdCounts,
     /// Due -> published, per market-data message: the loop's lateness plus the normalising.
     pub feed_ns: Histogram<u64>,
-    /// Idle duty cycles so far (the report stream's upkeep runs every 64th).
-    idle: u32,
+    /// The next ITCH message's due time, once drawn from the pacer.
+    due: Option<u64>,
+    /// What the last ITCH message became that is not published yet, and its due time.
+    staged: Staged,
+    staged_due: u64,
+    /// Since when a multicast send queue has been full for the staged message.
+    full_since: Option<u64>,
+    /// Quotes for the gateway on this thread (`venue`); None without one.
+    quotes: Option<rtrb::Producer<Quote>>,
+    max: u64,
+    interrupted: Arc<AtomicBool>,
+    over: Arc<AtomicBool>,
+    /// Why the day ended early (the file could not be read).
+    pub error: Option<String>,
 }
 
-impl Exchange {
-    /// The agent over a day `source` and a normaliser `norm` (both warmed by [`warm_up`]).
-    pub fn new(source: replay::Source, norm: Normalizer, md: Out, gateway: Option<Gateway>) -> Exchange {
+impl MdAgent {
+    /// The agent over a day `source` and a normaliser `norm` (both warmed by [`warm_up`]): at
+    /// most `max` ITCH messages; `interrupted` (Ctrl-C) ends the day early.
+    pub fn new(source: replay::Source, norm: Normalizer, md: Out, max: u64, interrupted: Arc<AtomicBool>) -> MdAgent {
         let scale = TscScale { ticks_per_ns: md.ticks_per_ns() };
-        Exchange {
+        MdAgent {
             source,
             norm,
             md,
-            gateway,
             pacer: Pacer::new(Pace::Rate(1.0), scale.ticks_per_ns, 0),
             tsc: Tsc::new(),
             scale,
             counts: MdCounts::default(),
             // Up to an hour in ns, allocated up front: recording never allocates.
             feed_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
-            idle: 0,
+            due: None,
+            staged: Staged::default(),
+            staged_due: 0,
+            full_since: None,
+            quotes: None,
+            max,
+            interrupted,
+            over: Arc::new(AtomicBool::new(false)),
+            error: None,
         }
+    }
+
+    /// Starts the clock: the first message is due in 1 ms, then one every 1/`rate` s.
+    pub fn start(&mut self, rate: f64) {
+        let ms = (self.scale.ticks_per_ns * 1e6) as u64;
+        self.pacer = Pacer::new(Pace::Rate(rate), self.scale.ticks_per_ns, self.tsc.now() + ms);
+    }
+
+    /// The flag the agent sets when the day is over (its runner's stop flag).
+    pub fn over_flag(&self) -> Arc<AtomicBool> {
+        self.over.clone()
+    }
+
+    /// Whether the day is over: every message published, or the day cut short.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn over(&self) -> bool {
+        self.over.load(Ordering::Relaxed)
     }
 
     /// A multicast heartbeat (call when quiet: it says where the market data stands, so a
@@ -225,89 +339,144 @@ impl Exchange {
         self.md.heartbeat();
     }
 
-    /// Starts the clock: the first message is due in 1 ms, then one every 1/`rate` s.
-    pub fn start(&mut self, rate: f64) {
-        let ms = (self.scale.ticks_per_ns * 1e6) as u64;
-        self.pacer = Pacer::new(Pace::Rate(rate), self.scale.ticks_per_ns, self.tsc.now() + ms);
+    /// The market-data stream, once the day is over.
+    pub fn into_stream(self) -> Out {
+        self.md
     }
 
-    /// One ITCH message: waits for its due time running the gateway's duty cycle meanwhile (once
-    /// at least),
-    /// then normalises it and publishes what it becomes, stamped with the due time as its
-    /// ingress; the gateway gets the quotes directly. False at the end of the day. No syscall
-    /// and no allocation (`hot_path_tests.rs`).
+    /// Draws the next message when due: read, parse and normalise it into `staged`. False when
+    /// nothing is due yet (or the day is over).
     #[inline]
-    pub fn step(&mut self) -> Result<bool, String> {
-        let Exchange { source, norm, md, gateway, pacer, tsc, scale, counts: c, feed_ns, idle } = self;
-        let Some(item) = source.next().map_err(|e| e.to_string())? else { return Ok(false) };
-        let due = pacer.intended(None).expect("a rate paces");
-        let one_us = (scale.ticks_per_ns * 1000.0) as u64;
-        // One duty cycle of the gateway per message at least: a feed behind its schedule (every
-        // message already due) must not starve the orders.
-        if let Some(g) = gateway.as_mut() {
-            g.duty();
+    fn take_due(&mut self) -> bool {
+        if self.counts.itch >= self.max || self.interrupted.load(Ordering::Relaxed) {
+            self.over.store(true, Ordering::Relaxed);
+            return false;
         }
-        loop {
-            let now = tsc.now();
-            if now >= due {
-                if now - due > one_us {
-                    c.late += 1;
-                    // Off the usual path (on time, it is not taken): how far behind.
-                    let behind = scale.delta_ns(due, now);
-                    c.max_behind_ns = c.max_behind_ns.max(behind);
-                    c.late_100us += u64::from(behind > tickbus_apps::summary::BACKLOG_LATE_NS);
-                }
-                break;
-            }
-            if let Some(g) = gateway.as_mut() {
-                // Quiet: now and then the report stream's upkeep (rdma-rc takes in a
-                // reconnecting reader and ships a report that waited for send-queue room).
-                if g.duty() == 0 {
-                    *idle = idle.wrapping_add(1);
-                    if idle.is_multiple_of(64) {
-                        g.execs_mut().idle();
-                    }
-                }
-            }
+        let MdAgent { source, norm, pacer, tsc, scale, counts: c, due, staged, staged_due, over, error, .. } = self;
+        let at = *due.get_or_insert_with(|| pacer.intended(None).expect("a rate paces"));
+        let now = tsc.now();
+        if now < at {
+            return false;
         }
-        c.itch += 1;
-        let Ok(msg) = tickbus_codecs::itch::parse(item.payload, item.sequence) else {
-            c.unparsed += 1;
-            return Ok(true);
+        *due = None;
+        if now - at > (scale.ticks_per_ns * 1000.0) as u64 {
+            c.late += 1;
+            // Off the usual path (on time, it is not taken): how far behind.
+            let behind = scale.delta_ns(at, now);
+            c.max_behind_ns = c.max_behind_ns.max(behind);
+            c.late_100us += u64::from(behind > tickbus_apps::summary::BACKLOG_LATE_NS);
+        }
+        let item = match source.next() {
+            Ok(Some(item)) => item,
+            Ok(None) => {
+                over.store(true, Ordering::Relaxed);
+                return false;
+            }
+            Err(e) => {
+                *error = Some(e.to_string());
+                over.store(true, Ordering::Relaxed);
+                return false;
+            }
         };
+        c.itch += 1;
+        match tickbus_codecs::itch::parse(item.payload, item.sequence) {
+            Ok(msg) => norm.apply(&msg, &mut |m| staged.push(m)),
+            Err(_) => c.unparsed += 1,
+        }
+        *staged_due = at;
+        true
+    }
+
+    /// Publishes what is staged, stamped with its due time. A lossy ring never refuses a
+    /// fitting message; a multicast send queue may be full for a moment (the NIC has not sent
+    /// the last ones yet): the message stays staged and is tried again next cycle, the gateway's
+    /// cycle running in between, for up to a second; then it is counted as failed.
+    #[inline]
+    fn publish_staged(&mut self) {
+        let MdAgent { md, tsc, scale, counts: c, feed_ns, staged, staged_due, full_since, quotes, .. } = self;
         let stream = md.stream_id();
-        norm.apply(&msg, &mut |mut m| {
+        while let Some(m) = staged.peek() {
             let h: &mut Header = m.header_mut();
-            h.stamp(stream, md.position(), due);
+            h.stamp(stream, md.position(), *staged_due);
             h.flags |= FLAG_INGRESS_TSC;
-            // A lossy ring never refuses a fitting message; a multicast send queue may be full
-            // for a moment (the NIC has not sent the last ones yet): retried for up to a
-            // second, the gateway kept running meanwhile, then counted as failed.
-            let mut sent = md.publish(m.as_bytes());
-            if matches!(sent, Err(OutError::Full)) {
-                let give_up = tsc.now() + (scale.ticks_per_ns * 1e9) as u64;
-                while matches!(sent, Err(OutError::Full)) && tsc.now() < give_up {
-                    if let Some(g) = gateway.as_mut() {
-                        g.duty();
-                    }
-                    sent = md.publish(m.as_bytes());
-                }
-            }
-            match sent {
+            match md.publish(m.as_bytes()) {
                 Ok(_) => {
                     c.published += 1;
-                    feed_ns.saturating_record(scale.delta_ns(due, tsc.now()).max(1));
+                    let now = tsc.now();
+                    feed_ns.saturating_record(scale.delta_ns(*staged_due, now).max(1));
+                    if let (Md::Quote(q), Some(tx)) = (&*m, quotes.as_mut()) {
+                        // The gateway takes every quote each cycle: the queue is never full.
+                        if tx.push(*q).is_err() {
+                            c.failed += 1;
+                        }
+                    }
+                }
+                Err(OutError::Full) => {
+                    let now = tsc.now();
+                    let since = *full_since.get_or_insert(now);
+                    if now - since < (scale.ticks_per_ns * 1e9) as u64 {
+                        return;
+                    }
+                    c.failed += 1;
+                    OutError::Full.log("market data");
                 }
                 Err(e) => {
                     c.failed += 1;
                     e.log("market data");
                 }
             }
-            if let (Md::Quote(q), Some(g)) = (&m, gateway.as_mut()) {
-                g.on_quote(q);
+            *full_since = None;
+            staged.pop();
+        }
+    }
+}
+
+impl Agent for MdAgent {
+    fn name(&self) -> &str {
+        "market-data"
+    }
+
+    #[inline]
+    fn do_work(&mut self, _now: u64) -> usize {
+        // The runner's `now` is as old as the gateway's last cycle: each due check reads the
+        // clock itself.
+        if self.staged.is_empty() && !self.take_due() {
+            return 0;
+        }
+        self.publish_staged();
+        1
+    }
+}
+
+/// The gateway half of the venue as an [`Agent`]: the quotes the market-data agent published,
+/// then one gateway duty cycle; every 64th idle cycle, the report stream's upkeep (rdma-rc takes
+/// in a reconnecting reader and ships a report that waited for send-queue room).
+pub struct GatewayPart {
+    pub g: Gateway,
+    quotes: rtrb::Consumer<Quote>,
+    idle: u32,
+}
+
+impl Agent for GatewayPart {
+    fn name(&self) -> &str {
+        "gateway"
+    }
+
+    #[inline]
+    fn do_work(&mut self, _now: u64) -> usize {
+        let mut work = 0;
+        while let Ok(q) = self.quotes.pop() {
+            self.g.on_quote(&q);
+            work += 1;
+        }
+        let done = self.g.duty();
+        if done == 0 {
+            self.idle = self.idle.wrapping_add(1);
+            if self.idle.is_multiple_of(64) {
+                self.g.execs_mut().idle();
             }
-        });
-        Ok(true)
+        }
+        work + done
     }
 }
 

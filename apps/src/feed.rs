@@ -14,16 +14,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use tickbus::agent::Idler;
+use tickbus::agent::Agent;
 use tickbus::feed::ingest::DEFAULT_BATCH;
-use tickbus::feed::{Arbiter, ArbiterOptions, DatagramBatch, Line, Out};
+use tickbus::feed::{Arbiter, ArbiterOptions, DatagramBatch, FeedHandler, Line, Rerequest};
 use tickbus::shm::{self, ShmOptions, ShmPublisher};
 use tickbus::time::Tsc;
 use tickbus::{Mode, RingConfig};
-use tickbus_codecs::md::FeedGap;
-use tickbus_codecs::moldudp64::{rerequest, Packet};
+use tickbus_codecs::moldudp64::rerequest;
 use tickbus_codecs::normalize::Normalizer;
-use tickbus_codecs::{Header, Message, FLAG_INGRESS_TSC};
 use zerocopy::IntoBytes;
 
 #[derive(Args, Debug)]
@@ -112,68 +110,6 @@ pub enum IngestKind {
     Xdp,
 }
 
-struct Sink {
-    p: ShmPublisher,
-    stop: Arc<AtomicBool>,
-    raw: bool,
-    norm: Normalizer,
-    published: u64,
-    gaps: u64,
-    /// Delivered ITCH messages that could not be parsed (malformed, or a type this build does
-    /// not know): counted and reported, since they cannot be normalised.
-    unparsed: u64,
-    buf: Vec<u8>,
-}
-
-impl Sink {
-    /// Publishes one message, retrying while a reliable ring is full (until stopped).
-    fn put(p: &mut ShmPublisher, stop: &AtomicBool, bytes: &[u8]) -> Result<(), String> {
-        loop {
-            match p.publish(bytes) {
-                Ok(_) => return Ok(()),
-                Err(tickbus::ring::ClaimError::Full { .. }) if !stop.load(Ordering::Relaxed) => std::hint::spin_loop(),
-                Err(e) => return Err(format!("publishing at position {}: {e}", p.position())),
-            }
-        }
-    }
-
-    fn message(&mut self, itch: &[u8], position: u64, ingress: u64) -> Result<(), String> {
-        if self.raw {
-            self.published += 1;
-            return Sink::put(&mut self.p, &self.stop, itch);
-        }
-        let Ok(msg) = tickbus_codecs::itch::parse(itch, position) else {
-            self.unparsed += 1;
-            return Ok(());
-        };
-        let (stream, p, buf, published) = (self.p.config().stream_id, &mut self.p, &mut self.buf, &mut self.published);
-        let stop = &self.stop;
-        let mut err = None;
-        self.norm.apply(&msg, &mut |mut m| {
-            let h: &mut Header = m.header_mut();
-            h.stamp(stream, p.position(), ingress);
-            h.flags |= FLAG_INGRESS_TSC;
-            buf.clear();
-            buf.extend_from_slice(m.as_bytes());
-            if let Err(e) = Sink::put(p, stop, buf) {
-                err.get_or_insert(e);
-            }
-            *published += 1;
-        });
-        err.map_or(Ok(()), Err)
-    }
-
-    fn gap(&mut self, from: u64, to: u64, ingress: u64) -> Result<(), String> {
-        let mut g = FeedGap::new();
-        g.first_sequence = from;
-        g.count = to - from;
-        g.header.stamp(self.p.config().stream_id, self.p.position(), ingress);
-        g.header.flags |= FLAG_INGRESS_TSC;
-        self.gaps += 1;
-        Sink::put(&mut self.p, &self.stop, g.as_bytes())
-    }
-}
-
 pub fn run(a: FeedArgs) -> Result<(), String> {
     // Bad durations are refused before anything is opened.
     let wait_ns = ms_to_ns("--wait-ms", a.wait_ms)?;
@@ -192,37 +128,6 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     let payload = if a.raw { 64 } else { 128 };
     let cfg = RingConfig::for_payload(mode, a.stream, payload, a.slots);
     let p = shm::open_publisher(&a.ring, &cfg, &ShmOptions::default()).map_err(|e| e.to_string())?;
-    let mut sink = Sink {
-        p,
-        stop: stop.clone(),
-        raw: a.raw,
-        norm: Normalizer::new(),
-        published: 0,
-        gaps: 0,
-        unparsed: 0,
-        buf: Vec::with_capacity(256),
-    };
-    let tsc = Tsc::new();
-    if let Some(file) = &a.file {
-        return from_file(file, &mut sink, &tsc, a.json);
-    }
-    // Bound to the group's address: datagrams sent to this port at any other address (unicast
-    // from anyone) are not delivered to the line.
-    let (iface_name, iface) = tickbus::feed::interface(&a.iface).map_err(|e| format!("--iface {e}"))?;
-    let join = |g: SocketAddrV4| -> Result<UdpSocket, String> {
-        let s = UdpSocket::bind(g).map_err(|e| format!("binding {g}: {e}"))?;
-        s.join_multicast_v4(g.ip(), &iface).map_err(|e| format!("joining {g} on {iface}: {e}"))?;
-        s.set_nonblocking(true).map_err(|e| e.to_string())?;
-        Ok(s)
-    };
-    let mut ingest = match a.ingest {
-        IngestKind::Udp => Ingest::Udp(join(a.line_a)?, join(a.line_b)?),
-        IngestKind::Xdp => Ingest::xdp(&a, &iface_name)?,
-    };
-    let req = UdpSocket::bind((iface, 0)).map_err(|e| format!("binding the re-request socket: {e}"))?;
-    // Connected: only the retransmission server's answers are received on it.
-    req.connect(a.retransmit).map_err(|e| format!("connecting the re-request socket to {}: {e}", a.retransmit))?;
-    req.set_nonblocking(true).map_err(|e| e.to_string())?;
     let session = match &a.session {
         Some(s) if s.len() == 10 => Some(<[u8; 10]>::try_from(s.as_bytes()).expect("10 bytes")),
         Some(s) => return Err(format!("--session {s:?}: a MoldUDP64 session is exactly 10 characters")),
@@ -233,48 +138,133 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     opts.give_up_ns = give_up_ns;
     opts.confirm_ns = confirm_ns;
     opts.session = session;
-    let mut arb = Arbiter::new(opts);
-    let t0 = Instant::now();
-    // Each socket's waiting datagrams in one recvmmsg into buffers made here, once.
-    let mut batches: [DatagramBatch; 3] = std::array::from_fn(|_| DatagramBatch::new(DEFAULT_BATCH));
-    let mut err = None;
-    let tty = std::io::stderr().is_terminal() && !a.json;
-    let mut shown = Instant::now();
-    let mut io = IoCounts::default();
+    let handler = FeedHandler::new(Arbiter::new(opts), Normalizer::new(), p).raw(a.raw).stop_on(stop.clone());
+    if let Some(file) = &a.file {
+        return from_file(file, handler, a.json);
+    }
+    // Bound to the group's address: datagrams sent to this port at any other address (unicast
+    // from anyone) are not delivered to the line.
+    let (iface_name, iface) = tickbus::feed::interface(&a.iface).map_err(|e| format!("--iface {e}"))?;
+    let join = |g: SocketAddrV4| -> Result<UdpSocket, String> {
+        let s = UdpSocket::bind(g).map_err(|e| format!("binding {g}: {e}"))?;
+        s.join_multicast_v4(g.ip(), &iface).map_err(|e| format!("joining {g} on {iface}: {e}"))?;
+        s.set_nonblocking(true).map_err(|e| e.to_string())?;
+        Ok(s)
+    };
+    let ingest = match a.ingest {
+        IngestKind::Udp => Ingest::Udp(join(a.line_a)?, join(a.line_b)?),
+        IngestKind::Xdp => Ingest::xdp(&a, &iface_name)?,
+    };
+    let req = UdpSocket::bind((iface, 0)).map_err(|e| format!("binding the re-request socket: {e}"))?;
+    // Connected: only the retransmission server's answers are received on it.
+    req.connect(a.retransmit).map_err(|e| format!("connecting the re-request socket to {}: {e}", a.retransmit))?;
+    req.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let mut agent = FeedAgent {
+        ingest,
+        req: Rerequester { sock: req, io: IoCounts::default() },
+        // Each socket's waiting datagrams in one recvmmsg into buffers made here, once.
+        batches: std::array::from_fn(|_| DatagramBatch::new(DEFAULT_BATCH)),
+        handler,
+        line_a: a.line_a,
+        tsc: Tsc::new(),
+        t0: Instant::now(),
+        exit_at_end: a.exit_at_end,
+        tty: std::io::stderr().is_terminal() && !a.json,
+        shown: Instant::now(),
+        stop: stop.clone(),
+        error: None,
+    };
     // Busy-polls (a packet after a quiet spell is taken at once), backing off only after a
     // long idle spell: the apps' one idle strategy.
-    let mut idler = Idler::new(crate::pipeline::IDLE);
-    while !stop.load(Ordering::Acquire) && err.is_none() {
+    tickbus::agent::run_until(&mut agent, crate::pipeline::IDLE, &stop);
+    if let Some(e) = agent.error {
+        return Err(e);
+    }
+    let (s, c, io) = (agent.handler.stats(), agent.handler.counts(), &agent.req.io);
+    let xdp = agent.ingest.report();
+    let summary = serde_json::json!({
+        "ingest": xdp,
+        "delivered": s.delivered, "recovered": s.recovered,
+        "duplicates": s.duplicates, "rerequests": s.rerequests, "lost": s.lost, "gaps": s.gaps,
+        "packets_a": s.packets_a, "packets_b": s.packets_b, "published": c.published, "gaps_published": c.gaps_published, "unparsed": c.unparsed,
+        "other_session": s.other_session, "implausible": s.implausible,
+        "contradicted": s.contradicted, "believed_by_time": s.believed_by_time, "ends_contradicted": s.ends_contradicted, "malformed": c.malformed + io.malformed,
+        "recv_errors": io.recv_errors, "rerequest_send_errors": io.send_errors, "last_socket_error": io.last_error,
+    });
+    if a.json {
+        println!("{summary}");
+    } else {
+        println!("{} delivered ({} recovered by re-request), {} lost in {} gaps (published), {} duplicates dropped; {} messages published, {} not parseable as ITCH", s.delivered, s.recovered, s.lost, s.gaps, s.duplicates, c.published, c.unparsed);
+    }
+    Ok(())
+}
+
+/// The feed handler as an [`Agent`]: each duty cycle takes what waits on the lines (one
+/// `recvmmsg` per kernel socket, or a poll of the AF_XDP rings), hands every datagram to the
+/// library's [`FeedHandler`] (arbitrate, normalise, publish), then runs the arbiter's timers.
+/// At the end of the session (`--exit-at-end`) or on an error it sets the stop flag, which
+/// ends its runner.
+struct FeedAgent {
+    ingest: Ingest,
+    req: Rerequester,
+    batches: [DatagramBatch; 3],
+    handler: FeedHandler<ShmPublisher>,
+    line_a: SocketAddrV4,
+    tsc: Tsc,
+    t0: Instant,
+    exit_at_end: bool,
+    tty: bool,
+    shown: Instant,
+    stop: Arc<AtomicBool>,
+    error: Option<String>,
+}
+
+impl FeedAgent {
+    fn fail(&mut self, e: impl std::fmt::Display) {
+        self.error.get_or_insert(e.to_string());
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+impl Agent for FeedAgent {
+    fn name(&self) -> &str {
+        "feed"
+    }
+
+    fn do_work(&mut self, _now: u64) -> usize {
         let mut work = 0;
-        let lines: [Option<(&UdpSocket, Line)>; 3] = match &mut ingest {
-            Ingest::Udp(la, lb) => [Some((la, Line::A)), Some((lb, Line::B)), Some((&req, Line::Retransmit))],
+        let mut failed = None;
+        let FeedAgent { ingest, req, batches, handler, line_a, tsc, t0, .. } = self;
+        let lines: [Option<Line>; 3] = match ingest {
+            Ingest::Udp(..) => [Some(Line::A), Some(Line::B), Some(Line::Retransmit)],
             #[cfg(feature = "xdp")]
             Ingest::Xdp(x) => {
                 // Both lines off the one AF_XDP socket, each datagram stamped as it is taken.
                 let now = t0.elapsed().as_nanos() as u64;
-                let (line_a, sink, io, err) = (a.line_a, &mut sink, &mut io, &mut err);
                 work += x.poll(64, |u| {
                     let ingress = tsc.now();
-                    let line = if u.dst == line_a { Line::A } else { Line::B };
-                    let Ok(pk) = Packet::parse(u.payload) else {
-                        io.malformed += 1;
-                        return;
-                    };
-                    let session = pk.header.session;
-                    arb.on_packet(line, &pk, now, &mut |o| handle(o, sink, &req, &session, ingress, io, err));
+                    let line = if u.dst == *line_a { Line::A } else { Line::B };
+                    if let Err(e) = handler.on_datagram(line, u.payload, ingress, now, req) {
+                        failed.get_or_insert(e);
+                    }
                 });
                 // The re-request socket is a kernel socket, asked only while a gap is open (its
                 // answers matter only then): the steady state makes no syscall.
-                [None, None, arb.has_open_gap().then_some((&req, Line::Retransmit))]
+                [None, None, handler.arbiter().has_open_gap().then_some(Line::Retransmit)]
             }
         };
-        for ((sock, line), batch) in lines.into_iter().zip(&mut batches).filter_map(|(l, b)| Some((l?, b))) {
-            match batch.recv(sock) {
+        let _ = line_a;
+        for (line, batch) in lines.into_iter().zip(batches.iter_mut()).filter_map(|(l, b)| Some((l?, b))) {
+            let got = match (line, &*ingest) {
+                (Line::A, Ingest::Udp(sock, _)) | (Line::B, Ingest::Udp(_, sock)) => batch.recv(sock),
+                _ => batch.recv(&req.sock),
+            };
+            match got {
                 Ok(0) => continue,
                 Ok(n) => work += n,
                 Err(e) => {
-                    io.recv_errors += 1;
-                    io.last_error = Some(e.to_string());
+                    req.io.recv_errors += 1;
+                    req.io.last_error = Some(e.to_string());
                     continue;
                 }
             }
@@ -282,54 +272,50 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
             let ingress = tsc.now();
             let now = t0.elapsed().as_nanos() as u64;
             for d in batch.iter() {
-                let Ok(pk) = Packet::parse(d) else {
-                    io.malformed += 1;
-                    continue;
-                };
-                let session = pk.header.session;
-                arb.on_packet(line, &pk, now, &mut |o| {
-                    handle(o, &mut sink, &req, &session, ingress, &mut io, &mut err)
-                });
+                if let Err(e) = handler.on_datagram(line, d, ingress, now, req) {
+                    failed.get_or_insert(e);
+                }
             }
         }
         let now = t0.elapsed().as_nanos() as u64;
-        let session = arb.session().unwrap_or(*b"          ");
-        arb.poll(now, &mut |o| handle(o, &mut sink, &req, &session, tsc.now(), &mut io, &mut err));
+        if let Err(e) = handler.poll(now, tsc.now(), req) {
+            failed.get_or_insert(e);
+        }
+        if let Some(e) = failed {
+            self.fail(e);
+            return work;
+        }
         // Only the followed session's end counts, once it stood `--confirm-ms` uncontradicted
         // (a forged or stray end of session is not believed).
-        if a.exit_at_end && arb.session_ended() && !arb.has_open_gap() {
-            break;
+        let arb = self.handler.arbiter();
+        if self.exit_at_end && arb.session_ended() && !arb.has_open_gap() {
+            self.stop.store(true, Ordering::Release);
         }
-        if tty && shown.elapsed() >= Duration::from_secs(1) {
-            let s = arb.stats();
+        if self.tty && self.shown.elapsed() >= Duration::from_secs(1) {
+            let s = self.handler.stats();
             eprint!(
                 "\r{} delivered, {} recovered, {} lost in {} gaps, {} duplicates    ",
                 s.delivered, s.recovered, s.lost, s.gaps, s.duplicates
             );
-            shown = Instant::now();
+            self.shown = Instant::now();
         }
-        idler.idle(work);
+        work
     }
-    if let Some(e) = err {
-        return Err(e);
+}
+
+/// The re-request socket, connected to the retransmission server, and what went wrong on it.
+struct Rerequester {
+    sock: UdpSocket,
+    io: IoCounts,
+}
+
+impl Rerequest for Rerequester {
+    fn rerequest(&mut self, session: &[u8; 10], sequence: u64, count: u16) {
+        if let Err(e) = self.sock.send(rerequest(session, sequence, count).as_bytes()) {
+            self.io.send_errors += 1; // the gap is given up in time if no answer comes
+            self.io.last_error = Some(format!("re-request: {e}"));
+        }
     }
-    let s = arb.stats();
-    let xdp = ingest.report();
-    let summary = serde_json::json!({
-        "ingest": xdp,
-        "delivered": s.delivered, "recovered": s.recovered,
-        "duplicates": s.duplicates, "rerequests": s.rerequests, "lost": s.lost, "gaps": s.gaps,
-        "packets_a": s.packets_a, "packets_b": s.packets_b, "published": sink.published, "gaps_published": sink.gaps, "unparsed": sink.unparsed,
-        "other_session": s.other_session, "implausible": s.implausible,
-        "contradicted": s.contradicted, "believed_by_time": s.believed_by_time, "ends_contradicted": s.ends_contradicted, "malformed": io.malformed,
-        "recv_errors": io.recv_errors, "rerequest_send_errors": io.send_errors, "last_socket_error": io.last_error,
-    });
-    if a.json {
-        println!("{summary}");
-    } else {
-        println!("{} delivered ({} recovered by re-request), {} lost in {} gaps (published), {} duplicates dropped; {} messages published, {} not parseable as ITCH", s.delivered, s.recovered, s.lost, s.gaps, s.duplicates, sink.published, sink.unparsed);
-    }
-    Ok(())
 }
 
 /// The lines' sockets: two kernel UDP sockets, or one AF_XDP socket for both.
@@ -405,58 +391,34 @@ struct IoCounts {
     last_error: Option<String>,
 }
 
-fn handle(
-    o: Out<'_>,
-    sink: &mut Sink,
-    req: &UdpSocket,
-    session: &[u8; 10],
-    ingress: u64,
-    io: &mut IoCounts,
-    err: &mut Option<String>,
-) {
-    let r = match o {
-        Out::Message { sequence, message } => sink.message(message, sequence, ingress),
-        Out::Lost { from, to } => sink.gap(from, to, ingress),
-        Out::Rerequest { sequence, count } => {
-            if let Err(e) = req.send(rerequest(session, sequence, count).as_bytes()) {
-                io.send_errors += 1; // the gap is given up in time if no answer comes
-                io.last_error = Some(format!("re-request: {e}"));
-            }
-            Ok(())
-        }
-        Out::Session { .. } => Ok(()), // sequences start again; the md stream goes on
-    };
-    if let Err(e) = r {
-        err.get_or_insert(e);
-    }
-}
-
 /// Reads an ITCH file (every message in order) or a capture (its MoldUDP64 messages of one
 /// session put in order by the replay source, with `tickbus::feed::CaptureOrder`: a hole is
 /// published as a gap; a message at or below one already published is counted as a duplicate
 /// and not published again (the other line's copy); a jump ahead that no later datagram
 /// continues is discarded and counted, so one stray datagram cannot end the stream; datagrams
 /// of another session than the first are skipped and counted).
-fn from_file(file: &std::path::Path, sink: &mut Sink, tsc: &Tsc, json: bool) -> Result<(), String> {
+fn from_file(file: &std::path::Path, mut h: FeedHandler<ShmPublisher>, json: bool) -> Result<(), String> {
+    let tsc = Tsc::new();
     let mut source = tickbus::replay::open(file, None, None).map_err(|e| e.to_string())?;
     let mut n = 0u64;
     while let Some(item) = source.next().map_err(|e| e.to_string())? {
         let ingress = tsc.now();
         match item.gap {
-            Some(count) => sink.gap(item.sequence, item.sequence + count, ingress)?,
+            Some(count) => h.on_gap(item.sequence, item.sequence + count, ingress).map_err(|e| e.to_string())?,
             None => {
-                sink.message(item.payload, item.sequence, ingress)?;
+                h.on_message(item.payload, item.sequence, ingress).map_err(|e| e.to_string())?;
                 n += 1;
             }
         }
     }
     let c = source.capture_counts().unwrap_or_default();
     let (duplicates, discarded, other) = (c.order.duplicates, c.order.discarded, c.other_session);
-    let summary = serde_json::json!({"messages": n, "published": sink.published, "gaps_published": sink.gaps, "unparsed": sink.unparsed, "duplicates": duplicates, "discarded_jumps": discarded, "other_session_datagrams": other});
+    let k = h.counts();
+    let summary = serde_json::json!({"messages": n, "published": k.published, "gaps_published": k.gaps_published, "unparsed": k.unparsed, "duplicates": duplicates, "discarded_jumps": discarded, "other_session_datagrams": other});
     if json {
         println!("{summary}");
     } else {
-        println!("{n} messages read, {} published, {} gaps published, {} not parseable as ITCH, {duplicates} duplicates, {discarded} messages of jumps no later datagram continued not published, {other} datagrams of other sessions skipped", sink.published, sink.gaps, sink.unparsed);
+        println!("{n} messages read, {} published, {} gaps published, {} not parseable as ITCH, {duplicates} duplicates, {discarded} messages of jumps no later datagram continued not published, {other} datagrams of other sessions skipped", k.published, k.gaps_published, k.unparsed);
     }
     Ok(())
 }

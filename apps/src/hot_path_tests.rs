@@ -16,10 +16,11 @@ use tickbus_codecs::{Header, FLAG_INGRESS_TSC, HEADER_LEN};
 use tickbus_testkit::{on_trapped_thread, Counts};
 use zerocopy::{FromBytes, IntoBytes};
 
-use crate::exchange::Exchange;
+use crate::exchange::{Exchange, MdAgent};
 use crate::gateway::{report_ring, Gateway};
 use crate::link::{In, Out};
 use crate::trader::{order_ring, Strategy, Trader};
+use tickbus::agent::Agent;
 
 #[test]
 fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
@@ -138,10 +139,12 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
 fn started_exchange(file: &std::path::Path, md: Out, orders: In, execs: Out, rate: f64, unmeasured: u64) -> Exchange {
     let mut source = tickbus::replay::open(file, None, None).unwrap();
     let norm = crate::exchange::warm_up(&mut source, u64::MAX).unwrap();
-    let mut x = Exchange::new(source, norm, md, Some(Gateway::new(None, orders, execs)));
-    x.start(rate);
-    while x.counts.itch < unmeasured {
-        assert!(x.step().unwrap());
+    let md = MdAgent::new(source, norm, md, u64::MAX, Arc::new(AtomicBool::new(false)));
+    let mut x = crate::exchange::venue(md, Gateway::new(None, orders, execs));
+    x.first_mut().start(rate);
+    while x.first().counts.itch < unmeasured {
+        assert!(!x.first().over(), "the day ended before its measured part");
+        x.do_work(0);
     }
     x
 }
@@ -178,22 +181,23 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
                 started_exchange(&file, Out::shm(md), orders, Out::shm(execs), 200_000.0, itch_messages / 4)
             },
             move |x| {
-                let (itch0, orders0) = (x.counts.itch, x.gateway.as_ref().unwrap().counts.orders);
-                let mut budget = 10_000_000u64;
-                while x.step().unwrap() && budget > 0 {
+                let (itch0, orders0) = (x.first().counts.itch, x.second().g.counts.orders);
+                let mut budget = 4_000_000_000u64;
+                while !x.first().over() && budget > 0 {
+                    x.do_work(0);
                     budget -= 1;
                 }
-                let g = x.gateway.as_mut().unwrap();
+                let g = &mut x.second_mut().g;
                 let mut budget = 4_000_000_000u64;
                 while !x_done.load(Ordering::Acquire) && budget > 0 {
                     g.duty();
                     budget -= 1;
                 }
                 while g.duty() > 0 {}
-                let g = x.gateway.as_ref().unwrap();
+                let (md, g) = (x.first(), &x.second().g);
                 (
-                    x.counts.itch - itch0,
-                    x.counts.published,
+                    md.counts.itch - itch0,
+                    md.counts.published,
                     g.counts.orders - orders0,
                     g.counts.reports,
                     g.counts.quotes,
@@ -305,28 +309,29 @@ fn over_rdma_the_exchange_and_trader_loops_make_only_doorbell_syscalls_and_no_al
             &x_fds,
             move || started_exchange(&file, md_out, orders_in, execs_out, 1000.0, itch_messages / 4),
             move |x| {
-                let (itch0, orders0) = (x.counts.itch, x.gateway.as_ref().unwrap().counts.orders);
-                let mut budget = 10_000_000u64;
-                while x.step().unwrap() && budget > 0 {
+                let (itch0, orders0) = (x.first().counts.itch, x.second().g.counts.orders);
+                let mut budget = 40_000_000_000u64;
+                while !x.first().over() && budget > 0 {
+                    x.do_work(0);
                     budget -= 1;
                 }
                 let mut budget = 4_000_000_000u64;
                 let mut idle = 0u64;
                 while !x_done.load(Ordering::Acquire) && budget > 0 {
-                    let g = x.gateway.as_mut().unwrap();
+                    let g = &mut x.second_mut().g;
                     if g.duty() == 0 {
                         g.execs_mut().idle();
                         idle += 1;
                         if idle.is_multiple_of(1 << 16) {
-                            x.heartbeat(); // tells the trader where the market data ends
+                            x.first_mut().heartbeat(); // tells the trader where the market data ends
                         }
                     }
                     budget -= 1;
                 }
-                let g = x.gateway.as_ref().unwrap();
+                let (md, g) = (x.first(), &x.second().g);
                 (
-                    x.counts.itch - itch0,
-                    x.counts.published,
+                    md.counts.itch - itch0,
+                    md.counts.published,
                     g.counts.orders - orders0,
                     g.counts.reports,
                     g.counts.orders,

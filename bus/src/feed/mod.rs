@@ -1,10 +1,13 @@
 //! The feed handler's logic: MoldUDP64 from two redundant lines (A and B) arbitrated into one
 //! gap-free stream, with re-requests for what both lines missed ([`arbiter`]), and the same
 //! defence for a capture read from a file ([`capture`]). Pure: the
-//! caller owns the sockets and the clock, and publishes what comes out (see `tickbus feed`);
+//! caller owns the sockets and the clock. [`handler`] is the whole per-datagram path (arbitrate,
+//! normalise, publish on any stream) that `tickbus feed`, the lab and embedders share;
 //! [`ingest`] takes a line's waiting datagrams in one syscall.
 pub mod arbiter;
 pub mod capture;
+#[cfg(not(loom))]
+pub mod handler;
 pub mod ingest;
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
@@ -12,6 +15,7 @@ pub mod sim;
 
 pub use arbiter::{Arbiter, ArbiterOptions, ArbiterStats, Line, Out};
 pub use capture::{CaptureOrder, CaptureOut, CaptureStats};
+pub use handler::{FeedHandler, HandlerCounts, NoRerequest, PublishFailed, Rerequest};
 pub use ingest::DatagramBatch;
 
 /// An interface given by name (`eth0`) or by one of its IPv4 addresses: its name and address

@@ -182,6 +182,13 @@ pub struct XdpIngest {
     stats: IngestStats,
 }
 
+// SAFETY: the only parts that are not Send are raw pointers to the UMEM mapping (`Area`, and
+// xdpilone's `Umem` over it), which this ingest owns alone: no pointer into it is held outside
+// the struct, and it is read only through `&mut self` (`poll`). Moving the whole ingest to
+// another thread moves every user of that memory with it (the kernel's side does not care
+// which thread polls). It is not Sync: nothing here may be polled from two threads at once.
+unsafe impl Send for XdpIngest {}
+
 impl std::fmt::Debug for XdpIngest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("XdpIngest").field("info", &self.info()).field("stats", &self.stats).finish_non_exhaustive()

@@ -17,12 +17,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
-use tickbus::feed::{Arbiter, ArbiterOptions, DatagramBatch, Line, Out};
+use tickbus::feed::{Arbiter, ArbiterOptions, DatagramBatch, FeedHandler, Line, NoRerequest};
 use tickbus::ring::{HeapMemory, RingConfig, RingWriter};
 use tickbus::time::{Tsc, TscScale};
 use tickbus::xdp::{XdpIngest, XdpOptions};
 use tickbus::{Mode, Publisher};
-use tickbus_codecs::moldudp64::{Packet, PacketBuilder};
+use tickbus_codecs::moldudp64::PacketBuilder;
 use tickbus_codecs::normalize::Normalizer;
 use tickbus_codecs::synth::{DayConfig, DayGenerator};
 use tickbus_testkit::netns::VethPair;
@@ -158,11 +158,10 @@ enum Rx {
     Udp(UdpSocket, DatagramBatch),
 }
 
-/// What `tickbus feed` does with a datagram, on a ring of its own.
+/// What `tickbus feed` does with a datagram (the library's [`FeedHandler`], the same code the
+/// app runs), publishing on a ring of its own.
 struct Feed {
-    arb: Arbiter,
-    norm: Normalizer,
-    p: Publisher<std::sync::Arc<HeapMemory>>,
+    h: FeedHandler<Publisher<std::sync::Arc<HeapMemory>>>,
     t0: Instant,
 }
 
@@ -170,30 +169,15 @@ impl Feed {
     fn new() -> Result<Feed, Box<dyn Error>> {
         let cfg = RingConfig::for_payload(Mode::Lossy, 1, 128, 1 << 14);
         let p = Publisher::new(RingWriter::create(HeapMemory::new(cfg.ring_bytes()), &cfg, 1, 0)?);
-        Ok(Feed {
-            arb: Arbiter::new(ArbiterOptions::default()),
-            norm: Normalizer::with_capacity(1 << 16, 64),
-            p,
-            t0: Instant::now(),
-        })
+        let h = FeedHandler::new(Arbiter::new(ArbiterOptions::default()), Normalizer::with_capacity(1 << 16, 64), p);
+        Ok(Feed { h, t0: Instant::now() })
     }
 
     #[inline]
     fn take(&mut self, datagram: &[u8], ingress: u64) {
-        let Ok(pk) = Packet::parse(datagram) else { return };
-        let Feed { arb, norm, p, t0 } = self;
-        let now = t0.elapsed().as_nanos() as u64;
-        arb.on_packet(Line::A, &pk, now, &mut |o| {
-            if let Out::Message { sequence, message } = o {
-                if let Ok(msg) = tickbus_codecs::itch::parse(message, sequence) {
-                    norm.apply(&msg, &mut |mut m| {
-                        let h = m.header_mut();
-                        h.stamp(1, p.position(), ingress);
-                        let _ = p.publish(m.as_bytes());
-                    });
-                }
-            }
-        });
+        let now = self.t0.elapsed().as_nanos() as u64;
+        // A lossy ring never refuses a message that fits.
+        let _ = self.h.on_datagram(Line::A, datagram, ingress, now, &mut NoRerequest);
     }
 }
 

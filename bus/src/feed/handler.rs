@@ -1,0 +1,295 @@
+//! The feed handler's per-datagram path as one piece that `tickbus feed`, the lab's wire
+//! benchmark and an embedding app all call: a MoldUDP64 datagram from line A or B goes to the
+//! [`Arbiter`]; each message it delivers is parsed as ITCH, normalised into tickbus market data
+//! (or passed on as it is, `raw`) and published on any stream ([`Publish`]), stamped with the
+//! TSC at which its datagram was taken; what both lines lost is published as a `FeedGap`.
+//! Re-requests go back to the caller, who owns the socket they are sent on (off the hot path).
+//!
+//! Owns: the arbiter, the normaliser and the output stream. Never: reads a socket or a clock
+//! (the caller passes the datagram, its ingress TSC and the arbiter's clock), allocates, or
+//! makes a syscall of its own (the output stream's transport may: see its docs).
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tickbus_codecs::md::FeedGap;
+use tickbus_codecs::moldudp64::Packet;
+use tickbus_codecs::normalize::Normalizer;
+use tickbus_codecs::{Header, Message, FLAG_INGRESS_TSC};
+use zerocopy::IntoBytes;
+
+use super::arbiter::{Arbiter, ArbiterStats, Line, Out};
+use crate::stream::{Publish, Retry};
+
+/// What the handler counted besides the arbiter's own statistics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct HandlerCounts {
+    /// Messages published (normalised market data, or raw ITCH).
+    pub published: u64,
+    /// `FeedGap`s published (runs of messages both lines lost and nobody resent in time).
+    pub gaps_published: u64,
+    /// Delivered messages that are not ITCH this build can parse: counted, not published
+    /// (normalised output only; raw output publishes them as they are).
+    pub unparsed: u64,
+    /// Datagrams that are not MoldUDP64 (too short, a length past the end): dropped.
+    pub malformed: u64,
+}
+
+/// The output stream refused a message for good: the handler's stream is broken (or was
+/// stopped while a reliable stream stayed full) and the message was not published.
+#[derive(Debug, thiserror::Error)]
+#[error("publishing the feed at position {position}: {source}")]
+pub struct PublishFailed<E: std::error::Error + 'static> {
+    /// The stream position the message would have had.
+    pub position: u64,
+    /// The transport's error.
+    #[source]
+    pub source: E,
+}
+
+/// Where [`FeedHandler`] sends a re-request: `(session, first sequence, count)`. The caller
+/// sends it to the retransmission server on a socket of its own.
+pub trait Rerequest {
+    /// Asks for `count` messages of `session` from `sequence`.
+    fn rerequest(&mut self, session: &[u8; 10], sequence: u64, count: u16);
+}
+
+impl<F: FnMut(&[u8; 10], u64, u16)> Rerequest for F {
+    fn rerequest(&mut self, session: &[u8; 10], sequence: u64, count: u16) {
+        self(session, sequence, count)
+    }
+}
+
+/// No retransmission server: gaps wait out their time and are published as gaps.
+pub struct NoRerequest;
+
+impl Rerequest for NoRerequest {
+    fn rerequest(&mut self, _: &[u8; 10], _: u64, _: u16) {}
+}
+
+/// Two MoldUDP64 lines in, one stream of market data out (see the module docs).
+pub struct FeedHandler<P: Publish> {
+    arb: Arbiter,
+    norm: Normalizer,
+    out: P,
+    raw: bool,
+    stop: Option<Arc<AtomicBool>>,
+    counts: HandlerCounts,
+}
+
+impl<P: Publish> std::fmt::Debug for FeedHandler<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FeedHandler")
+            .field("stream", &self.out.stream_id())
+            .field("position", &self.out.position())
+            .field("raw", &self.raw)
+            .field("counts", &self.counts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: Publish> FeedHandler<P> {
+    /// A handler arbitrating with `arb`, normalising with `norm` (its book sized for the day:
+    /// [`Normalizer::with_capacity`]; `pre_touch` it first so page faults stay out of the first
+    /// ticks), publishing on `out`.
+    pub fn new(arb: Arbiter, norm: Normalizer, out: P) -> FeedHandler<P> {
+        FeedHandler { arb, norm, out, raw: false, stop: None, counts: HandlerCounts::default() }
+    }
+
+    /// Publishes each delivered ITCH message as it is instead of normalising it.
+    pub fn raw(mut self, raw: bool) -> FeedHandler<P> {
+        self.raw = raw;
+        self
+    }
+
+    /// A reliable output stream that is full is retried until its consumers make room or
+    /// `stop` is set (then the message fails). Without a flag a full stream fails at once:
+    /// give one for a reliable stream.
+    pub fn stop_on(mut self, stop: Arc<AtomicBool>) -> FeedHandler<P> {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// One datagram from `line`, taken at TSC `ingress`, with the arbiter's clock at `now_ns`.
+    /// A datagram that is not MoldUDP64 is counted ([`HandlerCounts::malformed`]) and dropped.
+    /// On an error the message it names was not published; the handler stays usable.
+    #[inline]
+    pub fn on_datagram(
+        &mut self,
+        line: Line,
+        datagram: &[u8],
+        ingress: u64,
+        now_ns: u64,
+        rerequest: &mut impl Rerequest,
+    ) -> Result<(), PublishFailed<P::Error>> {
+        let Ok(pk) = Packet::parse(datagram) else {
+            self.counts.malformed += 1;
+            return Ok(());
+        };
+        let session = pk.header.session;
+        let FeedHandler { arb, norm, out, raw, stop, counts, .. } = self;
+        let mut failed = None;
+        arb.on_packet(line, &pk, now_ns, &mut |o| {
+            let r = emit(o, norm, out, *raw, stop.as_deref(), counts, &session, ingress, rerequest);
+            if let Err(e) = r {
+                failed.get_or_insert(e);
+            }
+        });
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// The arbiter's timers: re-requests due, gaps given up (published as gaps, stamped
+    /// `ingress`), a jump or an end of session believed. Call it every poll, datagrams or not.
+    #[inline]
+    pub fn poll(
+        &mut self,
+        now_ns: u64,
+        ingress: u64,
+        rerequest: &mut impl Rerequest,
+    ) -> Result<(), PublishFailed<P::Error>> {
+        let session = self.arb.session().unwrap_or(*b"          ");
+        let FeedHandler { arb, norm, out, raw, stop, counts, .. } = self;
+        let mut failed = None;
+        arb.poll(now_ns, &mut |o| {
+            if let Err(e) = emit(o, norm, out, *raw, stop.as_deref(), counts, &session, ingress, rerequest) {
+                failed.get_or_insert(e);
+            }
+        });
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// One ITCH message already in order (a file, a capture put in order), bypassing the
+    /// arbiter.
+    pub fn on_message(&mut self, itch: &[u8], sequence: u64, ingress: u64) -> Result<(), PublishFailed<P::Error>> {
+        let FeedHandler { norm, out, raw, stop, counts, .. } = self;
+        message(norm, out, *raw, stop.as_deref(), counts, itch, sequence, ingress)
+    }
+
+    /// Messages `[from, to)` lost for good, published as a `FeedGap`, bypassing the arbiter.
+    pub fn on_gap(&mut self, from: u64, to: u64, ingress: u64) -> Result<(), PublishFailed<P::Error>> {
+        let FeedHandler { out, stop, counts, .. } = self;
+        gap(out, stop.as_deref(), counts, from, to, ingress)
+    }
+
+    /// The arbiter (its session, whether a gap is open, whether the session ended).
+    pub fn arbiter(&self) -> &Arbiter {
+        &self.arb
+    }
+
+    /// The arbiter's statistics.
+    pub fn stats(&self) -> ArbiterStats {
+        self.arb.stats()
+    }
+
+    /// What the handler counted.
+    pub fn counts(&self) -> HandlerCounts {
+        self.counts
+    }
+
+    /// The output stream.
+    pub fn stream(&self) -> &P {
+        &self.out
+    }
+
+    /// The output stream, for its idle upkeep.
+    pub fn stream_mut(&mut self) -> &mut P {
+        &mut self.out
+    }
+}
+
+/// One arbiter output.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn emit<P: Publish>(
+    o: Out<'_>,
+    norm: &mut Normalizer,
+    out: &mut P,
+    raw: bool,
+    stop: Option<&AtomicBool>,
+    counts: &mut HandlerCounts,
+    session: &[u8; 10],
+    ingress: u64,
+    rerequest: &mut impl Rerequest,
+) -> Result<(), PublishFailed<P::Error>> {
+    match o {
+        Out::Message { sequence, message: m } => message(norm, out, raw, stop, counts, m, sequence, ingress),
+        Out::Lost { from, to } => gap(out, stop, counts, from, to, ingress),
+        Out::Rerequest { sequence, count } => {
+            rerequest.rerequest(session, sequence, count);
+            Ok(())
+        }
+        // Sequences start again; the market data goes on.
+        Out::Session { .. } => Ok(()),
+    }
+}
+
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn message<P: Publish>(
+    norm: &mut Normalizer,
+    out: &mut P,
+    raw: bool,
+    stop: Option<&AtomicBool>,
+    counts: &mut HandlerCounts,
+    itch: &[u8],
+    sequence: u64,
+    ingress: u64,
+) -> Result<(), PublishFailed<P::Error>> {
+    if raw {
+        put(out, stop, itch)?;
+        counts.published += 1;
+        return Ok(());
+    }
+    let Ok(msg) = tickbus_codecs::itch::parse(itch, sequence) else {
+        counts.unparsed += 1;
+        return Ok(());
+    };
+    let stream = out.stream_id();
+    let mut failed = None;
+    norm.apply(&msg, &mut |mut m| {
+        let h: &mut Header = m.header_mut();
+        h.stamp(stream, out.position(), ingress);
+        h.flags |= FLAG_INGRESS_TSC;
+        match put(out, stop, m.as_bytes()) {
+            Ok(()) => counts.published += 1,
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        }
+    });
+    failed.map_or(Ok(()), Err)
+}
+
+fn gap<P: Publish>(
+    out: &mut P,
+    stop: Option<&AtomicBool>,
+    counts: &mut HandlerCounts,
+    from: u64,
+    to: u64,
+    ingress: u64,
+) -> Result<(), PublishFailed<P::Error>> {
+    let mut g = FeedGap::new();
+    g.first_sequence = from;
+    g.count = to - from;
+    g.header.stamp(out.stream_id(), out.position(), ingress);
+    g.header.flags |= FLAG_INGRESS_TSC;
+    put(out, stop, g.as_bytes())?;
+    counts.gaps_published += 1;
+    Ok(())
+}
+
+/// Publishes `bytes`, retrying while the stream says a retry helps (a full reliable ring) and
+/// `stop` is not set.
+#[inline]
+fn put<P: Publish>(out: &mut P, stop: Option<&AtomicBool>, bytes: &[u8]) -> Result<(), PublishFailed<P::Error>> {
+    loop {
+        match out.publish(bytes) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.retry_helps() && stop.is_some_and(|s| !s.load(Ordering::Relaxed)) => std::hint::spin_loop(),
+            Err(source) => return Err(PublishFailed { position: out.position(), source }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
