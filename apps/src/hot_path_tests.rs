@@ -142,9 +142,10 @@ fn started_exchange(file: &std::path::Path, md: Out, orders: In, execs: Out, rat
     let md = MdAgent::new(source, norm, md, u64::MAX, Arc::new(AtomicBool::new(false)));
     let mut x = crate::exchange::venue(md, Gateway::new(None, orders, execs));
     x.first_mut().start(rate);
+    let tsc = tickbus::time::Tsc::new();
     while x.first().counts.itch < unmeasured {
         assert!(!x.first().over(), "the day ended before its measured part");
-        x.do_work(0);
+        x.do_work(tsc.now());
     }
     x
 }
@@ -182,9 +183,10 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
             },
             move |x| {
                 let (itch0, orders0) = (x.first().counts.itch, x.second().g.counts.orders);
+                let tsc = tickbus::time::Tsc::new();
                 let mut budget = 4_000_000_000u64;
                 while !x.first().over() && budget > 0 {
-                    x.do_work(0);
+                    x.do_work(tsc.now());
                     budget -= 1;
                 }
                 let g = &mut x.second_mut().g;
@@ -310,9 +312,10 @@ fn over_rdma_the_exchange_and_trader_loops_make_only_doorbell_syscalls_and_no_al
             move || started_exchange(&file, md_out, orders_in, execs_out, 1000.0, itch_messages / 4),
             move |x| {
                 let (itch0, orders0) = (x.first().counts.itch, x.second().g.counts.orders);
+                let tsc = tickbus::time::Tsc::new();
                 let mut budget = 40_000_000_000u64;
                 while !x.first().over() && budget > 0 {
-                    x.do_work(0);
+                    x.do_work(tsc.now());
                     budget -= 1;
                 }
                 let mut budget = 4_000_000_000u64;

@@ -5,6 +5,11 @@ use std::time::Duration;
 /// How to wait between duty cycles that did no work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdleStrategy {
+    /// Poll again at once, without even a CPU pause: for an agent that waits on its own clock
+    /// (a paced publisher checking a due time), where a pause (tens of ns; under a hypervisor
+    /// with pause-loop exiting, a VM exit) lands on every due time it checks. Burns the core and
+    /// starves a hyper-thread sibling: keep it to cores of their own.
+    NoOp,
     /// Spin with a CPU pause: lowest latency, burns the core.
     BusySpin,
     /// Spin `spins` times, then yield the core each idle cycle.
@@ -62,6 +67,7 @@ impl Idler {
         self.idle_cycles += 1;
         let n = self.idle_cycles;
         match self.strategy {
+            IdleStrategy::NoOp => IdleAction::None,
             IdleStrategy::BusySpin => IdleAction::Spin,
             IdleStrategy::SpinThenYield { spins } if n <= u64::from(spins) => IdleAction::Spin,
             IdleStrategy::SpinThenYield { .. } => IdleAction::Yield,
@@ -101,6 +107,12 @@ mod tests {
         assert_eq!(steps, [Spin, Spin, Yield, Park(us(1)), Park(us(2)), Park(us(4)), Park(us(4))]);
         assert_eq!(i.next(3), None);
         assert_eq!(i.next(0), Spin);
+    }
+
+    #[test]
+    fn no_op_never_waits_at_all() {
+        let mut n = Idler::new(IdleStrategy::NoOp);
+        assert!((0..1000).all(|_| n.next(0) == IdleAction::None));
     }
 
     #[test]
