@@ -84,6 +84,14 @@ fn no_transport_borrows_from_another() {
 }
 
 #[test]
+fn the_stream_api_and_the_agents_import_no_service_above_them() {
+    let services: &[&str] = &["journal", "replay", "merge", "snapshot", "feed", "stat", "doctor"];
+    let mut out = reaching_out("stream", Rule::Not(services));
+    out.extend(reaching_out("agent", Rule::Not(services)));
+    assert!(out.is_empty(), "the stream API imports a service:\n{}", out.join("\n"));
+}
+
+#[test]
 fn the_check_finds_an_import_in_code_and_not_in_a_comment() {
     let text = "use super::slot;\n// crate::fault in a comment\nlet t = crate::time::ticks_per_ns(); // crate::x\nuse crate::ring::Mode;\n";
     assert_eq!(

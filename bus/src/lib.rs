@@ -100,6 +100,39 @@ pub use pubsub::{MsgClaim, Publisher, Subscriber};
 pub use ring::{Delivery, Gap, Mode, Recv, RecvInto, RingConfig, StartAt};
 pub use tickbus_codecs as codecs;
 
+#[cfg(not(loom))]
+/// Compile-time checks that every handle an app keeps can move to the thread that polls it
+/// (`Send`), and that the plain descriptions (a channel, a ring's config) can also be shared.
+/// A field that broke this (an `Rc`, a raw pointer without its `unsafe impl`) fails the build
+/// here, not in a user's crate. Handles are deliberately not required to be `Sync`: each has
+/// one owner on one thread. At the crate root: it names every layer.
+const _: () = {
+    use crate::stream;
+    const fn send<T: Send>() {}
+    const fn send_sync<T: Send + Sync>() {}
+    send::<crate::shm::ShmPublisher>();
+    send::<crate::shm::ShmSubscriber>();
+    send::<stream::AnyPublisher>();
+    send::<stream::AnySubscriber>();
+    send::<crate::journal::JournalWriter>();
+    send::<crate::journal::JournalReader>();
+    send::<crate::replay::Player>();
+    send::<crate::feed::FeedHandler<stream::AnyPublisher>>();
+    #[cfg(feature = "rdma")]
+    {
+        send::<crate::rdma::RdmaPublisher>();
+        send::<crate::rdma::RdmaSubscriber>();
+        send::<crate::mcast::McastPublisher>();
+        send::<crate::mcast::McastSubscriber>();
+    }
+    #[cfg(feature = "xdp")]
+    send::<crate::xdp::XdpIngest>();
+    send_sync::<stream::Channel>();
+    send_sync::<crate::RingConfig>();
+    send_sync::<stream::AnyError>();
+    send_sync::<stream::OpenError>();
+};
+
 /// The README's code blocks, compiled and run as doctests so the README stays true.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]

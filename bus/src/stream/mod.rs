@@ -178,31 +178,3 @@ pub trait Subscribe {
         None
     }
 }
-
-/// Compile-time checks that every handle an app keeps can move to the thread that polls it
-/// (`Send`), and that the plain descriptions (a channel, a ring's config) can also be shared.
-/// A field that broke this (an `Rc`, a raw pointer without its `unsafe impl`) fails the build
-/// here, not in a user's crate. Handles are deliberately not required to be `Sync`: each has
-/// one owner on one thread.
-const _: () = {
-    const fn send<T: Send>() {}
-    const fn send_sync<T: Send + Sync>() {}
-    send::<crate::shm::ShmPublisher>();
-    send::<crate::shm::ShmSubscriber>();
-    send::<AnyPublisher>();
-    send::<AnySubscriber>();
-    send::<crate::journal::JournalWriter>();
-    send::<crate::journal::JournalReader>();
-    send::<crate::replay::Player>();
-    #[cfg(feature = "rdma")]
-    {
-        send::<crate::rdma::RdmaPublisher>();
-        send::<crate::rdma::RdmaSubscriber>();
-        send::<crate::mcast::McastPublisher>();
-        send::<crate::mcast::McastSubscriber>();
-    }
-    send_sync::<Channel>();
-    send_sync::<crate::RingConfig>();
-    send_sync::<AnyError>();
-    send_sync::<OpenError>();
-};
