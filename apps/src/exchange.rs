@@ -283,8 +283,10 @@ impl Ahead {
 
 /// The market-data half of the venue as an [`Agent`]: the ITCH day replayed open loop,
 /// normalised and published, each message stamped with its due time as its ingress. A cycle
-/// before the next message is due does nothing (the gateway's cycle runs meanwhile); at the end
-/// of the day, at `max` messages, or on Ctrl-C it sets its `over` flag, which ends its runner.
+/// before the next message is due only reads that message ahead (the gateway's cycle runs
+/// meanwhile); at the end of the day, at `max` messages, on Ctrl-C or when the file cannot be
+/// read (`error`) it sets its `over` flag, which ends its runner; never while a message is
+/// staged (that one is published, or given up after a second, first).
 /// No syscall and no allocation (`hot_path_tests.rs`).
 pub struct MdAgent {
     source: replay::Source,
@@ -458,6 +460,7 @@ impl MdAgent {
                 }
                 c.failed += 1;
                 OutError::Full.log("market data");
+                hand_quote(m, quotes);
             }
             *full_since = None;
             staged.pop();
@@ -488,20 +491,28 @@ fn send(
         Ok(_) => {
             c.published += 1;
             feed_ns.saturating_record(scale.delta_ns(due, tsc.now()).max(1));
-            if let (Md::Quote(q), Some(tx)) = (&*m, quotes.as_mut()) {
-                // The gateway takes every quote each cycle: the queue is never full.
-                if tx.push(*q).is_err() {
-                    c.failed += 1;
-                }
-            }
+            hand_quote(m, quotes);
             true
         }
         Err(OutError::Full) => false,
         Err(e) => {
             c.failed += 1;
             e.log("market data");
+            hand_quote(m, quotes);
             true
         }
+    }
+}
+
+/// The venue's own book moved whether or not its market data got out: a quote reaches the
+/// gateway either way (as it did before the exchange was a pair of agents), so orders are
+/// matched against the venue's top of book, not the last one the stream carried.
+#[inline]
+fn hand_quote(m: &Md, quotes: &mut Option<rtrb::Producer<Quote>>) {
+    if let (Md::Quote(q), Some(tx)) = (m, quotes.as_mut()) {
+        // At most one quote per ITCH message, and the gateway takes every quote each cycle.
+        let handed = tx.push(*q);
+        debug_assert!(handed.is_ok(), "the quote queue is drained every cycle");
     }
 }
 

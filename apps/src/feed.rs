@@ -188,7 +188,7 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
         "duplicates": s.duplicates, "rerequests": s.rerequests, "lost": s.lost, "gaps": s.gaps,
         "packets_a": s.packets_a, "packets_b": s.packets_b, "published": c.published, "gaps_published": c.gaps_published, "unparsed": c.unparsed,
         "other_session": s.other_session, "implausible": s.implausible,
-        "contradicted": s.contradicted, "believed_by_time": s.believed_by_time, "ends_contradicted": s.ends_contradicted, "malformed": c.malformed + io.malformed,
+        "contradicted": s.contradicted, "believed_by_time": s.believed_by_time, "ends_contradicted": s.ends_contradicted, "malformed": c.malformed,
         "recv_errors": io.recv_errors, "rerequest_send_errors": io.send_errors, "last_socket_error": io.last_error,
     });
     if a.json {
@@ -385,7 +385,6 @@ fn ms_to_ns(name: &str, ms: f64) -> Result<u64, String> {
 /// Socket trouble, counted and reported rather than ignored.
 #[derive(Default)]
 struct IoCounts {
-    malformed: u64,
     recv_errors: u64,
     send_errors: u64,
     last_error: Option<String>,

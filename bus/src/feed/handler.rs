@@ -33,6 +33,9 @@ pub struct HandlerCounts {
     pub unparsed: u64,
     /// Datagrams that are not MoldUDP64 (too short, a length past the end): dropped.
     pub malformed: u64,
+    /// Messages (and gaps) the stream refused for good ([`PublishFailed`]): delivered by the
+    /// arbiter, not published. Each is also returned once as an error.
+    pub failed: u64,
 }
 
 /// The output stream refused a message for good: the handler's stream is broken (or was
@@ -112,7 +115,10 @@ impl<P: Publish> FeedHandler<P> {
 
     /// One datagram from `line`, taken at TSC `ingress`, with the arbiter's clock at `now_ns`.
     /// A datagram that is not MoldUDP64 is counted ([`HandlerCounts::malformed`]) and dropped.
-    /// On an error the message it names was not published; the handler stays usable.
+    /// On an error the message it names (the first, if several failed) was not published and is
+    /// lost to this stream (the arbiter delivered it): every such message is counted in
+    /// [`HandlerCounts::failed`]. The handler stays usable, but a stream that refuses for good
+    /// is broken: stop and say so, as `tickbus feed` does.
     #[inline]
     pub fn on_datagram(
         &mut self,
@@ -236,7 +242,7 @@ fn message<P: Publish>(
     ingress: u64,
 ) -> Result<(), PublishFailed<P::Error>> {
     if raw {
-        put(out, stop, itch)?;
+        put(out, stop, counts, itch)?;
         counts.published += 1;
         return Ok(());
     }
@@ -250,7 +256,7 @@ fn message<P: Publish>(
         let h: &mut Header = m.header_mut();
         h.stamp(stream, out.position(), ingress);
         h.flags |= FLAG_INGRESS_TSC;
-        match put(out, stop, m.as_bytes()) {
+        match put(out, stop, counts, m.as_bytes()) {
             Ok(()) => counts.published += 1,
             Err(e) => {
                 failed.get_or_insert(e);
@@ -273,20 +279,30 @@ fn gap<P: Publish>(
     g.count = to - from;
     g.header.stamp(out.stream_id(), out.position(), ingress);
     g.header.flags |= FLAG_INGRESS_TSC;
-    put(out, stop, g.as_bytes())?;
+    put(out, stop, counts, g.as_bytes())?;
     counts.gaps_published += 1;
     Ok(())
 }
 
 /// Publishes `bytes`, retrying while the stream says a retry helps (a full reliable ring) and
-/// `stop` is not set.
+/// `stop` is not set: a reliable stream's consumers hold the feed back, as they must (nothing
+/// is dropped for them), and the lines' datagrams queue in the kernel or the AF_XDP ring
+/// meanwhile. A message refused for good is counted.
 #[inline]
-fn put<P: Publish>(out: &mut P, stop: Option<&AtomicBool>, bytes: &[u8]) -> Result<(), PublishFailed<P::Error>> {
+fn put<P: Publish>(
+    out: &mut P,
+    stop: Option<&AtomicBool>,
+    counts: &mut HandlerCounts,
+    bytes: &[u8],
+) -> Result<(), PublishFailed<P::Error>> {
     loop {
         match out.publish(bytes) {
             Ok(_) => return Ok(()),
             Err(e) if e.retry_helps() && stop.is_some_and(|s| !s.load(Ordering::Relaxed)) => std::hint::spin_loop(),
-            Err(source) => return Err(PublishFailed { position: out.position(), source }),
+            Err(source) => {
+                counts.failed += 1;
+                return Err(PublishFailed { position: out.position(), source });
+            }
         }
     }
 }

@@ -16,9 +16,10 @@ pub enum WriterStep {
 static HOOK: std::sync::OnceLock<fn(WriterStep)> = std::sync::OnceLock::new();
 
 /// Installs the function every writer in this process calls at each [`WriterStep`] (the first
-/// installed stays; later calls are ignored).
+/// installed stays; later calls are ignored). Crate-private: `crate::fault` is the only
+/// installer, so no test can put a hook of its own first and leave kill points unarmed.
 #[cfg(tickbus_testing)]
-pub fn install(hook: fn(WriterStep)) {
+pub(crate) fn install(hook: fn(WriterStep)) {
     let _ = HOOK.set(hook);
 }
 

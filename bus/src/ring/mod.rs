@@ -12,9 +12,6 @@
 mod attach;
 pub mod counts;
 pub mod error;
-#[cfg(tickbus_testing)]
-pub mod hook;
-#[cfg(not(tickbus_testing))]
 pub(crate) mod hook;
 pub mod layout;
 pub mod memory;

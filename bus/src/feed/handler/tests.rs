@@ -1,6 +1,7 @@
 //! The shared feed handler: one message per sequence whatever the lines do, each stamped with
 //! its datagram's ingress; losses as `FeedGap`s; what is not MoldUDP64 or not ITCH counted; a
-//! reliable stream that stays full fails the message instead of spinning for ever.
+//! reliable stream that stays full holds the feed back until its stop flag is set, then fails
+//! the message and counts it.
 use std::sync::Arc;
 
 use tickbus_codecs::moldudp64::PacketBuilder;
@@ -126,7 +127,7 @@ fn datagrams_that_are_not_mold_and_messages_that_are_not_itch_are_counted_not_pu
     // A whole packet whose message is no ITCH type: delivered by the arbiter, not parsed.
     p.truncate(p.len());
     h.on_datagram(Line::A, &p, 0, 0, &mut NoRerequest).unwrap();
-    assert_eq!(h.counts(), HandlerCounts { malformed: 2, unparsed: 1, published: 0, gaps_published: 0 });
+    assert_eq!(h.counts(), HandlerCounts { malformed: 2, unparsed: 1, ..Default::default() });
     assert!(r.try_recv().is_none(), "nothing published");
 }
 
@@ -148,18 +149,39 @@ fn raw_output_publishes_the_itch_bytes_as_they_came() {
 }
 
 #[test]
-fn a_reliable_stream_that_stays_full_fails_the_message_instead_of_spinning() {
+fn a_reliable_stream_that_stays_full_waits_until_stopped_then_fails_the_message() {
     // Four slots and a consumer that never reads: the fifth message cannot go.
     let (_, pks) = packets(6);
     let (out, _reader) = ring(Mode::Reliable, 4);
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let mut h =
-        FeedHandler::new(Arbiter::new(ArbiterOptions::default()), Normalizer::new(), out).raw(true).stop_on(stop);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut h = FeedHandler::new(Arbiter::new(ArbiterOptions::default()), Normalizer::new(), out)
+        .raw(true)
+        .stop_on(stop.clone());
     for p in &pks[..4] {
         h.on_datagram(Line::A, p, 0, 0, &mut NoRerequest).unwrap();
     }
+    // The fifth waits for room until the flag is set from another thread, 100 ms on.
+    let t0 = std::time::Instant::now();
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
     let e = h.on_datagram(Line::A, &pks[4], 0, 0, &mut NoRerequest).unwrap_err();
+    setter.join().unwrap();
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(100), "it waited for room, not failed at once");
     assert_eq!(e.position, 4);
     assert!(e.to_string().contains("position 4"), "{e}");
-    assert_eq!(h.counts().published, 4);
+    assert_eq!((h.counts().published, h.counts().failed), (4, 1));
+}
+
+#[test]
+fn without_a_stop_flag_a_full_reliable_stream_fails_at_once() {
+    let (_, pks) = packets(3);
+    let (out, _reader) = ring(Mode::Reliable, 2);
+    let mut h = FeedHandler::new(Arbiter::new(ArbiterOptions::default()), Normalizer::new(), out).raw(true);
+    for p in &pks[..2] {
+        h.on_datagram(Line::A, p, 0, 0, &mut NoRerequest).unwrap();
+    }
+    assert_eq!(h.on_datagram(Line::A, &pks[2], 0, 0, &mut NoRerequest).unwrap_err().position, 2);
+    assert_eq!(h.counts().failed, 1);
 }
