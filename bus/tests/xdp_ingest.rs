@@ -163,6 +163,89 @@ fn malformed_frames_are_counted_and_dropped() {
     );
 }
 
+/// The steering program's decision frame by frame, run by the kernel on copies
+/// (`BPF_PROG_TEST_RUN`), so each case is exactly one frame and nothing races a socket: only
+/// IPv4/UDP to a steered address and port on its VLAN (and a first fragment of one, for user
+/// space to drop) goes to the socket; every near miss goes to the kernel.
+#[test]
+fn the_program_steers_only_the_feeds_datagrams_frame_by_frame() {
+    use tickbus::xdp::Verdict::{Passed, Steered};
+
+    let v = VethPair::new("v").unwrap();
+    let dst = SocketAddrV4::new(v.outer_ip, PORT);
+    let (src, dip, other_ip) = (v.inner_ip.octets(), v.outer_ip.octets(), [10, 99, 0, 1]);
+    let mac = [2, 0, 0, 0, 0, 1];
+    let eth = || PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], mac);
+    let udp = |to: [u8; 4], port: u16| {
+        let mut f = Vec::new();
+        eth().ipv4(src, to, 64).udp(5000, port).write(&mut f, b"a datagram").unwrap();
+        f
+    };
+    let tagged = |id: u16| {
+        let mut f = Vec::new();
+        let b = eth().single_vlan(id.try_into().unwrap()).ipv4(src, dip, 64).udp(5000, PORT);
+        b.write(&mut f, b"tagged").unwrap();
+        f
+    };
+    let tcp = {
+        let mut f = Vec::new();
+        eth().ipv4(src, dip, 64).tcp(5000, PORT, 1, 1000).write(&mut f, b"tcp").unwrap();
+        f
+    };
+    let ipv6 = {
+        let mut f = Vec::new();
+        eth().ipv6([1; 16], [2; 16], 64).udp(5000, PORT).write(&mut f, b"v6").unwrap();
+        f
+    };
+    let mut arp = vec![0xff; 6];
+    arp.extend([2, 0, 0, 0, 0, 9, 0x08, 0x06]);
+    arp.extend([0u8; 28]);
+    let good = udp(dip, PORT);
+    let mut first_fragment = good.clone();
+    first_fragment[20] |= 0x20; // more fragments, offset 0: has the UDP header
+    let mut later_fragment = good.clone();
+    later_fragment[21] = 8; // offset 64 bytes: no UDP header
+    let mut ihl_four = good.clone();
+    ihl_four[14] = 0x44;
+    // Four bytes of IPv4 options (NOPs): the UDP header is found past them.
+    let mut options = good[..34].to_vec();
+    options[14] = 0x46;
+    options.extend([1, 1, 1, 1]);
+    options.extend(&good[34..]);
+    let total = (options.len() - 14) as u16;
+    options[16..18].copy_from_slice(&total.to_be_bytes());
+
+    let x = XdpIngest::open(&XdpOptions::new(&v.outer, vec![dst])).unwrap();
+    let cases: Vec<(&str, Vec<u8>, tickbus::xdp::Verdict)> = vec![
+        ("the feed's datagram", good.clone(), Steered),
+        ("priority-tagged (VLAN 0 is no VLAN)", tagged(0), Steered),
+        ("with IPv4 options", options, Steered),
+        ("a first fragment (user space drops it)", first_fragment, Steered),
+        ("another port", udp(dip, PORT + 1), Passed),
+        ("another address, same port", udp(other_ip, PORT), Passed),
+        ("TCP to the port", tcp, Passed),
+        ("IPv6 UDP to the port", ipv6, Passed),
+        ("ARP", arp, Passed),
+        ("another VLAN", tagged(5), Passed),
+        ("a later fragment (no port)", later_fragment, Passed),
+        ("an IPv4 header length under 20", ihl_four, Passed),
+        ("cut inside the IPv4 header", good[..24].to_vec(), Passed),
+        ("cut inside the UDP header", good[..38].to_vec(), Passed),
+        ("an Ethernet header alone", good[..14].to_vec(), Passed),
+    ];
+    for (what, frame, want) in &cases {
+        assert_eq!(x.verdict(frame).unwrap(), *want, "{what}");
+    }
+    drop(x);
+    // Steering VLAN 5: its frames go to the socket, untagged ones to the kernel.
+    let mut o = XdpOptions::new(&v.outer, vec![dst]);
+    o.vlan = 5;
+    let x = XdpIngest::open(&o).unwrap();
+    assert_eq!(x.verdict(&tagged(5)).unwrap(), Steered, "VLAN 5 when steering VLAN 5");
+    assert_eq!(x.verdict(&good).unwrap(), Passed, "untagged when steering VLAN 5");
+    assert_eq!(x.verdict(&tagged(6)).unwrap(), Passed, "VLAN 6 when steering VLAN 5");
+}
+
 /// The ingest loop's hot-path proof: datagrams arriving on the veth the whole time, the loop
 /// taking them makes no syscall and allocates nothing.
 #[test]

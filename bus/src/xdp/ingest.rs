@@ -179,6 +179,9 @@ pub struct XdpIngest {
     udp_checksum: bool,
     zero_copy: bool,
     rx_queues: usize,
+    /// The interface and queue bound (for [`XdpIngest::verdict`]).
+    ifindex: u32,
+    queue: u32,
     stats: IngestStats,
 }
 
@@ -316,6 +319,8 @@ impl XdpIngest {
             udp_checksum: opts.udp_checksum,
             zero_copy,
             rx_queues: crate::sys::net::rx_queues(&opts.iface).unwrap_or(1),
+            ifindex: info.ifindex(),
+            queue: opts.queue,
             stats: IngestStats::default(),
         })
     }
@@ -328,6 +333,14 @@ impl XdpIngest {
             hugepages: self.area.hugepages,
             rx_queues: self.rx_queues,
         }
+    }
+
+    /// What this ingest's XDP program does with `frame` (a whole Ethernet frame, at least its
+    /// 14-byte header) arriving on the bound interface and queue: the kernel runs the program on
+    /// a copy (`BPF_PROG_TEST_RUN`), so nothing is sent, taken or counted. For tests and for
+    /// checking a steering set-up frame by frame (a syscall: never on the hot path).
+    pub fn verdict(&self, frame: &[u8]) -> Result<super::Verdict, XdpError> {
+        self.steering.verdict(frame, self.ifindex, self.queue)
     }
 
     /// What it has taken and refused.

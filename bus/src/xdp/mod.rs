@@ -8,7 +8,7 @@ mod ingest;
 mod program;
 
 pub use ingest::{IngestInfo, IngestStats, XdpIngest, XdpOptions};
-pub use program::AttachMode;
+pub use program::{AttachMode, Verdict};
 
 /// Why AF_XDP ingest could not start.
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,7 @@ use std::net::SocketAddrV4;
 use std::os::fd::{AsRawFd, RawFd};
 
 use aya::maps::{Array, XskMap};
-use aya::programs::{Xdp, XdpMode};
+use aya::programs::{TestRun, TestRunOptions, Xdp, XdpMode};
 use aya::{Ebpf, Pod};
 
 use super::XdpError;
@@ -46,7 +46,7 @@ pub enum AttachMode {
 /// The loaded program; dropping it detaches it and unloads it.
 pub(crate) struct Steering {
     /// Held for its maps, program and link: dropping it detaches.
-    _ebpf: Ebpf,
+    ebpf: Ebpf,
     mode: AttachMode,
 }
 
@@ -124,10 +124,49 @@ impl Steering {
             }
         }
         .map_err(|why| XdpError::Attach { iface: iface.into(), why })?;
-        Ok(Steering { _ebpf: ebpf, mode })
+        Ok(Steering { ebpf, mode })
     }
 
     pub(crate) fn mode(&self) -> AttachMode {
         self.mode
     }
+
+    /// What the program does with `frame` arriving on queue `queue` of interface `ifindex`:
+    /// the kernel runs it on a copy (`BPF_PROG_TEST_RUN`), with the maps as they are.
+    pub(crate) fn verdict(&self, frame: &[u8], ifindex: u32, queue: u32) -> Result<Verdict, XdpError> {
+        let err =
+            |what: &'static str| move |e: aya::programs::ProgramError| XdpError::Program { what, why: e.to_string() };
+        let prog: &Xdp = self
+            .ebpf
+            .program("tickbus_feed_steer")
+            .ok_or_else(|| XdpError::Program { what: "finding the program", why: "not in the object".into() })?
+            .try_into()
+            .map_err(err("the program"))?;
+        // struct xdp_md as a test run takes it: data at 0, data_end the frame's length, no
+        // metadata, arriving on `ifindex`'s receive queue `queue` (which the kernel checks).
+        let ctx: Vec<u8> =
+            [0, frame.len() as u32, 0, ifindex, queue, 0].iter().flat_map(|w: &u32| w.to_ne_bytes()).collect();
+        let opts = TestRunOptions { data_in: Some(frame), ctx_in: Some(&ctx), ..TestRunOptions::new() };
+        let r = prog.test_run(opts).map_err(err("running the program on a frame (BPF_PROG_TEST_RUN)"))?;
+        Ok(match r.return_value {
+            XDP_PASS => Verdict::Passed,
+            XDP_REDIRECT => Verdict::Steered,
+            other => Verdict::Other(other),
+        })
+    }
+}
+
+const XDP_PASS: u32 = 2;
+const XDP_REDIRECT: u32 = 4;
+
+/// What the steering program decided for one frame ([`super::XdpIngest::verdict`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// Redirected to the queue's AF_XDP socket: a feed datagram.
+    Steered,
+    /// Passed to the kernel's stack, untouched.
+    Passed,
+    /// Another XDP action (the program returns none other: a bug if ever seen).
+    Other(u32),
 }
