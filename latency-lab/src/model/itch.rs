@@ -34,4 +34,9 @@ pub struct ItchReport {
     pub passes: u32,
     pub decode: Vec<DecodeResult>,
     pub book: BookResult,
+    /// `next_record`'s and itchy's time over the whole day (ns), run back to back in each of
+    /// `passes` rounds, the order alternating: the verdict's paired speed-ups. Empty in a
+    /// report from before they were kept (its verdict falls back to the best passes).
+    #[serde(default)]
+    pub paired_ns: Vec<(u64, u64)>,
 }

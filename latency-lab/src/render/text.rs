@@ -335,6 +335,16 @@ impl ItchReport {
         for d in &self.decode {
             let _ = writeln!(s, "{:<56} {:>14.0} {:>10.2} {:>9.2}x", d.name, d.msgs_per_s, d.gb_per_s, d.x_itchy);
         }
+        if !self.paired_ns.is_empty() {
+            let per_round: Vec<String> =
+                self.paired_ns.iter().map(|(o, i)| format!("{:.2}x", *i as f64 / (*o).max(1) as f64)).collect();
+            let _ = writeln!(
+                s,
+                "next_record beside itchy, back to back in each of {} rounds (order alternating): {} (the verdict takes their median)",
+                self.paired_ns.len(),
+                per_round.join(" ")
+            );
+        }
         let b = &self.book;
         let _ = writeln!(
             s,
