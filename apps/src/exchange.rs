@@ -216,7 +216,7 @@ pub type Exchange = Pair<MdAgent, GatewayPart>;
 const QUOTE_QUEUE: usize = 64;
 
 /// The exchange as a composite agent: `md` publishes the day; `g` answers the orders, fed the
-/// quotes `md` published (directly: a queue on this thread, not the ring).
+/// quotes of the venue's book as `md` makes them (directly: a queue on this thread, not the ring).
 pub fn venue(mut md: MdAgent, g: Gateway) -> Exchange {
     let (tx, rx) = rtrb::RingBuffer::new(QUOTE_QUEUE);
     md.quotes = Some(tx);
@@ -534,7 +534,7 @@ impl Agent for MdAgent {
     }
 }
 
-/// The gateway half of the venue as an [`Agent`]: the quotes the market-data agent published,
+/// The gateway half of the venue as an [`Agent`]: the quotes the market-data agent made,
 /// then one gateway duty cycle; every 64th idle cycle, the report stream's upkeep (rdma-rc takes
 /// in a reconnecting reader and ships a report that waited for send-queue room).
 pub struct GatewayPart {

@@ -201,10 +201,11 @@ fn the_program_steers_only_the_feeds_datagrams_frame_by_frame() {
     arp.extend([2, 0, 0, 0, 0, 9, 0x08, 0x06]);
     arp.extend([0u8; 28]);
     let good = udp(dip, PORT);
+    // etherparse sets don't-fragment: a real fragment has it clear.
     let mut first_fragment = good.clone();
-    first_fragment[20] |= 0x20; // more fragments, offset 0: has the UDP header
+    first_fragment[20] = (first_fragment[20] & !0x40) | 0x20; // more fragments, offset 0: has the UDP header
     let mut later_fragment = good.clone();
-    later_fragment[21] = 8; // offset 64 bytes: no UDP header
+    (later_fragment[20], later_fragment[21]) = (later_fragment[20] & !0x40, 8); // offset 64 bytes: no UDP header
     let mut ihl_four = good.clone();
     ihl_four[14] = 0x44;
     // Four bytes of IPv4 options (NOPs): the UDP header is found past them.

@@ -34,7 +34,7 @@ pub struct HandlerCounts {
     /// Datagrams that are not MoldUDP64 (too short, a length past the end): dropped.
     pub malformed: u64,
     /// Messages (and gaps) the stream refused for good ([`PublishFailed`]): delivered by the
-    /// arbiter, not published. Each is also returned once as an error.
+    /// arbiter, not published. The first of each call is also returned as its error.
     pub failed: u64,
 }
 

@@ -185,9 +185,10 @@ pub struct XdpIngest {
     stats: IngestStats,
 }
 
-// SAFETY: an `Area` is the only pointer to its private mapping (nothing is borrowed from it
-// outside the `XdpIngest` that owns it, which reads it only through `&mut self`), so moving it
-// to another thread moves the mapping's one user with it. Not Sync: no shared access.
+// SAFETY: an `Area` owns its private mapping; the only other pointer into it is the `Umem`
+// (below) of the same `XdpIngest`, and the kernel's side of it is not a Rust thread. Nothing is
+// borrowed from it outside that `XdpIngest`, which reads it only through `&mut self`, so moving
+// it to another thread moves every user of the mapping with it. Not Sync: no shared access.
 unsafe impl Send for Area {}
 
 /// xdpilone's `Umem`, which is not `Send` only for its raw pointer to our `Area`.
@@ -338,7 +339,10 @@ impl XdpIngest {
     /// What this ingest's XDP program does with `frame` (a whole Ethernet frame, at least its
     /// 14-byte header) arriving on the bound interface and queue: the kernel runs the program on
     /// a copy (`BPF_PROG_TEST_RUN`), so nothing is sent, taken or counted. For tests and for
-    /// checking a steering set-up frame by frame (a syscall: never on the hot path).
+    /// checking a steering set-up frame by frame (a syscall: never on the hot path). The kernel
+    /// takes a frame of 14 bytes up to about a page, and a test run with a context (the
+    /// interface and queue) needs Linux 5.14 or later; otherwise it answers EINVAL, returned
+    /// as [`XdpError::Program`].
     pub fn verdict(&self, frame: &[u8]) -> Result<super::Verdict, XdpError> {
         self.steering.verdict(frame, self.ifindex, self.queue)
     }

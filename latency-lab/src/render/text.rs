@@ -340,7 +340,7 @@ impl ItchReport {
                 self.paired_ns.iter().map(|(o, i)| format!("{:.2}x", *i as f64 / (*o).max(1) as f64)).collect();
             let _ = writeln!(
                 s,
-                "next_record beside itchy, back to back in each of {} rounds (order alternating): {} (the verdict takes their median)",
+                "next_record beside itchy, back to back in each of {} rounds (order alternating): {} (the verdict takes the median of the rounds whose itchy time stayed within 2x of its median)",
                 self.paired_ns.len(),
                 per_round.join(" ")
             );
