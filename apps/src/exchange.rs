@@ -105,14 +105,11 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
         tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
     }
     eprintln!("exchange: the trader is attached; replaying {} at {} msg/s", a.itch.display(), a.rate);
-    let tsc = Tsc::new();
-    let scale = TscScale { ticks_per_ns: md.md.ticks_per_ns() };
-    md.start(a.rate);
-    let first_due = tsc.now() + (scale.ticks_per_ns * 1e6) as u64; // start(): 1 ms to get going
+    let first_due = md.start(a.rate);
     let over = md.over_flag();
     // The day: the composite agent polls without pausing (the next tick's due time is never far,
     // and a pause would land on it), until the market-data agent says the day is over.
-    let (mut md, mut gw) = match gw {
+    let (md, mut gw) = match gw {
         Some(g) => {
             let mut x = venue(md, g);
             tickbus::agent::run_until(&mut x, IdleStrategy::NoOp, &over);
@@ -124,12 +121,11 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
             (md, None)
         }
     };
-    md.counts.span_ns = scale.delta_ns(first_due, tsc.now());
-    if let Some(e) = md.error.take() {
+    let MdAgent { mut md, counts: mut c, feed_ns, error, tsc, scale, .. } = md;
+    c.span_ns = scale.delta_ns(first_due, tsc.now());
+    if let Some(e) = error {
         return Err(format!("{}: {e}", a.itch.display()));
     }
-    let (c, feed_ns) = (std::mem::take(&mut md.counts), md.feed_ns.clone());
-    let mut md = md.into_stream();
     let md_position = md.position();
     md.flush(); // multicast: every datagram sent, and a heartbeat saying where the stream ends
     let md = match md.is_multicast() {
@@ -345,10 +341,12 @@ impl MdAgent {
         }
     }
 
-    /// Starts the clock: the first message is due in 1 ms, then one every 1/`rate` s.
-    pub fn start(&mut self, rate: f64) {
-        let ms = (self.scale.ticks_per_ns * 1e6) as u64;
-        self.pacer = Pacer::new(Pace::Rate(rate), self.scale.ticks_per_ns, self.tsc.now() + ms);
+    /// Starts the clock: the first message is due in 1 ms, then one every 1/`rate` s. Returns
+    /// the first message's due time (TSC).
+    pub fn start(&mut self, rate: f64) -> u64 {
+        let first = self.tsc.now() + (self.scale.ticks_per_ns * 1e6) as u64;
+        self.pacer = Pacer::new(Pace::Rate(rate), self.scale.ticks_per_ns, first);
+        first
     }
 
     /// The flag the agent sets when the day is over (its runner's stop flag).
@@ -368,11 +366,6 @@ impl MdAgent {
     #[cfg_attr(not(all(test, feature = "rdma")), allow(dead_code))]
     pub fn heartbeat(&mut self) {
         self.md.heartbeat();
-    }
-
-    /// The market-data stream, once the day is over.
-    pub fn into_stream(self) -> Out {
-        self.md
     }
 
     /// When the next message is due by `now` (TSC): reads, parses and normalises it, publishing

@@ -165,7 +165,6 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
         // Each socket's waiting datagrams in one recvmmsg into buffers made here, once.
         batches: std::array::from_fn(|_| DatagramBatch::new(DEFAULT_BATCH)),
         handler,
-        line_a: a.line_a,
         tsc: Tsc::new(),
         t0: Instant::now(),
         exit_at_end: a.exit_at_end,
@@ -209,7 +208,6 @@ struct FeedAgent {
     req: Rerequester,
     batches: [DatagramBatch; 3],
     handler: FeedHandler<ShmPublisher>,
-    line_a: SocketAddrV4,
     tsc: Tsc,
     t0: Instant,
     exit_at_end: bool,
@@ -234,11 +232,11 @@ impl Agent for FeedAgent {
     fn do_work(&mut self, _now: u64) -> usize {
         let mut work = 0;
         let mut failed = None;
-        let FeedAgent { ingest, req, batches, handler, line_a, tsc, t0, .. } = self;
+        let FeedAgent { ingest, req, batches, handler, tsc, t0, .. } = self;
         let lines: [Option<Line>; 3] = match ingest {
             Ingest::Udp(..) => [Some(Line::A), Some(Line::B), Some(Line::Retransmit)],
             #[cfg(feature = "xdp")]
-            Ingest::Xdp(x) => {
+            Ingest::Xdp(x, line_a) => {
                 // Both lines off the one AF_XDP socket, each datagram stamped as it is taken.
                 let now = t0.elapsed().as_nanos() as u64;
                 work += x.poll(64, |u| {
@@ -253,7 +251,6 @@ impl Agent for FeedAgent {
                 [None, None, handler.arbiter().has_open_gap().then_some(Line::Retransmit)]
             }
         };
-        let _ = line_a;
         for (line, batch) in lines.into_iter().zip(batches.iter_mut()).filter_map(|(l, b)| Some((l?, b))) {
             let got = match (line, &*ingest) {
                 (Line::A, Ingest::Udp(sock, _)) | (Line::B, Ingest::Udp(_, sock)) => batch.recv(sock),
@@ -322,7 +319,8 @@ impl Rerequest for Rerequester {
 enum Ingest {
     Udp(UdpSocket, UdpSocket),
     #[cfg(feature = "xdp")]
-    Xdp(Box<tickbus::xdp::XdpIngest>),
+    /// The socket and line A's destination (anything else it steers is line B's).
+    Xdp(Box<tickbus::xdp::XdpIngest>, SocketAddrV4),
 }
 
 impl Ingest {
@@ -350,7 +348,7 @@ impl Ingest {
             if i.zero_copy { "zero-copy" } else { "copy mode (the driver has no zero-copy)" },
             if i.hugepages { "hugepages" } else { "4 KiB pages (no hugepages reserved)" }
         );
-        Ok(Ingest::Xdp(Box::new(x)))
+        Ok(Ingest::Xdp(Box::new(x), a.line_a))
     }
 
     #[cfg(not(feature = "xdp"))]
@@ -363,7 +361,7 @@ impl Ingest {
         match self {
             Ingest::Udp(..) => serde_json::Value::Null,
             #[cfg(feature = "xdp")]
-            Ingest::Xdp(x) => serde_json::json!({
+            Ingest::Xdp(x, _) => serde_json::json!({
                 "info": x.info(), "stats": x.stats(), "kernel_drops": x.kernel_drops().ok(),
             }),
         }
