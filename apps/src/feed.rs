@@ -96,6 +96,20 @@ pub struct FeedArgs {
     /// Stop at the end of the session (the server's end-of-session packet), once no gap is open.
     #[arg(long)]
     pub exit_at_end: bool,
+    /// Pin the feed loop to this core.
+    #[arg(long)]
+    pub core: Option<usize>,
+    /// How the loop waits when it finds no work: `spin` (its own core) or `yield` (a core it
+    /// shares with another busy app).
+    #[arg(long, value_enum, default_value_t = crate::pipeline::Idle::Spin)]
+    pub idle: crate::pipeline::Idle,
+    /// The first ITCH message of each datagram carries the sender's TSC in its timestamp (the
+    /// latency lab's wire sender, on this host: `tickbus::feed::wire_stamp`). Each message's
+    /// ingress stamp is then that send TSC, so the hops downstream start at the wire, and the
+    /// summary adds the feed's own two: wire send -> taken, taken -> published. Never for a
+    /// real venue's datagrams (their timestamp is not this host's TSC).
+    #[arg(long)]
+    pub wire_stamps: bool,
     /// Print the summary (messages, duplicates, re-requests, recovered, gaps) as JSON.
     #[arg(long)]
     pub json: bool,
@@ -152,7 +166,14 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
         Ok(s)
     };
     let ingest = match a.ingest {
-        IngestKind::Udp => Ingest::Udp(join(a.line_a)?, join(a.line_b)?),
+        IngestKind::Udp => {
+            let lines = Ingest::Udp(join(a.line_a)?, join(a.line_b)?);
+            eprintln!(
+                "feed: UDP on {iface_name} ({iface}): line A {}, line B {}, each line's waiting datagrams in one recvmmsg",
+                a.line_a, a.line_b
+            );
+            lines
+        }
         IngestKind::Xdp => Ingest::xdp(&a, &iface_name)?,
     };
     let req = UdpSocket::bind((iface, 0)).map_err(|e| format!("binding the re-request socket: {e}"))?;
@@ -172,10 +193,14 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
         shown: Instant::now(),
         stop: stop.clone(),
         error: None,
+        wire: a.wire_stamps.then(WireHops::new),
     };
+    if let Some(core) = a.core {
+        tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
+    }
     // Busy-polls (a packet after a quiet spell is taken at once), backing off only after a
-    // long idle spell: the apps' one idle strategy.
-    tickbus::agent::run_until(&mut agent, crate::pipeline::IDLE, &stop);
+    // long idle spell (`--idle spin`), or yields the core it shares when idle (`--idle yield`).
+    tickbus::agent::run_until(&mut agent, a.idle.strategy(), &stop);
     if let Some(e) = agent.error {
         return Err(e);
     }
@@ -189,6 +214,7 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
         "other_session": s.other_session, "implausible": s.implausible,
         "contradicted": s.contradicted, "believed_by_time": s.believed_by_time, "ends_contradicted": s.ends_contradicted, "malformed": c.malformed,
         "recv_errors": io.recv_errors, "rerequest_send_errors": io.send_errors, "last_socket_error": io.last_error,
+        "wire_hops_ns": agent.wire.as_ref().map(WireHops::summary),
     });
     if a.json {
         println!("{summary}");
@@ -215,6 +241,79 @@ struct FeedAgent {
     shown: Instant,
     stop: Arc<AtomicBool>,
     error: Option<String>,
+    /// `--wire-stamps`: the feed's own hops from the sender's stamp.
+    wire: Option<WireHops>,
+}
+
+/// The feed's two hops when datagrams carry their send TSC (`--wire-stamps`), per datagram:
+/// wire send -> taken (the link and the ingest: AF_XDP ring or kernel socket) and taken -> its
+/// messages published (MoldUDP64, arbitration, normalising, the ring). Allocated at start.
+struct WireHops {
+    wire: hdrhistogram::Histogram<u64>,
+    feed: hdrhistogram::Histogram<u64>,
+    scale: tickbus::time::TscScale,
+    /// Datagrams with no stamp (heartbeats, the end of session): not timed.
+    unstamped: u64,
+}
+
+impl WireHops {
+    fn new() -> WireHops {
+        let h = || hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
+        let scale = tickbus::time::TscScale { ticks_per_ns: tickbus::time::ticks_per_ns() };
+        WireHops { wire: h(), feed: h(), scale, unstamped: 0 }
+    }
+
+    /// The ingress stamp for a datagram taken at `taken`: its send TSC, else `taken`.
+    #[inline]
+    fn ingress(&mut self, datagram: &[u8], taken: u64) -> (u64, Option<u64>) {
+        match tickbus::feed::wire_stamp::sent_tsc(datagram, taken) {
+            Some(sent) => (sent, Some(sent)),
+            None => {
+                self.unstamped += 1;
+                (taken, None)
+            }
+        }
+    }
+
+    #[inline]
+    fn record(&mut self, sent: Option<u64>, taken: u64, published: u64) {
+        if let Some(sent) = sent {
+            self.wire.saturating_record(self.scale.delta_ns(sent, taken).max(1));
+            self.feed.saturating_record(self.scale.delta_ns(taken, published).max(1));
+        }
+    }
+
+    fn summary(&self) -> serde_json::Value {
+        use tickbus_apps::summary::HopStats;
+        serde_json::json!({
+            "hops": [HopStats::of("wire send -> feed ingress (taken)", &self.wire),
+                     HopStats::of("feed ingress -> market data published", &self.feed)],
+            "unstamped": self.unstamped,
+        })
+    }
+}
+
+/// Hands one datagram to the handler, stamped with its send TSC under `--wire-stamps` (timing
+/// the feed's two hops), else with `taken`.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn take(
+    handler: &mut FeedHandler<ShmPublisher>,
+    wire: &mut Option<WireHops>,
+    tsc: &Tsc,
+    line: Line,
+    d: &[u8],
+    taken: u64,
+    now: u64,
+    req: &mut Rerequester,
+) -> Result<(), tickbus::feed::PublishFailed<tickbus::ring::ClaimError>> {
+    let Some(w) = wire else {
+        return handler.on_datagram(line, d, taken, now, req);
+    };
+    let (ingress, sent) = w.ingress(d, taken);
+    let r = handler.on_datagram(line, d, ingress, now, req);
+    w.record(sent, taken, tsc.now());
+    r
 }
 
 impl FeedAgent {
@@ -232,7 +331,7 @@ impl Agent for FeedAgent {
     fn do_work(&mut self, _now: u64) -> usize {
         let mut work = 0;
         let mut failed = None;
-        let FeedAgent { ingest, req, batches, handler, tsc, t0, .. } = self;
+        let FeedAgent { ingest, req, batches, handler, tsc, t0, wire, .. } = self;
         let lines: [Option<Line>; 3] = match ingest {
             Ingest::Udp(..) => [Some(Line::A), Some(Line::B), Some(Line::Retransmit)],
             #[cfg(feature = "xdp")]
@@ -240,9 +339,9 @@ impl Agent for FeedAgent {
                 // Both lines off the one AF_XDP socket, each datagram stamped as it is taken.
                 let now = t0.elapsed().as_nanos() as u64;
                 work += x.poll(64, |u| {
-                    let ingress = tsc.now();
+                    let taken = tsc.now();
                     let line = if u.dst == *line_a { Line::A } else { Line::B };
-                    if let Err(e) = handler.on_datagram(line, u.payload, ingress, now, req) {
+                    if let Err(e) = take(handler, wire, tsc, line, u.payload, taken, now, req) {
                         failed.get_or_insert(e);
                     }
                 });
@@ -266,10 +365,10 @@ impl Agent for FeedAgent {
                 }
             }
             // The batch's datagrams were all waiting when the call returned: one stamp.
-            let ingress = tsc.now();
+            let taken = tsc.now();
             let now = t0.elapsed().as_nanos() as u64;
             for d in batch.iter() {
-                if let Err(e) = handler.on_datagram(line, d, ingress, now, req) {
+                if let Err(e) = take(handler, wire, tsc, line, d, taken, now, req) {
                     failed.get_or_insert(e);
                 }
             }

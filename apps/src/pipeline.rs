@@ -24,6 +24,27 @@ pub const IDLE: IdleStrategy = IdleStrategy::Backoff {
     max_park: Duration::from_micros(200),
 };
 
+/// How an app waits in a duty cycle that found no work (`--idle`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Idle {
+    /// Busy-poll, backing off only after a long idle spell ([`IDLE`]): for an app with a core
+    /// of its own.
+    Spin,
+    /// Yield the core after every cycle that found no work: for two busy apps sharing a core (a
+    /// machine with fewer cores than busy loops). Each idle cycle is then a syscall, and a
+    /// message may wait for the other app's cycle: latency pays for the sharing.
+    Yield,
+}
+
+impl Idle {
+    pub fn strategy(self) -> IdleStrategy {
+        match self {
+            Idle::Spin => IDLE,
+            Idle::Yield => IdleStrategy::SpinThenYield { spins: 0 },
+        }
+    }
+}
+
 /// Slots of the reliable rings between the trader and the gateway (orders one way, reports the
 /// other).
 pub const RING_SLOTS: usize = 4096;

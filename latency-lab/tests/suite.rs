@@ -133,6 +133,37 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
             .filter(|n| n.starts_with("tbwo"))
             .collect();
         assert!(left.is_empty(), "the lab's veth pair removed: {left:?}");
+        // Wire-to-trade: the same datagrams through tickbus feed, trader and gateway, per ingest.
+        let runs = rep["wire_trade"].as_array().expect("a wire-to-trade section");
+        let ingests: Vec<&str> = runs.iter().map(|r| r["ingest"].as_str().unwrap()).collect();
+        assert_eq!(ingests, ["xdp", "udp"]);
+        for r in runs {
+            assert_eq!(r["sent"], 10_000, "{r}");
+            // Every message the feed published reached the trader or is counted missed, every
+            // order was answered, and the gateway timed at least one.
+            let (published, ticks, missed) =
+                (r["published"].as_u64().unwrap(), r["ticks"].as_u64().unwrap(), r["missed"].as_u64().unwrap());
+            assert!(published >= 10_000 - r["lost"].as_u64().unwrap() && ticks + missed == published, "{r}");
+            assert!(r["orders"].as_u64().unwrap() > 0 && r["orders"] == r["reports"], "{r}");
+            let hops = r["hops"].as_array().unwrap();
+            assert_eq!(hops.len(), 7, "{r}");
+            assert!(hops[0]["name"].as_str().unwrap().starts_with("wire send -> feed ingress"), "{r}");
+            assert!(hops[0]["p50"].as_u64().unwrap() > 0 && hops[1]["p50"].as_u64().unwrap() > 0, "{r}");
+            let total = &r["total"];
+            assert!(total["count"].as_u64().unwrap() > 0 && total["count"].as_u64() <= r["orders"].as_u64(), "{r}");
+            assert!(
+                total["p50"].as_u64().unwrap() >= hops[0]["p50"].as_u64().unwrap(),
+                "end to end holds the wire: {r}"
+            );
+        }
+        let left: Vec<String> = std::fs::read_dir("/dev/shm")
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .filter(|n| n.contains("lab-wire-"))
+            .collect();
+        assert!(left.is_empty(), "the wire-to-trade rings removed: {left:?}");
+        let svg = std::fs::read_to_string(out.join("wire-to-trade-hops.svg")).unwrap();
+        assert!(svg.contains("xdp 50k/s") && svg.contains("wire send -&gt; feed ingress"), "{svg}");
     }
     let one_way = rep["sections"].as_array().unwrap().iter().find(|s| s["mode"] == "one-way").unwrap();
     assert!(one_way["rows"].as_array().unwrap().iter().all(|r| r["count"] == 5_000 && r["late_sends"].is_u64()));
@@ -331,6 +362,9 @@ fn render_html(rep: &Value, out: &Path) {
         assert!(table.contains(what), "{what} in the panel: {table}");
     }
     assert!(dom.contains("data-plot=\"pipeline-hops.svg\"") && dom.contains("data-plot=\"fanout-shm.svg\""));
+    if cfg!(feature = "xdp") {
+        assert!(dom.contains("id=\"wire-to-trade\"") && dom.contains("data-plot=\"wire-to-trade-hops.svg\""));
+    }
     assert!(dom.matches("<svg").count() > keys, "every plot inline, the pipeline's too");
     assert!(!dom.contains("class=\"warn\">plot"), "a plot was missing when the page was written");
     let shot = out.join("index.png");

@@ -41,6 +41,10 @@ pub struct GatewayArgs {
     /// Pin the gateway loop to this core.
     #[arg(long)]
     pub core: Option<usize>,
+    /// How the loop waits when it finds no work: `spin` (its own core) or `yield` (a core it
+    /// shares with another busy app).
+    #[arg(long, value_enum, default_value_t = crate::pipeline::Idle::Spin)]
+    pub idle: crate::pipeline::Idle,
     /// How long to wait for the market-data and order rings to appear (s).
     #[arg(long, default_value_t = 30.0, value_parser = crate::args::secs)]
     pub wait_secs: f64,
@@ -333,7 +337,7 @@ pub fn run(a: GatewayArgs) -> Result<(), String> {
     let mut g = Gateway::new(Some(md), orders, execs);
     g.resume(answered);
     let mut agent = GatewayAgent::new(g, a.exit_with_trader, stop.clone());
-    tickbus::agent::run_until(&mut agent, pipeline::IDLE, &stop);
+    tickbus::agent::run_until(&mut agent, a.idle.strategy(), &stop);
     let g = agent.g;
     if a.json {
         println!("{}", serde_json::to_string(&summary(&g)).map_err(|e| e.to_string())?);

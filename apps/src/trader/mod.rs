@@ -51,6 +51,10 @@ pub struct TraderArgs {
     /// Pin the trading loop to this core.
     #[arg(long)]
     pub core: Option<usize>,
+    /// How the loop waits when it finds no work: `spin` (its own core) or `yield` (a core it
+    /// shares with another busy app).
+    #[arg(long, value_enum, default_value_t = crate::pipeline::Idle::Spin)]
+    pub idle: crate::pipeline::Idle,
     /// How long to wait for the market-data and execution rings to appear (s).
     #[arg(long, default_value_t = 30.0, value_parser = crate::args::secs)]
     pub wait_secs: f64,
@@ -287,7 +291,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
     let (orders, md, execs) = open(&a, &stop, &mut strategy, &mut snapshot)?;
     let t = Trader::new(md, orders, execs, strategy);
     let mut agent = TraderAgent::new(t, &a, stop.clone());
-    tickbus::agent::run_until(&mut agent, pipeline::IDLE, &stop);
+    tickbus::agent::run_until(&mut agent, a.idle.strategy(), &stop);
     let t = agent.t;
     if let Some(why) = t.execs.failure() {
         eprintln!("trader: the report stream failed: {why}");

@@ -3,7 +3,8 @@
 //! defence for a capture read from a file ([`capture`]). Pure: the
 //! caller owns the sockets and the clock. [`handler`] is the whole per-datagram path (arbitrate,
 //! normalise, publish on any stream) that `tickbus feed`, the lab and embedders share;
-//! [`ingest`] takes a line's waiting datagrams in one syscall.
+//! [`ingest`] takes a line's waiting datagrams in one syscall; [`wire_stamp`] carries a sender's
+//! TSC in a datagram so a receiver on the same host can time the wire.
 pub mod arbiter;
 pub mod capture;
 #[cfg(not(loom))]
@@ -12,6 +13,7 @@ pub mod ingest;
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod sim;
+pub mod wire_stamp;
 
 pub use arbiter::{Arbiter, ArbiterOptions, ArbiterStats, Line, Out};
 pub use capture::{CaptureOrder, CaptureOut, CaptureStats};

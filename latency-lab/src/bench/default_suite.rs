@@ -318,6 +318,20 @@ fn wire(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {
             // Not root, or no veth: said in the report, the rest of the suite still runs.
             Err(e) => c.rep.notes.push(format!("no wire section: {e}")),
         }
+        c.step("wire-to-trade: MoldUDP64 over a veth through tickbus feed (xdp, udp), trader and gateway".into());
+        let lab_cores = if a.cores.is_empty() { vec![cores.0, cores.1] } else { a.cores.clone() };
+        let tickbus = a.tickbus.clone().unwrap_or_else(crate::bench::pipeline::default_tickbus);
+        let spec = crate::bench::wire_trade::Spec {
+            tickbus: &tickbus,
+            rates: &a.rates,
+            seconds: a.wire_seconds,
+            cores: &lab_cores,
+            ticks_per_ns,
+        };
+        match crate::bench::wire_trade::run(&spec) {
+            Ok(runs) => c.rep.wire_trade = runs,
+            Err(e) => c.rep.notes.push(format!("no wire-to-trade section: {e}")),
+        }
     }
     #[cfg(not(feature = "xdp"))]
     c.rep.notes.push("no wire section: built without the `xdp` feature (tools/lab-build.sh builds with it)".into());

@@ -29,3 +29,5 @@ pub mod tick_to_trade;
 pub mod transport;
 #[cfg(feature = "xdp")]
 pub mod wire;
+#[cfg(feature = "xdp")]
+pub mod wire_trade;

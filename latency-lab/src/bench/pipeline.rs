@@ -114,7 +114,7 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
 }
 
 /// A hop as an app's summary reports it, before the lab adds its floor.
-fn to_hop(h: &HopStats) -> Hop {
+pub(super) fn to_hop(h: &HopStats) -> Hop {
     Hop {
         name: h.hop.clone(),
         count: h.count,
@@ -174,13 +174,17 @@ fn pipeline(s: &Spec<'_>) -> Result<(ExchangeSummary, TraderSummary, String), Bo
 }
 
 /// A child process killed if the run is abandoned.
-struct Kill(Option<Child>);
+pub(super) struct Kill(pub(super) Option<Child>);
 
 impl Kill {
     /// Waits (bounded) for the app to end, and parses the JSON summary it printed.
     /// Waits for the app to exit and reads its `--json` summary (its last line) as `T`: a field
     /// the app renamed is an error here, not a 0.
-    fn finish<T: serde::de::DeserializeOwned>(mut self, app: &str, deadline: Instant) -> Result<T, Box<dyn Error>> {
+    pub(super) fn finish<T: serde::de::DeserializeOwned>(
+        mut self,
+        app: &str,
+        deadline: Instant,
+    ) -> Result<T, Box<dyn Error>> {
         let mut child = self.0.take().expect("a child");
         loop {
             if let Some(status) = child.try_wait()? {

@@ -31,10 +31,8 @@ use super::harness::{histogram, pin, spin_until};
 use crate::model::{Backlog, Kind, Row, Section};
 
 const PORT: u16 = 31700;
-/// Where the ITCH timestamp sits in a one-message MoldUDP64 packet: the 20-byte header, the
-/// message's 2-byte length, then type (1), locate (2), tracking (2).
-const STAMP_AT: usize = 20 + 2 + 5;
-const MASK: u64 = (1 << 48) - 1;
+/// The MoldUDP64 session the lab's sender uses.
+pub(super) const SESSION: [u8; 10] = *b"TICKBUSLAB";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Way {
@@ -181,15 +179,6 @@ impl Feed {
     }
 }
 
-/// The send TSC a datagram carries, whole again from its low 48 bits and the receiver's TSC.
-#[inline]
-fn sent_at(datagram: &[u8], now: u64) -> Option<u64> {
-    let b = datagram.get(STAMP_AT..STAMP_AT + 6)?;
-    let low = b.iter().fold(0u64, |a, &x| (a << 8) | u64::from(x));
-    let full = (now & !MASK) | low;
-    Some(if full > now { full.wrapping_sub(1 << 48) } else { full })
-}
-
 fn measure(
     way: Way,
     v: &VethPair,
@@ -219,7 +208,7 @@ fn measure(
         let s = UdpSocket::bind("0.0.0.0:0").map_err(|e| e.to_string())?;
         s.connect(dst).map_err(|e| e.to_string())?;
         ready_rx.recv().map_err(|e| e.to_string())?;
-        send_open_loop(&s, packets, rate, scale)
+        send_open_loop(&s, packets, rate, scale, false)
     });
     let tsc = Tsc::new();
     let mut h = histogram();
@@ -229,7 +218,7 @@ fn measure(
     let deadline = Instant::now() + patience;
     let mut quiet_since: Option<Instant> = None;
     let record = |d: &[u8], at: u64, h: &mut Histogram<u64>| {
-        if let Some(sent) = sent_at(d, at) {
+        if let Some(sent) = tickbus::feed::wire_stamp::sent_tsc(d, at) {
             h.saturating_record(scale.delta_ns(sent, at).max(1));
         }
     };
@@ -280,10 +269,10 @@ fn measure(
 }
 
 /// `n` one-message MoldUDP64 packets of a generated day (sequence 1 on), each to be stamped.
-fn packets(n: u64) -> Vec<Vec<u8>> {
+pub(super) fn packets(n: u64) -> Vec<Vec<u8>> {
     let mut g = DayGenerator::new(DayConfig::new(17, 8, n.max(1000)));
     let mut out = Vec::with_capacity(n as usize);
-    let mut b = PacketBuilder::new(*b"TICKBUSLAB", 1, 1400);
+    let mut b = PacketBuilder::new(SESSION, 1, 1400);
     while (out.len() as u64) < n {
         let Some(m) = g.next_message() else { break };
         b.push(m);
@@ -293,23 +282,34 @@ fn packets(n: u64) -> Vec<Vec<u8>> {
 }
 
 /// Sends each packet at its intended time (rate apart), its TSC stamped just before `send`;
-/// says how far behind the schedule the sends fell.
-fn send_open_loop(s: &UdpSocket, mut packets: Vec<Vec<u8>>, rate: u64, scale: TscScale) -> Result<Backlog, String> {
+/// says how far behind the schedule the sends fell. `share_core`: the sender's core also runs
+/// another busy app (the gateway, on two cores), so a wait longer than a few µs yields the
+/// core instead of spinning through it.
+pub(super) fn send_open_loop(
+    s: &UdpSocket,
+    mut packets: Vec<Vec<u8>>,
+    rate: u64,
+    scale: TscScale,
+    share_core: bool,
+) -> Result<Backlog, String> {
     let tsc = Tsc::new();
     let interval = scale.ticks_per_ns * 1e9 / rate as f64;
     let start = tsc.now() + (scale.ticks_per_ns * 1e7) as u64; // 10 ms to settle
     let (mut max_behind, mut late) = (0u64, 0u64);
     let late_ticks = (crate::model::BACKLOG_LATE_NS as f64 * scale.ticks_per_ns) as u64;
+    let yield_margin = (3_000.0 * scale.ticks_per_ns) as u64;
     let n = packets.len() as u64;
     let mut last = start;
     for (k, p) in packets.iter_mut().enumerate() {
         let due = start + (k as f64 * interval) as u64;
+        while share_core && tsc.now() + yield_margin < due {
+            std::thread::yield_now();
+        }
         let now = spin_until(&tsc, due);
         let behind = now - due;
         max_behind = max_behind.max(behind);
         late += u64::from(behind > late_ticks);
-        let stamp = (now & MASK).to_be_bytes();
-        p[STAMP_AT..STAMP_AT + 6].copy_from_slice(&stamp[2..]);
+        tickbus::feed::wire_stamp::stamp(p, now);
         s.send(p).map_err(|e| format!("sending datagram {k}: {e}"))?;
         last = tsc.now();
     }

@@ -13,6 +13,7 @@ pub mod journal;
 pub mod pipeline;
 pub mod rdma;
 pub mod verdict;
+pub mod wire_trade;
 
 use itch::ItchReport;
 
@@ -342,6 +343,10 @@ pub struct Report {
     /// The trading pipeline across processes, per rate, hop by hop beside its floors.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pipeline: Vec<pipeline::Run>,
+    /// Wire-to-trade: MoldUDP64 on a veth through `tickbus feed` (AF_XDP and UDP ingest),
+    /// `tickbus trader` and `tickbus gateway`, per ingest and rate, hop by hop.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wire_trade: Vec<wire_trade::WireTrade>,
     /// The pipeline over RDMA in the Soft-RoCE guest, beside perftest (latency-lab rdma).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline_rdma: Option<pipeline::RdmaRun>,

@@ -173,6 +173,10 @@ pub fn write(rep: &Report, dir: &Path) -> std::io::Result<()> {
         );
         plot(dir, "pipeline-hops.svg", &mut o);
     }
+    if !rep.wire_trade.is_empty() {
+        pre("Wire-to-trade", "wire-to-trade", &crate::render::text::wire_trade_table(&rep.wire_trade), &mut o);
+        plot(dir, "wire-to-trade-hops.svg", &mut o);
+    }
     if let Some(r) = &rep.pipeline_rdma {
         pre("Trading pipeline over RDMA", "pipeline-rdma", &crate::render::text::rdma_table(r), &mut o);
     }

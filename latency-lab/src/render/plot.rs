@@ -80,19 +80,36 @@ pub fn percentile_plot(sec: &Section, path: &Path) -> Result<(), Box<dyn Error>>
 /// hops, which tick-to-trade's own percentile need not equal (percentiles do not add); the
 /// label above a bar gives both.
 pub fn stacked_plot(runs: &[Run], path: &Path) -> Result<(), Box<dyn Error>> {
+    let bars: Vec<Bar<'_>> = runs
+        .iter()
+        .map(|r| Bar {
+            label: format!("{} msg/s", crate::model::rate_name(r.rate)),
+            parts: &r.hops[..5],
+            total: &r.hops[5],
+        })
+        .collect();
+    stacked_bars("tick-to-trade per hop, stacked (ns), across processes over shm", "tick-to-trade", &bars, path)
+}
+
+/// One stacked bar: its label, its hops in order, and the end-to-end figure beside their sum.
+pub struct Bar<'a> {
+    pub label: String,
+    pub parts: &'a [Hop],
+    pub total: &'a Hop,
+}
+
+/// Stacked bars of hops (see [`stacked_plot`]); every bar has the first bar's hops, by position.
+pub fn stacked_bars(title: &str, total_word: &str, bars: &[Bar<'_>], path: &Path) -> Result<(), Box<dyn Error>> {
     use plotters::prelude::*;
     let root = SVGBackend::new(path, (1100, 600)).into_drawing_area();
     root.fill(&WHITE)?;
-    let root = root.titled("tick-to-trade per hop, stacked (ns), across processes over shm", ("sans-serif", 22))?;
+    let root = root.titled(title, ("sans-serif", 22))?;
     let panels = root.split_evenly((1, 2));
-    let names: Vec<String> =
-        runs.first().map(|r| r.hops[..5].iter().map(|h| h.name.clone()).collect()).unwrap_or_default();
+    let names: Vec<String> = bars.first().map(|b| b.parts.iter().map(|h| h.name.clone()).collect()).unwrap_or_default();
     for (panel, (label, pick)) in panels.iter().zip([("p50", 0usize), ("p99", 1)]) {
         let value = |h: &Hop| if pick == 0 { h.p50 } else { h.p99 };
-        let bars: Vec<(String, Vec<u64>, u64)> = runs
-            .iter()
-            .map(|r| (crate::model::rate_name(r.rate), r.hops[..5].iter().map(value).collect(), value(&r.hops[5])))
-            .collect();
+        let bars: Vec<(&str, Vec<u64>, u64)> =
+            bars.iter().map(|b| (b.label.as_str(), b.parts.iter().map(value).collect(), value(b.total))).collect();
         let ymax = bars.iter().map(|b| b.1.iter().sum::<u64>().max(b.2)).max().unwrap_or(1).max(1) as f64 * 1.2;
         let mut chart = ChartBuilder::on(panel)
             .caption(label, ("sans-serif", 18))
@@ -106,9 +123,10 @@ pub fn stacked_plot(runs: &[Run], path: &Path) -> Result<(), Box<dyn Error>> {
                 .iter()
                 .enumerate()
                 .map(|(i, b)| {
-                    let base: u64 = b.1[..k].iter().sum();
+                    let base: u64 = b.1[..k.min(b.1.len())].iter().sum();
+                    let top = base + b.1.get(k).copied().unwrap_or(0);
                     let (x0, x1) = (i as f64 + 0.2, i as f64 + 0.8);
-                    Rectangle::new([(x0, base as f64), (x1, (base + b.1[k]) as f64)], Palette99::pick(k).filled())
+                    Rectangle::new([(x0, base as f64), (x1, top as f64)], Palette99::pick(k).filled())
                 })
                 .collect();
             let series = chart.draw_series(rects)?;
@@ -121,7 +139,7 @@ pub fn stacked_plot(runs: &[Run], path: &Path) -> Result<(), Box<dyn Error>> {
         chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
             let sum: u64 = b.1.iter().sum();
             Text::new(
-                format!("{} msg/s: hops {sum}, tick-to-trade {}", b.0, b.2),
+                format!("{}: hops {sum}, {total_word} {}", b.0, b.2),
                 (i as f64 + 0.05, sum.max(b.2) as f64 * 1.05),
                 ("sans-serif", 13),
             )

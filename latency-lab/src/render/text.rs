@@ -74,6 +74,9 @@ impl Report {
         if !self.pipeline.is_empty() {
             let _ = writeln!(s, "TRADING PIPELINE\n{}", pipeline_table(&self.pipeline));
         }
+        if !self.wire_trade.is_empty() {
+            let _ = writeln!(s, "WIRE-TO-TRADE\n{}", wire_trade_table(&self.wire_trade));
+        }
         if let Some(r) = &self.pipeline_rdma {
             let _ = writeln!(s, "{}", rdma_table(r));
         }
@@ -178,6 +181,61 @@ pub fn pipeline_table(runs: &[Run]) -> String {
         );
     }
     s
+}
+
+/// The wire-to-trade runs' table: per ingest and rate, the hops in order, then the end to end.
+pub fn wire_trade_table(runs: &[crate::model::wire_trade::WireTrade]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for r in runs {
+        let _ = writeln!(
+            s,
+            "wire-to-trade, feed --ingest {} at {} datagrams/s, open loop, one ITCH message per datagram, over a veth; {}",
+            r.ingest,
+            rate_name(r.rate),
+            r.layout
+        );
+        let _ = writeln!(s, "{:<72}{:>10}{:>10}{:>10}{:>12}", "hop (ns)", "p50", "p99", "p99.9", "max");
+        for h in r.hops.iter().chain([&r.every_tick, &r.ordered_tick, &r.total]) {
+            let _ = writeln!(s, "{:<72}{:>10}{:>10}{:>10}{:>12}", h.name, h.p50, h.p99, h.p99_9, h.max);
+        }
+        let _ = writeln!(
+            s,
+            "  {} datagrams sent, {} messages published ({} lost), {} seen by the trader ({} missed), {} orders, {} reports; the feed's two hops are per datagram, the strategy's and the gateway's per order",
+            r.sent, r.published, r.lost, r.ticks, r.missed, r.orders, r.reports
+        );
+        if let Some(b) = &r.backlog {
+            let _ = writeln!(s, "  {b}");
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+/// The wire-to-trade runs as stacked bars, one per ingest and rate.
+pub fn wire_trade_plot(
+    runs: &[crate::model::wire_trade::WireTrade],
+    path: &std::path::Path,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let bars: Vec<super::plot::Bar<'_>> = runs
+        .iter()
+        .map(|r| super::plot::Bar {
+            label: format!(
+                "{} {}/s{}",
+                r.ingest,
+                rate_name(r.rate),
+                if r.backlog.is_some() { " (backlogged)" } else { "" }
+            ),
+            parts: &r.hops,
+            total: &r.total,
+        })
+        .collect();
+    super::plot::stacked_bars(
+        "wire-to-trade per hop, stacked (ns): veth -> feed -> trader -> gateway",
+        "wire-to-trade",
+        &bars,
+        path,
+    )
 }
 
 /// The RDMA pipeline's table.

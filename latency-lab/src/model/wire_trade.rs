@@ -1,0 +1,73 @@
+//! Wire-to-trade: a MoldUDP64 datagram sent on a veth, taken by `tickbus feed` (AF_XDP or
+//! UDP), published as market data on a ring, read by `tickbus trader`, its order read by
+//! `tickbus gateway`: one run per ingest and rate, hop by hop.
+use serde::{Deserialize, Serialize};
+
+use super::pipeline::Hop;
+
+/// One wire-to-trade run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireTrade {
+    /// `xdp` or `udp`: how the feed took the datagrams.
+    pub ingest: String,
+    pub rate: u64,
+    /// Which process ran on which core, and whether cores were shared.
+    pub layout: String,
+    /// The hops in pipeline order, each its own percentiles: wire send -> feed ingress, feed
+    /// ingress -> market data published (the feed, every datagram), market data published ->
+    /// strategy receive (by difference, see [`ring_hop`]), then the trader's and the gateway's
+    /// (per order).
+    pub hops: Vec<Hop>,
+    /// Wire send -> gateway receive, per order: wire-to-trade.
+    pub total: Hop,
+    /// Wire send -> strategy receive: over every tick (the trader) and over the ticks that led
+    /// to an order (the gateway).
+    pub every_tick: Hop,
+    pub ordered_tick: Hop,
+    pub sent: u64,
+    pub published: u64,
+    pub ticks: u64,
+    pub orders: u64,
+    pub reports: u64,
+    /// Messages the feed lost (published as gaps) and ticks the trader missed.
+    pub lost: u64,
+    pub missed: u64,
+    /// The sender fell behind its schedule, or the feed or the trader did (what they lost): the
+    /// percentiles then measure queueing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<String>,
+}
+
+/// The market-data ring hop, which no process stamps at both ends (the message carries one
+/// stamp, the wire send): every tick's wire send -> strategy receive less the feed's two hops,
+/// percentile by percentile, at least 0. Percentiles do not subtract exactly; the name says so.
+/// Its max is every tick's own max (an upper bound: maxima subtract to nothing useful).
+pub fn ring_hop(every_tick: &Hop, wire: &Hop, feed: &Hop) -> Hop {
+    let less = |t: u64, a: u64, b: u64| t.saturating_sub(a + b);
+    Hop {
+        name: "market data published -> strategy receive (by difference)".into(),
+        count: every_tick.count,
+        p50: less(every_tick.p50, wire.p50, feed.p50),
+        p99: less(every_tick.p99, wire.p99, feed.p99),
+        p99_9: less(every_tick.p99_9, wire.p99_9, feed.p99_9),
+        max: every_tick.max,
+        floor: None,
+        x_floor: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hop(p50: u64, p99: u64) -> Hop {
+        Hop { name: String::new(), count: 1, p50, p99, p99_9: p99, max: p99, floor: None, x_floor: None }
+    }
+
+    #[test]
+    fn the_ring_hop_is_what_the_feed_does_not_explain_and_never_negative() {
+        let r = ring_hop(&hop(1000, 5000), &hop(300, 4000), &hop(200, 2000));
+        assert_eq!((r.p50, r.p99), (500, 0));
+        assert!(r.name.contains("by difference"));
+    }
+}
