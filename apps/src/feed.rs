@@ -107,7 +107,8 @@ pub struct FeedArgs {
     /// latency lab's wire sender, on this host: `tickbus::feed::wire_stamp`). Each message's
     /// ingress stamp is then that send TSC, so the hops downstream start at the wire, and the
     /// summary adds the feed's own two: wire send -> taken, taken -> published. Never for a
-    /// real venue's datagrams (their timestamp is not this host's TSC).
+    /// real venue's datagrams (their timestamp is not this host's TSC). The first message's
+    /// exchange timestamp in the published market data then holds those TSC bits too.
     #[arg(long)]
     pub wire_stamps: bool,
     /// Print the summary (messages, duplicates, re-requests, recovered, gaps) as JSON.
@@ -275,11 +276,15 @@ impl WireHops {
         }
     }
 
+    /// Times a stamped datagram's wire hop, and its feed hop if it published anything (a
+    /// datagram the arbiter held or dropped, or whose messages publish nothing, has none).
     #[inline]
-    fn record(&mut self, sent: Option<u64>, taken: u64, published: u64) {
+    fn record(&mut self, sent: Option<u64>, taken: u64, published: Option<u64>) {
         if let Some(sent) = sent {
             self.wire.saturating_record(self.scale.delta_ns(sent, taken).max(1));
-            self.feed.saturating_record(self.scale.delta_ns(taken, published).max(1));
+            if let Some(p) = published {
+                self.feed.saturating_record(self.scale.delta_ns(taken, p).max(1));
+            }
         }
     }
 
@@ -287,7 +292,7 @@ impl WireHops {
         use tickbus_apps::summary::HopStats;
         serde_json::json!({
             "hops": [HopStats::of("wire send -> feed ingress (taken)", &self.wire),
-                     HopStats::of("feed ingress -> market data published", &self.feed)],
+                     HopStats::of("feed ingress -> market data published (datagrams that published)", &self.feed)],
             "unstamped": self.unstamped,
         })
     }
@@ -311,8 +316,10 @@ fn take(
         return handler.on_datagram(line, d, taken, now, req);
     };
     let (ingress, sent) = w.ingress(d, taken);
+    let before = handler.counts().published;
     let r = handler.on_datagram(line, d, ingress, now, req);
-    w.record(sent, taken, tsc.now());
+    let published = (handler.counts().published > before).then(|| tsc.now());
+    w.record(sent, taken, published);
     r
 }
 

@@ -29,17 +29,20 @@ pub fn stamp(datagram: &mut [u8], tsc: u64) -> bool {
     true
 }
 
-/// The sender's whole TSC from the stamp and `now` (the receiver's TSC, taken after the send):
-/// the latest value at or before `now` whose low 48 bits are the stamp. None when the datagram
-/// holds no stamp.
+/// The sender's whole TSC from the stamp and `now` (the receiver's TSC): the value whose low 48
+/// bits are the stamp nearest to `now`, before or after it (a sender's core may read its TSC a
+/// little ahead of the receiver's: skew, which the caller sees as `sent > now`). None when the
+/// datagram holds no stamp.
 #[inline]
 pub fn sent_tsc(datagram: &[u8], now: u64) -> Option<u64> {
     if !holds_stamp(datagram) {
         return None;
     }
     let low = datagram[STAMP_AT..STAMP_AT + 6].iter().fold(0u64, |a, &x| (a << 8) | u64::from(x));
-    let full = (now & !MASK) | low;
-    Some(if full > now { full.wrapping_sub(1 << 48) } else { full })
+    // How far the stamp's low bits lie ahead of now's, modulo 2^48: under half the range is
+    // ahead (skew), the rest behind (the usual case).
+    let ahead = low.wrapping_sub(now) & MASK;
+    Some(if ahead < 1 << 47 { now.wrapping_add(ahead) } else { now.wrapping_sub((1 << 48) - ahead) })
 }
 
 /// A first message whose length field says it reaches past the timestamp, and the bytes there.
@@ -47,7 +50,7 @@ pub fn sent_tsc(datagram: &[u8], now: u64) -> Option<u64> {
 fn holds_stamp(d: &[u8]) -> bool {
     let count = d.get(18..20).map(|b| u16::from_be_bytes([b[0], b[1]]));
     let first_len = d.get(20..22).map(|b| u16::from_be_bytes([b[0], b[1]]) as usize);
-    matches!((count, first_len), (Some(1..=0xFFFE), Some(len)) if len >= 11) && d.len() >= STAMP_AT + 6
+    matches!((count, first_len), (Some(1..=0xFFFE), Some(len)) if len >= 11 && d.len() >= 22 + len)
 }
 
 #[cfg(test)]
@@ -74,6 +77,21 @@ mod tests {
     }
 
     #[test]
+    fn a_stamp_a_little_ahead_of_the_receiver_or_early_in_uptime_stays_near_now() {
+        let mut d = datagram(&[b'A', 0, 1, 0, 2, 9, 9, 9, 9, 9, 9]);
+        // A TSC under 2^48 (a host up for less than a day or so): sent before now.
+        assert!(stamp(&mut d, 90));
+        assert_eq!(sent_tsc(&d, 100), Some(90));
+        // The sender's core a tick ahead of the receiver's (skew): one tick after now, not a
+        // wrap earlier.
+        assert_eq!(sent_tsc(&d, 89), Some(90));
+        let sent = (3u64 << 48) + 7;
+        assert!(stamp(&mut d, sent));
+        assert_eq!(sent_tsc(&d, sent - 1), Some(sent), "ahead across the high bits");
+        assert_eq!(sent_tsc(&d, (3u64 << 48) - 5), Some(sent), "ahead across a wrap of the low bits");
+    }
+
+    #[test]
     fn a_datagram_without_a_message_long_enough_holds_no_stamp() {
         let mut heartbeat = datagram(&[]);
         heartbeat.truncate(20);
@@ -87,9 +105,13 @@ mod tests {
         end[18..20].copy_from_slice(&0xFFFFu16.to_be_bytes());
         end.extend_from_slice(&[0, 11, b'A', 0, 1, 0, 2, 9, 9, 9, 9, 9, 9]);
         assert_eq!(sent_tsc(&end, 1), None);
-        // A length field that says 11 over a datagram cut inside the stamp.
+        // A length field that says 11 over a datagram cut inside the stamp, and one that says
+        // more than the datagram holds.
         let mut cut = datagram(&[b'A', 0, 1, 0, 2, 9, 9, 9, 9, 9, 9]);
         cut.truncate(STAMP_AT + 3);
         assert_eq!(sent_tsc(&cut, 1), None);
+        let mut long = datagram(&[b'A', 0, 1, 0, 2, 9, 9, 9, 9, 9, 9]);
+        long[20..22].copy_from_slice(&12u16.to_be_bytes());
+        assert_eq!(sent_tsc(&long, 1), None);
     }
 }

@@ -318,6 +318,11 @@ fn wire(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {
             // Not root, or no veth: said in the report, the rest of the suite still runs.
             Err(e) => c.rep.notes.push(format!("no wire section: {e}")),
         }
+        c.step("wire: datagrams/s each way takes with zero loss".into());
+        match crate::bench::wire::zero_loss(cores, ticks_per_ns) {
+            Ok(notes) => c.rep.notes.extend(notes),
+            Err(e) => c.rep.notes.push(format!("no zero-loss rates: {e}")),
+        }
         c.step("wire-to-trade: MoldUDP64 over a veth through tickbus feed (xdp, udp), trader and gateway".into());
         let lab_cores = if a.cores.is_empty() { vec![cores.0, cores.1] } else { a.cores.clone() };
         let tickbus = a.tickbus.clone().unwrap_or_else(crate::bench::pipeline::default_tickbus);
@@ -329,7 +334,10 @@ fn wire(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {
             ticks_per_ns,
         };
         match crate::bench::wire_trade::run(&spec) {
-            Ok(runs) => c.rep.wire_trade = runs,
+            Ok((runs, failed)) => {
+                c.rep.wire_trade = runs;
+                c.rep.notes.extend(failed);
+            }
             Err(e) => c.rep.notes.push(format!("no wire-to-trade section: {e}")),
         }
     }

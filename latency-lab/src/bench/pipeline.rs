@@ -211,6 +211,25 @@ impl Kill {
     }
 }
 
+#[cfg(feature = "xdp")]
+impl Kill {
+    /// Waits up to `wait` for the app to end by itself; if it has not, asks it to stop (SIGTERM:
+    /// the apps then end their loop and print their summary). True if it had to be asked.
+    pub(super) fn stop_after(&mut self, wait: Duration) -> bool {
+        let Some(c) = self.0.as_mut() else { return false };
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline {
+            if !matches!(c.try_wait(), Ok(None)) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // SAFETY: kill(2) on our own child's pid, not yet reaped (try_wait said it runs).
+        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+        true
+    }
+}
+
 impl Drop for Kill {
     fn drop(&mut self) {
         if let Some(c) = self.0.as_mut() {

@@ -150,6 +150,45 @@ pub fn verdict(sec: &Section) -> String {
     )
 }
 
+/// The rates (datagrams/s) the zero-loss search steps through, each for a fifth of a second.
+const RAMP: [u64; 5] = [100_000, 200_000, 400_000, 800_000, 1_600_000];
+
+/// Datagrams per second each way takes with zero loss: the ramp's rates in turn, until a way
+/// loses a datagram or the sender cannot keep the rate (its own ceiling, one `send` per
+/// datagram). One sentence per way, the floor's first.
+pub fn zero_loss(cores: (usize, usize), ticks_per_ns: f64) -> Result<Vec<String>, Box<dyn Error>> {
+    let v = VethPair::new("z").map_err(|e| format!("making the lab's veth pair (root needed): {e}"))?;
+    let mut out = Vec::new();
+    for way in [Way::XdpFloor, Way::XdpFeed, Way::UdpFloor, Way::UdpFeed] {
+        let mut best: Option<u64> = None;
+        let mut stop = String::from("no step of the ramp lost any");
+        for rate in RAMP {
+            let n = rate / 5;
+            let (_, backlog, lost) = measure(way, &v, rate, n, cores, ticks_per_ns)?;
+            if lost > 0 {
+                stop = format!("at {} it lost {lost} of {n}", crate::model::rate_name(rate));
+                break;
+            }
+            if backlog.sustained_msgs_per_s < 0.95 * rate as f64 {
+                stop = format!(
+                    "at {} the sender could not keep the rate ({:.0}/s, one send per datagram; on a veth each send also runs the receiving side's kernel path, so this ceiling depends on the way): the way's own limit is above it",
+                    crate::model::rate_name(rate),
+                    backlog.sustained_msgs_per_s
+                );
+                best = Some(best.unwrap_or(0).max(backlog.sustained_msgs_per_s as u64));
+                break;
+            }
+            best = Some(rate);
+        }
+        let took = match best {
+            Some(b) => format!("every datagram taken up to {} datagrams/s", crate::model::rate_name(b)),
+            None => "lost datagrams at the ramp's first rate".into(),
+        };
+        out.push(format!("wire, zero loss: {}: {took} ({stop})", way.name()));
+    }
+    Ok(out)
+}
+
 /// The receiving side of one way.
 enum Rx {
     Xdp(Box<XdpIngest>),

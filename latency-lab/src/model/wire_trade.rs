@@ -25,7 +25,14 @@ pub struct WireTrade {
     pub every_tick: Hop,
     pub ordered_tick: Hop,
     pub sent: u64,
+    /// Market-data messages the feed published, and gaps it published (each a `FeedGap`
+    /// message the trader counts as a tick too).
     pub published: u64,
+    #[serde(default)]
+    pub gaps_published: u64,
+    /// Why the trader halted, if it did (a gap: it stops trading; orders end there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halted: Option<String>,
     pub ticks: u64,
     pub orders: u64,
     pub reports: u64,
@@ -41,7 +48,8 @@ pub struct WireTrade {
 /// The market-data ring hop, which no process stamps at both ends (the message carries one
 /// stamp, the wire send): every tick's wire send -> strategy receive less the feed's two hops,
 /// percentile by percentile, at least 0. Percentiles do not subtract exactly; the name says so.
-/// Its max is every tick's own max (an upper bound: maxima subtract to nothing useful).
+/// Its max is 0, shown as "-": maxima of different messages subtract to nothing.
+#[cfg_attr(not(feature = "xdp"), allow(dead_code))]
 pub fn ring_hop(every_tick: &Hop, wire: &Hop, feed: &Hop) -> Hop {
     let less = |t: u64, a: u64, b: u64| t.saturating_sub(a + b);
     Hop {
@@ -50,7 +58,7 @@ pub fn ring_hop(every_tick: &Hop, wire: &Hop, feed: &Hop) -> Hop {
         p50: less(every_tick.p50, wire.p50, feed.p50),
         p99: less(every_tick.p99, wire.p99, feed.p99),
         p99_9: less(every_tick.p99_9, wire.p99_9, feed.p99_9),
-        max: every_tick.max,
+        max: 0,
         floor: None,
         x_floor: None,
     }

@@ -197,13 +197,22 @@ pub fn wire_trade_table(runs: &[crate::model::wire_trade::WireTrade]) -> String 
         );
         let _ = writeln!(s, "{:<72}{:>10}{:>10}{:>10}{:>12}", "hop (ns)", "p50", "p99", "p99.9", "max");
         for h in r.hops.iter().chain([&r.every_tick, &r.ordered_tick, &r.total]) {
-            let _ = writeln!(s, "{:<72}{:>10}{:>10}{:>10}{:>12}", h.name, h.p50, h.p99, h.p99_9, h.max);
+            let max = if h.max == 0 { "-".to_string() } else { h.max.to_string() };
+            let _ = writeln!(s, "{:<72}{:>10}{:>10}{:>10}{:>12}", h.name, h.p50, h.p99, h.p99_9, max);
         }
         let _ = writeln!(
             s,
-            "  {} datagrams sent, {} messages published ({} lost), {} seen by the trader ({} missed), {} orders, {} reports; the feed's two hops are per datagram, the strategy's and the gateway's per order",
-            r.sent, r.published, r.lost, r.ticks, r.missed, r.orders, r.reports
+            "  {} datagrams sent, {} messages published ({} lost, in {} gaps published), {} seen by the trader ({} missed), {} orders, {} reports",
+            r.sent, r.published, r.lost, r.gaps_published, r.ticks, r.missed, r.orders, r.reports
         );
+        let _ = writeln!(
+            s,
+            "  the feed's two hops are per stamped datagram (the second over those that published); the every-tick row and the ring hop per market-data message (a datagram may make several); the rest per order{}",
+            if r.ingest == "udp" { "; udp: one ingress stamp per recvmmsg batch, so a batch's later datagrams wait for the earlier ones in the feed hop" } else { "" }
+        );
+        if let Some(h) = &r.halted {
+            let _ = writeln!(s, "  the trader halted ({h}): its orders stopped there");
+        }
         if let Some(b) = &r.backlog {
             let _ = writeln!(s, "  {b}");
         }
