@@ -504,6 +504,7 @@ pub(crate) mod tests {
             ("pipeline.rs", include_str!("pipeline.rs")),
             ("rdma.rs", include_str!("rdma.rs")),
             ("verdict.rs", include_str!("verdict.rs")),
+            ("wire_trade.rs", include_str!("wire_trade.rs")),
         ];
         let entries = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/src/model")).unwrap().count();
         assert_eq!(entries, sources.len(), "a model file this test does not read: list it above");
