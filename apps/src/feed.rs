@@ -45,8 +45,12 @@ pub struct FeedArgs {
     #[arg(long, value_enum, default_value_t = IngestKind::Udp)]
     pub ingest: IngestKind,
     /// `--ingest xdp`: the interface's receive queue to bind (one socket per queue).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, conflicts_with = "xdp_all_queues")]
     pub xdp_queue: u32,
+    /// `--ingest xdp`: bind a socket on every receive queue of the interface (each with its own
+    /// UMEM), so the lines are taken whatever queue the NIC hashes them to.
+    #[arg(long)]
+    pub xdp_all_queues: bool,
     /// `--ingest xdp`: generic XDP (in the kernel's stack) even where the driver has native XDP.
     #[arg(long)]
     pub xdp_generic: bool,
@@ -437,19 +441,24 @@ impl Ingest {
         }
         let mut o = tickbus::xdp::XdpOptions::new(iface, vec![a.line_a, a.line_b]);
         (o.queue, o.generic, o.vlan, o.udp_checksum) = (a.xdp_queue, a.xdp_generic, a.xdp_vlan, a.xdp_udp_checksum);
+        o.all_queues = a.xdp_all_queues;
         let x = tickbus::xdp::XdpIngest::open(&o).map_err(|e| e.to_string())?;
         let i = x.info();
         let queues = i.rx_queues;
-        if queues > 1 {
+        if queues > 1 && !a.xdp_all_queues {
             // The kernel has no socket on the lines' ports: what RSS puts on another queue is lost.
             eprintln!(
-                "feed: WARNING: {iface} has {queues} receive queues and only queue {} is bound: datagrams the NIC hashes to another queue are lost. Steer the lines to it (`ethtool -N {iface} flow-type udp4 dst-port PORT action {}`) or use one queue (`ethtool -L {iface} combined 1`); `tickbus doctor --iface {iface}` checks",
+                "feed: WARNING: {iface} has {queues} receive queues and only queue {} is bound: datagrams the NIC hashes to another queue are lost. Bind them all (--xdp-all-queues), steer the lines to it (`ethtool -N {iface} flow-type udp4 dst-port PORT action {}`) or use one queue (`ethtool -L {iface} combined 1`); `tickbus doctor --iface {iface}` checks",
                 a.xdp_queue, a.xdp_queue
             );
         }
         eprintln!(
-            "feed: AF_XDP on {iface} queue {}: {:?} XDP, {}, UMEM in {}",
-            a.xdp_queue,
+            "feed: AF_XDP on {iface} {}: {:?} XDP, {}, UMEM in {}",
+            if a.xdp_all_queues {
+                format!("queues 0-{} (every one, a socket each)", i.bound_queues - 1)
+            } else {
+                format!("queue {}", a.xdp_queue)
+            },
             i.mode,
             if i.zero_copy { "zero-copy" } else { "copy mode (the driver has no zero-copy)" },
             if i.hugepages { "hugepages" } else { "4 KiB pages (no hugepages reserved)" }

@@ -93,6 +93,55 @@ fn the_feeds_datagrams_come_through_af_xdp_and_everything_else_reaches_the_kerne
     assert!(!v.outer_has_xdp().unwrap(), "dropping the ingest detaches the program");
 }
 
+/// A four-queue interface: the sender's flows (one per source port) are hashed over the receive
+/// queues, so an ingest bound to queue 0 alone misses what lands elsewhere (the kernel has no
+/// socket on the port either), and one bound to every queue takes it all.
+#[test]
+fn every_queue_bound_takes_what_the_nic_spreads_over_them() {
+    let v = VethPair::with_queues("q", 4).unwrap();
+    let dst = SocketAddrV4::new(v.outer_ip, PORT + 10);
+    // 32 flows of 40 datagrams, each flow its own source port.
+    let send = |ns: String| {
+        std::thread::spawn(move || -> Result<(), String> {
+            VethPair::enter_ns(&ns)?;
+            let socks: Vec<UdpSocket> =
+                (0..32).map(|_| UdpSocket::bind("0.0.0.0:0").map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+            for k in 0..40u64 {
+                for (f, s) in socks.iter().enumerate() {
+                    s.send_to(&datagram(k * 32 + f as u64), dst).map_err(|e| format!("send: {e}"))?;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Ok(())
+        })
+    };
+    let n = 32 * 40;
+    let mut all = XdpOptions::new(&v.outer, vec![dst]);
+    all.all_queues = true;
+    let mut x = XdpIngest::open(&all).unwrap();
+    assert_eq!((x.info().rx_queues, x.info().bound_queues), (4, 4));
+    let sender = send(v.ns.clone());
+    let mut got = take(&mut x, n, 30);
+    sender.join().unwrap().unwrap();
+    got.sort();
+    let mut want: Vec<Vec<u8>> = (0..n as u64).map(datagram).collect();
+    want.sort();
+    assert_eq!(got, want, "every datagram of every flow, whatever queue it came on ({:?})", x.stats());
+    let per_queue: Vec<(u32, u64)> = x.frames_per_queue().collect();
+    assert_eq!(per_queue.iter().map(|q| q.0).collect::<Vec<_>>(), [0, 1, 2, 3]);
+    assert!(per_queue.iter().filter(|q| q.1 > 0).count() > 1, "the flows were spread: {per_queue:?}");
+    drop(x);
+    // Queue 0 alone: what was hashed elsewhere never comes (nor to the kernel: no socket).
+    let mut one = XdpIngest::open(&XdpOptions::new(&v.outer, vec![dst])).unwrap();
+    assert_eq!(one.info().bound_queues, 1);
+    let sender = send(v.ns.clone());
+    let got = take(&mut one, n, 3);
+    sender.join().unwrap().unwrap();
+    let on_zero = per_queue[0].1 as usize;
+    assert!(got.len() < n, "queue 0 alone misses the other queues' flows ({} of {n})", got.len());
+    assert!(got.len() + 64 >= on_zero.min(n), "queue 0 alone still takes its own flows");
+}
+
 /// Frames no kernel stack checked: each kind of damage, to the steered destination, counted
 /// under its name and dropped; a priority-tagged (VLAN 0) datagram still comes through; another
 /// VLAN's and a later fragment are left to the kernel.

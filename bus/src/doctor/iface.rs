@@ -42,7 +42,7 @@ pub fn interface(name: &str, probe: Option<u32>) -> Vec<Finding> {
             format!("{queues} receive queues: an AF_XDP socket sees only the queue it is bound to"),
         )
         .remedy(format!(
-            "steer the lines to one queue and bind it (`ethtool -N {name} flow-type udp4 dst-port PORT action Q`, then `tickbus feed --xdp-queue Q`)"
+            "bind every queue (`tickbus feed --xdp-all-queues`), or steer the lines to one queue and bind it (`ethtool -N {name} flow-type udp4 dst-port PORT action Q`, then `tickbus feed --xdp-queue Q`)"
         ))
         .fact("rx_queues", queues)
     } else {

@@ -141,12 +141,25 @@ pub struct ArbiterStats {
 }
 
 /// An open gap: messages from `at` (the `next` it opened at) are missing since `since_ns`.
-/// Once `next` moves, the hole in front of it is another one, timed afresh: a gap is given up
-/// only after `give_up_ns` in which nothing arrived to fill it.
+/// `behind`: it is a hole behind the first of a spell of gaps (the stream not whole since),
+/// missing since the first confirmed message after it arrived (`since_ns`; confirmed later, by
+/// the server's copy or a jump believed, it still arrived then); the first gap of a spell is
+/// timed from when `next` reached it. `asked_ns`: the latest re-request that covers it (one made for an
+/// earlier gap reaching this far counts), if any.
+///
+/// A gap is given up once it has been missing for `give_up_ns`; a hole behind another also
+/// only once a re-request covering it is `retry_ns` (at most `give_up_ns`) old, so its answer
+/// had time to come, unless the server has answered nothing for `give_up_ns` since it was first
+/// asked (silent: down, or not there). So the holes behind the first are not timed afresh one
+/// after another as `next` reaches them: after a burst of losses, the holes a re-request covered
+/// are given up together, each hole beyond its reach is asked for at once and given up
+/// `retry_ns` later, and with a silent server at once; never `give_up_ns` per hole (which held
+/// the live stream up for minutes behind a few hundred holes).
 #[derive(Debug, Clone, Copy)]
 struct Open {
     at: u64,
     since_ns: u64,
+    behind: bool,
     asked_ns: Option<u64>,
 }
 
@@ -161,6 +174,8 @@ struct Held {
     line: Line,
     lines: u8,
     confirmed: bool,
+    /// When it arrived: once it is confirmed, the hole before it counts as missing since then.
+    known_ns: u64,
 }
 
 fn line_bit(line: Line) -> u8 {
@@ -227,6 +242,15 @@ pub struct Arbiter {
     /// Messages that arrived ahead of `next`, waiting for the gap before them, and their bytes.
     held: BTreeMap<u64, Held>,
     held_bytes: usize,
+    /// The latest re-request: the end (exclusive) of what it asked for, and when.
+    asked: Option<(u64, u64)>,
+    /// Where the current spell of gaps began (`next` then): gaps after it are behind it. None
+    /// while the stream is whole.
+    spell: Option<u64>,
+    /// The first re-request since the server last answered anything: once it is `give_up_ns`
+    /// old the server counts as silent, and holes behind a gap no longer wait for answers to
+    /// their own re-requests.
+    unanswered_since: Option<u64>,
     /// A far packet's range `[first, end]`, held once a second packet lands in it.
     candidate: Option<(u64, u64)>,
     /// Lines A and B's jumps ahead, not yet believed (a few each: a line losing several
@@ -274,6 +298,9 @@ impl Arbiter {
             next: 1,
             held: BTreeMap::new(),
             held_bytes: 0,
+            asked: None,
+            spell: None,
+            unanswered_since: None,
             candidate: None,
             claims: [BTreeMap::new(), BTreeMap::new()],
             end: None,
@@ -323,6 +350,9 @@ impl Arbiter {
         if !self.follows(p.header.session, out) {
             self.stats.other_session += 1;
             return;
+        }
+        if line == Line::Retransmit {
+            self.unanswered_since = None; // the server answers
         }
         // Packet::parse refuses sequences above 2^62: no overflow below.
         let first = p.header.sequence.get();
@@ -466,7 +496,8 @@ impl Arbiter {
         } else if self.held.len() < self.opts.max_held && self.held_bytes + msg.len() <= self.opts.max_held_bytes {
             self.held_bytes += msg.len();
             let lines = if in_order { 0 } else { line_bit(line) };
-            self.held.insert(seq, Held { msg: msg.to_vec(), line, lines, confirmed: in_order });
+            let h = Held { msg: msg.to_vec(), line, lines, confirmed: in_order, known_ns: self.now_ns };
+            self.held.insert(seq, h);
         } else {
             self.stats.not_held += 1;
         }
@@ -549,6 +580,7 @@ impl Arbiter {
         }
         self.lose_to(self.known_end, out);
         self.open = None;
+        (self.asked, self.unanswered_since, self.spell) = (None, None, None);
     }
 
     fn lose_to(&mut self, to: u64, out: &mut impl FnMut(Out<'_>)) {
@@ -592,7 +624,7 @@ impl Arbiter {
             }
         }
         if !self.has_open_gap() {
-            self.open = None;
+            (self.open, self.spell) = (None, None);
         }
     }
 
@@ -640,18 +672,38 @@ impl Arbiter {
         }
         self.drain(out);
         if !self.has_open_gap() {
-            self.open = None;
+            (self.open, self.spell) = (None, None);
             return;
         }
         let now_ns = self.now_ns;
         let to = self.missing_to();
         let next = self.next;
-        let open = *self.open.get_or_insert(Open { at: next, since_ns: now_ns, asked_ns: None });
-        let open = if open.at == next { open } else { Open { at: next, since_ns: now_ns, asked_ns: None } };
+        let mut open = match self.open {
+            Some(o) if o.at == next => o,
+            _ => Open {
+                at: next,
+                since_ns: now_ns,
+                // Behind the first gap of this spell of gaps (the stream not whole since).
+                behind: next > *self.spell.get_or_insert(next),
+                asked_ns: self.asked.filter(|&(reach, _)| next < reach).map(|(_, at)| at),
+            },
+        };
+        if open.behind {
+            // Missing since the first confirmed message after it arrived (the first gap of a
+            // spell is timed from when `next` reached it, as it always was).
+            if let Some(h) = self.held.get(&to).filter(|h| h.confirmed) {
+                open.since_ns = open.since_ns.min(h.known_ns);
+            }
+        }
         self.open = Some(open);
         let age = now_ns.saturating_sub(open.since_ns);
         let full = self.held.len() >= self.opts.max_held || self.held_bytes >= self.opts.max_held_bytes;
-        if to > self.next && (age >= self.opts.give_up_ns || full) {
+        // A hole behind another waits for a re-request covering it and its answer time too.
+        let answer_time = self.opts.retry_ns.min(self.opts.give_up_ns);
+        let silent = self.unanswered_since.is_some_and(|t| now_ns.saturating_sub(t) >= self.opts.give_up_ns);
+        let waited = age >= self.opts.give_up_ns
+            && (!open.behind || silent || open.asked_ns.is_some_and(|t| now_ns.saturating_sub(t) >= answer_time));
+        if to > self.next && (waited || full) {
             self.stats.lost += to - self.next;
             self.stats.gaps += 1;
             out(Out::Lost { from: self.next, to });
@@ -669,6 +721,8 @@ impl Arbiter {
             let count = (ask_to - self.next).min(u64::from(self.opts.max_request)) as u16;
             self.stats.rerequests += 1;
             out(Out::Rerequest { sequence: self.next, count });
+            self.asked = Some((self.next + u64::from(count), now_ns));
+            self.unanswered_since.get_or_insert(now_ns);
             self.open = Some(Open { asked_ns: Some(now_ns), ..open });
         }
     }

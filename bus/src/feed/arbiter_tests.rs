@@ -89,6 +89,88 @@ fn what_both_lines_miss_is_rerequested_after_the_wait_and_recovered() {
     assert_eq!((a.stats().recovered, a.stats().lost), (4, 0));
 }
 
+/// A burst of losses on both lines: five holes, known at once (line A's jumps believed by time),
+/// that the server never fills. The holes behind the first are given up `give_up_ns` after they
+/// were known, together, or one answer time (`retry_ns`) after a re-request covering them,
+/// never `give_up_ns` each in turn as `next` reaches them (five holes would have taken 2 s after
+/// the first, a few hundred minutes). With a server that answers (a heartbeat on the re-request
+/// line), every hole is re-requested before it is given up; with one that answered nothing for
+/// `give_up_ns` (silent), the holes behind go together without waiting for answers.
+#[test]
+fn the_holes_behind_a_gap_are_timed_from_when_they_were_known_not_one_give_up_each() {
+    for server_answers in [false, true] {
+        holes_behind_a_gap(server_answers);
+    }
+}
+
+fn holes_behind_a_gap(server_answers: bool) {
+    // A re-request reaches two holes at most: the others need their own.
+    let opts = ArbiterOptions { max_request: 8, ..ArbiterOptions::default() };
+    let ps = packets(60, 2);
+    let mut a = Arbiter::new(opts);
+    let (mut got, mut asks) = (Vec::new(), Vec::new());
+    // Packets 2, 5, 8, 11 and 14 lost on both lines: messages 5-6, 11-12, 17-18, 23-24, 29-30.
+    for (k, p) in ps.iter().enumerate().filter(|(k, _)| !(k % 3 == 2 && *k < 15)) {
+        run(&mut a, Line::A, p, k as u64, &mut got, &mut asks);
+    }
+    let holes = [(5, 7), (11, 13), (17, 19), (23, 25), (29, 31)];
+    let mut lost_at = Vec::new();
+    let mut now = 1_000_000;
+    let mut answered = 0;
+    while lost_at.len() < holes.len() && now < opts.confirm_ns + 10 * opts.give_up_ns {
+        if server_answers {
+            // The server is there: it answers each re-request with what it has, which is
+            // everything but these holes (not silent, yet they stay open).
+            for &(seq, count) in &asks[answered..] {
+                let lost = |k: usize| k % 3 == 2 && k < 15;
+                for (k, p) in ps.iter().enumerate().filter(|&(k, _)| !lost(k)) {
+                    let first = 2 * k as u64 + 1;
+                    if first + 1 >= seq && first < seq + u64::from(count) {
+                        run(&mut a, Line::Retransmit, p, now, &mut got, &mut Vec::new());
+                    }
+                }
+            }
+            answered = asks.len();
+        }
+        a.poll(now, &mut |o| match o {
+            Out::Lost { from, to } => lost_at.push((from, to, now)),
+            Out::Rerequest { sequence, count } => asks.push((sequence, count)),
+            _ => {}
+        });
+        now += 1_000_000;
+    }
+    assert_eq!(lost_at.iter().map(|l| (l.0, l.1)).collect::<Vec<_>>(), holes, "every hole given up, by its size");
+    // The first hole has been open since the first poll; the others are known from the moment
+    // the jumps were believed (silent server: about confirm_ns, before the first is given up) or
+    // the server's copies confirmed what follows them (at the first answers).
+    let first = lost_at[0].2;
+    assert!(first >= opts.give_up_ns, "the first hole waited give_up_ns: {first}");
+    let (second, last) = (lost_at[1].2, lost_at[4].2);
+    assert!(
+        second - first <= opts.give_up_ns + 2_000_000,
+        "the second waited give_up_ns from when it was known: {lost_at:?}"
+    );
+    // Each hole behind goes with the second or one answer time after the re-request that first
+    // reaches it (a re-request reaches two holes here): three answer times for the last.
+    assert!(
+        last - second <= 3 * opts.retry_ns + 5_000_000,
+        "the holes behind went within answer times of the second, not one give-up each: {lost_at:?}"
+    );
+    if server_answers {
+        for &(from, to) in &holes {
+            assert!(
+                asks.iter().any(|&(s, c)| s <= from && to <= s + u64::from(c)),
+                "hole {from}..{to} was re-requested before it was given up: {asks:?}"
+            );
+        }
+    } else {
+        // Silent for give_up_ns: the holes behind go together (one per poll, a poll a ms here),
+        // without waiting for answers.
+        assert!(last - second <= 3_000_000, "{lost_at:?}");
+    }
+    assert_eq!(a.stats().lost, 10);
+}
+
 #[test]
 fn what_is_not_recovered_in_time_is_given_up_with_its_size_and_a_lost_tail_too() {
     // One line only (B), no retransmission server: 9..=12 and 17..=20 are lost for good.

@@ -1,5 +1,6 @@
-//! An AF_XDP socket on one receive queue of an interface, its UMEM in hugepages where they can be
-//! had, and the feed's XDP program steering only the feed's destinations to it.
+//! AF_XDP sockets on an interface's receive queues (one, or every one), each with its UMEM in
+//! hugepages where they can be had, and the feed's XDP program steering only the feed's
+//! destinations to the socket of the queue a frame arrived on.
 //!
 //! The steady state makes no syscall: frames come off the RX ring and go back on the fill ring
 //! by shared-memory ring operations; the only syscall is the `poll` the kernel asks for through
@@ -7,6 +8,7 @@
 use std::ffi::CString;
 use std::net::{SocketAddrV4, UdpSocket};
 use std::num::NonZeroU32;
+use std::os::fd::RawFd;
 use std::ptr::NonNull;
 
 use xdpilone::{DeviceQueue, IfInfo, RingRx, Socket, SocketConfig, Umem, UmemConfig, User};
@@ -22,7 +24,13 @@ pub struct XdpOptions {
     /// The interface the feed's lines arrive on.
     pub iface: String,
     /// Its receive queue to bind (one socket per queue; 0 on a single-queue interface).
+    /// Ignored with [`XdpOptions::all_queues`].
     pub queue: u32,
+    /// Bind a socket on every receive queue the interface has (each its own UMEM of `frames`
+    /// frames), so whatever queue the NIC's hashing (RSS) puts a line on is taken. Without it a
+    /// multi-queue interface loses what arrives on the other queues: the kernel has no socket
+    /// on the lines' ports either.
+    pub all_queues: bool,
     /// The destinations (multicast group or local address, and port) to take; every other frame
     /// goes to the kernel.
     pub dests: Vec<SocketAddrV4>,
@@ -51,6 +59,7 @@ impl XdpOptions {
         XdpOptions {
             iface: iface.into(),
             queue: 0,
+            all_queues: false,
             dests,
             frames: 4096,
             vlan: 0,
@@ -71,10 +80,12 @@ pub struct IngestInfo {
     pub zero_copy: bool,
     /// Whether the UMEM is in 2 MiB hugepages (else 4 KiB pages: more TLB misses).
     pub hugepages: bool,
-    /// The interface's receive queues: more than one, and what the NIC hashes to another
-    /// queue than the bound one never reaches this socket (the kernel has no socket on the
-    /// port either, so it is lost).
+    /// The interface's receive queues: more than one, and what the NIC hashes to a queue
+    /// without a socket never reaches the ingest (the kernel has no socket on the port either,
+    /// so it is lost): bind them all ([`XdpOptions::all_queues`]) or steer the lines to one.
     pub rx_queues: usize,
+    /// Queues with a socket bound (1, or `rx_queues` with [`XdpOptions::all_queues`]).
+    pub bound_queues: usize,
 }
 
 /// What the ingest has taken and refused.
@@ -157,45 +168,54 @@ impl Drop for Area {
     }
 }
 
-/// Frames of one interface queue, through AF_XDP. Fields drop in order: the program and
-/// rings (the socket) before the UMEM's memory.
-pub struct XdpIngest {
-    steering: Steering,
+/// One receive queue's AF_XDP socket: its rings, its UMEM and the UMEM's memory. Fields drop
+/// in order: the rings and the socket before the UMEM's memory.
+struct QueueSocket {
     rx: RingRx,
     fill: DeviceQueue,
     _user: User,
     _socket: Socket,
     _umem: OwnedUmem,
-    /// Kernel sockets joined to the multicast groups (IGMP, so a switch forwards them); they
-    /// receive nothing, the XDP program takes the datagrams first.
-    _groups: Vec<UdpSocket>,
     area: Area,
     /// Frame addresses to hand back to the fill ring (allocated once); the first `pending`
     /// are ones the fill ring had no room for yet.
     refill: Box<[u64]>,
     pending: usize,
+    queue: u32,
+    /// Frames taken off this queue's RX ring.
+    frames: u64,
+}
+
+/// Frames of an interface's receive queues, through AF_XDP. Fields drop in order: the program
+/// first (nothing more is redirected), then the sockets, each before its UMEM's memory.
+pub struct XdpIngest {
+    steering: Steering,
+    sockets: Vec<QueueSocket>,
+    /// Kernel sockets joined to the multicast groups (IGMP, so a switch forwards them); they
+    /// receive nothing, the XDP program takes the datagrams first.
+    _groups: Vec<UdpSocket>,
     dests: Vec<SocketAddrV4>,
     vlan: u16,
     udp_checksum: bool,
     zero_copy: bool,
     rx_queues: usize,
-    /// The interface and queue bound (for [`XdpIngest::verdict`]).
+    /// The interface (for [`XdpIngest::verdict`]).
     ifindex: u32,
-    queue: u32,
     stats: IngestStats,
 }
 
 // SAFETY: an `Area` owns its private mapping; the only other pointer into it is the `Umem`
-// (below) of the same `XdpIngest`, and the kernel's side of it is not a Rust thread. Nothing is
-// borrowed from it outside that `XdpIngest`, which reads it only through `&mut self`, so moving
-// it to another thread moves every user of the mapping with it. Not Sync: no shared access.
+// (below) of the same `QueueSocket`, and the kernel's side of it is not a Rust thread. Nothing
+// is borrowed from it outside the `XdpIngest` holding that socket, which reads it only through
+// `&mut self`, so moving it to another thread moves every user of the mapping with it. Not
+// Sync: no shared access.
 unsafe impl Send for Area {}
 
 /// xdpilone's `Umem`, which is not `Send` only for its raw pointer to our `Area`.
 struct OwnedUmem(#[allow(dead_code)] Umem);
 
-// SAFETY: the pointer inside points into this ingest's own `Area`, which moves with it (see
-// above); the rest of a `Umem` (Arc'd descriptor and device control) is Send. Kept in the
+// SAFETY: the pointer inside points into its `QueueSocket`'s own `Area`, which moves with it
+// (see above); the rest of a `Umem` (Arc'd descriptor and device control) is Send. Kept in the
 // `XdpIngest` that made it, never shared or cloned out. Only these two parts carry an
 // `unsafe impl`: a field added later that is not Send still fails the crate root's check.
 unsafe impl Send for OwnedUmem {}
@@ -237,10 +257,11 @@ impl XdpIngest {
     }
 
     fn open_any(opts: &XdpOptions) -> Result<XdpIngest, XdpError> {
-        if opts.queue >= super::program::MAX_QUEUES {
+        let rx_queues = crate::sys::net::rx_queues(&opts.iface).unwrap_or(1).max(1);
+        let queues: Vec<u32> = if opts.all_queues { (0..rx_queues as u32).collect() } else { vec![opts.queue] };
+        if let Some(q) = queues.iter().find(|&&q| q >= super::program::MAX_QUEUES) {
             return Err(XdpError::Config(format!(
-                "queue {}: the program's socket map holds queues 0 to {}",
-                opts.queue,
+                "queue {q}: the program's socket map holds queues 0 to {} (an interface with more: bind fewer, steering the lines to them)",
                 super::program::MAX_QUEUES - 1
             )));
         }
@@ -252,7 +273,7 @@ impl XdpIngest {
         loop {
             let mut last = None;
             for &zero_copy in attempts {
-                match XdpIngest::open_with(opts, frames, zero_copy) {
+                match XdpIngest::open_with(opts, &queues, rx_queues, frames, zero_copy) {
                     Ok(x) => return Ok(x),
                     Err(e) => last = Some(e),
                 }
@@ -265,18 +286,116 @@ impl XdpIngest {
         }
     }
 
-    fn open_with(opts: &XdpOptions, frames: u32, zero_copy: bool) -> Result<XdpIngest, XdpError> {
+    fn open_with(
+        opts: &XdpOptions,
+        queues: &[u32],
+        rx_queues: usize,
+        frames: u32,
+        zero_copy: bool,
+    ) -> Result<XdpIngest, XdpError> {
         let name = CString::new(opts.iface.as_str())
             .map_err(|_| XdpError::Config(format!("interface name {:?} holds a NUL", opts.iface)))?;
         let mut info = IfInfo::invalid();
         info.from_name(&name).map_err(|e| XdpError::Iface { iface: opts.iface.clone(), why: format!("{e:?}") })?;
-        info.set_queue(opts.queue);
+        let sockets = queues
+            .iter()
+            .map(|&q| QueueSocket::open(opts, info, q, frames, zero_copy))
+            .collect::<Result<Vec<_>, _>>()?;
+        let groups = join_groups(&opts.dests, info.ifindex())?;
+        let xsks: Vec<(u32, RawFd)> = sockets.iter().map(|s| (s.queue, s.rx.as_raw_fd())).collect();
+        let steering = Steering::attach(&opts.iface, &opts.dests, opts.vlan, &xsks, opts.generic)?;
+        Ok(XdpIngest {
+            steering,
+            sockets,
+            _groups: groups,
+            dests: opts.dests.clone(),
+            vlan: opts.vlan,
+            udp_checksum: opts.udp_checksum,
+            zero_copy,
+            rx_queues,
+            ifindex: info.ifindex(),
+            stats: IngestStats::default(),
+        })
+    }
+
+    /// How it is attached.
+    pub fn info(&self) -> IngestInfo {
+        IngestInfo {
+            mode: self.steering.mode(),
+            zero_copy: self.zero_copy,
+            hugepages: self.sockets.iter().all(|s| s.area.hugepages),
+            rx_queues: self.rx_queues,
+            bound_queues: self.sockets.len(),
+        }
+    }
+
+    /// The queues bound and the frames each has taken (how the NIC spread the lines).
+    pub fn frames_per_queue(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.sockets.iter().map(|s| (s.queue, s.frames))
+    }
+
+    /// What this ingest's XDP program does with `frame` (a whole Ethernet frame, at least its
+    /// 14-byte header) arriving on the bound interface and its first bound queue: the kernel runs the program on
+    /// a copy (`BPF_PROG_TEST_RUN`), so nothing is sent, taken or counted. For tests and for
+    /// checking a steering set-up frame by frame (a syscall: never on the hot path). The kernel
+    /// takes a frame of 14 bytes up to about a page, and a test run with a context (the
+    /// interface and queue) needs Linux 5.14 or later; otherwise it answers EINVAL, returned
+    /// as [`XdpError::Program`].
+    pub fn verdict(&self, frame: &[u8]) -> Result<super::Verdict, XdpError> {
+        self.steering.verdict(frame, self.ifindex, self.sockets[0].queue)
+    }
+
+    /// What it has taken and refused.
+    pub fn stats(&self) -> IngestStats {
+        self.stats
+    }
+
+    /// Frames the kernel dropped for the sockets: RX ring full, fill ring empty, invalid
+    /// descriptors (a syscall per queue: off the hot path).
+    pub fn kernel_drops(&self) -> Result<u64, XdpError> {
+        let mut drops = 0;
+        for q in &self.sockets {
+            let s = q
+                .fill
+                .statistics_v2()
+                .map_err(|e| XdpError::Io { what: "reading the socket's statistics", why: format!("{e:?}") })?;
+            drops += s.rx_dropped + s.rx_ring_full + s.rx_invalid_descs;
+        }
+        Ok(drops)
+    }
+
+    /// Takes up to `max` frames off each bound queue's RX ring, hands each well-formed datagram
+    /// to a steered destination to `f` (in arrival order within a queue; a line's datagrams are
+    /// one flow, which a NIC keeps on one queue), counts the rest, and gives every frame back to
+    /// the kernel. Returns the frames taken (0: none waiting). No syscall unless the kernel set
+    /// a need-wakeup flag; no allocation.
+    #[inline]
+    pub fn poll(&mut self, max: u32, mut f: impl FnMut(&UdpFrame<'_>)) -> usize {
+        let XdpIngest { sockets, dests, vlan, udp_checksum, stats, .. } = self;
+        let mut n = 0;
+        for q in sockets.iter_mut() {
+            n += q.poll(max, dests, *vlan, *udp_checksum, stats, &mut f);
+        }
+        n
+    }
+}
+
+impl QueueSocket {
+    /// Opens the socket on `queue`, its UMEM of `frames` frames, and fills its fill ring.
+    fn open(
+        opts: &XdpOptions,
+        mut info: IfInfo,
+        queue: u32,
+        frames: u32,
+        zero_copy: bool,
+    ) -> Result<QueueSocket, XdpError> {
+        info.set_queue(queue);
         let area = Area::new(frames as usize * FRAME as usize)?;
         let cfg = UmemConfig { fill_size: frames, complete_size: 64, frame_size: FRAME, headroom: 0, flags: 0 };
         let slice = NonNull::slice_from_raw_parts(area.ptr, area.len);
         let io = |what: &'static str| move |e: xdpilone::Errno| XdpError::Io { what, why: format!("{e:?}") };
         // SAFETY: `slice` is page aligned (mmap), `frames * FRAME` bytes, and outlives the UMEM:
-        // `area` is the last field of `XdpIngest` to drop.
+        // `area` is the last field of `QueueSocket` to drop.
         let umem = unsafe { Umem::new(cfg, slice) }.map_err(io("registering the UMEM"))?;
         let socket = Socket::with_shared(&info, &umem).map_err(io("opening the AF_XDP socket"))?;
         let mut fill = umem.fq_cq(&socket).map_err(io("mapping the fill and completion rings"))?;
@@ -289,7 +408,7 @@ impl XdpIngest {
         let rx = user.map_rx().map_err(io("mapping the RX ring"))?;
         umem.bind(&user).map_err(|e| XdpError::Bind {
             iface: opts.iface.clone(),
-            queue: opts.queue,
+            queue,
             zero_copy,
             busy: e.get_raw() == libc::EBUSY,
             why: format!("{e:?}"),
@@ -302,73 +421,32 @@ impl XdpIngest {
                 return Err(XdpError::Io { what: "filling the fill ring", why: format!("took {put} of {frames}") });
             }
         }
-        let groups = join_groups(&opts.dests, info.ifindex())?;
-        let steering = Steering::attach(&opts.iface, &opts.dests, opts.vlan, opts.queue, rx.as_raw_fd(), opts.generic)?;
-        Ok(XdpIngest {
-            steering,
+        Ok(QueueSocket {
             rx,
             fill,
             _user: user,
             _socket: socket,
             _umem: OwnedUmem(umem),
-            _groups: groups,
             area,
             refill: vec![0; frames as usize].into_boxed_slice(),
             pending: 0,
-            dests: opts.dests.clone(),
-            vlan: opts.vlan,
-            udp_checksum: opts.udp_checksum,
-            zero_copy,
-            rx_queues: crate::sys::net::rx_queues(&opts.iface).unwrap_or(1),
-            ifindex: info.ifindex(),
-            queue: opts.queue,
-            stats: IngestStats::default(),
+            queue,
+            frames: 0,
         })
     }
 
-    /// How it is attached.
-    pub fn info(&self) -> IngestInfo {
-        IngestInfo {
-            mode: self.steering.mode(),
-            zero_copy: self.zero_copy,
-            hugepages: self.area.hugepages,
-            rx_queues: self.rx_queues,
-        }
-    }
-
-    /// What this ingest's XDP program does with `frame` (a whole Ethernet frame, at least its
-    /// 14-byte header) arriving on the bound interface and queue: the kernel runs the program on
-    /// a copy (`BPF_PROG_TEST_RUN`), so nothing is sent, taken or counted. For tests and for
-    /// checking a steering set-up frame by frame (a syscall: never on the hot path). The kernel
-    /// takes a frame of 14 bytes up to about a page, and a test run with a context (the
-    /// interface and queue) needs Linux 5.14 or later; otherwise it answers EINVAL, returned
-    /// as [`XdpError::Program`].
-    pub fn verdict(&self, frame: &[u8]) -> Result<super::Verdict, XdpError> {
-        self.steering.verdict(frame, self.ifindex, self.queue)
-    }
-
-    /// What it has taken and refused.
-    pub fn stats(&self) -> IngestStats {
-        self.stats
-    }
-
-    /// Frames the kernel dropped for this socket: RX ring full, fill ring empty, invalid
-    /// descriptors (a syscall: off the hot path).
-    pub fn kernel_drops(&self) -> Result<u64, XdpError> {
-        let s = self
-            .fill
-            .statistics_v2()
-            .map_err(|e| XdpError::Io { what: "reading the socket's statistics", why: format!("{e:?}") })?;
-        Ok(s.rx_dropped + s.rx_ring_full + s.rx_invalid_descs)
-    }
-
-    /// Takes up to `max` frames off the RX ring, hands each well-formed datagram to a steered
-    /// destination to `f` in arrival order, counts the rest, and gives every frame back to the
-    /// kernel. Returns the frames taken (0: none waiting). No syscall unless the kernel set the
-    /// need-wakeup flag; no allocation.
+    /// [`XdpIngest::poll`] on this queue.
     #[inline]
-    pub fn poll(&mut self, max: u32, mut f: impl FnMut(&UdpFrame<'_>)) -> usize {
-        let XdpIngest { rx, fill, area, refill, pending, dests, vlan, udp_checksum, stats, .. } = self;
+    fn poll(
+        &mut self,
+        max: u32,
+        dests: &[SocketAddrV4],
+        vlan: u16,
+        udp_checksum: bool,
+        stats: &mut IngestStats,
+        f: &mut impl FnMut(&UdpFrame<'_>),
+    ) -> usize {
+        let QueueSocket { rx, fill, area, refill, pending, frames, .. } = self;
         // Frames not yet back on the fill ring (it had no room last time) come first.
         let max = max.min((refill.len() - *pending) as u32);
         let mut n = 0usize;
@@ -378,12 +456,13 @@ impl XdpIngest {
                 refill[*pending + n] = d.addr;
                 n += 1;
                 stats.frames += 1;
+                *frames += 1;
                 let Some(frame) = area.frame(d.addr, d.len) else {
                     stats.refused.truncated += 1; // a descriptor outside the UMEM: never from a sane kernel
                     continue;
                 };
-                match parse_udp(frame, *udp_checksum) {
-                    Ok(u) if dests.contains(&u.dst) && u.vlan.unwrap_or(0) == *vlan => {
+                match parse_udp(frame, udp_checksum) {
+                    Ok(u) if dests.contains(&u.dst) && u.vlan.unwrap_or(0) == vlan => {
                         stats.datagrams += 1;
                         f(&u);
                     }

@@ -64,15 +64,14 @@ impl AsRawFd for Fd {
 }
 
 impl Steering {
-    /// Loads the program with `dests` steered (arriving on VLAN `vlan`; 0: untagged), registers the AF_XDP socket `xsk` for `queue`,
-    /// then attaches to `iface` (native first unless `generic`, else generic): nothing is
-    /// redirected before the socket is there to take it.
+    /// Loads the program with `dests` steered (arriving on VLAN `vlan`; 0: untagged), registers
+    /// each AF_XDP socket of `xsks` for its queue, then attaches to `iface` (native first unless
+    /// `generic`, else generic): nothing is redirected before the sockets are there to take it.
     pub(crate) fn attach(
         iface: &str,
         dests: &[SocketAddrV4],
         vlan: u16,
-        queue: u32,
-        xsk: RawFd,
+        xsks: &[(u32, RawFd)],
         generic: bool,
     ) -> Result<Steering, XdpError> {
         // None (a probe): the program steers nothing and passes every frame.
@@ -95,13 +94,15 @@ impl Steering {
             }
         }
         {
-            let mut xsks: XskMap<_> = ebpf
+            let mut map: XskMap<_> = ebpf
                 .map_mut("XSKS")
                 .ok_or_else(|| XdpError::Program { what: "finding the XSKS map", why: "not in the object".into() })?
                 .try_into()
                 .map_err(|e: aya::maps::MapError| XdpError::Program { what: "the XSKS map", why: e.to_string() })?;
-            xsks.set(queue, Fd(xsk), 0)
-                .map_err(|e| XdpError::Program { what: "registering the AF_XDP socket", why: e.to_string() })?;
+            for &(queue, xsk) in xsks {
+                map.set(queue, Fd(xsk), 0)
+                    .map_err(|e| XdpError::Program { what: "registering an AF_XDP socket", why: e.to_string() })?;
+            }
         }
         let prog: &mut Xdp = ebpf
             .program_mut("tickbus_feed_steer")

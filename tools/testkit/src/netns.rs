@@ -32,6 +32,12 @@ impl VethPair {
     /// Makes the namespace and the pair, named from `tag` and this process's id (interface
     /// names stay within 15 bytes), with multicast routed out of the namespace's side.
     pub fn new(tag: &str) -> Result<VethPair, String> {
+        VethPair::with_queues(tag, 1)
+    }
+
+    /// As [`VethPair::new`], each end with `queues` transmit and receive queues: a datagram
+    /// arrives on the receive queue its sender's flow was hashed to (for multi-queue ingest).
+    pub fn with_queues(tag: &str, queues: u32) -> Result<VethPair, String> {
         let id = std::process::id() % 100_000;
         // The subnet from the tag and the pid: pairs a process makes at once (tests run in
         // parallel threads) must not share one, or the host's routes to them would collide.
@@ -51,7 +57,13 @@ impl VethPair {
         let _ = ip(&["link", "del", &v.outer]);
         ip(&["netns", "add", &v.ns])?;
         // From here on, drop removes what was made.
-        ip(&["link", "add", &v.outer, "type", "veth", "peer", "name", &v.inner])?;
+        let q = queues.max(1).to_string();
+        let each = ["numtxqueues", q.as_str(), "numrxqueues", q.as_str()];
+        let mut add = vec!["link", "add", v.outer.as_str()];
+        add.extend(each);
+        add.extend(["type", "veth", "peer", "name", v.inner.as_str()]);
+        add.extend(each);
+        ip(&add)?;
         ip(&["link", "set", &v.inner, "netns", &v.ns])?;
         ip(&["addr", "add", &format!("{}/24", v.outer_ip), "dev", &v.outer])?;
         ip(&["link", "set", &v.outer, "up"])?;
