@@ -347,7 +347,8 @@ impl Agent for FeedAgent {
             Ingest::Udp(..) => [Some(Line::A), Some(Line::B), Some(Line::Retransmit)],
             #[cfg(feature = "xdp")]
             Ingest::Xdp(x, line_a) => {
-                // Both lines off the one AF_XDP socket, each datagram stamped as it is taken.
+                // Both lines off the AF_XDP sockets (one, or one per queue), each datagram
+                // stamped as it is taken.
                 let now = t0.elapsed().as_nanos() as u64;
                 work += x.poll(64, |u| {
                     let taken = tsc.now();
@@ -478,6 +479,7 @@ impl Ingest {
             #[cfg(feature = "xdp")]
             Ingest::Xdp(x, _) => serde_json::json!({
                 "info": x.info(), "stats": x.stats(), "kernel_drops": x.kernel_drops().ok(),
+                "frames_per_queue": x.frames_per_queue().collect::<Vec<_>>(),
             }),
         }
     }

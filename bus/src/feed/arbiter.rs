@@ -5,7 +5,7 @@
 //!
 //! Pure state machine (like quinn-proto): packets and the time go in, messages, re-requests and
 //! losses come out. No I/O, no clock.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use tickbus_codecs::moldudp64::{Packet, PacketKind};
 
@@ -144,17 +144,17 @@ pub struct ArbiterStats {
 /// `behind`: it is a hole behind the first of a spell of gaps (the stream not whole since),
 /// missing since the first confirmed message after it arrived (`since_ns`; confirmed later, by
 /// the server's copy or a jump believed, it still arrived then); the first gap of a spell is
-/// timed from when `next` reached it. `asked_ns`: the latest re-request that covers it (one made for an
-/// earlier gap reaching this far counts), if any.
+/// timed from when `next` reached it. `asked_ns`: this gap's latest re-request (for the retry).
 ///
 /// A gap is given up once it has been missing for `give_up_ns`; a hole behind another also
-/// only once a re-request covering it is `retry_ns` (at most `give_up_ns`) old, so its answer
-/// had time to come, unless the server has answered nothing for `give_up_ns` since it was first
-/// asked (silent: down, or not there). So the holes behind the first are not timed afresh one
-/// after another as `next` reaches them: after a burst of losses, the holes a re-request covered
-/// are given up together, each hole beyond its reach is asked for at once and given up
-/// `retry_ns` later, and with a silent server at once; never `give_up_ns` per hole (which held
-/// the live stream up for minutes behind a few hundred holes).
+/// only once the first re-request that covered it (as far as one re-request reaches: one made
+/// for an earlier gap counts) is `give_up_ns` old, so the server had as long to answer as a
+/// first gap gets, or at once if the server has answered nothing for `give_up_ns` since it was
+/// first asked in the spell (silent: down, or not there). So the holes behind the first are not
+/// timed afresh one after another as `next` reaches them: after a burst of losses, the holes a
+/// re-request covered are given up together, and with a silent server every hole is given up
+/// once known for `give_up_ns`; never `give_up_ns` per hole in turn (which held the live stream
+/// up for minutes behind a few hundred holes).
 #[derive(Debug, Clone, Copy)]
 struct Open {
     at: u64,
@@ -162,6 +162,10 @@ struct Open {
     behind: bool,
     asked_ns: Option<u64>,
 }
+
+/// Re-requests of a spell of gaps kept (each that reached further than the last): past this the
+/// oldest go, and a hole they covered counts as covered by a later one (given up later).
+const MAX_ASKS: usize = 4096;
 
 /// A message held ahead of `next`. `confirmed`: it came in order with what the stream is known
 /// to hold (or from the retransmission server, or a jump holding it was believed); an
@@ -242,14 +246,15 @@ pub struct Arbiter {
     /// Messages that arrived ahead of `next`, waiting for the gap before them, and their bytes.
     held: BTreeMap<u64, Held>,
     held_bytes: usize,
-    /// The latest re-request: the end (exclusive) of what it asked for, and when.
-    asked: Option<(u64, u64)>,
+    /// This spell's re-requests that reached further than any before: the end (exclusive) of
+    /// what each asked for, and when; both increasing.
+    asks: VecDeque<(u64, u64)>,
     /// Where the current spell of gaps began (`next` then): gaps after it are behind it. None
     /// while the stream is whole.
     spell: Option<u64>,
-    /// The first re-request since the server last answered anything: once it is `give_up_ns`
-    /// old the server counts as silent, and holes behind a gap no longer wait for answers to
-    /// their own re-requests.
+    /// The spell's first re-request since the server last answered anything: once it is
+    /// `give_up_ns` old the server counts as silent, and holes behind a gap no longer wait for
+    /// answers to re-requests.
     unanswered_since: Option<u64>,
     /// A far packet's range `[first, end]`, held once a second packet lands in it.
     candidate: Option<(u64, u64)>,
@@ -298,7 +303,7 @@ impl Arbiter {
             next: 1,
             held: BTreeMap::new(),
             held_bytes: 0,
-            asked: None,
+            asks: VecDeque::new(),
             spell: None,
             unanswered_since: None,
             candidate: None,
@@ -580,7 +585,27 @@ impl Arbiter {
         }
         self.lose_to(self.known_end, out);
         self.open = None;
-        (self.asked, self.unanswered_since, self.spell) = (None, None, None);
+        self.end_spell();
+    }
+
+    /// The stream is whole again (or the session closed): the next gap starts a new spell.
+    fn end_spell(&mut self) {
+        self.spell = None;
+        self.asks.clear();
+        self.unanswered_since = None;
+    }
+
+    /// Whether the server has answered nothing for `give_up_ns` since this spell first asked it.
+    fn silent(&self, now_ns: u64) -> bool {
+        self.unanswered_since.is_some_and(|t| now_ns.saturating_sub(t) >= self.opts.give_up_ns)
+    }
+
+    /// How long ago the first re-request that covered the gap `[next, to)` went out, as far as
+    /// one re-request reaches (0: none yet).
+    fn covered_for(&self, to: u64, now_ns: u64) -> u64 {
+        let need = to.min(self.next.saturating_add(u64::from(self.opts.max_request)));
+        let k = self.asks.partition_point(|&(reach, _)| reach < need);
+        self.asks.get(k).map_or(0, |&(_, at)| now_ns.saturating_sub(at))
     }
 
     fn lose_to(&mut self, to: u64, out: &mut impl FnMut(Out<'_>)) {
@@ -624,7 +649,8 @@ impl Arbiter {
             }
         }
         if !self.has_open_gap() {
-            (self.open, self.spell) = (None, None);
+            self.open = None;
+            self.end_spell();
         }
     }
 
@@ -672,7 +698,8 @@ impl Arbiter {
         }
         self.drain(out);
         if !self.has_open_gap() {
-            (self.open, self.spell) = (None, None);
+            self.open = None;
+            self.end_spell();
             return;
         }
         let now_ns = self.now_ns;
@@ -685,7 +712,7 @@ impl Arbiter {
                 since_ns: now_ns,
                 // Behind the first gap of this spell of gaps (the stream not whole since).
                 behind: next > *self.spell.get_or_insert(next),
-                asked_ns: self.asked.filter(|&(reach, _)| next < reach).map(|(_, at)| at),
+                asked_ns: None,
             },
         };
         if open.behind {
@@ -698,11 +725,8 @@ impl Arbiter {
         self.open = Some(open);
         let age = now_ns.saturating_sub(open.since_ns);
         let full = self.held.len() >= self.opts.max_held || self.held_bytes >= self.opts.max_held_bytes;
-        // A hole behind another waits for a re-request covering it and its answer time too.
-        let answer_time = self.opts.retry_ns.min(self.opts.give_up_ns);
-        let silent = self.unanswered_since.is_some_and(|t| now_ns.saturating_sub(t) >= self.opts.give_up_ns);
-        let waited = age >= self.opts.give_up_ns
-            && (!open.behind || silent || open.asked_ns.is_some_and(|t| now_ns.saturating_sub(t) >= answer_time));
+        let give_up = self.opts.give_up_ns;
+        let waited = age >= give_up && (!open.behind || self.silent(now_ns) || self.covered_for(to, now_ns) >= give_up);
         if to > self.next && (waited || full) {
             self.stats.lost += to - self.next;
             self.stats.gaps += 1;
@@ -721,7 +745,13 @@ impl Arbiter {
             let count = (ask_to - self.next).min(u64::from(self.opts.max_request)) as u16;
             self.stats.rerequests += 1;
             out(Out::Rerequest { sequence: self.next, count });
-            self.asked = Some((self.next + u64::from(count), now_ns));
+            let reach = self.next + u64::from(count);
+            if self.asks.back().is_none_or(|&(r, _)| reach > r) {
+                if self.asks.len() == MAX_ASKS {
+                    self.asks.pop_front();
+                }
+                self.asks.push_back((reach, now_ns));
+            }
             self.unanswered_since.get_or_insert(now_ns);
             self.open = Some(Open { asked_ns: Some(now_ns), ..open });
         }

@@ -89,13 +89,12 @@ fn what_both_lines_miss_is_rerequested_after_the_wait_and_recovered() {
     assert_eq!((a.stats().recovered, a.stats().lost), (4, 0));
 }
 
-/// A burst of losses on both lines: five holes, known at once (line A's jumps believed by time),
-/// that the server never fills. The holes behind the first are given up `give_up_ns` after they
-/// were known, together, or one answer time (`retry_ns`) after a re-request covering them,
-/// never `give_up_ns` each in turn as `next` reaches them (five holes would have taken 2 s after
-/// the first, a few hundred minutes). With a server that answers (a heartbeat on the re-request
-/// line), every hole is re-requested before it is given up; with one that answered nothing for
-/// `give_up_ns` (silent), the holes behind go together without waiting for answers.
+/// A burst of losses on both lines: five holes that the server never fills. The holes behind the
+/// first are given up together with it where a re-request covered them `give_up_ns` before,
+/// never `give_up_ns` each in turn as `next` reaches them (five holes took 2 s after the first, a
+/// few hundred minutes). With a server that answers (all but these holes), every hole is
+/// re-requested before it is given up; with one that answered nothing for `give_up_ns`
+/// (silent), every hole goes with the first.
 #[test]
 fn the_holes_behind_a_gap_are_timed_from_when_they_were_known_not_one_give_up_each() {
     for server_answers in [false, true] {
@@ -126,7 +125,10 @@ fn holes_behind_a_gap(server_answers: bool) {
                 for (k, p) in ps.iter().enumerate().filter(|&(k, _)| !lost(k)) {
                     let first = 2 * k as u64 + 1;
                     if first + 1 >= seq && first < seq + u64::from(count) {
+                        let before = got.len();
                         run(&mut a, Line::Retransmit, p, now, &mut got, &mut Vec::new());
+                        // A gap can be given up as an answer arrives too.
+                        lost_at.extend(got[before..].iter().filter_map(|g| g.err()).map(|(f, t)| (f, t, now)));
                     }
                 }
             }
@@ -143,20 +145,14 @@ fn holes_behind_a_gap(server_answers: bool) {
     // The first hole has been open since the first poll; the others are known from the moment
     // the jumps were believed (silent server: about confirm_ns, before the first is given up) or
     // the server's copies confirmed what follows them (at the first answers).
-    let first = lost_at[0].2;
+    let (first, second, last) = (lost_at[0].2, lost_at[1].2, lost_at[4].2);
     assert!(first >= opts.give_up_ns, "the first hole waited give_up_ns: {first}");
-    let (second, last) = (lost_at[1].2, lost_at[4].2);
-    assert!(
-        second - first <= opts.give_up_ns + 2_000_000,
-        "the second waited give_up_ns from when it was known: {lost_at:?}"
-    );
-    // Each hole behind goes with the second or one answer time after the re-request that first
-    // reaches it (a re-request reaches two holes here): three answer times for the last.
-    assert!(
-        last - second <= 3 * opts.retry_ns + 5_000_000,
-        "the holes behind went within answer times of the second, not one give-up each: {lost_at:?}"
-    );
     if server_answers {
+        // A re-request reaches two holes here: each pair goes give_up_ns after the re-request
+        // that first covered it, the first pair together (old: give_up_ns per hole, 2 s from
+        // the first to the last).
+        assert!(second - first <= 10_000_000, "the second went with the first: {lost_at:?}");
+        assert!(last - first <= 2 * opts.give_up_ns + 10_000_000, "not one give-up per hole: {lost_at:?}");
         for &(from, to) in &holes {
             assert!(
                 asks.iter().any(|&(s, c)| s <= from && to <= s + u64::from(c)),
@@ -164,9 +160,9 @@ fn holes_behind_a_gap(server_answers: bool) {
             );
         }
     } else {
-        // Silent for give_up_ns: the holes behind go together (one per poll, a poll a ms here),
-        // without waiting for answers.
-        assert!(last - second <= 3_000_000, "{lost_at:?}");
+        // Silent for give_up_ns: every hole, known since its packets came, goes with the first
+        // (one per poll, a poll a ms here), without waiting for answers.
+        assert!(last - first <= 5_000_000, "{lost_at:?}");
     }
     assert_eq!(a.stats().lost, 10);
 }

@@ -27,9 +27,12 @@ pub struct XdpOptions {
     /// Ignored with [`XdpOptions::all_queues`].
     pub queue: u32,
     /// Bind a socket on every receive queue the interface has (each its own UMEM of `frames`
-    /// frames), so whatever queue the NIC's hashing (RSS) puts a line on is taken. Without it a
+    /// frames: 16 MiB a queue by default, pinned, so size `frames` down on a NIC with many
+    /// queues), so whatever queue the NIC's hashing (RSS) puts a line on is taken. Without it a
     /// multi-queue interface loses what arrives on the other queues: the kernel has no socket
-    /// on the lines' ports either.
+    /// on the lines' ports either. A line is one flow, which the NIC keeps on one queue; if its
+    /// hashing is changed while the feed runs, the line's datagrams around the change may come
+    /// out of order across queues (the arbiter then treats the early ones as a jump).
     pub all_queues: bool,
     /// The destinations (multicast group or local address, and port) to take; every other frame
     /// goes to the kernel.
@@ -163,7 +166,7 @@ impl Area {
 impl Drop for Area {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly the mapping made in `new`; the socket that used it (the
-        // kernel's reference) is closed before: `XdpIngest` declares its rings first.
+        // kernel's reference) is closed before: `QueueSocket` declares its rings first.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.mapped) };
     }
 }
@@ -216,7 +219,7 @@ struct OwnedUmem(#[allow(dead_code)] Umem);
 
 // SAFETY: the pointer inside points into its `QueueSocket`'s own `Area`, which moves with it
 // (see above); the rest of a `Umem` (Arc'd descriptor and device control) is Send. Kept in the
-// `XdpIngest` that made it, never shared or cloned out. Only these two parts carry an
+// `QueueSocket` that made it, never shared or cloned out. Only these two parts carry an
 // `unsafe impl`: a field added later that is not Send still fails the crate root's check.
 unsafe impl Send for OwnedUmem {}
 
@@ -257,24 +260,45 @@ impl XdpIngest {
     }
 
     fn open_any(opts: &XdpOptions) -> Result<XdpIngest, XdpError> {
-        let rx_queues = crate::sys::net::rx_queues(&opts.iface).unwrap_or(1).max(1);
-        let queues: Vec<u32> = if opts.all_queues { (0..rx_queues as u32).collect() } else { vec![opts.queue] };
+        let counted = crate::sys::net::rx_queues(&opts.iface);
+        let rx_queues = counted.as_ref().map_or(1, |&n| n.max(1));
+        let queues: Vec<u32> = match (opts.all_queues, counted) {
+            (false, _) => vec![opts.queue],
+            (true, Ok(n)) if n > 0 => (0..n as u32).collect(),
+            // Every queue asked for and none counted: binding queue 0 alone would lose the rest.
+            (true, r) => {
+                return Err(XdpError::Iface {
+                    iface: opts.iface.clone(),
+                    why: format!(
+                        "its receive queues could not be counted in /sys/class/net ({}): bind one (`--xdp-queue`)",
+                        r.map_or_else(|e| e.to_string(), |_| "none listed".into())
+                    ),
+                })
+            }
+        };
         if let Some(q) = queues.iter().find(|&&q| q >= super::program::MAX_QUEUES) {
             return Err(XdpError::Config(format!(
-                "queue {q}: the program's socket map holds queues 0 to {} (an interface with more: bind fewer, steering the lines to them)",
+                "queue {q}: the program's socket map holds queues 0 to {} (an interface with more: steer the lines to queues below that, and bind each one)",
                 super::program::MAX_QUEUES - 1
             )));
         }
         let frames = opts.frames.clamp(64, 1 << 20).next_power_of_two();
-        let attempts: &[bool] = if opts.require_zero_copy { &[true] } else { &[true, false] };
+        let mut attempts: Vec<bool> = if opts.require_zero_copy { vec![true] } else { vec![true, false] };
         // A queue whose last socket just closed (a feed restarted, a doctor's probe) stays busy
         // until the kernel has torn that socket down, which it does after the close returns.
         let busy_until = std::time::Instant::now() + BUSY_WAIT;
         loop {
             let mut last = None;
-            for &zero_copy in attempts {
+            for zero_copy in attempts.clone() {
                 match XdpIngest::open_with(opts, &queues, rx_queues, frames, zero_copy) {
                     Ok(x) => return Ok(x),
+                    // A driver without zero-copy will not grow it: copy mode only from now on
+                    // (retrying zero-copy would bind and close some queues each time, and keep
+                    // them busy for the copy-mode attempt).
+                    Err(e) if zero_copy && attempts.len() > 1 && !matches!(e, XdpError::Bind { busy: true, .. }) => {
+                        attempts.retain(|&z| !z);
+                        last = Some(e);
+                    }
                     Err(e) => last = Some(e),
                 }
             }
