@@ -153,8 +153,9 @@ pub struct ArbiterStats {
 /// first asked in the spell (silent: down, or not there). So the holes behind the first are not
 /// timed afresh one after another as `next` reaches them: after a burst of losses, the holes a
 /// re-request covered are given up together, and with a silent server every hole is given up
-/// once known for `give_up_ns`; never `give_up_ns` per hole in turn (which held the live stream
-/// up for minutes behind a few hundred holes).
+/// once known for `give_up_ns` (which a few hundred holes, each timed afresh, had held the live
+/// stream up for minutes). With a server that answers but lacks the holes, holes further apart
+/// than one re-request reaches (`max_request`) still take `give_up_ns` per stretch.
 #[derive(Debug, Clone, Copy)]
 struct Open {
     at: u64,
@@ -249,6 +250,8 @@ pub struct Arbiter {
     /// This spell's re-requests that reached further than any before: the end (exclusive) of
     /// what each asked for, and when; both increasing.
     asks: VecDeque<(u64, u64)>,
+    /// The spell's latest re-request (reach, when), for the retry timing of the next gap.
+    last_ask: Option<(u64, u64)>,
     /// Where the current spell of gaps began (`next` then): gaps after it are behind it. None
     /// while the stream is whole.
     spell: Option<u64>,
@@ -304,6 +307,7 @@ impl Arbiter {
             held: BTreeMap::new(),
             held_bytes: 0,
             asks: VecDeque::new(),
+            last_ask: None,
             spell: None,
             unanswered_since: None,
             candidate: None,
@@ -592,7 +596,7 @@ impl Arbiter {
     fn end_spell(&mut self) {
         self.spell = None;
         self.asks.clear();
-        self.unanswered_since = None;
+        (self.last_ask, self.unanswered_since) = (None, None);
     }
 
     /// Whether the server has answered nothing for `give_up_ns` since this spell first asked it.
@@ -712,7 +716,11 @@ impl Arbiter {
                 since_ns: now_ns,
                 // Behind the first gap of this spell of gaps (the stream not whole since).
                 behind: next > *self.spell.get_or_insert(next),
-                asked_ns: None,
+                // A re-request just made that reaches it is this gap's too (no second at once).
+                asked_ns: self
+                    .last_ask
+                    .filter(|&(reach, _)| reach >= to.min(next.saturating_add(u64::from(self.opts.max_request))))
+                    .map(|(_, at)| at),
             },
         };
         if open.behind {
@@ -745,7 +753,14 @@ impl Arbiter {
             let count = (ask_to - self.next).min(u64::from(self.opts.max_request)) as u16;
             self.stats.rerequests += 1;
             out(Out::Rerequest { sequence: self.next, count });
+            // (A forged jump can raise what this asks for past the real stream; the holes a
+            // real packet later reveals there count as covered from now. It dies at the line's
+            // next real packet, which usually ends the spell and forgets this.)
             let reach = self.next + u64::from(count);
+            self.last_ask = Some((reach, now_ns));
+            while self.asks.front().is_some_and(|&(r, _)| r <= self.next) {
+                self.asks.pop_front(); // covers nothing left
+            }
             if self.asks.back().is_none_or(|&(r, _)| reach > r) {
                 if self.asks.len() == MAX_ASKS {
                     self.asks.pop_front();

@@ -295,7 +295,7 @@ impl XdpIngest {
                     // A driver without zero-copy will not grow it: copy mode only from now on
                     // (retrying zero-copy would bind and close some queues each time, and keep
                     // them busy for the copy-mode attempt).
-                    Err(e) if zero_copy && attempts.len() > 1 && !matches!(e, XdpError::Bind { busy: true, .. }) => {
+                    Err(e @ XdpError::Bind { zero_copy: true, busy: false, .. }) if attempts.len() > 1 => {
                         attempts.retain(|&z| !z);
                         last = Some(e);
                     }
