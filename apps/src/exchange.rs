@@ -568,11 +568,8 @@ fn wait_for_trader(execs: &str, wait: Duration, stop: &AtomicBool) -> Result<(),
         if ring.is_none() {
             ring = shm::open_observer(execs, StartAt::Latest, &ShmOptions::default()).ok();
         }
-        if let Some(r) = &ring {
-            // Alive by its lock, not by the owner word (a killed trader leaves that set).
-            if r.reader().status().consumers.iter().any(|l| l.owner != 0 && r.consumer_alive(l.index)) {
-                return Ok(());
-            }
+        if ring.as_ref().is_some_and(|r| r.has_live_consumer()) {
+            return Ok(());
         }
         if Instant::now() >= deadline || stop.load(Ordering::Acquire) {
             return Err(format!(

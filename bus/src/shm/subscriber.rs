@@ -56,6 +56,13 @@ impl ShmSubscriber {
         super::publisher::consumer_alive(self.inner.reader().memory().file(), index)
     }
 
+    /// Whether any consumer line of this (reliable) ring is held by a live consumer: owned, and
+    /// its lock held (a killed consumer leaves the owner word set, never the lock). A syscall
+    /// per line: for waiting on a peer and for tools, not per message.
+    pub fn has_live_consumer(&self) -> bool {
+        self.inner.reader().status().consumers.iter().any(|l| l.owner != 0 && self.consumer_alive(l.index))
+    }
+
     /// Checks whether the publisher is alive (a syscall: call it when idle, not per message).
     pub fn publisher_state(&self) -> PublisherState {
         match self.inner.reader().publisher() {

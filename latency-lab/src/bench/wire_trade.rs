@@ -307,11 +307,14 @@ impl Drop for Rings {
 /// data before): then no datagram goes unseen.
 fn wait_for_trader(execs: &str, wait: Duration) -> Result<(), Box<dyn Error>> {
     let deadline = Instant::now() + wait;
+    let mut ring = None;
     loop {
-        if let Ok(r) = shm::open_observer(execs, StartAt::Latest, &ShmOptions::default()) {
-            if r.reader().status().consumers.iter().any(|c| c.owner != 0 && r.consumer_alive(c.index)) {
-                return Ok(());
-            }
+        // Opened once it is there (the gateway makes it), then only asked.
+        if ring.is_none() {
+            ring = shm::open_observer(execs, StartAt::Latest, &ShmOptions::default()).ok();
+        }
+        if ring.as_ref().is_some_and(|r| r.has_live_consumer()) {
+            return Ok(());
         }
         if Instant::now() >= deadline {
             return Err(format!("no trader attached to {execs} within {wait:?}").into());

@@ -55,7 +55,7 @@ impl Report {
             super::plot::stacked_plot(&self.pipeline, &dir.join("pipeline-hops.svg"))?;
         }
         if !self.wire_trade.is_empty() {
-            super::text::wire_trade_plot(&self.wire_trade, &dir.join("wire-to-trade-hops.svg"))?;
+            super::plot::wire_trade_plot(&self.wire_trade, &dir.join("wire-to-trade-hops.svg"))?;
         }
         for f in &self.fanout {
             f.plot(&dir.join(f.plot_file()))?;

@@ -152,6 +152,24 @@ pub fn stacked_bars(title: &str, total_word: &str, bars: &[Bar<'_>], path: &Path
     Ok(())
 }
 
+/// The wire-to-trade runs as stacked bars, one per ingest and rate.
+pub fn wire_trade_plot(runs: &[crate::model::wire_trade::WireTrade], path: &Path) -> Result<(), Box<dyn Error>> {
+    let bars: Vec<Bar<'_>> = runs
+        .iter()
+        .map(|r| Bar {
+            label: format!(
+                "{} {}/s{}",
+                r.ingest,
+                crate::model::rate_name(r.rate),
+                if r.backlog.is_some() { " (backlogged)" } else { "" }
+            ),
+            parts: &r.hops,
+            total: &r.total,
+        })
+        .collect();
+    stacked_bars("wire-to-trade per hop, stacked (ns): veth -> feed -> trader -> gateway", "wire-to-trade", &bars, path)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

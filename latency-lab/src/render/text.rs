@@ -221,32 +221,6 @@ pub fn wire_trade_table(runs: &[crate::model::wire_trade::WireTrade]) -> String 
     s
 }
 
-/// The wire-to-trade runs as stacked bars, one per ingest and rate.
-pub fn wire_trade_plot(
-    runs: &[crate::model::wire_trade::WireTrade],
-    path: &std::path::Path,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let bars: Vec<super::plot::Bar<'_>> = runs
-        .iter()
-        .map(|r| super::plot::Bar {
-            label: format!(
-                "{} {}/s{}",
-                r.ingest,
-                rate_name(r.rate),
-                if r.backlog.is_some() { " (backlogged)" } else { "" }
-            ),
-            parts: &r.hops,
-            total: &r.total,
-        })
-        .collect();
-    super::plot::stacked_bars(
-        "wire-to-trade per hop, stacked (ns): veth -> feed -> trader -> gateway",
-        "wire-to-trade",
-        &bars,
-        path,
-    )
-}
-
 /// The RDMA pipeline's table.
 pub fn rdma_table(r: &RdmaRun) -> String {
     use std::fmt::Write as _;
