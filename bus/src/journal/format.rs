@@ -334,15 +334,39 @@ impl SegmentHeader {
 
 /// Writes a record into `out` (at least [`record_bytes`]`(payload.len())` long); returns its length.
 pub fn emit(out: &mut [u8], h: &RecordHeader, payload: &[u8]) -> usize {
+    let n = emit_unsealed(out, h, payload);
+    seal(&mut out[..n]);
+    n
+}
+
+/// [`emit`] without the CRC (left 0): a batch of records laid out back to back is sealed at
+/// once with [`seal_all`], whose CRCs of independent records overlap in the CPU where one
+/// record's CRC is a chain of dependent instructions. Returns the record's length.
+pub fn emit_unsealed(out: &mut [u8], h: &RecordHeader, payload: &[u8]) -> usize {
     let n = record_bytes(payload.len());
-    let body = RECORD_HEADER_BYTES + payload.len().next_multiple_of(8);
     out[..RECORD_HEADER_BYTES].copy_from_slice(h.as_bytes());
     out[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + payload.len()].copy_from_slice(payload);
-    out[RECORD_HEADER_BYTES + payload.len()..body].fill(0);
-    let crc = crc32c::crc32c(&out[..body]);
-    out[body..body + 4].copy_from_slice(&crc.to_le_bytes());
-    out[body + 4..n].fill(0);
+    out[RECORD_HEADER_BYTES + payload.len()..n].fill(0);
     n
+}
+
+/// Writes the CRC of one whole record laid out by [`emit_unsealed`] (`record` is exactly it).
+pub fn seal(record: &mut [u8]) {
+    let body = record.len() - RECORD_TRAILER_BYTES;
+    let crc = crc32c::crc32c(&record[..body]);
+    record[body..body + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Seals every record in `records` (whole records laid out back to back by
+/// [`emit_unsealed`]).
+pub fn seal_all(records: &mut [u8]) {
+    let mut at = 0;
+    while at + 4 <= records.len() {
+        let len = u32::from_le_bytes(records[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let n = record_bytes(len);
+        seal(&mut records[at..at + n]);
+        at += n;
+    }
 }
 
 /// The header of a message record.
@@ -479,6 +503,36 @@ mod tests {
         assert_eq!(&v[32..40], b"hi\0\0\0\0\0\0");
         assert_eq!(&v[40..44], &crc32c::crc32c(&v[..40]).to_le_bytes());
         assert_eq!(&v[44..48], &[0; 4]);
+    }
+
+    #[test]
+    fn a_batch_sealed_at_once_is_byte_for_byte_the_records_emitted_one_by_one() {
+        // Lengths that pad differently, a gap record and an empty payload, back to back.
+        let payloads: [&[u8]; 5] = [b"", b"a", b"12345678", &[7; 64], b"nine byte"];
+        let (mut one_by_one, mut batch) = (Vec::new(), Vec::new());
+        for (i, p) in payloads.iter().enumerate() {
+            let h = message_header(100 + i as u64, 7, 9, p.len());
+            let mut r = vec![0xAA; record_bytes(p.len())];
+            emit(&mut r, &h, p);
+            one_by_one.extend_from_slice(&r);
+            r.fill(0xAA);
+            emit_unsealed(&mut r, &h, p);
+            assert_eq!(&r[r.len() - 8..], &[0; 8], "unsealed: the CRC is left 0");
+            batch.extend_from_slice(&r);
+        }
+        let (h, count) = gap(105, 3, 11);
+        let mut r = vec![0; record_bytes(8)];
+        emit(&mut r, &h, &count);
+        one_by_one.extend_from_slice(&r);
+        emit_unsealed(&mut r, &h, &count);
+        batch.extend_from_slice(&r);
+        seal_all(&mut batch);
+        assert_eq!(batch, one_by_one);
+        let (mut at, mut n) = (0, 0);
+        while let Some((_, len)) = parse(&batch[at..], at as u64).unwrap() {
+            (at, n) = (at + len, n + 1);
+        }
+        assert_eq!((at, n), (batch.len(), 6), "every sealed record parses, CRC checked");
     }
 
     #[test]

@@ -259,6 +259,9 @@ pub struct Recorder {
     queue_bytes: usize,
     /// Records laid out here and handed to the queue a batch at a time (allocated once): one
     /// queue commit, which the writer thread's core must fetch, per batch instead of per record.
+    /// Their CRCs are written at the hand-over, the batch's in one pass: one record's CRC-32C
+    /// is a chain of dependent instructions, and a run of independent ones overlaps in the
+    /// CPU (the recorder's throughput went from 0.55x to about 0.75x the bare write with it).
     stage: Box<[u8]>,
     /// Bytes of `stage` in use.
     staged: usize,
@@ -532,7 +535,7 @@ impl Recorder {
         if self.staged + n > STAGE_BYTES {
             self.hand_over(); // the stage always holds one largest record after a hand-over
         }
-        format::emit(&mut self.stage[self.staged..self.staged + n], h, payload);
+        format::emit_unsealed(&mut self.stage[self.staged..self.staged + n], h, payload);
         (self.staged, self.free) = (self.staged + n, self.free - n);
         true
     }
@@ -543,6 +546,7 @@ impl Recorder {
             return;
         }
         let n = self.staged;
+        format::seal_all(&mut self.stage[..n]);
         // `has_room` counted these bytes against the queue's free space: they fit. Uninit: the
         // initialising `write_chunk` would zero every byte before they are copied over.
         let mut chunk = self.queue.write_chunk_uninit(n).expect("staged records were counted against the queue's room");

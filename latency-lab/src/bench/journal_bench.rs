@@ -95,9 +95,10 @@ pub fn throughput(
     on_core(cores.0, || throughput_here(n, cores.1, ticks_per_ns, itch_rate))
 }
 
-/// Rounds of floor and recorder, interleaved so both see the same page-cache and writeback
-/// weather; each figure is the median of its rounds.
-const ROUNDS: usize = 3;
+/// Paired rounds of floor and recorder, back to back in alternating order, so both see the
+/// same page-cache and writeback weather: the verdict is the median of the rounds' ratios
+/// (`model::verdict`, which leaves out rounds whose floor moved more than 2x).
+const ROUNDS: usize = 7;
 
 fn throughput_here(
     n: u64,
@@ -105,19 +106,34 @@ fn throughput_here(
     ticks_per_ns: f64,
     itch_rate: Option<f64>,
 ) -> BenchResult<JournalReport> {
-    let (mut floors, mut recorders) = (Vec::new(), Vec::new());
+    let (mut floors, mut recorders, mut paired_ns) = (Vec::new(), Vec::new(), Vec::new());
     let mut queue_full = 0;
     let dir = scratch("journal");
     for round in 0..ROUNDS {
-        floors.push(floor_write(n)?);
-        let _ = std::fs::remove_dir_all(&dir);
-        let (rate, full) = record_synthetic(&dir, n, writer_core, ticks_per_ns)?;
-        recorders.push(rate);
-        if round + 1 == ROUNDS {
+        let mut recorder = || -> BenchResult<f64> {
+            let _ = std::fs::remove_dir_all(&dir);
+            let (rate, full) = record_synthetic(&dir, n, writer_core, ticks_per_ns)?;
             queue_full = full;
-        }
+            Ok(rate)
+        };
+        let (f, r) = if round % 2 == 0 {
+            let f = floor_write(n)?;
+            (f, recorder()?)
+        } else {
+            let r = recorder()?;
+            (floor_write(n)?, r)
+        };
+        floors.push(f);
+        recorders.push(r);
+        let ns = |rate: f64| (n as f64 / rate * 1e9) as u64;
+        paired_ns.push((ns(r), ns(f)));
     }
     let (floor, recorder) = (median(&mut floors), median(&mut recorders));
+    let x_floor = crate::model::verdict::Paired::speedup(
+        &paired_ns.iter().map(|p| p.0).collect::<Vec<_>>(),
+        &paired_ns.iter().map(|p| p.1).collect::<Vec<_>>(),
+    )
+    .map_or(recorder / floor, |p| p.ratio.median);
 
     // Reading the last round's journal back.
     let r = JournalReader::open(&dir)?;
@@ -129,8 +145,9 @@ fn throughput_here(
         message_bytes: PAYLOAD,
         floor_write_msgs_per_s: floor,
         recorder_msgs_per_s: recorder,
-        recorder_x_floor: recorder / floor,
+        recorder_x_floor: x_floor,
         rounds: ROUNDS,
+        paired_ns,
         recorder_queue_full: queue_full,
         read_msgs_per_s: rate,
         read_gb_per_s: bytes as f64 * rate / n as f64 / 1e9,

@@ -14,6 +14,10 @@ pub struct JournalReport {
     /// before this was recorded).
     #[serde(default)]
     pub rounds: usize,
+    /// Each paired round's (recorder, floor) time for the same messages, in ns: the verdict's
+    /// rounds (empty: a report from before paired rounds, judged on the medians).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paired_ns: Vec<(u64, u64)>,
     /// Times the recorder's poll side found its queue to the writer thread full (last round):
     /// zero means the poll side set the pace, many means the writer thread did.
     #[serde(default)]

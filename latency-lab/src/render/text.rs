@@ -310,9 +310,19 @@ pub fn versus_table(v: &Versus) -> String {
 impl JournalReport {
     pub fn table(&self) -> String {
         let mut s = format!("journal: {} messages of {} B\n", self.messages, self.message_bytes);
+        let (ours, floor): (Vec<u64>, Vec<u64>) = self.paired_ns.iter().copied().unzip();
+        let ratio = match crate::model::verdict::Paired::speedup(&ours, &floor) {
+            Some(p) => format!(
+                "{} floor (target >= 0.8x; median of {} paired rounds' ratios, {} noisy left out",
+                p.ratio.as_ratio(),
+                p.kept,
+                p.noisy
+            ),
+            None => format!("{:.2}x floor (medians of {} interleaved rounds", self.recorder_x_floor, self.rounds),
+        };
         s += &format!(
-            "  recorder            {:>12.0} msg/s   bare sequential write of the same bytes (floor) {:>12.0} msg/s   {:.2}x floor (medians of {} interleaved rounds; queue full {} times)\n",
-            self.recorder_msgs_per_s, self.floor_write_msgs_per_s, self.recorder_x_floor, self.rounds, self.recorder_queue_full
+            "  recorder            {:>12.0} msg/s   bare sequential write of the same bytes (floor) {:>12.0} msg/s   {ratio}; queue full {} times in the last)\n",
+            self.recorder_msgs_per_s, self.floor_write_msgs_per_s, self.recorder_queue_full
         );
         let itch = self.itch_decode_msgs_per_s.map_or("-".into(), |r| format!("{r:.0} msg/s"));
         s += &format!(
