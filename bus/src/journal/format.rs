@@ -339,10 +339,14 @@ pub fn emit(out: &mut [u8], h: &RecordHeader, payload: &[u8]) -> usize {
     n
 }
 
-/// [`emit`] without the CRC (left 0): a batch of records laid out back to back is sealed at
-/// once with [`seal_all`], whose CRCs of independent records overlap in the CPU where one
-/// record's CRC is a chain of dependent instructions. Returns the record's length.
+/// [`emit`] without the CRC (left 0), for a batch sealed at once with [`seal_all`]: one
+/// record's CRC-32C is a chain of dependent instructions, and the recorder measured faster
+/// sealing a batch of independent records in one pass (most likely because their chains
+/// overlap in the CPU). A record must be sealed before it is written: readers take an unsealed
+/// one for damage. `h.len` must be `payload.len()` (what [`seal_all`] walks by). Returns the
+/// record's length.
 pub fn emit_unsealed(out: &mut [u8], h: &RecordHeader, payload: &[u8]) -> usize {
+    debug_assert_eq!(h.len as usize, payload.len(), "a record header's len is its payload's");
     let n = record_bytes(payload.len());
     out[..RECORD_HEADER_BYTES].copy_from_slice(h.as_bytes());
     out[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + payload.len()].copy_from_slice(payload);
@@ -351,19 +355,24 @@ pub fn emit_unsealed(out: &mut [u8], h: &RecordHeader, payload: &[u8]) -> usize 
 }
 
 /// Writes the CRC of one whole record laid out by [`emit_unsealed`] (`record` is exactly it).
+/// Sealing twice writes the same CRC (it covers everything before the trailer).
 pub fn seal(record: &mut [u8]) {
     let body = record.len() - RECORD_TRAILER_BYTES;
     let crc = crc32c::crc32c(&record[..body]);
     record[body..body + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// Seals every record in `records` (whole records laid out back to back by
-/// [`emit_unsealed`]).
+/// Seals every record in `records`: whole records laid out back to back by
+/// [`emit_unsealed`], nothing else.
+///
+/// # Panics
+/// If `records` ends inside a record, or a record's length field is not its payload's.
 pub fn seal_all(records: &mut [u8]) {
     let mut at = 0;
-    while at + 4 <= records.len() {
-        let len = u32::from_le_bytes(records[at..at + 4].try_into().expect("4 bytes")) as usize;
-        let n = record_bytes(len);
+    while at < records.len() {
+        let len = u32::from_le_bytes(records[at..at + 4].try_into().expect("a whole record header"));
+        let n = record_bytes(len as usize);
+        assert!(at + n <= records.len(), "seal_all: a record cut short at byte {at}");
         seal(&mut records[at..at + n]);
         at += n;
     }

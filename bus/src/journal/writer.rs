@@ -291,7 +291,7 @@ impl JournalWriter {
         Ok(())
     }
 
-    /// Appends records already laid out as [`format::emit`] writes them (message and gap
+    /// Appends records already laid out (and sealed) as [`format::emit`] writes them (message and gap
     /// records, CRCs included), back to back: what a recorder's poll side queued. They are
     /// written as they are (no re-encoding); each header is still checked for kind, length and
     /// order, and segments roll over between records as with [`JournalWriter::append`].

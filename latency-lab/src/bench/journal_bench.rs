@@ -133,6 +133,7 @@ fn throughput_here(
         &paired_ns.iter().map(|p| p.0).collect::<Vec<_>>(),
         &paired_ns.iter().map(|p| p.1).collect::<Vec<_>>(),
     )
+    .filter(|p| p.kept > 0)
     .map_or(recorder / floor, |p| p.ratio.median);
 
     // Reading the last round's journal back.

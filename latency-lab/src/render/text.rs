@@ -321,7 +321,7 @@ impl JournalReport {
             None => format!("{:.2}x floor (medians of {} interleaved rounds", self.recorder_x_floor, self.rounds),
         };
         s += &format!(
-            "  recorder            {:>12.0} msg/s   bare sequential write of the same bytes (floor) {:>12.0} msg/s   {ratio}; queue full {} times in the last)\n",
+            "  recorder            {:>12.0} msg/s   bare sequential write of the same bytes (floor) {:>12.0} msg/s   {ratio}; queue full {} times in the last round)\n",
             self.recorder_msgs_per_s, self.floor_write_msgs_per_s, self.recorder_queue_full
         );
         let itch = self.itch_decode_msgs_per_s.map_or("-".into(), |r| format!("{r:.0} msg/s"));
