@@ -64,6 +64,19 @@ pub struct ExchangeArgs {
     /// After the market data, how long to wait for the trader to finish its orders (s).
     #[arg(long, default_value_t = 30.0, value_parser = crate::args::secs)]
     pub drain_secs: f64,
+    /// Publish whole-book snapshots on this lossy stream (`shm:NAME` on this host,
+    /// `ud-mcast://GROUP/STREAM` across hosts), made by a thread of this process from a copy of
+    /// every market-data message it published: a trader takes one with `--snapshots URI` to
+    /// join late or to recover from lost market data, with no recorder needed.
+    #[arg(long, value_name = "URI")]
+    pub snapshots: Option<String>,
+    /// Seconds between snapshots.
+    #[arg(long, default_value_t = 1.0, value_parser = crate::args::positive_secs, requires = "snapshots")]
+    pub snapshot_every_secs: f64,
+    /// Ring slots of a shm snapshot stream (16 orders a slot: the default holds a book of a
+    /// million resting orders).
+    #[arg(long, default_value_t = 1 << 16, value_parser = crate::args::slots, requires = "snapshots")]
+    pub snapshot_slots: usize,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -90,8 +103,20 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
     let mut source = source;
     let max = a.max.unwrap_or(u64::MAX);
     let norm = warm_up(&mut source, max)?;
+    // The snapshot stream before the trader's streams: a trader that recovers from it opens it
+    // before it says it is ready.
+    let (snapshots, tap) = match &a.snapshots {
+        Some(uri) => {
+            let o = a.streams.options(a.wait_secs, &stop);
+            let every = Duration::from_secs_f64(a.snapshot_every_secs);
+            let (s, tap) = crate::venue_snapshots::start(uri, every, a.snapshot_slots, &o)?;
+            (Some(s), Some(tap))
+        }
+        None => (None, None),
+    };
     let (md, gw) = open(&a, &topology, &stop)?;
     let mut md = MdAgent::new(source, norm, md, max, stop.clone());
+    md.snapshot_tap = tap;
     let mut gw = gw;
     let wait = Duration::from_secs_f64(a.wait_secs.max(0.0));
     // The trader attached to the market data before it read the reports: once its reader is on
@@ -121,7 +146,7 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
             (md, None)
         }
     };
-    let MdAgent { mut md, counts: mut c, feed_ns, error, tsc, scale, .. } = md;
+    let MdAgent { mut md, counts: mut c, feed_ns, error, tsc, scale, snapshot_tap, .. } = md;
     c.span_ns = scale.delta_ns(first_due, tsc.now());
     if let Some(e) = error {
         return Err(format!("{}: {e}", a.itch.display()));
@@ -141,6 +166,28 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
     if let Some(g) = gw.as_mut() {
         drain(g, md, Duration::from_secs_f64(a.drain_secs.max(0.0)), &stop);
     }
+    // After the drain: a trader recovering at the end of the day still gets snapshots.
+    let snapshots = match (snapshots, snapshot_tap) {
+        (Some(s), Some(tap)) => {
+            let st = s.finish().map_err(|e| format!("exchange: {e}"))?;
+            Some(tickbus_apps::summary::VenueSnapshotSummary {
+                snapshots: st.snapshots,
+                chunks: st.chunks,
+                position: st.position,
+                last_orders: st.last_orders,
+                last_publish_us: st.last_publish_us,
+                tap_lost: tap.lost(),
+                book_errors: st.book_errors,
+            })
+        }
+        _ => None,
+    };
+    if let Some(s) = snapshots.as_ref().filter(|s| s.tap_lost > 0) {
+        eprintln!(
+            "exchange: the snapshot maker fell behind and missed {} market-data messages: its snapshots after that say so and no trader trades on them",
+            s.tap_lost
+        );
+    }
     let mut transport_errors: Vec<String> = Vec::new();
     if let Some(g) = gw.as_mut() {
         transport_errors.extend(g.orders().failure().map(|e| format!("order stream: {e}")));
@@ -157,6 +204,7 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
             transport_errors,
             feed_ns: HopStats::of("tick due -> market data published", &feed_ns),
             gateway: gw.as_ref().map(gateway::summary),
+            snapshots,
         };
         println!("{}", serde_json::to_string(&summary).map_err(|e| e.to_string())?);
     } else {
@@ -311,6 +359,8 @@ pub struct MdAgent {
     over: Arc<AtomicBool>,
     /// Why the day ended early (the file could not be read).
     pub error: Option<String>,
+    /// A copy of every message published goes here, for the snapshot maker (`--snapshots`).
+    pub snapshot_tap: Option<tickbus::snapshot::tap::SnapshotTap>,
 }
 
 impl MdAgent {
@@ -338,6 +388,7 @@ impl MdAgent {
             interrupted,
             over: Arc::new(AtomicBool::new(false)),
             error: None,
+            snapshot_tap: None,
         }
     }
 
@@ -393,6 +444,7 @@ impl MdAgent {
             quotes,
             over,
             error,
+            snapshot_tap,
             ..
         } = self;
         if !ahead.ready {
@@ -428,7 +480,7 @@ impl MdAgent {
             // that makes its quote); one the stream cannot take now waits, and so does every
             // one after it.
             Ok(msg) => norm.apply(&msg, &mut |mut m| {
-                if !staged.is_empty() || !send(md, &mut m, at, tsc, scale, c, feed_ns, quotes) {
+                if !staged.is_empty() || !send(md, &mut m, at, tsc, scale, c, feed_ns, quotes, snapshot_tap) {
                     staged.push(m);
                 }
             }),
@@ -443,9 +495,11 @@ impl MdAgent {
     /// second; then it is counted as failed.
     #[inline]
     fn publish_staged(&mut self) {
-        let MdAgent { md, tsc, scale, counts: c, feed_ns, staged, staged_due, full_since, quotes, .. } = self;
+        let MdAgent {
+            md, tsc, scale, counts: c, feed_ns, staged, staged_due, full_since, quotes, snapshot_tap, ..
+        } = self;
         while let Some(m) = staged.peek() {
-            if !send(md, m, *staged_due, tsc, scale, c, feed_ns, quotes) {
+            if !send(md, m, *staged_due, tsc, scale, c, feed_ns, quotes, snapshot_tap) {
                 let now = tsc.now();
                 let since = *full_since.get_or_insert(now);
                 if now - since < (scale.ticks_per_ns * 1e9) as u64 {
@@ -475,14 +529,19 @@ fn send(
     c: &mut MdCounts,
     feed_ns: &mut Histogram<u64>,
     quotes: &mut Option<rtrb::Producer<Quote>>,
+    snapshot_tap: &mut Option<tickbus::snapshot::tap::SnapshotTap>,
 ) -> bool {
     let stream = md.stream_id();
+    let position = md.position();
     let h: &mut Header = m.header_mut();
-    h.stamp(stream, md.position(), due);
+    h.stamp(stream, position, due);
     h.flags |= FLAG_INGRESS_TSC;
     match md.publish(m.as_bytes()) {
         Ok(_) => {
             c.published += 1;
+            if let Some(t) = snapshot_tap {
+                t.push(position, m.as_bytes());
+            }
             feed_ns.saturating_record(scale.delta_ns(due, tsc.now()).max(1));
             hand_quote(m, quotes);
             true

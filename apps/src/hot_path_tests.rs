@@ -139,7 +139,10 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
 fn started_exchange(file: &std::path::Path, md: Out, orders: In, execs: Out, rate: f64, unmeasured: u64) -> Exchange {
     let mut source = tickbus::replay::open(file, None, None).unwrap();
     let norm = crate::exchange::warm_up(&mut source, u64::MAX).unwrap();
-    let md = MdAgent::new(source, norm, md, u64::MAX, Arc::new(AtomicBool::new(false)));
+    let mut md = MdAgent::new(source, norm, md, u64::MAX, Arc::new(AtomicBool::new(false)));
+    // As with `--snapshots`: a copy of each message published goes to the snapshot maker's tap
+    // (its queue holds the whole day: the copy is made on every message measured).
+    md.snapshot_tap = Some(tickbus::snapshot::tap::channel(1 << 16, None).0);
     let mut x = crate::exchange::venue(md, Gateway::new(None, orders, execs));
     x.first_mut().start(rate);
     let tsc = tickbus::time::Tsc::new();

@@ -23,6 +23,7 @@ mod snapshot;
 mod stat;
 mod streams;
 mod trader;
+mod venue_snapshots;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -110,6 +110,29 @@ pub struct ExchangeSummary {
     /// The gateway's, when it ran inside the exchange (the composite).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<GatewaySummary>,
+    /// The whole-book snapshots it made (`--snapshots`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshots: Option<VenueSnapshotSummary>,
+}
+
+/// What `tickbus exchange --snapshots` made.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VenueSnapshotSummary {
+    /// Snapshots published whole.
+    pub snapshots: u64,
+    /// Their chunks.
+    pub chunks: u64,
+    /// The market-data position the maker's book had reached at the end.
+    pub position: u64,
+    /// Orders in the last snapshot.
+    pub last_orders: u64,
+    /// How long the last snapshot took to publish (µs).
+    pub last_publish_us: u64,
+    /// Messages the venue's tap could not hand to the maker (it fell a whole queue behind):
+    /// every snapshot after the first says it lost some.
+    pub tap_lost: u64,
+    /// Messages the maker's book refused (none, unless market data was lost before).
+    pub book_errors: u64,
 }
 
 /// What the gateway counted.
@@ -240,6 +263,31 @@ pub struct TraderSummary {
     pub book_digest: String,
     /// `--join`: how the trader caught up from the journal and cut over to the live stream.
     pub join: Option<JoinSummary>,
+    /// `--snapshots`: how it recovered from lost market data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<RecoveryStats>,
+}
+
+/// How a trader recovered from lost market data (`tickbus trader --snapshots`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecoveryStats {
+    /// Losses that started a recovery (a loss during one starts it over, not counted again).
+    pub losses: u64,
+    /// Recoveries completed: the book loaded from a snapshot, the held messages applied,
+    /// trading again.
+    pub recovered: u64,
+    /// Whole snapshots seen while recovering but not taken: from before the loss, older than
+    /// the oldest message still held, or from a maker that had lost messages itself.
+    pub refused: u64,
+    /// Held messages applied after the snapshots taken.
+    pub applied_after: u64,
+    /// The last recovery's time from the loss to trading again, in µs.
+    pub last_us: u64,
+    /// Orders sent before the last recovery completed (more at the end: it traded again).
+    pub orders_before_last: u64,
+    /// Still recovering when the market data ended (not trading).
+    pub recovering_at_end: bool,
 }
 
 /// How a late joiner caught up (`tickbus trader --join`).

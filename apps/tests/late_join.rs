@@ -31,8 +31,8 @@ struct Env {
 }
 
 impl Env {
-    fn new() -> Env {
-        let tag = format!("tickbus-join-{}", std::process::id());
+    fn new(name: &str) -> Env {
+        let tag = format!("tickbus-{name}-{}", std::process::id());
         let tmp = std::env::temp_dir().join(&tag);
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).unwrap();
@@ -114,7 +114,7 @@ fn n(v: &serde_json::Value, path: &[&str]) -> u64 {
 
 #[test]
 fn traders_joining_late_or_restarted_hold_the_book_of_the_whole_day() {
-    let mut env = Env::new();
+    let mut env = Env::new("join");
     let day = env.path("day.itch");
     let messages = MESSAGES.to_string();
     let gen = ["itch", "generate", "--seed", "11", "--stocks", "8", "--messages", &messages, "--itch", &day];
@@ -228,4 +228,83 @@ fn traders_joining_late_or_restarted_hold_the_book_of_the_whole_day() {
         assert_eq!(n(j, &["unfilled"]) + n(j, &["journal_gaps"]), 0, "{who}: {j}");
         assert!(n(t, &["counts", "orders"]) > 0, "{who} traded once live: {t}");
     }
+}
+
+/// Recovery with no recorder: `tickbus exchange --snapshots` makes whole-book snapshots from
+/// what it publishes; trader R, on a market-data ring of 1,024 slots, is stopped (SIGSTOP) long
+/// enough to be lapped, so it loses messages nothing can fill. It stops trading, holds the
+/// market data, takes the venue's next snapshot, and trades again: at the end it holds the book
+/// of the whole day, as trader A (never stopped) does, and is not halted.
+#[test]
+fn a_trader_lapped_on_its_ring_recovers_from_the_venues_snapshot_and_trades_on() {
+    const RATE: u64 = 10_000;
+    const MESSAGES: u64 = 40_000;
+    let mut env = Env::new("recover");
+    let day = env.path("day.itch");
+    let messages = MESSAGES.to_string();
+    let gen = ["itch", "generate", "--seed", "12", "--stocks", "8", "--messages", &messages, "--itch", &day];
+    assert!(env.cmd(&gen).output().unwrap().status.success());
+    let want = common::offline_digest(std::path::Path::new(&day));
+    let rate = RATE.to_string();
+    let span = Duration::from_secs_f64(MESSAGES as f64 / RATE as f64);
+    let exchange = env.spawn(&[
+        "exchange",
+        "--itch",
+        &day,
+        "--rate",
+        &rate,
+        "--md",
+        "md",
+        "--md-slots",
+        "1024",
+        "--orders",
+        "orders0",
+        "--execs",
+        "execs0",
+        "--snapshots",
+        "shm:xsnap",
+        "--snapshot-every-secs",
+        "0.2",
+        "--json",
+    ]);
+    // R and its gateway attach before A: the exchange starts the day once A is there.
+    let gw_r = env.gateway(1);
+    let r = env.trader_with(1, false, &["--snapshots", "shm:xsnap"]);
+    let said = env.tmp.join(format!("{}.err", env.children.len() - 1));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&said).unwrap_or_default().contains("ready") {
+        assert!(Instant::now() < deadline, "trader R did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let a = env.trader(0, false);
+    let start = Instant::now();
+    std::thread::sleep(span.mul_f64(0.4).saturating_sub(start.elapsed()));
+    // 1,024 slots at 10,000 msg/s: lapped after about 0.1 s.
+    sig(&r, libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(500));
+    sig(&r, libc::SIGCONT);
+
+    let exchange = finish(exchange, "exchange");
+    let published = n(&exchange, &["md", "published"]);
+    let a = finish(a, "trader A");
+    let r = finish(r, "trader R");
+    sig(&gw_r, libc::SIGTERM);
+    let _ = gw_r.wait_with_output();
+    eprintln!("trader R: counts {}, recovery {}", r["counts"], r["recovery"]);
+    let s = &exchange["snapshots"];
+    assert!(n(s, &["snapshots"]) >= 3, "the venue published snapshots: {s}");
+    assert_eq!((n(s, &["tap_lost"]), n(s, &["book_errors"])), (0, 0), "{s}");
+    assert_eq!(n(s, &["position"]), published, "the maker saw every message published: {s}");
+    assert_eq!(a["book_digest"].as_str(), Some(want.as_str()), "trader A: {a}");
+    assert_eq!(n(&a, &["counts", "md_missed"]), 0, "{a}");
+
+    let rec = &r["recovery"];
+    assert!(n(&r, &["counts", "md_missed"]) > 0, "R was lapped (stopped 0.5 s on a 0.1 s ring): {r}");
+    assert!(n(rec, &["losses"]) >= 1, "{rec}");
+    assert_eq!(n(rec, &["recovered"]), n(rec, &["losses"]), "every loss recovered: {rec}");
+    assert_eq!(rec["recovering_at_end"].as_bool(), Some(false), "{rec}");
+    assert!(r["halted"].is_null(), "trading again after the recovery: {r}");
+    assert!(n(rec, &["orders_before_last"]) > 0, "R traded before its loss: {r}");
+    assert!(n(&r, &["counts", "orders"]) > n(rec, &["orders_before_last"]), "orders after the recovery: {r}");
+    assert_eq!(r["book_digest"].as_str(), Some(want.as_str()), "trader R holds the day's book after recovering: {r}");
 }

@@ -1,6 +1,6 @@
-//! Issue 25 item 3: what `tickbus trader` does on a `FeedGap` until recovery exists. It stops
-//! sending orders for the rest of the run (its book may be wrong from the gap on; rebuilding it
-//! from a snapshot or a replay is the late-join issue's work), goes on reading the market data
+//! Issue 25 item 3: what `tickbus trader` without `--snapshots` does on a `FeedGap`. It stops
+//! sending orders for the rest of the run (its book may be wrong from the gap on; with
+//! `--snapshots` it recovers instead: `recovery_tests.rs`), goes on reading the market data
 //! and settling the reports of orders already out, and says so in its summary. The real trading
 //! loop over shm rings in this process: the test plays the feed and the gateway.
 use std::sync::atomic::AtomicBool;

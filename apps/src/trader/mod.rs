@@ -11,6 +11,9 @@
 //! order's header adds its publish TSC, and the gateway its arrival.
 #[cfg(test)]
 mod gap_tests;
+pub mod recovery;
+#[cfg(test)]
+mod recovery_tests;
 pub mod reports;
 pub mod strategy;
 
@@ -78,13 +81,22 @@ pub struct TraderArgs {
     /// With --join: the market-data position to rebuild from (0: the day's start).
     #[arg(long, default_value_t = 0, requires = "join")]
     pub join_from: u64,
-    /// With --join: start from the next whole-book snapshot on this stream (`tickbus snapshot`
-    /// publishes one every second) and rebuild from the journal only after its position,
-    /// instead of from the day's start. Waits up to --wait-secs for one. A served journal
-    /// (--join URI) must be served from that position or before (`journal serve --from-seq`):
-    /// served from 0 it is correct but brings the whole day across.
-    #[arg(long, value_name = "URI", requires = "join", conflicts_with = "join_from")]
+    /// Whole-book snapshots on this stream (`tickbus exchange --snapshots`, or `tickbus
+    /// snapshot` from a journal; one every second). On market data lost for good (lapped with
+    /// nothing to fill it from, a hole in the journal, the feed's FeedGap) the trader stops
+    /// trading, holds the market data, takes the next snapshot made after the loss by a maker
+    /// that lost nothing, applies what it held after it and trades again (instead of halting
+    /// for the day). With --join it also starts from the next snapshot and rebuilds from the
+    /// journal only after its position, not from the day's start (waiting up to --wait-secs
+    /// for one); a served journal (--join URI) must then be served from that position or
+    /// before (`journal serve --from-seq`).
+    #[arg(long, value_name = "URI", conflicts_with = "join_from")]
     pub snapshots: Option<String>,
+    /// With --snapshots: market-data messages held while a recovery awaits its snapshot (the
+    /// newest are kept): enough for the market data's rate times the snapshot period and the
+    /// time one takes to arrive (112 bytes each, allocated at start).
+    #[arg(long, default_value_t = 1 << 18, value_parser = crate::args::slots, requires = "snapshots")]
+    pub recover_hold: usize,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -123,6 +135,8 @@ pub struct Trader {
     /// When the trader started, and (a late joiner) when it went live: TSC.
     started_tsc: u64,
     live_tsc: u64,
+    /// `--snapshots`: recovery from lost market data (None: a loss halts trading for good).
+    pub recovery: Option<recovery::Recovery>,
 }
 
 /// A run's order-id base: 32 bits from the OS's random source (never 0) in the high half.
@@ -163,6 +177,7 @@ impl Trader {
             counts: Counts::default(),
             tick_hop,
             scale,
+            recovery: None,
         }
     }
 
@@ -171,7 +186,21 @@ impl Trader {
     /// Returns the work done (0: idle).
     #[inline]
     pub fn duty(&mut self, stop: &AtomicBool) -> usize {
-        let Trader { md, orders, execs, strategy, order, tsc, id_base, matcher, counts: c, tick_hop, scale, .. } = self;
+        let Trader {
+            md,
+            orders,
+            execs,
+            strategy,
+            order,
+            tsc,
+            id_base,
+            matcher,
+            counts: c,
+            tick_hop,
+            scale,
+            recovery,
+            ..
+        } = self;
         let mut work = 0;
         // A late joiner rebuilds its book from the journal and trades only once live.
         let catching_up = md.catching_up();
@@ -179,12 +208,23 @@ impl Trader {
             work += 1;
             let receive_tsc = tsc.now();
             match r {
+                // Recovering from a loss: held for after the snapshot, not applied or traded on.
+                Recv::Message(m) if recovery.as_ref().is_some_and(|r| r.recovering()) => {
+                    c.ticks += 1;
+                    c.feed_gaps += u64::from(is_feed_gap(m.payload));
+                    recovery.as_mut().expect("recovering").hold(m.position, m.payload);
+                }
+                // Already in the book a recovery loaded (its maker was ahead of this trader).
+                Recv::Message(m) if recovery.as_ref().is_some_and(|r| r.in_book(m.position)) => c.ticks += 1,
                 Recv::Message(m) => {
                     c.ticks += 1;
                     match decode(m.payload) {
                         Ok(AnyMessage::FeedGap(g)) => {
                             c.feed_gaps += 1;
                             strategy.on_gap(g.count);
+                            if let Some(r) = recovery.as_mut() {
+                                r.lost(m.position + 1);
+                            }
                         }
                         Ok(msg) => {
                             // The feed's ingress TSC (FLAG_INGRESS_TSC), else the publisher's commit.
@@ -218,7 +258,20 @@ impl Trader {
                 Recv::Gap(g) => {
                     c.md_missed += g.missed();
                     strategy.on_gap(g.missed());
+                    if let Some(r) = recovery.as_mut() {
+                        r.lost(g.resumed_at);
+                    }
                 }
+            }
+        }
+        if let Some(r) = recovery.as_mut().filter(|r| r.recovering()) {
+            // A bounded share of a snapshot each cycle: the market data keeps being held. Chunks
+            // read are work (an idle cycle still looks at the peers and the market data's end).
+            let (chunks, recovered) = r.poll(strategy.book_mut(), RECOVERY_CHUNKS_PER_CYCLE);
+            work += chunks;
+            if recovered {
+                strategy.resume();
+                r.stats.orders_before_last = c.orders;
             }
         }
         if catching_up && !md.catching_up() {
@@ -266,6 +319,14 @@ impl Trader {
     }
 }
 
+/// Snapshot chunks (16 orders each) a recovering trader loads per duty cycle.
+const RECOVERY_CHUNKS_PER_CYCLE: usize = 64;
+
+/// Whether `payload` is the feed's `FeedGap` (by its header: not decoded).
+fn is_feed_gap(payload: &[u8]) -> bool {
+    tickbus_codecs::Header::peek(payload).is_some_and(|h| h.msg_type == tickbus_codecs::MsgType::FeedGap as u16)
+}
+
 /// The most orders that may await reports: well inside both rings, so the trader never waits
 /// for room on the order ring while the gateway waits for room on the report ring.
 pub const MAX_IN_FLIGHT: u64 = RING_SLOTS as u64 / 4;
@@ -288,8 +349,9 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
     let mut strategy = Strategy::new(a.qty, a.max_in_flight);
     strategy.pre_touch(); // before attaching: the feed starts once we are attached
     let mut snapshot = None;
-    let (orders, md, execs) = open(&a, &stop, &mut strategy, &mut snapshot)?;
-    let t = Trader::new(md, orders, execs, strategy);
+    let (orders, md, execs, recovery) = open(&a, &stop, &mut strategy, &mut snapshot)?;
+    let mut t = Trader::new(md, orders, execs, strategy);
+    t.recovery = recovery;
     let mut agent = TraderAgent::new(t, &a, stop.clone());
     tickbus::agent::run_until(&mut agent, a.idle.strategy(), &stop);
     let t = agent.t;
@@ -298,6 +360,22 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
     }
     let recovered = t.md.recovered();
     let join = join_summary(&t, &a, snapshot);
+    let recovery = t
+        .recovery
+        .as_ref()
+        .map(|r| tickbus_apps::summary::RecoveryStats { recovering_at_end: r.recovering(), ..r.stats });
+    if let Some(r) = recovery {
+        if r.losses > 0 {
+            eprintln!(
+                "trader: {} market-data losses, {} recovered from snapshots ({} refused; the last in {} ms){}",
+                r.losses,
+                r.recovered,
+                r.refused,
+                r.last_us / 1000,
+                if r.recovering_at_end { "; still recovering at the end: not trading" } else { "" }
+            );
+        }
+    }
     let Trader { orders, strategy, counts: c, tick_hop: h, .. } = t;
     drop(orders); // closes the order stream: the gateway sees the trader finished
     if a.json {
@@ -313,6 +391,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
             halted: strategy.halted(),
             book_digest: format!("{:016x}", strategy.book_digest()),
             join,
+            recovery,
         };
         println!("{}", serde_json::to_string(&summary).map_err(|e| e.to_string())?);
     } else {
@@ -480,12 +559,12 @@ fn open(
     stop: &Arc<AtomicBool>,
     strategy: &mut Strategy,
     snapshot: &mut Option<tickbus_apps::summary::SnapshotSummary>,
-) -> Result<(Out, In, In), String> {
+) -> Result<(Out, In, In, Option<recovery::Recovery>), String> {
     let t = a.streams.resolve()?;
     let o = a.streams.options(a.wait_secs, stop);
     // The snapshot first, before any stream that needs this thread's attention is open (an
     // rdma-rc gateway finishes its handshake on the order publisher's thread).
-    if let Some(uri) = &a.snapshots {
+    if let Some(uri) = a.snapshots.as_ref().filter(|_| a.join.is_some()) {
         let s = load_snapshot(uri, strategy, &o, stop)?;
         if s.lost > 0 {
             // As a joiner from the open would on meeting that loss: no trading on this book.
@@ -519,8 +598,32 @@ fn open(
     if let Some(core) = a.core {
         tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
     }
+    let recovery = match &a.snapshots {
+        Some(uri) => Some(recovery::Recovery::new(snapshot_stream(uri, &o)?, a.recover_hold)),
+        None => None,
+    };
     eprintln!("trader: ready (md {}, orders {}, reports {})", t.md, t.orders, t.execs);
-    Ok((orders, md, execs))
+    Ok((orders, md, execs, recovery))
+}
+
+/// The snapshot stream on `uri`, observed from its newest message (a lossy stream: shm or
+/// ud-mcast).
+fn snapshot_stream(uri: &str, o: &tickbus::stream::OpenOptions) -> Result<tickbus::stream::AnySubscriber, String> {
+    let c = tickbus::stream::Channel::parse(uri).map_err(|e| format!("--snapshots: {e}"))?;
+    if matches!(c.endpoint, tickbus::stream::Endpoint::RdmaRc { .. }) {
+        return Err(format!(
+            "--snapshots {uri}: snapshots go to many joiners on a lossy stream (shm or ud-mcast), not rdma-rc"
+        ));
+    }
+    let mut o = o.clone();
+    o.payload = tickbus_codecs::md::SnapshotOrders::LEN;
+    o.reliability = Reliability::Lossy;
+    o.start_at = tickbus::StartAt::Latest;
+    tickbus::stream::open_subscriber(&c, &o).map_err(|e| {
+        format!(
+            "--snapshots: reading {e}: start `tickbus exchange --snapshots {uri}` or `tickbus snapshot --dest {uri}`"
+        )
+    })
 }
 
 /// The most orders a snapshot may hold (16 times a TotalView day's peak of about a million):
@@ -535,19 +638,7 @@ fn load_snapshot(
     stop: &AtomicBool,
 ) -> Result<tickbus_apps::summary::SnapshotSummary, String> {
     let started = Instant::now();
-    let c = tickbus::stream::Channel::parse(uri).map_err(|e| format!("--snapshots: {e}"))?;
-    let mut o = o.clone();
-    o.payload = tickbus_codecs::md::SnapshotOrders::LEN;
-    // The next snapshot that starts, observed on a lossy stream (shm or ud-mcast).
-    if matches!(c.endpoint, tickbus::stream::Endpoint::RdmaRc { .. }) {
-        return Err(format!(
-            "--snapshots {uri}: snapshots go to many joiners on a lossy stream (shm or ud-mcast), not rdma-rc"
-        ));
-    }
-    o.reliability = Reliability::Lossy;
-    o.start_at = tickbus::StartAt::Latest;
-    let mut sub = tickbus::stream::open_subscriber(&c, &o)
-        .map_err(|e| format!("--snapshots: reading {e}: start `tickbus snapshot --dest {uri}`"))?;
+    let mut sub = snapshot_stream(uri, o)?;
     let loaded = tickbus::snapshot::load_snapshot(&mut sub, strategy.book_mut(), MAX_SNAPSHOT_ORDERS, o.wait, stop)
         .map_err(|e| format!("--snapshots {uri}: {e}"))?;
     let waited_us = started.elapsed().as_micros() as u64;

@@ -123,6 +123,11 @@ impl Strategy {
         self.halted.get_or_insert(missed);
     }
 
+    /// The book was rebuilt whole (a snapshot and the market data after it): trading again.
+    pub fn resume(&mut self) {
+        self.halted = None;
+    }
+
     /// `n` orders will get no report (a later order's came first): no longer in flight.
     pub fn on_lost(&mut self, n: u64) {
         self.in_flight = self.in_flight.saturating_sub(n);

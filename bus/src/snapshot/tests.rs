@@ -251,3 +251,44 @@ fn a_snapshot_after_lost_market_data_says_so() {
     assert_eq!((loaded.as_of, loaded.lost), (md.len() as u64, 3 + 4));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A maker fed in process by the publisher's tap (`tap.rs`) holds the stream's book; once the
+/// tap could not hand a message over (the smallest queue that can drop one), its snapshots say
+/// it lost one, so no trader takes its book for whole.
+#[test]
+fn a_maker_fed_by_the_publishers_tap_holds_the_book_and_says_what_the_tap_dropped() {
+    let md = market_data(3000);
+    let (mut tap, mut archive) = tap::channel(64, Some(42));
+    let mut maker = Snapshotter::new(OrderBook::with_capacity(1 << 14, 64));
+    for chunk in md.chunks(64) {
+        for m in chunk {
+            let position = tickbus_codecs::Header::peek(m).unwrap().sequence;
+            assert!(tap.push(position, m));
+        }
+        assert_eq!(maker.apply(&mut archive, 1000).unwrap(), chunk.len());
+    }
+    let s = maker.stats();
+    assert_eq!((s.position, s.lost, s.book_errors), (md.len() as u64, 0, 0), "{s:?}");
+    assert_eq!(maker.book().digest(), book_of(&md).digest());
+    // The snapshot carries the tap's stream incarnation.
+    let cfg = RingConfig::for_payload(Mode::Lossy, 5, SnapshotOrders::LEN, 4096);
+    let mem = HeapMemory::new(cfg.ring_bytes());
+    let mut p = Publisher::new(RingWriter::create(mem.clone(), &cfg, 1, 0).unwrap());
+    let mut sub = Subscriber::new(RingReader::observer(mem, StartAt::Oldest).unwrap());
+    let stop = AtomicBool::new(false);
+    assert!(maker.publish(&mut p, &stop).unwrap());
+    let mut joiner = OrderBook::with_capacity(1 << 14, 64);
+    let loaded = load_snapshot(&mut sub, &mut joiner, u64::MAX, Duration::from_secs(5), &stop).unwrap();
+    assert_eq!((loaded.as_of, loaded.lost, loaded.source), (md.len() as u64, 0, 42));
+    assert_eq!(joiner.digest(), book_of(&md).digest());
+
+    // A tap of one slot, given two messages before the maker reads: the second is lost.
+    let (mut tap, mut archive) = tap::channel(1, None);
+    let mut maker = Snapshotter::new(OrderBook::with_capacity(1 << 14, 64));
+    assert!(tap.push(0, &md[0]));
+    assert!(!tap.push(1, &md[1]));
+    assert_eq!(maker.apply(&mut archive, 10).unwrap(), 1);
+    assert!(tap.push(2, &md[2]));
+    assert_eq!(maker.apply(&mut archive, 10).unwrap(), 2, "the gap, then message 2");
+    assert_eq!((tap.lost(), maker.stats().lost, maker.stats().position), (1, 1, 3));
+}

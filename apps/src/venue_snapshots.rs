@@ -1,0 +1,109 @@
+//! `tickbus exchange --snapshots URI`: whole-book snapshots made in the venue's own process.
+//! The market-data agent hands each message it published to a tap (a copy into a bounded queue,
+//! `tickbus::snapshot::tap`); a thread of its own keeps the book from them and publishes it whole
+//! every period on a lossy stream, as `tickbus snapshot` does from a journal. The thread is not
+//! pinned and sleeps when it has nothing to do: the venue's loop keeps its core.
+//!
+//! Why the venue makes them and not only a journal's follower: its book is whole from the
+//! first message (it saw every one it published), so a trader that lost market data (lapped on
+//! its ring, or joined to a journal with a hole) can take a whole book from here without any
+//! recorder running.
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tickbus::snapshot::tap::{self, SnapshotTap};
+use tickbus::snapshot::{SnapshotStats, Snapshotter};
+use tickbus::stream::{open_publisher, Channel, Endpoint, OpenOptions, Reliability};
+use tickbus_codecs::book::OrderBook;
+use tickbus_codecs::md::SnapshotOrders;
+use tickbus_codecs::Message;
+
+/// Messages the tap holds between the venue and the maker: at 1M msg/s, a quarter second of
+/// the maker busy publishing a snapshot (a TotalView-sized book of a million orders takes
+/// about that); 32 MiB.
+pub const TAP_MESSAGES: usize = 1 << 18;
+
+/// The snapshot stream's id (as `tickbus snapshot`'s).
+pub const SNAPSHOT_STREAM: u32 = 5;
+
+/// The maker thread, running.
+pub struct VenueSnapshots {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<SnapshotStats, String>>>,
+}
+
+/// Opens the snapshot stream on `uri` and starts the maker; returns the tap for the market-data
+/// agent. `o` carries the venue's stream options (token, device, waits).
+pub fn start(
+    uri: &str,
+    every: Duration,
+    slots: usize,
+    o: &OpenOptions,
+) -> Result<(VenueSnapshots, SnapshotTap), String> {
+    let c = Channel::parse(uri).map_err(|e| format!("--snapshots: {e}"))?;
+    if matches!(c.endpoint, Endpoint::RdmaRc { .. }) {
+        return Err(format!(
+            "--snapshots {uri}: snapshots go to many joiners on a lossy stream: shm, or ud-mcast across hosts"
+        ));
+    }
+    let mut o = o.clone();
+    o.reliability = Reliability::Lossy;
+    (o.slots, o.payload, o.stream) = (slots, SnapshotOrders::LEN, SNAPSHOT_STREAM);
+    let (tap, mut archive) = tap::channel(TAP_MESSAGES, None);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (opened_tx, opened) = std::sync::mpsc::sync_channel(1);
+    let (st, uri_owned) = (stop.clone(), uri.to_string());
+    let thread = std::thread::Builder::new()
+        .name("tickbus-snapshots".into())
+        .spawn(move || -> Result<SnapshotStats, String> {
+            // Opened on this thread: a ud-mcast publisher's queue pair belongs to its thread.
+            let mut p = match open_publisher(&c, &o) {
+                Ok(p) => {
+                    let _ = opened_tx.send(Ok(()));
+                    p
+                }
+                Err(e) => {
+                    let _ = opened_tx.send(Err(format!("--snapshots {e}")));
+                    return Err("not opened".into());
+                }
+            };
+            // Room for a day's book up front (a million orders, every stock locate).
+            let mut maker = Snapshotter::new(OrderBook::with_capacity(1 << 20, 8192));
+            let r = tickbus::snapshot::run(&mut maker, &mut archive, &mut p, every, &st, None);
+            let _ = p.flush(Duration::from_secs(1));
+            r.map_err(|e| format!("snapshots on {uri_owned}: {e}"))?;
+            Ok(maker.stats())
+        })
+        .map_err(|e| format!("--snapshots: starting its thread: {e}"))?;
+    match opened.recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Err("--snapshots: its thread stopped before opening the stream".into()),
+    }
+    eprintln!("exchange: whole-book snapshots every {} s on {uri}", every.as_secs_f64());
+    Ok((VenueSnapshots { stop, thread: Some(thread) }, tap))
+}
+
+impl VenueSnapshots {
+    /// Stops the maker (a snapshot under way is cut short: a loader refuses it) and returns
+    /// what it did.
+    pub fn finish(mut self) -> Result<SnapshotStats, String> {
+        self.stop.store(true, Ordering::Release);
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err("the snapshot thread panicked".into()),
+            None => Err("the snapshot thread was not running".into()),
+        }
+    }
+}
+
+impl Drop for VenueSnapshots {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
