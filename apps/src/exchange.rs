@@ -114,7 +114,11 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
         }
         None => (None, None),
     };
-    let (md, gw) = open(&a, &topology, &stop)?;
+    let (mut md, gw) = open(&a, &topology, &stop)?;
+    if let (Some(s), tickbus::stream::AnyPublisher::Shm(p)) = (&snapshots, md.publisher_mut()) {
+        // Before the first message: the snapshots name the stream they are of.
+        s.source.store(p.writer().created_unix_ns(), std::sync::atomic::Ordering::Release);
+    }
     let mut md = MdAgent::new(source, norm, md, max, stop.clone());
     md.snapshot_tap = tap;
     let mut gw = gw;
@@ -167,19 +171,21 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
         drain(g, md, Duration::from_secs_f64(a.drain_secs.max(0.0)), &stop);
     }
     // After the drain: a trader recovering at the end of the day still gets snapshots.
-    let snapshots = match (snapshots, snapshot_tap) {
-        (Some(s), Some(tap)) => {
-            let st = s.finish().map_err(|e| format!("exchange: {e}"))?;
-            Some(tickbus_apps::summary::VenueSnapshotSummary {
-                snapshots: st.snapshots,
-                chunks: st.chunks,
-                position: st.position,
-                last_orders: st.last_orders,
-                last_publish_us: st.last_publish_us,
-                tap_lost: tap.lost(),
-                book_errors: st.book_errors,
-            })
+    let snapshots = match (snapshots.map(|s| s.finish()), snapshot_tap) {
+        (Some(Err(e)), _) => {
+            // Said, and the day's summary still printed: the market data went out regardless.
+            eprintln!("exchange: the snapshot maker stopped: {e}");
+            None
         }
+        (Some(Ok(st)), Some(tap)) => Some(tickbus_apps::summary::VenueSnapshotSummary {
+            snapshots: st.snapshots,
+            chunks: st.chunks,
+            position: st.position,
+            last_orders: st.last_orders,
+            last_publish_us: st.last_publish_us,
+            tap_lost: tap.lost(),
+            book_errors: st.book_errors,
+        }),
         _ => None,
     };
     if let Some(s) = snapshots.as_ref().filter(|s| s.tap_lost > 0) {

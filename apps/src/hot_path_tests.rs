@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tickbus::shm::{self, HugepagePolicy, ShmOptions};
+use tickbus::stream::AnySubscriber;
 use tickbus::time::Tsc;
 use tickbus::{Mode, RingConfig, StartAt};
 use tickbus_codecs::itch::frames;
@@ -101,6 +102,13 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
             let md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
             let execs = shm::open_consumer("execs", &opts).unwrap();
             let mut t = Trader::new(In::shm(md), Out::shm(orders), In::shm(execs), Strategy::new(100, 64));
+            // As with `--snapshots`: recovery armed (a snapshot stream open, the hold allocated),
+            // not recovering: its checks are on the measured path.
+            let snap_cfg = RingConfig::for_payload(Mode::Lossy, 5, 512, 64);
+            let snap_w = shm::open_publisher("snap", &snap_cfg, &opts).unwrap();
+            let snap = shm::open_observer("snap", StartAt::Latest, &opts).unwrap();
+            t.recovery = Some(crate::trader::recovery::Recovery::new(AnySubscriber::Shm(snap), 1024, None));
+            drop(snap_w); // never read while not recovering
             let mut budget = 2_000_000_000u64;
             while t.counts.ticks < ticks / 4 && budget > 0 {
                 t.duty(&AtomicBool::new(false));
@@ -142,7 +150,7 @@ fn started_exchange(file: &std::path::Path, md: Out, orders: In, execs: Out, rat
     let mut md = MdAgent::new(source, norm, md, u64::MAX, Arc::new(AtomicBool::new(false)));
     // As with `--snapshots`: a copy of each message published goes to the snapshot maker's tap
     // (its queue holds the whole day: the copy is made on every message measured).
-    md.snapshot_tap = Some(tickbus::snapshot::tap::channel(1 << 16, None).0);
+    md.snapshot_tap = Some(tickbus::snapshot::tap::channel(1 << 16, Arc::default()).0);
     let mut x = crate::exchange::venue(md, Gateway::new(None, orders, execs));
     x.first_mut().start(rate);
     let tsc = tickbus::time::Tsc::new();

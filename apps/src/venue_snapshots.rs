@@ -8,7 +8,7 @@
 //! first message (it saw every one it published), so a trader that lost market data (lapped on
 //! its ring, or joined to a journal with a hole) can take a whole book from here without any
 //! recorder running.
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -22,7 +22,8 @@ use tickbus_codecs::Message;
 
 /// Messages the tap holds between the venue and the maker: at 1M msg/s, a quarter second of
 /// the maker busy publishing a snapshot (a TotalView-sized book of a million orders takes
-/// about that); 32 MiB.
+/// about that); 32 MiB, touched at start. A maker that falls further behind has lost messages
+/// for the rest of the day (its book is no longer whole), and every snapshot after says so.
 pub const TAP_MESSAGES: usize = 1 << 18;
 
 /// The snapshot stream's id (as `tickbus snapshot`'s).
@@ -30,6 +31,8 @@ pub const SNAPSHOT_STREAM: u32 = 5;
 
 /// The maker thread, running.
 pub struct VenueSnapshots {
+    /// The market-data stream's incarnation, stamped in every snapshot (0 until set).
+    pub source: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<SnapshotStats, String>>>,
 }
@@ -51,7 +54,8 @@ pub fn start(
     let mut o = o.clone();
     o.reliability = Reliability::Lossy;
     (o.slots, o.payload, o.stream) = (slots, SnapshotOrders::LEN, SNAPSHOT_STREAM);
-    let (tap, mut archive) = tap::channel(TAP_MESSAGES, None);
+    let source = Arc::new(AtomicU64::new(0));
+    let (tap, mut archive) = tap::channel(TAP_MESSAGES, source.clone());
     let stop = Arc::new(AtomicBool::new(false));
     let (opened_tx, opened) = std::sync::mpsc::sync_channel(1);
     let (st, uri_owned) = (stop.clone(), uri.to_string());
@@ -83,7 +87,7 @@ pub fn start(
         Err(_) => return Err("--snapshots: its thread stopped before opening the stream".into()),
     }
     eprintln!("exchange: whole-book snapshots every {} s on {uri}", every.as_secs_f64());
-    Ok((VenueSnapshots { stop, thread: Some(thread) }, tap))
+    Ok((VenueSnapshots { source, stop, thread: Some(thread) }, tap))
 }
 
 impl VenueSnapshots {

@@ -83,10 +83,10 @@ pub struct TraderArgs {
     pub join_from: u64,
     /// Whole-book snapshots on this stream (`tickbus exchange --snapshots`, or `tickbus
     /// snapshot` from a journal; one every second). On market data lost for good (lapped with
-    /// nothing to fill it from, a hole in the journal, the feed's FeedGap) the trader stops
-    /// trading, holds the market data, takes the next snapshot made after the loss by a maker
+    /// nothing to fill it from, a hole in the journal) the trader stops trading, holds the
+    /// market data, takes the next snapshot of the same stream made after the loss by a maker
     /// that lost nothing, applies what it held after it and trades again (instead of halting
-    /// for the day). With --join it also starts from the next snapshot and rebuilds from the
+    /// for the day; a feed's FeedGap has no such maker yet: it holds to the end). With --join it also starts from the next snapshot and rebuilds from the
     /// journal only after its position, not from the day's start (waiting up to --wait-secs
     /// for one); a served journal (--join URI) must then be served from that position or
     /// before (`journal serve --from-seq`).
@@ -265,8 +265,25 @@ impl Trader {
             }
         }
         if let Some(r) = recovery.as_mut().filter(|r| r.recovering()) {
-            // A bounded share of a snapshot each cycle: the market data keeps being held. Chunks
-            // read are work (an idle cycle still looks at the peers and the market data's end).
+            // Everything the market data has (up to a bound) is held before each share of a
+            // snapshot is loaded, so loading a large book does not fall behind the stream.
+            for _ in 0..RECOVERY_MD_PER_CYCLE {
+                match md.try_recv() {
+                    Some(Recv::Message(m)) => {
+                        c.ticks += 1;
+                        c.feed_gaps += u64::from(is_feed_gap(m.payload));
+                        r.hold(m.position, m.payload);
+                    }
+                    Some(Recv::Gap(g)) => {
+                        c.md_missed += g.missed();
+                        r.lost(g.resumed_at);
+                    }
+                    None => break,
+                }
+                work += 1;
+            }
+            // A bounded share of a snapshot each cycle. Chunks read are work (an idle cycle
+            // still looks at the peers and the market data's end).
             let (chunks, recovered) = r.poll(strategy.book_mut(), RECOVERY_CHUNKS_PER_CYCLE);
             work += chunks;
             if recovered {
@@ -319,8 +336,10 @@ impl Trader {
     }
 }
 
-/// Snapshot chunks (16 orders each) a recovering trader loads per duty cycle.
-const RECOVERY_CHUNKS_PER_CYCLE: usize = 64;
+/// Snapshot chunks (16 orders each) a recovering trader loads per duty cycle, and market-data
+/// messages it holds first.
+const RECOVERY_CHUNKS_PER_CYCLE: usize = 16;
+const RECOVERY_MD_PER_CYCLE: usize = 256;
 
 /// Whether `payload` is the feed's `FeedGap` (by its header: not decoded).
 fn is_feed_gap(payload: &[u8]) -> bool {
@@ -364,6 +383,9 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         .recovery
         .as_ref()
         .map(|r| tickbus_apps::summary::RecoveryStats { recovering_at_end: r.recovering(), ..r.stats });
+    if let Some(why) = t.recovery.as_ref().and_then(|r| r.failure.as_deref()) {
+        eprintln!("trader: the snapshot stream failed: {why}; no recovery after that");
+    }
     if let Some(r) = recovery {
         if r.losses > 0 {
             eprintln!(
@@ -599,7 +621,7 @@ fn open(
         tickbus::agent::pin_current_thread(core).map_err(|e| format!("pinning to core {core}: {e}"))?;
     }
     let recovery = match &a.snapshots {
-        Some(uri) => Some(recovery::Recovery::new(snapshot_stream(uri, &o)?, a.recover_hold)),
+        Some(uri) => Some(recovery::Recovery::new(snapshot_stream(uri, &o)?, a.recover_hold, md.source_id())),
         None => None,
     };
     eprintln!("trader: ready (md {}, orders {}, reports {})", t.md, t.orders, t.execs);

@@ -43,7 +43,12 @@ pub struct Recovery {
     since: Option<Instant>,
     /// Once recovered: messages below this position are in the snapshot's book already.
     skip_below: u64,
+    /// The market-data stream's incarnation (None: its transport has none): a snapshot of
+    /// another (a maker following another day's journal) is refused.
+    live_source: Option<u64>,
     pub stats: RecoveryStats,
+    /// Why the snapshot stream failed, if it did (the trader then cannot recover).
+    pub failure: Option<String>,
 }
 
 /// The most orders a snapshot may hold (as the joiner's limit).
@@ -51,8 +56,9 @@ const MAX_SNAPSHOT_ORDERS: u64 = 1 << 24;
 
 impl Recovery {
     /// Recovery over the snapshot stream `sub` (lossy, newest first), holding up to `hold`
-    /// market-data messages while a snapshot is awaited.
-    pub fn new(sub: AnySubscriber, hold: usize) -> Recovery {
+    /// market-data messages while a snapshot is awaited, for the market-data stream of
+    /// incarnation `live_source`.
+    pub fn new(sub: AnySubscriber, hold: usize, live_source: Option<u64>) -> Recovery {
         let empty = Held { position: 0, len: 0, bytes: [0; HELD_BYTES] };
         Recovery {
             sub,
@@ -63,7 +69,9 @@ impl Recovery {
             after: None,
             since: None,
             skip_below: 0,
+            live_source,
             stats: RecoveryStats::default(),
+            failure: None,
         }
     }
 
@@ -120,12 +128,19 @@ impl Recovery {
             let m = match self.sub.try_recv() {
                 Ok(Some(Recv::Message(m))) => m,
                 Ok(Some(Recv::Gap(_))) => continue, // a chunk lost shows as one missing
-                _ => return (read - 1, false),
+                Ok(None) => return (read - 1, false),
+                Err(e) => {
+                    // Said once, at the end (`failure`); the trader holds on, not trading.
+                    self.failure.get_or_insert_with(|| e.to_string());
+                    return (read - 1, false);
+                }
             };
             let Ok(chunk) = SnapshotOrders::parse(m.payload) else { continue };
-            // Snapshots from before the loss, or from a maker that lost messages, are not
-            // loaded at all (the stream was not read while trading: older ones wait there).
-            if chunk.as_of < after || chunk.lost > 0 {
+            // Snapshots from before the loss, from a maker that lost messages, or of another
+            // incarnation of the stream are not loaded at all (the stream was not read while
+            // trading: older ones wait there).
+            let other_stream = self.live_source.is_some_and(|live| chunk.source != live);
+            if chunk.as_of < after || chunk.lost > 0 || other_stream {
                 self.stats.refused += u64::from(chunk.chunk == 0);
                 continue;
             }

@@ -47,7 +47,9 @@ fn a_trader_that_lost_market_data_takes_the_first_whole_snapshot_after_the_loss_
     let t_execs = shm::open_consumer("execs", &opts).unwrap();
     let t_snap = shm::open_observer("snap", StartAt::Latest, &opts).unwrap();
     let mut t = Trader::new(In::shm(t_md), Out::shm(orders), In::shm(t_execs), Strategy::new(100, 8));
-    t.recovery = Some(Recovery::new(AnySubscriber::Shm(t_snap), 4));
+    let live = t.md.source_id();
+    assert!(live.is_some(), "a shm ring has an incarnation");
+    t.recovery = Some(Recovery::new(AnySubscriber::Shm(t_snap), 4, live));
     let stop = AtomicBool::new(false);
     // Until idle (not while recovering: a recovering loop always has work).
     let run = |t: &mut Trader| while t.duty(&stop) > 0 {};
@@ -70,24 +72,27 @@ fn a_trader_that_lost_market_data_takes_the_first_whole_snapshot_after_the_loss_
     assert!(r.recovering() && t.strategy.halted().is_some(), "halted and holding after the FeedGap");
 
     // Whole snapshots that must not be taken: one from before the loss (as of position 1),
-    // one from a maker that lost messages itself (as of 3, lost 5).
-    let publish_snapshot = |snap: &mut shm::ShmPublisher, book: &OrderBook, as_of: u64, lost: u64| {
-        for c in book.snapshot_chunks(as_of, lost, 0) {
+    // one from a maker that lost messages itself (as of 3, lost 5), one of another stream.
+    let live = live.unwrap();
+    let publish_snapshot = |snap: &mut shm::ShmPublisher, book: &OrderBook, as_of: u64, lost: u64, source: u64| {
+        for c in book.snapshot_chunks(as_of, lost, source) {
             snap.publish(c.as_bytes()).unwrap();
         }
     };
-    publish_snapshot(&mut snap, &book_of(&[a1]), 1, 0);
-    publish_snapshot(&mut snap, &book_of(&[a1, a2]), 3, 5);
+    publish_snapshot(&mut snap, &book_of(&[a1]), 1, 0, live);
+    publish_snapshot(&mut snap, &book_of(&[a1, a2]), 3, 5, live);
+    // And one right in every way but of another incarnation of the stream (yesterday's).
+    publish_snapshot(&mut snap, &book_of(&[a1]), 3, 0, live + 1);
     for _ in 0..10 {
         t.duty(&stop);
     }
     let r = t.recovery.as_ref().unwrap();
-    assert!(r.recovering(), "neither snapshot taken");
-    assert_eq!(r.stats.refused, 2, "{:?}", r.stats);
+    assert!(r.recovering(), "none of them taken");
+    assert_eq!(r.stats.refused, 3, "{:?}", r.stats);
 
     // The right one: as of position 3 (a1 and a2 in it), so the held a2 (position 2) is not
     // applied again and the held a3 (position 3) is.
-    publish_snapshot(&mut snap, &book_of(&[a1, a2]), 3, 0);
+    publish_snapshot(&mut snap, &book_of(&[a1, a2]), 3, 0, live);
     for _ in 0..10 {
         t.duty(&stop);
     }
@@ -114,7 +119,7 @@ fn a_full_hold_keeps_the_newest_and_a_snapshot_older_than_them_is_refused() {
     let mut snap = shm::open_publisher("snap", &snap_cfg, &opts).unwrap();
     let sub = shm::open_observer("snap", StartAt::Latest, &opts).unwrap();
     // A hold of 2: lost before position 10; messages 10, 11 and 12 come; 10 is dropped.
-    let mut r = Recovery::new(AnySubscriber::Shm(sub), 2);
+    let mut r = Recovery::new(AnySubscriber::Shm(sub), 2, None);
     r.lost(10);
     let adds = [add(1, Side::Buy, 10), add(2, Side::Buy, 9), add(3, Side::Buy, 8)];
     for (i, a) in adds.iter().enumerate() {

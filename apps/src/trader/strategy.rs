@@ -6,9 +6,10 @@
 //! send an immediate-or-cancel limit order that would take the new best price: sell `qty` at the
 //! new best bid, or buy `qty` at the new best offer. Two risk checks come first: at most
 //! `max_in_flight` orders may await their execution report, and after a gap in the market data
-//! (the book may be wrong from there on) the strategy stops trading for good. Recovering needs a
-//! book from a source that did not lose the data (the venue's own snapshot): not built yet; a
-//! snapshot made from the same market data carries the loss and is not traded on either.
+//! (the book may be wrong from there on) the strategy stops trading until the trader rebuilds
+//! the book from a snapshot made by a maker that did not lose the data (`recovery.rs`, with
+//! `--snapshots`; [`Strategy::resume`]), or for good without one. A snapshot made from the same
+//! lossy market data carries the loss and is not traded on either.
 use tickbus_codecs::book::{OrderBook, Side as BookSide};
 use tickbus_codecs::{AnyMessage, Side, PRICE_SCALE};
 

@@ -146,6 +146,13 @@ impl<M: RingMemory> RingWriter<M> {
         &self._mem
     }
 
+    /// When this incarnation of the ring was created (Unix ns): the stream's identity, as its
+    /// readers see it (`Subscribe::source_id`), for what the publisher stamps in its own
+    /// snapshots.
+    pub fn created_unix_ns(&self) -> u64 {
+        self.words.word(super::layout::W_CREATED_UNIX_NS).load(Ordering::Relaxed)
+    }
+
     /// The position the next message will get (its per-stream sequence number).
     pub fn position(&self) -> u64 {
         self.position

@@ -14,6 +14,8 @@
 //! by more than the queue holds loses messages, never the publisher's time: the maker sees a
 //! gap, and every snapshot after it says `lost` (a trader will not trade on it).
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::merge::{Archive, Entry};
 
@@ -66,14 +68,18 @@ pub struct TapArchive {
     /// The entry `peek` returned (its message copied out, so it stays readable after `take`).
     peeked: Option<Entry>,
     current: Box<Slot>,
-    source: Option<u64>,
+    /// The publisher's stream incarnation (0: not known yet), set once its stream is open.
+    source: Arc<AtomicU64>,
 }
 
-/// A tap and its archive, holding up to `capacity` messages between them (allocated here).
-/// `source` is the stream incarnation the publisher publishes (stamped in every snapshot, so a
-/// joiner can check it against the live stream's).
-pub fn channel(capacity: usize, source: Option<u64>) -> (SnapshotTap, TapArchive) {
-    let (queue, consumer) = rtrb::RingBuffer::new(capacity);
+/// A tap and its archive, holding up to `capacity` messages between them (allocated and
+/// touched here, so the publisher's pushes take no page fault). `source` is the publisher's
+/// stream incarnation ([`crate::ring::RingWriter::created_unix_ns`]; 0 until known), stamped in
+/// every snapshot so a trader can refuse one of another stream.
+pub fn channel(capacity: usize, source: Arc<AtomicU64>) -> (SnapshotTap, TapArchive) {
+    let (mut queue, mut consumer) = rtrb::RingBuffer::new(capacity);
+    while queue.push(EMPTY).is_ok() {}
+    while consumer.pop().is_ok() {}
     let archive = TapArchive { queue: consumer, next: None, peeked: None, current: Box::new(EMPTY), source };
     (SnapshotTap { queue, lost: 0 }, archive)
 }
@@ -118,7 +124,7 @@ impl Archive for TapArchive {
     }
 
     fn source_id(&self) -> Option<u64> {
-        self.source
+        Some(self.source.load(Ordering::Acquire)).filter(|&s| s != 0)
     }
 }
 
@@ -138,7 +144,7 @@ mod tests {
 
     #[test]
     fn what_the_tap_could_not_hand_over_is_a_gap_and_nothing_else_is_lost() {
-        let (mut tap, mut a) = channel(2, Some(7));
+        let (mut tap, mut a) = channel(2, Arc::new(AtomicU64::new(7)));
         assert_eq!(a.source_id(), Some(7));
         assert!(tap.push(10, b"ten"));
         assert!(tap.push(11, b"eleven"));
@@ -158,7 +164,7 @@ mod tests {
 
     #[test]
     fn a_message_stays_readable_after_take_until_the_next_peek() {
-        let (mut tap, mut a) = channel(4, None);
+        let (mut tap, mut a) = channel(4, Arc::default());
         tap.push(0, b"first");
         tap.push(1, b"second");
         assert_eq!(a.peek().unwrap(), Some(Entry::Message { position: 0, len: 5 }));

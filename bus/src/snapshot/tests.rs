@@ -258,7 +258,7 @@ fn a_snapshot_after_lost_market_data_says_so() {
 #[test]
 fn a_maker_fed_by_the_publishers_tap_holds_the_book_and_says_what_the_tap_dropped() {
     let md = market_data(3000);
-    let (mut tap, mut archive) = tap::channel(64, Some(42));
+    let (mut tap, mut archive) = tap::channel(64, Arc::new(std::sync::atomic::AtomicU64::new(42)));
     let mut maker = Snapshotter::new(OrderBook::with_capacity(1 << 14, 64));
     for chunk in md.chunks(64) {
         for m in chunk {
@@ -283,7 +283,7 @@ fn a_maker_fed_by_the_publishers_tap_holds_the_book_and_says_what_the_tap_droppe
     assert_eq!(joiner.digest(), book_of(&md).digest());
 
     // A tap of one slot, given two messages before the maker reads: the second is lost.
-    let (mut tap, mut archive) = tap::channel(1, None);
+    let (mut tap, mut archive) = tap::channel(1, Arc::default());
     let mut maker = Snapshotter::new(OrderBook::with_capacity(1 << 14, 64));
     assert!(tap.push(0, &md[0]));
     assert!(!tap.push(1, &md[1]));
