@@ -278,7 +278,8 @@ pub struct RecoveryStats {
     /// trading again.
     pub recovered: u64,
     /// Whole snapshots seen while recovering but not taken: from before the loss, older than
-    /// the oldest message still held, or from a maker that had lost messages itself.
+    /// the oldest message still held, of another stream incarnation, or from a maker that had
+    /// lost messages itself.
     pub refused: u64,
     /// Held messages applied after the snapshots taken.
     pub applied_after: u64,

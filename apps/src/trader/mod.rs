@@ -84,12 +84,13 @@ pub struct TraderArgs {
     /// Whole-book snapshots on this stream (`tickbus exchange --snapshots`, or `tickbus
     /// snapshot` from a journal; one every second). On market data lost for good (lapped with
     /// nothing to fill it from, a hole in the journal) the trader stops trading, holds the
-    /// market data, takes the next snapshot of the same stream made after the loss by a maker
-    /// that lost nothing, applies what it held after it and trades again (instead of halting
-    /// for the day; a feed's FeedGap has no such maker yet: it holds to the end). With --join it also starts from the next snapshot and rebuilds from the
-    /// journal only after its position, not from the day's start (waiting up to --wait-secs
-    /// for one); a served journal (--join URI) must then be served from that position or
-    /// before (`journal serve --from-seq`).
+    /// market data, takes the next snapshot made after the loss by a maker that lost nothing
+    /// (of the same stream incarnation, where the transport has one: shm), applies what it held
+    /// after it and trades again (instead of halting for the day; a feed's FeedGap has no such
+    /// maker yet: it holds to the end). With --join it also starts from the next snapshot and
+    /// rebuilds from the journal only after its position, not from the day's start (waiting up
+    /// to --wait-secs for one); a served journal (--join URI) must then be served from that
+    /// position or before (`journal serve --from-seq`).
     #[arg(long, value_name = "URI", conflicts_with = "join_from")]
     pub snapshots: Option<String>,
     /// With --snapshots: market-data messages held while a recovery awaits its snapshot (the
@@ -384,7 +385,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         .as_ref()
         .map(|r| tickbus_apps::summary::RecoveryStats { recovering_at_end: r.recovering(), ..r.stats });
     if let Some(why) = t.recovery.as_ref().and_then(|r| r.failure.as_deref()) {
-        eprintln!("trader: the snapshot stream failed: {why}; no recovery after that");
+        eprintln!("trader: the snapshot stream failed ({why}); recovery kept trying it");
     }
     if let Some(r) = recovery {
         if r.losses > 0 {

@@ -1,9 +1,11 @@
 //! Recovery from lost market data (`trader --snapshots URI`): on a loss the trader cannot fill
-//! (lapped on a lossy ring with no journal to fill it from, a hole in the journal, the feed's
-//! `FeedGap`) it stops trading, holds every market-data message from the loss on, takes the next
-//! whole-book snapshot made after the loss by a maker that lost nothing (`tickbus exchange
-//! --snapshots`: the venue's own book), applies the held messages from the snapshot's position
-//! on, and trades again. This replaces halting for the rest of the day.
+//! (lapped on a lossy ring with no journal to fill it from, a hole in the journal) it stops
+//! trading, holds every market-data message from the loss on, takes the next whole-book snapshot
+//! made after the loss by a maker that lost nothing (`tickbus exchange --snapshots`: the venue's
+//! own book), applies the held messages from the snapshot's position on, and trades again. This
+//! replaces halting for the rest of the day. A feed's `FeedGap` starts a recovery too, but no
+//! maker has a whole book past one yet (the feed makes no snapshots): the trader then holds to
+//! the end.
 //!
 //! The snapshot stream is read only while recovering, a bounded number of chunks a duty cycle,
 //! so the market data keeps being taken (and held) while a large book loads. The hold is
@@ -139,7 +141,8 @@ impl Recovery {
             // Snapshots from before the loss, from a maker that lost messages, or of another
             // incarnation of the stream are not loaded at all (the stream was not read while
             // trading: older ones wait there).
-            let other_stream = self.live_source.is_some_and(|live| chunk.source != live);
+            // (A maker that does not know its stream stamps 0: taken, as at start-up.)
+            let other_stream = self.live_source.is_some_and(|live| chunk.source != 0 && chunk.source != live);
             if chunk.as_of < after || chunk.lost > 0 || other_stream {
                 self.stats.refused += u64::from(chunk.chunk == 0);
                 continue;
