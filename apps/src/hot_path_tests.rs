@@ -144,13 +144,24 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
 /// An exchange over the day in `file` with its gateway (`orders` in, `execs` out), warmed up and
 /// started at `rate`, with its first `unmeasured` ITCH messages already stepped (the first
 /// touches of the rings' pages stay out of the measured part).
-fn started_exchange(file: &std::path::Path, md: Out, orders: In, execs: Out, rate: f64, unmeasured: u64) -> Exchange {
+fn started_exchange(
+    file: &std::path::Path,
+    md: Out,
+    orders: In,
+    execs: Out,
+    rate: f64,
+    unmeasured: u64,
+    snap: &tickbus::stream::OpenOptions,
+) -> Exchange {
     let mut source = tickbus::replay::open(file, None, None).unwrap();
     let norm = crate::exchange::warm_up(&mut source, u64::MAX).unwrap();
     let mut md = MdAgent::new(source, norm, md, u64::MAX, Arc::new(AtomicBool::new(false)));
-    // As with `--snapshots`: a copy of each message published goes to the snapshot maker's tap
-    // (its queue holds the whole day: the copy is made on every message measured).
-    md.snapshot_tap = Some(tickbus::snapshot::tap::channel(1 << 16, Arc::default()).0);
+    // As with `--snapshots --snapshot-maker inline`: a copy of each message published goes to
+    // the snapshot maker's tap, and the maker is stepped between ticks, publishing a snapshot
+    // every millisecond (a `thread` maker adds only the tap's copy to this loop).
+    let ticks_per_ms = (tickbus::time::ticks_per_ns() * 1e6) as u64;
+    let (inline, tap, _) = crate::venue_snapshots::start_inline("shm:snap", ticks_per_ms, 1 << 12, snap).unwrap();
+    (md.snapshot_tap, md.inline_snapshots) = (Some(tap), Some(inline));
     let mut x = crate::exchange::venue(md, Gateway::new(None, orders, execs));
     x.first_mut().start(rate);
     let tsc = tickbus::time::Tsc::new();
@@ -190,7 +201,9 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
         on_trapped_thread(
             move || {
                 let orders = In::shm(shm::open_consumer("orders", &x_opts).unwrap());
-                started_exchange(&file, Out::shm(md), orders, Out::shm(execs), 200_000.0, itch_messages / 4)
+                let mut snap = tickbus::stream::OpenOptions::default();
+                snap.shm = x_opts.clone();
+                started_exchange(&file, Out::shm(md), orders, Out::shm(execs), 200_000.0, itch_messages / 4, &snap)
             },
             move |x| {
                 let (itch0, orders0) = (x.first().counts.itch, x.second().g.counts.orders);
@@ -208,12 +221,16 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
                 }
                 while g.duty() > 0 {}
                 let (md, g) = (x.first(), &x.second().g);
+                let snapshots = md.inline_snapshots.as_ref().map(|s| (s.stats(), s.failure.clone()));
                 (
-                    md.counts.itch - itch0,
-                    md.counts.published,
-                    g.counts.orders - orders0,
-                    g.counts.reports,
-                    g.counts.quotes,
+                    (
+                        md.counts.itch - itch0,
+                        md.counts.published,
+                        g.counts.orders - orders0,
+                        g.counts.reports,
+                        g.counts.quotes,
+                    ),
+                    snapshots,
                 )
             },
         )
@@ -237,7 +254,14 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
             (t.counts.ticks, t.counts.orders, t.counts.reports, t.strategy.in_flight())
         },
     );
-    let ((itch_measured, published, orders_measured, gw_reports, quotes), exchange_counts) = exchange.join().unwrap();
+    let (((itch_measured, published, orders_measured, gw_reports, quotes), snapshots), exchange_counts) =
+        exchange.join().unwrap();
+    let (snap, failure) = snapshots.expect("the inline maker ran");
+    assert_eq!(failure, None);
+    // Snapshots were made in the measured part (one every ms of a day of several), whole.
+    // (A debug build's maker, given only the time between ticks, need not keep up: it lost
+    // nothing, as the tap holds the day.)
+    assert!(snap.snapshots >= 3 && snap.lost == 0 && snap.position <= published, "{snap:?} of {published} published");
     assert_eq!(exchange_counts, Counts { syscalls: 0, allocs: 0 }, "the exchange's loop");
     assert_eq!(trader_counts, Counts { syscalls: 0, allocs: 0 }, "the trader's loop");
     assert_eq!(itch_measured, itch_messages - itch_messages / 4, "the rest of the day was measured");
@@ -266,6 +290,8 @@ fn over_rdma_the_exchange_and_trader_loops_make_only_doorbell_syscalls_and_no_al
     let (xdev, tdev) = (devices[0].clone(), devices[1].clone());
     let dir = std::env::temp_dir().join(format!("tickbus-apps-hot-rdma-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let snap_dir = format!("/dev/shm/tickbus-apps-hot-rdma-snap-{}", std::process::id());
+    let snap_dir_gone = snap_dir.clone();
     let file = dir.join("day.itch");
     let mut day = Vec::new();
     write_itch(DayConfig::new(13, 6, 1200), &mut day).unwrap();
@@ -320,7 +346,12 @@ fn over_rdma_the_exchange_and_trader_loops_make_only_doorbell_syscalls_and_no_al
     let exchange = std::thread::spawn(move || {
         tickbus_testkit::on_trapped_thread_allowing(
             &x_fds,
-            move || started_exchange(&file, md_out, orders_in, execs_out, 1000.0, itch_messages / 4),
+            move || {
+                // The snapshot ring in this test's own folder (removed with it).
+                let mut snap = OpenOptions::default();
+                snap.shm = ShmOptions::new(snap_dir.clone(), snap_dir, HugepagePolicy::Never);
+                started_exchange(&file, md_out, orders_in, execs_out, 1000.0, itch_messages / 4, &snap)
+            },
             move |x| {
                 let (itch0, orders0) = (x.first().counts.itch, x.second().g.counts.orders);
                 let tsc = tickbus::time::Tsc::new();
@@ -381,4 +412,5 @@ fn over_rdma_the_exchange_and_trader_loops_make_only_doorbell_syscalls_and_no_al
     assert!(orders_measured > 20, "orders on the measured part: {orders_measured}");
     assert_eq!((gw_orders, gw_reports, reports), (sent, sent, sent), "one report per order");
     let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(snap_dir_gone);
 }

@@ -13,9 +13,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tickbus::snapshot::tap::{self, SnapshotTap};
+use tickbus::snapshot::stepper::{StepBudget, Stepper};
+use tickbus::snapshot::tap::{self, SnapshotTap, TapArchive};
 use tickbus::snapshot::{SnapshotStats, Snapshotter};
-use tickbus::stream::{open_publisher, Channel, Endpoint, OpenOptions, Reliability};
+use tickbus::stream::{open_publisher, AnyPublisher, Channel, Endpoint, OpenOptions, Reliability};
 use tickbus_codecs::book::OrderBook;
 use tickbus_codecs::md::SnapshotOrders;
 use tickbus_codecs::Message;
@@ -37,14 +38,8 @@ pub struct VenueSnapshots {
     thread: Option<JoinHandle<Result<SnapshotStats, String>>>,
 }
 
-/// Opens the snapshot stream on `uri` and starts the maker; returns the tap for the market-data
-/// agent. `o` carries the venue's stream options (token, device, waits).
-pub fn start(
-    uri: &str,
-    every: Duration,
-    slots: usize,
-    o: &OpenOptions,
-) -> Result<(VenueSnapshots, SnapshotTap), String> {
+/// The snapshot stream's channel and options (a lossy stream of snapshot chunks).
+fn snapshot_channel(uri: &str, slots: usize, o: &OpenOptions) -> Result<(Channel, OpenOptions), String> {
     let c = Channel::parse(uri).map_err(|e| format!("--snapshots: {e}"))?;
     if matches!(c.endpoint, Endpoint::RdmaRc { .. }) {
         return Err(format!(
@@ -54,6 +49,71 @@ pub fn start(
     let mut o = o.clone();
     o.reliability = Reliability::Lossy;
     (o.slots, o.payload, o.stream) = (slots, SnapshotOrders::LEN, SNAPSHOT_STREAM);
+    Ok((c, o))
+}
+
+/// The maker stepped inside the venue's loop between ticks (`--snapshot-maker inline`): no
+/// thread; each step applies a few messages or publishes a couple of chunks
+/// (`tickbus::snapshot::stepper`).
+pub struct InlineSnapshots {
+    stepper: Stepper,
+    archive: TapArchive,
+    publisher: AnyPublisher,
+    /// Why it stopped (the snapshot stream failed): it is not stepped again.
+    pub failure: Option<String>,
+}
+
+impl InlineSnapshots {
+    /// One bounded step at TSC `now`; the work done. No syscall on shm, no allocation (the
+    /// book has room for a day, touched at start).
+    #[inline]
+    pub fn step(&mut self, now: u64) -> usize {
+        if self.failure.is_some() {
+            return 0;
+        }
+        match self.stepper.step(&mut self.archive, &mut self.publisher, now) {
+            Ok(n) => n,
+            Err(e) => {
+                self.failure = Some(e.to_string());
+                0
+            }
+        }
+    }
+
+    /// What the maker did.
+    pub fn stats(&self) -> SnapshotStats {
+        self.stepper.maker().stats()
+    }
+}
+
+/// Opens the snapshot stream on `uri` for a maker stepped in the venue's loop, a snapshot every
+/// `every_ticks` TSC ticks; returns it, the tap, and the stream-incarnation cell to set.
+pub fn start_inline(
+    uri: &str,
+    every_ticks: u64,
+    slots: usize,
+    o: &OpenOptions,
+) -> Result<(Box<InlineSnapshots>, SnapshotTap, Arc<AtomicU64>), String> {
+    let (c, o) = snapshot_channel(uri, slots, o)?;
+    let publisher = open_publisher(&c, &o).map_err(|e| format!("--snapshots {e}"))?;
+    let source = Arc::new(AtomicU64::new(0));
+    let (tap, archive) = tap::channel(TAP_MESSAGES, source.clone());
+    let mut book = OrderBook::with_capacity(1 << 20, 8192);
+    book.pre_touch(); // every page of its room touched now, not on the venue's loop
+    let stepper = Stepper::new(Snapshotter::new(book), every_ticks, StepBudget::default());
+    eprintln!("exchange: whole-book snapshots on {uri}, made between ticks");
+    Ok((Box::new(InlineSnapshots { stepper, archive, publisher, failure: None }), tap, source))
+}
+
+/// Opens the snapshot stream on `uri` and starts the maker; returns the tap for the market-data
+/// agent. `o` carries the venue's stream options (token, device, waits).
+pub fn start(
+    uri: &str,
+    every: Duration,
+    slots: usize,
+    o: &OpenOptions,
+) -> Result<(VenueSnapshots, SnapshotTap), String> {
+    let (c, o) = snapshot_channel(uri, slots, o)?;
     let source = Arc::new(AtomicU64::new(0));
     let (tap, mut archive) = tap::channel(TAP_MESSAGES, source.clone());
     let stop = Arc::new(AtomicBool::new(false));

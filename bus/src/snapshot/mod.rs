@@ -12,6 +12,7 @@
 //!
 //! A joiner ([`load_snapshot`]) waits for the next whole snapshot on that stream, loads it into
 //! its book, and merges the market data from the snapshot's `as_of` ([`crate::merge`]).
+pub mod stepper;
 pub mod tap;
 #[cfg(test)]
 mod tests;

@@ -20,7 +20,7 @@ use crate::stream::Subscribe;
 use crate::{Mode, Publisher, Subscriber};
 
 /// `n` ITCH messages of a generated day as normalised market data, stamped 0, 1, 2, ...
-fn market_data(n: usize) -> Vec<Vec<u8>> {
+pub(crate) fn market_data(n: usize) -> Vec<Vec<u8>> {
     let mut g = DayGenerator::new(DayConfig::new(11, 8, 40_000));
     let mut norm = Normalizer::with_capacity(1 << 14, 64);
     let mut out = Vec::new();
@@ -34,7 +34,7 @@ fn market_data(n: usize) -> Vec<Vec<u8>> {
     out
 }
 
-fn book_of(md: &[Vec<u8>]) -> OrderBook {
+pub(crate) fn book_of(md: &[Vec<u8>]) -> OrderBook {
     let mut b = OrderBook::with_capacity(1 << 14, 64);
     for m in md {
         let _ = b.apply_md(&decode(m).unwrap());

@@ -18,7 +18,7 @@ mod snapshot_tests;
 mod tests;
 
 pub use levels::{Level, Levels, Side};
-pub use snapshot::{Chunks, Loaded, SnapshotError, SnapshotLoader, Step, Walk};
+pub use snapshot::{ChunkCursor, Chunks, Loaded, SnapshotError, SnapshotLoader, Step, Walk};
 
 use rustc_hash::FxHashMap;
 

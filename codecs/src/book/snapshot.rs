@@ -18,6 +18,13 @@ const ITCH_PRICE_STEP: i64 = crate::PRICE_SCALE / 10_000;
 /// Every resting order in snapshot order (see the module docs).
 pub struct Walk<'a> {
     book: &'a OrderBook,
+    at: WalkAt,
+}
+
+/// Where a walk stands, apart from the book it walks (so a [`ChunkCursor`] can keep it between
+/// steps without borrowing the book).
+#[derive(Debug, Clone, Copy)]
+struct WalkAt {
     stock: usize,
     side: usize,
     level: usize,
@@ -27,12 +34,10 @@ pub struct Walk<'a> {
     left: usize,
 }
 
-impl Iterator for Walk<'_> {
-    type Item = RestingOrder;
-
-    fn next(&mut self) -> Option<RestingOrder> {
+impl WalkAt {
+    fn next(&mut self, book: &OrderBook) -> Option<RestingOrder> {
         while self.left > 0 {
-            let stock = self.book.stocks.get(self.stock)?;
+            let stock = book.stocks.get(self.stock)?;
             let side = [Side::Bid, Side::Ask][self.side];
             let Some(level) = stock.side(side).as_slice().get(self.level) else {
                 (self.level, self.next) = (0, 0);
@@ -44,7 +49,7 @@ impl Iterator for Walk<'_> {
                 continue;
             };
             let at = if self.next == 0 { level.head } else { self.next };
-            let Some(o) = self.book.orders.get(&at).filter(|_| at != 0) else {
+            let Some(o) = book.orders.get(&at).filter(|_| at != 0) else {
                 (self.level, self.next) = (self.level + 1, 0);
                 continue;
             };
@@ -71,9 +76,21 @@ impl Iterator for Walk<'_> {
     }
 }
 
-/// The chunks of one snapshot, in order.
-pub struct Chunks<'a> {
-    walk: Walk<'a>,
+impl Iterator for Walk<'_> {
+    type Item = RestingOrder;
+
+    fn next(&mut self) -> Option<RestingOrder> {
+        self.at.next(self.book)
+    }
+}
+
+/// A snapshot's chunks one at a time, apart from the book: a maker that publishes a snapshot a
+/// few chunks per step of another loop (the venue's, between ticks) keeps this between steps.
+/// The book must not change until the last chunk is out (the maker applies nothing meanwhile),
+/// or the snapshot is not one book at one position.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkCursor {
+    walk: WalkAt,
     as_of: u64,
     lost: u64,
     source: u64,
@@ -82,10 +99,51 @@ pub struct Chunks<'a> {
     chunk: u32,
 }
 
-impl Chunks<'_> {
+impl ChunkCursor {
+    /// The next chunk of `book` (the book the cursor was made from, unchanged since), or None
+    /// after the last.
+    pub fn next_chunk(&mut self, book: &OrderBook) -> Option<SnapshotOrders> {
+        if self.chunk == self.chunks {
+            return None;
+        }
+        let mut m = SnapshotOrders::new();
+        (m.as_of, m.total_orders, m.lost, m.source, m.chunk, m.chunks) =
+            (self.as_of, self.total, self.lost, self.source, self.chunk, self.chunks);
+        for slot in &mut m.orders {
+            let Some(o) = self.walk.next(book) else { break };
+            *slot = o;
+            m.count += 1;
+        }
+        self.chunk += 1;
+        Some(m)
+    }
+
     /// Chunks in the snapshot.
     pub fn len(&self) -> u32 {
         self.chunks
+    }
+
+    /// Never: an empty book is one chunk of no orders.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Orders in the snapshot.
+    pub fn orders(&self) -> u64 {
+        self.total
+    }
+}
+
+/// The chunks of one snapshot, in order.
+pub struct Chunks<'a> {
+    book: &'a OrderBook,
+    cursor: ChunkCursor,
+}
+
+impl Chunks<'_> {
+    /// Chunks in the snapshot.
+    pub fn len(&self) -> u32 {
+        self.cursor.len()
     }
 
     /// Never: an empty book is one chunk of no orders.
@@ -98,19 +156,7 @@ impl Iterator for Chunks<'_> {
     type Item = SnapshotOrders;
 
     fn next(&mut self) -> Option<SnapshotOrders> {
-        if self.chunk == self.chunks {
-            return None;
-        }
-        let mut m = SnapshotOrders::new();
-        (m.as_of, m.total_orders, m.lost, m.source, m.chunk, m.chunks) =
-            (self.as_of, self.total, self.lost, self.source, self.chunk, self.chunks);
-        for slot in &mut m.orders {
-            let Some(o) = self.walk.next() else { break };
-            *slot = o;
-            m.count += 1;
-        }
-        self.chunk += 1;
-        Some(m)
+        self.cursor.next_chunk(self.book)
     }
 }
 
@@ -301,16 +347,22 @@ impl SnapshotLoader {
 impl OrderBook {
     /// Every resting order, in snapshot order (see the module docs).
     pub fn walk(&self) -> Walk<'_> {
-        Walk { book: self, stock: 0, side: 0, level: 0, next: 0, left: self.orders.len() }
+        Walk { book: self, at: WalkAt { stock: 0, side: 0, level: 0, next: 0, left: self.orders.len() } }
     }
 
     /// The book as snapshot chunks, stamped as of market-data position `as_of`, with `lost`
     /// messages its maker knows it lost before then, of the stream incarnation `source`.
     pub fn snapshot_chunks(&self, as_of: u64, lost: u64, source: u64) -> Chunks<'_> {
+        Chunks { book: self, cursor: self.snapshot_cursor(as_of, lost, source) }
+    }
+
+    /// [`OrderBook::snapshot_chunks`] as a cursor that does not borrow the book (see
+    /// [`ChunkCursor`]).
+    pub fn snapshot_cursor(&self, as_of: u64, lost: u64, source: u64) -> ChunkCursor {
         let total = self.orders.len();
         let chunks = total.div_ceil(SNAPSHOT_CHUNK_ORDERS).max(1);
-        Chunks {
-            walk: self.walk(),
+        ChunkCursor {
+            walk: self.walk().at,
             as_of,
             lost,
             source,

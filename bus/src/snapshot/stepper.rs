@@ -1,0 +1,169 @@
+//! A snapshot maker run a bounded step at a time inside another loop: the venue's, in the time
+//! between its ticks, instead of on a thread of its own. On a machine whose cores are all taken
+//! by busy-polling loops a maker thread takes its time slices from them (measured on two cores:
+//! the venue's p99 doubled); a step here costs at most a few messages applied or a couple of
+//! chunks published, and is taken only when no tick is due.
+//!
+//! Each step either applies up to `apply` messages from the archive, or (a snapshot under way)
+//! publishes up to `chunks` chunks of it; nothing is applied while a snapshot is under way, so
+//! every snapshot is one book at one position however many steps it takes.
+use super::{chunk_bytes, Snapshotter};
+use crate::merge::Archive;
+use crate::stream::Publish;
+use tickbus_codecs::book::ChunkCursor;
+
+/// How much one step may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepBudget {
+    /// Messages applied per step.
+    pub apply: usize,
+    /// Chunks (16 orders each) published per step.
+    pub chunks: usize,
+}
+
+impl Default for StepBudget {
+    fn default() -> Self {
+        StepBudget { apply: 16, chunks: 2 }
+    }
+}
+
+/// Why a step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError<A: std::error::Error + 'static, P: std::error::Error + 'static> {
+    /// The market data's archive (the tap) could not be read.
+    #[error("reading the market data: {0}")]
+    Archive(A),
+    /// The snapshot stream refused a chunk.
+    #[error("publishing a snapshot: {0}")]
+    Publish(P),
+}
+
+/// A [`Snapshotter`] stepped by its caller.
+pub struct Stepper {
+    maker: Snapshotter,
+    /// The snapshot under way, and when it started (in the caller's clock).
+    under_way: Option<ChunkCursor>,
+    started: Option<u64>,
+    /// The period between snapshot starts, in the caller's clock units.
+    every: u64,
+    budget: StepBudget,
+}
+
+impl Stepper {
+    /// A maker publishing a snapshot every `every` (in the units of the `now` given to
+    /// [`Stepper::step`]: TSC ticks in the venue) once caught up.
+    pub fn new(maker: Snapshotter, every: u64, budget: StepBudget) -> Stepper {
+        Stepper { maker, under_way: None, started: None, every, budget }
+    }
+
+    /// What the maker has done.
+    pub fn maker(&self) -> &Snapshotter {
+        &self.maker
+    }
+
+    /// One bounded step at `now`; returns the work done (messages applied or chunks published;
+    /// 0: nothing to do).
+    pub fn step<A: Archive, P: Publish>(
+        &mut self,
+        src: &mut A,
+        p: &mut P,
+        now: u64,
+    ) -> Result<usize, StepError<A::Error, P::Error>> {
+        if let Some(cursor) = self.under_way.as_mut() {
+            let mut sent = 0;
+            while sent < self.budget.chunks {
+                let Some(mut chunk) = cursor.next_chunk(&self.maker.book) else {
+                    let s = &mut self.maker.stats;
+                    s.snapshots += 1;
+                    s.last_orders = cursor.orders();
+                    self.under_way = None;
+                    return Ok(sent.max(1));
+                };
+                // A lossy stream takes every chunk (a full ud-mcast queue is an error here:
+                // the snapshot breaks off, a loader refuses it, the next one is whole).
+                if let Err(e) = p.publish(chunk_bytes(&mut chunk, p)) {
+                    self.under_way = None;
+                    return Err(StepError::Publish(e));
+                }
+                self.maker.stats.chunks += 1;
+                sent += 1;
+            }
+            return Ok(sent);
+        }
+        let n = self.maker.apply(src, self.budget.apply).map_err(StepError::Archive)?;
+        let caught_up = n < self.budget.apply;
+        let due = match self.started {
+            None => caught_up,
+            Some(t) => now.saturating_sub(t) >= self.every,
+        };
+        if due {
+            let s = self.maker.stats;
+            self.under_way = Some(self.maker.book.snapshot_cursor(s.position, s.lost, self.maker.source));
+            self.started = Some(now);
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+
+    use tickbus_codecs::book::OrderBook;
+    use tickbus_codecs::md::SnapshotOrders;
+    use tickbus_codecs::Message;
+
+    use super::*;
+    use crate::ring::{HeapMemory, RingConfig, RingReader, RingWriter, StartAt};
+    use crate::snapshot::tap;
+    use crate::snapshot::tests::{book_of, market_data};
+    use crate::stream::Subscribe;
+    use crate::{Mode, Publisher, Recv, Subscriber};
+
+    /// Stepped a few messages or two chunks at a time, with market data arriving between the
+    /// steps of a snapshot: every snapshot loads whole, as of one position, with the book of the
+    /// stream up to that position; no step does more than its budget.
+    #[test]
+    fn a_stepped_maker_publishes_whole_snapshots_of_one_position_within_its_budget() {
+        let md = market_data(3000);
+        let (mut t, mut archive) = tap::channel(4096, Arc::new(AtomicU64::new(9)));
+        let cfg = RingConfig::for_payload(Mode::Lossy, 5, SnapshotOrders::LEN, 1 << 14);
+        let mem = HeapMemory::new(cfg.ring_bytes());
+        let mut p = Publisher::new(RingWriter::create(mem.clone(), &cfg, 1, 0).unwrap());
+        let mut sub = Subscriber::new(RingReader::observer(mem, StartAt::Oldest).unwrap());
+        let budget = StepBudget { apply: 8, chunks: 2 };
+        let mut s = Stepper::new(Snapshotter::new(OrderBook::with_capacity(1 << 14, 64)), 100, budget);
+        let (mut pushed, mut published) = (0usize, 0u64);
+        for now in 0..1_000_000u64 {
+            // Up to five messages arrive per step, during snapshots too.
+            for m in md.iter().skip(pushed).take(5) {
+                assert!(t.push(pushed as u64, m));
+                pushed += 1;
+            }
+            let before = p.position();
+            let work = s.step(&mut archive, &mut p, now).unwrap();
+            let chunks = p.position() - before;
+            assert!(chunks <= 2 && work <= 8, "a step within its budget: {chunks} chunks, {work} work");
+            published += chunks;
+            if pushed == md.len() && work == 0 {
+                break;
+            }
+        }
+        let st = s.maker().stats();
+        assert!(st.snapshots >= 5, "{st:?}");
+        assert_eq!((st.position, st.chunks), (md.len() as u64, published));
+        // Every snapshot on the stream loads whole and is the stream's book at its position.
+        let mut loader = tickbus_codecs::book::SnapshotLoader::new();
+        let (mut book, mut loaded) = (OrderBook::with_capacity(1 << 14, 64), 0);
+        while let Some(Recv::Message(m)) = Subscribe::try_recv(&mut sub).unwrap() {
+            let chunk = SnapshotOrders::parse(m.payload).unwrap();
+            if let tickbus_codecs::book::Step::Complete(l) = loader.offer(&mut book, chunk).unwrap() {
+                assert_eq!((l.lost, l.source), (0, 9));
+                assert_eq!(book.digest(), book_of(&md[..l.as_of as usize]).digest(), "as of {}", l.as_of);
+                loaded += 1;
+            }
+        }
+        assert_eq!(loaded, st.snapshots);
+    }
+}
