@@ -74,9 +74,9 @@ pub struct ExchangeArgs {
     #[arg(long, default_value_t = 1.0, value_parser = crate::args::positive_secs, requires = "snapshots")]
     pub snapshot_every_secs: f64,
     /// Where the snapshots are made: `inline` (in the venue's loop between ticks, a few messages
-    /// or two chunks a step; on two busy cores the venue's p99 stayed near its own, where a
-    /// thread took its time slices from the busy loops and quadrupled it) or `thread` (a thread
-    /// of their own, for a machine with a core to spare for it).
+    /// or two chunks a step; on two busy cores it cost the venue's p50 about 1.16x and its p99
+    /// 0.6-1.7x, where a thread took its time slices from the busy loops: p99 4-5x) or `thread`
+    /// (a thread of their own, for a machine with a core to spare for it).
     #[arg(long, value_enum, default_value_t = SnapshotMaker::Inline, requires = "snapshots")]
     pub snapshot_maker: SnapshotMaker,
     /// Ring slots of a shm snapshot stream (16 orders a slot: the default holds a book of a
@@ -172,7 +172,7 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
             (md, None)
         }
     };
-    let MdAgent { mut md, counts: mut c, feed_ns, error, tsc, scale, snapshot_tap, inline_snapshots, .. } = md;
+    let MdAgent { mut md, counts: mut c, feed_ns, error, tsc, scale, snapshot_tap, mut inline_snapshots, .. } = md;
     c.span_ns = scale.delta_ns(first_due, tsc.now());
     if let Some(e) = error {
         return Err(format!("{}: {e}", a.itch.display()));
@@ -190,10 +190,11 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
         }
     };
     if let Some(g) = gw.as_mut() {
-        drain(g, md, Duration::from_secs_f64(a.drain_secs.max(0.0)), &stop);
+        // The maker goes on stepping meanwhile: a trader lapped near the day's end still gets
+        // a snapshot made after its loss.
+        drain(g, md, Duration::from_secs_f64(a.drain_secs.max(0.0)), &stop, &mut inline_snapshots, &tsc);
     }
     // After the drain: a trader recovering at the end of the day still gets snapshots.
-    let mut inline_snapshots = inline_snapshots;
     if let Some(i) = inline_snapshots.as_mut() {
         // The day is over: the maker takes in what the tap still holds (bounded: the tap holds
         // at most TAP_MESSAGES), so its summary's position is the day's end.
@@ -694,13 +695,26 @@ fn wait_for_trader(execs: &str, wait: Duration, stop: &AtomicBool) -> Result<(),
 
 /// After the market data: answers orders until the trader closes its order stream and every
 /// order is answered, or `wait` passes. A multicast feed still there heartbeats meanwhile.
-fn drain(g: &mut Gateway, mut md: Option<Out>, wait: Duration, stop: &AtomicBool) {
+fn drain(
+    g: &mut Gateway,
+    mut md: Option<Out>,
+    wait: Duration,
+    stop: &AtomicBool,
+    snapshots: &mut Option<Box<crate::venue_snapshots::InlineSnapshots>>,
+    tsc: &Tsc,
+) {
     let deadline = Instant::now() + wait;
     let mut checks = pipeline::IdleChecks::new(Duration::from_millis(5));
     let mut beat = Instant::now();
     let mut closed = false; // closed as of the previous idle check
     while !stop.load(Ordering::Relaxed) {
-        if g.duty() > 0 || !checks.due() {
+        if g.duty() > 0 {
+            continue;
+        }
+        if let Some(s) = snapshots.as_mut() {
+            s.step(tsc.now());
+        }
+        if !checks.due() {
             continue;
         }
         g.execs_mut().idle();

@@ -207,6 +207,7 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
             },
             move |x| {
                 let (itch0, orders0) = (x.first().counts.itch, x.second().g.counts.orders);
+                let snapshots0 = x.first().inline_snapshots.as_ref().map_or(0, |s| s.stats().snapshots);
                 let tsc = tickbus::time::Tsc::new();
                 let mut budget = 4_000_000_000u64;
                 while !x.first().over() && budget > 0 {
@@ -221,7 +222,10 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
                 }
                 while g.duty() > 0 {}
                 let (md, g) = (x.first(), &x.second().g);
-                let snapshots = md.inline_snapshots.as_ref().map(|s| (s.stats(), s.failure.clone()));
+                let snapshots = md
+                    .inline_snapshots
+                    .as_ref()
+                    .map(|s| (s.stats(), s.stats().snapshots - snapshots0, s.failure.clone()));
                 (
                     (
                         md.counts.itch - itch0,
@@ -256,8 +260,9 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
     );
     let (((itch_measured, published, orders_measured, gw_reports, quotes), snapshots), exchange_counts) =
         exchange.join().unwrap();
-    let (snap, failure) = snapshots.expect("the inline maker ran");
+    let (snap, measured, failure) = snapshots.expect("the inline maker ran");
     assert_eq!(failure, None);
+    assert!(measured >= 3, "snapshots made on the measured part: {measured}");
     // Snapshots were made in the measured part (one every ms of a day of several), whole.
     // (A debug build's maker, given only the time between ticks, need not keep up: it lost
     // nothing, as the tap holds the day.)

@@ -1,8 +1,9 @@
 //! `tickbus exchange --snapshots URI`: whole-book snapshots made in the venue's own process.
 //! The market-data agent hands each message it published to a tap (a copy into a bounded queue,
-//! `tickbus::snapshot::tap`); a thread of its own keeps the book from them and publishes it whole
-//! every period on a lossy stream, as `tickbus snapshot` does from a journal. The thread is not
-//! pinned and sleeps when it has nothing to do: the venue's loop keeps its core.
+//! `tickbus::snapshot::tap`); a maker keeps the book from them and publishes it whole every
+//! period on a lossy stream, as `tickbus snapshot` does from a journal. The maker is stepped in
+//! the venue's loop between ticks (`inline`, the default: [`InlineSnapshots`]), or runs on a
+//! thread of its own that is not pinned and sleeps when it has nothing to do ([`start`]).
 //!
 //! Why the venue makes them and not only a journal's follower: its book is whole from the
 //! first message (it saw every one it published), so a trader that lost market data (lapped on
@@ -13,9 +14,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tickbus::snapshot::stepper::{StepBudget, Stepper};
+use tickbus::snapshot::stepper::{StepBudget, StepError, Stepper};
 use tickbus::snapshot::tap::{self, SnapshotTap, TapArchive};
 use tickbus::snapshot::{SnapshotStats, Snapshotter};
+use tickbus::stream::Retry;
 use tickbus::stream::{open_publisher, AnyPublisher, Channel, Endpoint, OpenOptions, Reliability};
 use tickbus_codecs::book::OrderBook;
 use tickbus_codecs::md::SnapshotOrders;
@@ -64,8 +66,9 @@ pub struct InlineSnapshots {
 }
 
 impl InlineSnapshots {
-    /// One bounded step at TSC `now`; the work done. No syscall on shm, no allocation (the
-    /// book has room for a day, touched at start).
+    /// One bounded step at TSC `now`; the work done. No syscall on shm, and no allocation
+    /// while the book stays within the room it was given and touched at start (a million
+    /// orders, 8,192 stocks, 128 price levels a side).
     #[inline]
     pub fn step(&mut self, now: u64) -> usize {
         if self.failure.is_some() {
@@ -73,6 +76,8 @@ impl InlineSnapshots {
         }
         match self.stepper.step(&mut self.archive, &mut self.publisher, now) {
             Ok(n) => n,
+            // A full send queue (ud-mcast): the same chunk again at a later step.
+            Err(StepError::Publish(e)) if e.retry_helps() => 0,
             Err(e) => {
                 self.failure = Some(e.to_string());
                 0

@@ -1,8 +1,10 @@
 //! A snapshot maker run a bounded step at a time inside another loop: the venue's, in the time
 //! between its ticks, instead of on a thread of its own. On a machine whose cores are all taken
 //! by busy-polling loops a maker thread takes its time slices from them (measured on two cores:
-//! the venue's p99 doubled); a step here costs at most a few messages applied or a couple of
-//! chunks published, and is taken only when no tick is due.
+//! the venue's p99 4-5x its own); a step here costs a few messages applied or a couple of chunks
+//! published, and is taken only when no tick is due. (A chunk's walk skips empty book sides, up
+//! to two a stock: on a book of thousands of stocks one step can take tens of µs; and a venue
+//! behind its schedule always has a tick due, so its maker waits and the tap fills.)
 //!
 //! Each step either applies up to `apply` messages from the archive, or (a snapshot under way)
 //! publishes up to `chunks` chunks of it; nothing is applied while a snapshot is under way, so
@@ -72,6 +74,7 @@ impl Stepper {
         if let Some(cursor) = self.under_way.as_mut() {
             let mut sent = 0;
             while sent < self.budget.chunks {
+                let before = *cursor;
                 let Some(mut chunk) = cursor.next_chunk(&self.maker.book) else {
                     let s = &mut self.maker.stats;
                     s.snapshots += 1;
@@ -79,10 +82,11 @@ impl Stepper {
                     self.under_way = None;
                     return Ok(sent.max(1));
                 };
-                // A lossy stream takes every chunk (a full ud-mcast queue is an error here:
-                // the snapshot breaks off, a loader refuses it, the next one is whole).
+                // A shm ring takes every chunk; a full ud-mcast send queue refuses one: the
+                // cursor goes back to it, so the caller may step again later (the chunk is
+                // made again) or give up.
                 if let Err(e) = p.publish(chunk_bytes(&mut chunk, p)) {
-                    self.under_way = None;
+                    *cursor = before;
                     return Err(StepError::Publish(e));
                 }
                 self.maker.stats.chunks += 1;
@@ -91,6 +95,11 @@ impl Stepper {
             return Ok(sent);
         }
         let n = self.maker.apply(src, self.budget.apply).map_err(StepError::Archive)?;
+        // The first once caught up; then every period, caught up or not (a maker behind its
+        // stream still publishes: its snapshots say their position). Left open: a snapshot
+        // that takes longer than the period leaves one step's messages between snapshots, and
+        // such a maker falls further behind until the tap overflows (its snapshots then say
+        // `lost`); a longer period or the thread maker is the remedy.
         let caught_up = n < self.budget.apply;
         let due = match self.started {
             None => caught_up,
@@ -100,6 +109,7 @@ impl Stepper {
             let s = self.maker.stats;
             self.under_way = Some(self.maker.book.snapshot_cursor(s.position, s.lost, self.maker.source));
             self.started = Some(now);
+            return Ok(n.max(1)); // a snapshot started is work: its chunks follow
         }
         Ok(n)
     }

@@ -10,7 +10,8 @@
 //! And no recorder is needed for a trader to recover.
 //!
 //! The copy happens on the publisher's thread (one 128-byte slot a message); the book, the walk and the
-//! chunks are the maker thread's, off the publisher's hot path. A maker that falls behind
+//! chunks are the maker's, on a thread of its own or stepped between the publisher's ticks
+//! ([`super::stepper`]). A maker that falls behind
 //! by more than the queue holds loses messages, never the publisher's time: the maker sees a
 //! gap, and every snapshot after it says `lost` (a trader will not trade on it).
 use std::convert::Infallible;
