@@ -211,9 +211,7 @@ impl Trader {
             match r {
                 // Recovering from a loss: held for after the snapshot, not applied or traded on.
                 Recv::Message(m) if recovery.as_ref().is_some_and(|r| r.recovering()) => {
-                    c.ticks += 1;
-                    c.feed_gaps += u64::from(is_feed_gap(m.payload));
-                    recovery.as_mut().expect("recovering").hold(m.position, m.payload);
+                    hold(c, recovery.as_mut().expect("recovering"), m.position, m.payload);
                 }
                 // Already in the book a recovery loaded (its maker was ahead of this trader).
                 Recv::Message(m) if recovery.as_ref().is_some_and(|r| r.in_book(m.position)) => c.ticks += 1,
@@ -270,11 +268,7 @@ impl Trader {
             // snapshot is loaded, so loading a large book does not fall behind the stream.
             for _ in 0..RECOVERY_MD_PER_CYCLE {
                 match md.try_recv() {
-                    Some(Recv::Message(m)) => {
-                        c.ticks += 1;
-                        c.feed_gaps += u64::from(is_feed_gap(m.payload));
-                        r.hold(m.position, m.payload);
-                    }
+                    Some(Recv::Message(m)) => hold(c, r, m.position, m.payload),
                     Some(Recv::Gap(g)) => {
                         c.md_missed += g.missed();
                         r.lost(g.resumed_at);
@@ -341,6 +335,15 @@ impl Trader {
 /// messages it holds first.
 const RECOVERY_CHUNKS_PER_CYCLE: usize = 16;
 const RECOVERY_MD_PER_CYCLE: usize = 256;
+
+/// A market-data message taken while recovering: counted as a tick (and a feed gap, if it is
+/// one), and held for after the snapshot.
+#[inline]
+fn hold(c: &mut Counts, r: &mut recovery::Recovery, position: u64, payload: &[u8]) {
+    c.ticks += 1;
+    c.feed_gaps += u64::from(is_feed_gap(payload));
+    r.hold(position, payload);
+}
 
 /// Whether `payload` is the feed's `FeedGap` (by its header: not decoded).
 fn is_feed_gap(payload: &[u8]) -> bool {

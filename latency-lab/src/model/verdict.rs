@@ -133,10 +133,7 @@ impl Report {
                     "ITCH next_record beside itchy".into(),
                     format!("{} itchy's msg/s ({})", p.says(), p.rounds()),
                     ">= 2x",
-                    match enough_kept(p.kept, p.kept + p.noisy) {
-                        false => Status::Noisy,
-                        true => Status::of(p.ratio.median >= 2.0),
-                    },
+                    p.status_at_least(2.0),
                     "itch",
                 )),
                 // A report from before the paired rounds: its best passes.
@@ -205,10 +202,7 @@ impl super::journal::JournalReport {
                 what,
                 format!("{} the bare sequential write's msg/s ({})", p.says(), p.rounds()),
                 ">= 0.8x",
-                match enough_kept(p.kept, p.kept + p.noisy) {
-                    false => Status::Noisy,
-                    true => Status::of(p.ratio.median >= 0.8),
-                },
+                p.status_at_least(0.8),
                 "journal",
             ),
             // A report from before the paired rounds: the ratio of the medians.
@@ -277,10 +271,22 @@ impl Paired {
         format!("median of {} paired rounds' ratios, {} noisy left out", self.kept, self.noisy)
     }
 
+    /// Met when the median ratio is at most `at_most` (a latency against its yardstick);
+    /// noisy when too few rounds were kept.
     fn status(&self, at_most: f64) -> Status {
+        self.judged(self.ratio.median <= at_most)
+    }
+
+    /// Met when the median ratio is at least `at_least` (a speed-up or a throughput against
+    /// its floor); noisy when too few rounds were kept.
+    fn status_at_least(&self, at_least: f64) -> Status {
+        self.judged(self.ratio.median >= at_least)
+    }
+
+    fn judged(&self, met: bool) -> Status {
         match enough_kept(self.kept, self.kept + self.noisy) {
             false => Status::Noisy,
-            true => Status::of(self.ratio.median <= at_most),
+            true => Status::of(met),
         }
     }
 }
