@@ -101,6 +101,14 @@ pub struct SuiteArgs {
     /// Seconds of market data per pipeline run (at each of --rates; at most the ITCH day).
     #[arg(long, default_value_t = 2.0)]
     pub pipeline_seconds: f64,
+    /// Paired rounds of the pipeline beside its floors, per rate (the verdicts are the rounds'
+    /// median ratios).
+    #[arg(long, default_value_t = 3)]
+    pub pipeline_rounds: usize,
+    /// Paired rounds of the venue with its inline snapshot maker and without (at the lowest of
+    /// --rates, snapshots every 0.2 s; 0: none). Part of the pipeline part.
+    #[arg(long, default_value_t = 5)]
+    pub snapshot_rounds: usize,
     /// The `tickbus` binary the pipeline runs (default: beside latency-lab).
     #[arg(long)]
     pub tickbus: Option<PathBuf>,

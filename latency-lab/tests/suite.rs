@@ -52,6 +52,10 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         "60000",
         "--book-rounds",
         "3",
+        "--pipeline-rounds",
+        "2",
+        "--snapshot-rounds",
+        "2",
         "--rdma-report",
         "/nonexistent/report.json",
         "--out",
@@ -236,6 +240,25 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         assert!(hops[k]["floor"][0].as_u64().unwrap() > 0 && hops[k]["x_floor"][0].as_f64().unwrap() > 0.0);
     }
     assert!(p["book_p50"].as_u64().unwrap() > 0 && p["budget_p50"].as_u64().unwrap() > p["book_p50"].as_u64().unwrap());
+    // Paired rounds: the pipeline and its floors back to back, the floors first in the second.
+    let rounds = p["rounds"].as_array().expect("the pipeline's rounds");
+    assert_eq!(rounds.iter().map(|r| r["floors_first"].as_bool().unwrap()).collect::<Vec<_>>(), [false, true]);
+    for r in rounds {
+        let (ttt, budget) = (r["ttt_p50"].as_u64().unwrap(), r["budget_p50"].as_u64().unwrap());
+        assert!(ttt > 0 && budget > p["book_p50"].as_u64().unwrap() && r["hops_x"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(rounds.iter().any(|r| r["ttt_p50"] == hops[5]["p50"]), "the figures shown are one round's: {p}");
+    // The venue with its snapshot maker and without, in paired rounds (with first in the
+    // second): whole snapshots made in each, none lost to the tap.
+    let snap = &rep["snapshot_cost"];
+    assert_eq!((snap["rate"].as_u64(), snap["maker"].as_str()), (Some(50_000), Some("inline")), "{snap}");
+    let rounds = snap["rounds"].as_array().unwrap();
+    assert_eq!(rounds.iter().map(|r| r["with_first"].as_bool().unwrap()).collect::<Vec<_>>(), [false, true]);
+    for r in rounds {
+        assert!(r["snapshots"].as_u64().unwrap() >= 1 && r["tap_lost"] == 0, "{r}");
+        assert!(r["with"][1].as_u64().unwrap() > 0 && r["without"][1].as_u64().unwrap() > 0, "{r}");
+    }
+    assert!(text.contains("SNAPSHOT COST") && text.contains("the venue's publish latency while it makes snapshots"));
     assert!(text.contains("TRADING PIPELINE") && text.contains("order published -> gateway receive"), "{text}");
     let svg = std::fs::read_to_string(out.join("pipeline-hops.svg")).unwrap();
     assert!(
@@ -354,7 +377,9 @@ fn render_html(rep: &Value, out: &Path) {
         assert!(dom.contains(&format!("data-plot=\"{key}.svg\"")), "plot {key}.svg not in the rendered page");
         keys += 1;
     }
-    for t in ["settings", "environment", "pipeline", "throughput", "itch", "book", "journal", "fanout-shm"] {
+    for t in
+        ["settings", "environment", "pipeline", "snapshot-cost", "throughput", "itch", "book", "journal", "fanout-shm"]
+    {
         assert!(dom.contains(&format!("data-table=\"{t}\"")), "{t} not in the rendered page");
     }
     // The verdict panel comes first, one row per target, each linking to a table on the page.
@@ -367,7 +392,12 @@ fn render_html(rep: &Value, out: &Path) {
         let id = &link[..link.find('"').unwrap()];
         assert!(dom.contains(&format!("id=\"{id}\"")), "the panel links to #{id}, which the page lacks");
     }
-    for what in ["shm ping-pong try_recv at 64 B", "order book at TotalView scale", "recorder throughput"] {
+    for what in [
+        "shm ping-pong try_recv at 64 B",
+        "order book at TotalView scale",
+        "recorder throughput",
+        "while it makes snapshots",
+    ] {
         assert!(table.contains(what), "{what} in the panel: {table}");
     }
     assert!(dom.contains("data-plot=\"pipeline-hops.svg\"") && dom.contains("data-plot=\"fanout-shm.svg\""));

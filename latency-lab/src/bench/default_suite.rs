@@ -32,7 +32,11 @@ struct PartSpec {
 /// The suite, in the order it runs.
 const PARTS: [PartSpec; 10] = [
     PartSpec { part: Part::Ttt, steps: |_| 1, run: tick_to_trade },
-    PartSpec { part: Part::Pipeline, steps: |a| a.rates.len() as u64, run: pipeline },
+    PartSpec {
+        part: Part::Pipeline,
+        steps: |a| a.rates.len() as u64 + u64::from(a.snapshot_rounds > 0),
+        run: pipeline,
+    },
     PartSpec { part: Part::Pingpong, steps: |a| a.sizes.len() as u64, run: ping_pong },
     PartSpec { part: Part::Openloop, steps: |a| a.rates.len() as u64, run: open_loop },
     PartSpec { part: Part::Throughput, steps: |_| 1, run: throughput },
@@ -157,8 +161,29 @@ fn pipeline(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {
             messages,
             cores: &lab_cores,
             ticks_per_ns,
+            rounds: a.pipeline_rounds,
         };
         c.rep.pipeline.push(crate::bench::pipeline::run(&spec)?);
+        c.bar.inc(1);
+    }
+    // The snapshot maker's cost to the venue, at the lowest rate (where the venue keeps its
+    // schedule: a backlogged round judges nothing).
+    if let (Some(&rate), true) = (a.rates.iter().min(), a.snapshot_rounds > 0) {
+        c.step(format!(
+            "the venue's publish latency with its snapshot maker, at {} msg/s",
+            crate::model::rate_name(rate)
+        ));
+        let messages = ((rate as f64 * a.pipeline_seconds) as u64).clamp(1, in_file);
+        let spec = crate::bench::pipeline::Spec {
+            tickbus: &tickbus,
+            itch: &file,
+            rate,
+            messages,
+            cores: &lab_cores,
+            ticks_per_ns,
+            rounds: a.snapshot_rounds,
+        };
+        c.rep.snapshot_cost = Some(crate::bench::pipeline::snapshot_cost(&spec, "inline", 0.2)?);
         c.bar.inc(1);
     }
     if a.itch.is_none() {

@@ -343,6 +343,9 @@ pub struct Report {
     /// The trading pipeline across processes, per rate, hop by hop beside its floors.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pipeline: Vec<pipeline::Run>,
+    /// The venue's publish latency with its snapshot maker beside the day and without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_cost: Option<pipeline::SnapshotCost>,
     /// Wire-to-trade: MoldUDP64 on a veth through `tickbus feed` (AF_XDP and UDP ingest),
     /// `tickbus trader` and `tickbus gateway`, per ingest and rate, hop by hop.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -47,6 +47,58 @@ pub struct Run {
     /// then measure queueing, and neither target is judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<String>,
+    /// Every round at this rate (the pipeline and its floors back to back, which first
+    /// alternating): the verdicts are their ratios' medians. The figures above are one round's,
+    /// the one whose tick-to-trade ratio is the median of the rounds not backlogged. Empty in a
+    /// report from before the rounds (its figures are then its one run's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<Round>,
+}
+
+/// One round of the pipeline beside its floors, measured back to back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Round {
+    /// Tick-to-trade p50 and its budget (the two floors' p50s + the book's p50 + 100 ns).
+    pub ttt_p50: u64,
+    pub budget_p50: u64,
+    /// The worst process-crossing hop's ratio to its floor, at p50 or p99.
+    pub hops_x: f64,
+    /// The market-data hop floor's p50 (ns): what says whether the machine moved this round.
+    pub md_floor_p50: u64,
+    /// The floors ran before the pipeline this round.
+    pub floors_first: bool,
+    /// The exchange fell behind its schedule this round: left out of the verdicts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<String>,
+}
+
+/// The venue's publish latency (tick due -> market data published) with the whole-book
+/// snapshot maker running beside the day, against the same venue without it, in paired rounds
+/// (issue 26: the live stream's p99 while a snapshot is taken, <= 1.10x).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotCost {
+    pub rate: u64,
+    /// `--snapshot-maker` (inline: stepped between ticks; thread: its own thread).
+    pub maker: String,
+    pub every_secs: f64,
+    pub rounds: Vec<SnapshotRound>,
+}
+
+/// One round: the venue without snapshots and with them, back to back (which first
+/// alternating), each with its trader.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotRound {
+    /// Tick due -> published (p50, p99, p99.9), ns: without snapshots, then with them.
+    pub without: (u64, u64, u64),
+    pub with: (u64, u64, u64),
+    /// Snapshots the maker published whole in the round, and what its tap lost (0: every
+    /// snapshot was a whole book).
+    pub snapshots: u64,
+    pub tap_lost: u64,
+    pub with_first: bool,
+    /// Either venue fell behind its schedule: left out of the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<String>,
 }
 
 /// One round of the RDMA pipeline in the guest, beside perftest's one-way figures measured just

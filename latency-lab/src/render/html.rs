@@ -173,6 +173,14 @@ pub fn write(rep: &Report, dir: &Path) -> std::io::Result<()> {
         );
         plot(dir, "pipeline-hops.svg", &mut o);
     }
+    if let Some(c) = &rep.snapshot_cost {
+        pre(
+            "The venue's publish latency with its snapshot maker",
+            "snapshot-cost",
+            &crate::render::text::snapshot_cost_table(c),
+            &mut o,
+        );
+    }
     if !rep.wire_trade.is_empty() {
         pre("Wire-to-trade", "wire-to-trade", &crate::render::text::wire_trade_table(&rep.wire_trade), &mut o);
         plot(dir, "wire-to-trade-hops.svg", &mut o);

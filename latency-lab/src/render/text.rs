@@ -74,6 +74,9 @@ impl Report {
         if !self.pipeline.is_empty() {
             let _ = writeln!(s, "TRADING PIPELINE\n{}", pipeline_table(&self.pipeline));
         }
+        if let Some(c) = &self.snapshot_cost {
+            let _ = writeln!(s, "SNAPSHOT COST\n{}", snapshot_cost_table(c));
+        }
         if !self.wire_trade.is_empty() {
             let _ = writeln!(s, "WIRE-TO-TRADE\n{}", wire_trade_table(&self.wire_trade));
         }
@@ -151,7 +154,7 @@ pub fn pipeline_table(runs: &[Run]) -> String {
         );
         let _ = writeln!(
             s,
-            "{:<62}{:>10}{:>10}{:>10}{:>12}{:>22}",
+            "{:<62}{:>10}{:>10}{:>10}{:>12}{:>26}",
             "hop (ns)", "p50", "p99", "p99.9", "max", "floor p50/p99 (x)"
         );
         for h in [&r.feed, &r.every_tick].into_iter().chain(&r.hops) {
@@ -159,27 +162,74 @@ pub fn pipeline_table(runs: &[Run]) -> String {
                 (Some((a, b)), Some((x, y))) => format!("{a}/{b} ({x:.2}x/{y:.2}x)"),
                 _ => "-".into(),
             };
-            let _ = writeln!(s, "{:<62}{:>10}{:>10}{:>10}{:>12}{:>22}", h.name, h.p50, h.p99, h.p99_9, h.max, f);
+            let _ = writeln!(s, "{:<62}{:>10}{:>10}{:>10}{:>12}{:>26}", h.name, h.p50, h.p99, h.p99_9, h.max, f);
         }
         let _ = writeln!(
             s,
             "  {} market-data messages published, {} seen by the trader ({} missed), {} orders, {} reports (hops are timed per order; the first row per market-data message)",
             r.published, r.ticks, r.ticks_missed, r.orders, r.reports
         );
-        if let Some(b) = &r.backlog {
-            let _ = writeln!(s, "  {b}\n  targets: not judged (backlogged)\n");
-            continue;
+        if !r.rounds.is_empty() {
+            let _ = writeln!(
+                s,
+                "  the figures above are the median round's of {}; per round, tick-to-trade p50 / its budget and the worst hop / its floor:",
+                r.rounds.len()
+            );
+            for (k, x) in r.rounds.iter().enumerate() {
+                let _ = writeln!(
+                    s,
+                    "    round {}{}: {} / {} ns ({:.2}x), worst hop {:.2}x, market-data floor p50 {} ns{}",
+                    k + 1,
+                    if x.floors_first { " (floors first)" } else { "" },
+                    x.ttt_p50,
+                    x.budget_p50,
+                    x.ttt_p50 as f64 / x.budget_p50.max(1) as f64,
+                    x.hops_x,
+                    x.md_floor_p50,
+                    x.backlog.as_ref().map_or(String::new(), |b| format!("; BACKLOGGED, left out: {b}"))
+                );
+            }
+        } else if let Some(b) = &r.backlog {
+            let _ = writeln!(s, "  {b}");
         }
         let _ = writeln!(
             s,
-            "  targets: process-crossing hops within 1.15x of their floor at p50 and p99: {}; tick-to-trade p50 {} ns <= floors + book p50 ({} ns) + 100 ns = {} ns: {}\n",
-            if r.hops_met { "met" } else { "NOT met" },
-            r.hops[5].p50,
-            r.book_p50,
-            r.budget_p50,
-            if r.ttt_met { "met" } else { "NOT met" }
+            "  tick-to-trade's budget: the two hop floors' p50 + the book's p50 ({} ns) + 100 ns",
+            r.book_p50
         );
+        for t in r.targets() {
+            let _ = writeln!(s, "  target: {}: {}: {} ({})", t.what, t.figure, t.status.says(), t.goal);
+        }
+        let _ = writeln!(s);
     }
+    s
+}
+
+/// The snapshot maker's cost to the venue, round by round.
+pub fn snapshot_cost_table(c: &crate::model::pipeline::SnapshotCost) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "the venue's publish latency (tick due -> market data published, ns) at {} msg/s with its {} snapshot maker (a whole book every {} s) and without it, each with its trader, in paired rounds",
+        rate_name(c.rate),
+        c.maker,
+        c.every_secs
+    );
+    let _ = writeln!(
+        s,
+        "{:<28}{:>24}{:>24}{:>12}{:>10}",
+        "round", "without p50/p99/p99.9", "with p50/p99/p99.9", "snapshots", "tap lost"
+    );
+    for (k, r) in c.rounds.iter().enumerate() {
+        let f = |p: (u64, u64, u64)| format!("{}/{}/{}", p.0, p.1, p.2);
+        let name = format!("{}{}", k + 1, if r.with_first { " (with first)" } else { "" });
+        let _ = writeln!(s, "{:<28}{:>24}{:>24}{:>12}{:>10}", name, f(r.without), f(r.with), r.snapshots, r.tap_lost);
+        if let Some(b) = &r.backlog {
+            let _ = writeln!(s, "  BACKLOGGED, left out: {b}");
+        }
+    }
+    let t = c.target();
+    let _ = writeln!(s, "  target: {}: {} ({})", t.figure, t.status.says(), t.goal);
     s
 }
 
