@@ -113,10 +113,13 @@ fn check(s: &Spec<'_>) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
+/// A floor's (p50, p99), ns.
+type P50P99 = (u64, u64);
+
 /// The two process-crossing hops' floors, (p50, p99) each: the same payloads between the same
 /// cores, at the rates and counts the pipeline produced (market data: the normalised messages
 /// of the replay's span; orders: what the trader sent over it).
-fn floors(s: &Spec<'_>, (published, orders): (u64, u64)) -> Result<((u64, u64), (u64, u64)), Box<dyn Error>> {
+fn floors(s: &Spec<'_>, (published, orders): (u64, u64)) -> Result<(P50P99, P50P99), Box<dyn Error>> {
     let span = s.messages as f64 / s.rate as f64;
     // (At least 100 messages, over no longer than the replay's span.)
     let count = |n: u64| n.clamp(100, 2_000_000);
@@ -141,7 +144,7 @@ fn assemble(
     ex: &ExchangeSummary,
     tr: &TraderSummary,
     layout: String,
-    (md_floor, order_floor): ((u64, u64), (u64, u64)),
+    (md_floor, order_floor): (P50P99, P50P99),
     book_p50: u64,
 ) -> Result<Run, Box<dyn Error>> {
     let gw = ex.gateway.as_ref().ok_or("the exchange ran its gateway yet printed no gateway summary")?;
