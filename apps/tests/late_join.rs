@@ -9,12 +9,11 @@
 //! Books are compared by digest (every instrument's levels and every order in queue order); B,
 //! C, D and E cut over to the live stream (they were not just reading a finished journal), and
 //! none lost or repeated a message.
-use std::fs::File;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+
+use common::procs::{finish, n, sig, Env};
 
 /// ITCH messages per second: slow enough that a late joiner, sharing two cores with six busy
 /// processes in a debug build, reads the journal faster than the day goes on. (At 10,000 the
@@ -23,94 +22,6 @@ mod common;
 /// about 189,000 of 252,000.)
 const RATE: u64 = 4_000;
 const MESSAGES: u64 = 150_000;
-
-struct Env {
-    children: Vec<u32>,
-    tag: String,
-    tmp: PathBuf,
-}
-
-impl Env {
-    fn new(name: &str) -> Env {
-        let tag = format!("tickbus-{name}-{}", std::process::id());
-        let tmp = std::env::temp_dir().join(&tag);
-        let _ = std::fs::remove_dir_all(&tmp);
-        std::fs::create_dir_all(&tmp).unwrap();
-        Env { children: Vec::new(), tag, tmp }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_tickbus"));
-        c.args(args)
-            .env("TICKBUS_HUGEPAGE_DIR", format!("/dev/hugepages/{}", self.tag))
-            .env("TICKBUS_SHM_DIR", format!("/dev/shm/{}", self.tag));
-        c
-    }
-
-    fn spawn(&mut self, args: &[&str]) -> Child {
-        let out = File::create(self.tmp.join(format!("{}.err", self.children.len()))).unwrap();
-        let child = self.cmd(args).stdout(Stdio::piped()).stderr(out).spawn().unwrap();
-        self.children.push(child.id());
-        child
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.tmp.join(name).to_str().unwrap().to_owned()
-    }
-
-    /// A trader on its own order and report rings (`k`), with a gateway of its own unless it
-    /// trades with the exchange's (k = 0).
-    fn trader(&mut self, k: usize, join: bool) -> Child {
-        self.trader_with(k, join, &[])
-    }
-
-    fn trader_with(&mut self, k: usize, join: bool, more: &[&str]) -> Child {
-        let (orders, execs) = (format!("orders{k}"), format!("execs{k}"));
-        let journal = self.path("journal");
-        let mut args = vec!["trader", "--md", "md", "--orders", &orders, "--execs", &execs, "--json"];
-        if join {
-            args.extend(["--join", &journal]);
-        }
-        args.extend(more);
-        self.spawn(&args)
-    }
-
-    fn gateway(&mut self, k: usize) -> Child {
-        let (orders, execs) = (format!("orders{k}"), format!("execs{k}"));
-        self.spawn(&["gateway", "--md", "md", "--orders", &orders, "--execs", &execs, "--json"])
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        for &pid in &self.children {
-            // SAFETY: SIGKILL to a child this test started (a test that failed leaves none
-            // behind); a pid already reaped is not ours to signal, and kill of a finished
-            // child that is not reaped yet is harmless.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        }
-        let _ = std::fs::remove_dir_all(&self.tmp);
-        let _ = std::fs::remove_dir_all(format!("/dev/hugepages/{}", self.tag));
-        let _ = std::fs::remove_dir_all(format!("/dev/shm/{}", self.tag));
-    }
-}
-
-fn finish(child: Child, what: &str) -> serde_json::Value {
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{what} failed ({:?})", out.status);
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{what}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
-}
-
-fn sig(c: &Child, s: i32) {
-    // SAFETY: kill(2) on our own child's pid; it only sends a signal.
-    assert_eq!(unsafe { libc::kill(c.id() as i32, s) }, 0);
-}
-
-/// The book of the whole ITCH file, built here, offline.
-fn n(v: &serde_json::Value, path: &[&str]) -> u64 {
-    path.iter().fold(v, |v, k| &v[*k]).as_u64().unwrap_or_else(|| panic!("{path:?} in {v}"))
-}
 
 #[test]
 fn traders_joining_late_or_restarted_hold_the_book_of_the_whole_day() {

@@ -2,6 +2,8 @@
 //! day, and the checks every layout must pass (counts exact across the apps).
 #![allow(dead_code)] // each test binary uses its part
 
+pub mod procs;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 

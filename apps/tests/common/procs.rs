@@ -1,0 +1,93 @@
+//! Apps as real processes on shm, for the multi-process tests: each test's rings in a folder
+//! of its own (removed at the end), every child killed if the test fails, summaries read back.
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+/// A test's processes and the folder their rings and output live in.
+pub struct Env {
+    pub children: Vec<u32>,
+    pub tag: String,
+    pub tmp: PathBuf,
+}
+
+impl Env {
+    pub fn new(name: &str) -> Env {
+        let tag = format!("tickbus-{name}-{}", std::process::id());
+        let tmp = std::env::temp_dir().join(&tag);
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        Env { children: Vec::new(), tag, tmp }
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tickbus"));
+        c.args(args)
+            .env("TICKBUS_HUGEPAGE_DIR", format!("/dev/hugepages/{}", self.tag))
+            .env("TICKBUS_SHM_DIR", format!("/dev/shm/{}", self.tag));
+        c
+    }
+
+    pub fn spawn(&mut self, args: &[&str]) -> Child {
+        let out = File::create(self.tmp.join(format!("{}.err", self.children.len()))).unwrap();
+        let child = self.cmd(args).stdout(Stdio::piped()).stderr(out).spawn().unwrap();
+        self.children.push(child.id());
+        child
+    }
+
+    pub fn path(&self, name: &str) -> String {
+        self.tmp.join(name).to_str().unwrap().to_owned()
+    }
+
+    /// A trader on its own order and report rings (`k`), with a gateway of its own unless it
+    /// trades with the exchange's (k = 0).
+    pub fn trader(&mut self, k: usize, join: bool) -> Child {
+        self.trader_with(k, join, &[])
+    }
+
+    pub fn trader_with(&mut self, k: usize, join: bool, more: &[&str]) -> Child {
+        let (orders, execs) = (format!("orders{k}"), format!("execs{k}"));
+        let journal = self.path("journal");
+        let mut args = vec!["trader", "--md", "md", "--orders", &orders, "--execs", &execs, "--json"];
+        if join {
+            args.extend(["--join", &journal]);
+        }
+        args.extend(more);
+        self.spawn(&args)
+    }
+
+    pub fn gateway(&mut self, k: usize) -> Child {
+        let (orders, execs) = (format!("orders{k}"), format!("execs{k}"));
+        self.spawn(&["gateway", "--md", "md", "--orders", &orders, "--execs", &execs, "--json"])
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        for &pid in &self.children {
+            // SAFETY: SIGKILL to a child this test started (a test that failed leaves none
+            // behind); a pid already reaped is not ours to signal, and kill of a finished
+            // child that is not reaped yet is harmless.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        let _ = std::fs::remove_dir_all(&self.tmp);
+        let _ = std::fs::remove_dir_all(format!("/dev/hugepages/{}", self.tag));
+        let _ = std::fs::remove_dir_all(format!("/dev/shm/{}", self.tag));
+    }
+}
+
+pub fn finish(child: Child, what: &str) -> serde_json::Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{what} failed ({:?})", out.status);
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{what}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+pub fn sig(c: &Child, s: i32) {
+    // SAFETY: kill(2) on our own child's pid; it only sends a signal.
+    assert_eq!(unsafe { libc::kill(c.id() as i32, s) }, 0);
+}
+
+pub fn n(v: &serde_json::Value, path: &[&str]) -> u64 {
+    path.iter().fold(v, |v, k| &v[*k]).as_u64().unwrap_or_else(|| panic!("{path:?} in {v}"))
+}
