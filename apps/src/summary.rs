@@ -318,6 +318,10 @@ pub struct JoinSummary {
     pub journal_error: Option<String>,
     /// The whole-book snapshot the book started from (`--snapshots`), if any.
     pub snapshot: Option<SnapshotSummary>,
+    /// The snapshot refused at the start because its maker had lost messages: the joiner went
+    /// through the journal from `from` instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_snapshot: Option<SnapshotSummary>,
 }
 
 /// The snapshot a late joiner loaded before merging the market data after it.

@@ -90,7 +90,9 @@ pub struct TraderArgs {
     /// maker yet: it holds to the end). With --join it also starts from the next snapshot and
     /// rebuilds from the journal only after its position, not from the day's start (waiting up
     /// to --wait-secs for one); a served journal (--join URI) must then be served from that
-    /// position or before (`journal serve --from-seq`).
+    /// position or before (`journal serve --from-seq`). A first snapshot whose maker had lost
+    /// messages is refused (its later ones say the same): the joiner then reads the journal
+    /// from the day's start.
     #[arg(long, value_name = "URI", conflicts_with = "join_from")]
     pub snapshots: Option<String>,
     /// With --snapshots: market-data messages held while a recovery awaits its snapshot (the
@@ -371,8 +373,8 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
     let stop = pipeline::stop_flag()?;
     let mut strategy = Strategy::new(a.qty, a.max_in_flight);
     strategy.pre_touch(); // before attaching: the feed starts once we are attached
-    let mut snapshot = None;
-    let (orders, md, execs, recovery) = open(&a, &stop, &mut strategy, &mut snapshot)?;
+    let (mut snapshot, mut refused) = (None, None);
+    let (orders, md, execs, recovery) = open(&a, &stop, &mut strategy, &mut snapshot, &mut refused)?;
     let mut t = Trader::new(md, orders, execs, strategy);
     t.recovery = recovery;
     let mut agent = TraderAgent::new(t, &a, stop.clone());
@@ -382,7 +384,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         eprintln!("trader: the report stream failed: {why}");
     }
     let recovered = t.md.recovered();
-    let join = join_summary(&t, &a, snapshot);
+    let join = join_summary(&t, &a, snapshot, refused);
     let recovery = t
         .recovery
         .as_ref()
@@ -445,6 +447,7 @@ fn join_summary(
     t: &Trader,
     a: &TraderArgs,
     snapshot: Option<tickbus_apps::summary::SnapshotSummary>,
+    refused_snapshot: Option<tickbus_apps::summary::SnapshotSummary>,
 ) -> Option<tickbus_apps::summary::JoinSummary> {
     let (m, why) = t.md.join_stats()?;
     let live_after_us = (t.live_tsc != 0).then(|| t.scale.delta_ns(t.started_tsc, t.live_tsc) / 1000);
@@ -460,6 +463,7 @@ fn join_summary(
         live_after_us,
         journal_error: why,
         snapshot,
+        refused_snapshot,
     })
 }
 
@@ -585,6 +589,7 @@ fn open(
     stop: &Arc<AtomicBool>,
     strategy: &mut Strategy,
     snapshot: &mut Option<tickbus_apps::summary::SnapshotSummary>,
+    refused: &mut Option<tickbus_apps::summary::SnapshotSummary>,
 ) -> Result<(Out, In, In, Option<recovery::Recovery>), String> {
     let t = a.streams.resolve()?;
     let o = a.streams.options(a.wait_secs, stop);
@@ -593,14 +598,19 @@ fn open(
     if let Some(uri) = a.snapshots.as_ref().filter(|_| a.join.is_some()) {
         let s = load_snapshot(uri, strategy, &o, stop)?;
         if s.lost > 0 {
-            // As a joiner from the open would on meeting that loss: no trading on this book.
+            // Its maker lost messages, so every later snapshot of its says so too: the journal
+            // from --join-from is the only way to a whole book (slower: every message since
+            // then is read). A journal with the same hole reports it as a gap, and the trader
+            // then holds (or recovers) rather than trade on a wrong book.
             eprintln!(
-                "trader: the snapshot's maker had lost {} market-data messages before position {}: the book may be wrong, so this trader will not trade",
-                s.lost, s.as_of
+                "trader: the snapshot's maker had lost {} market-data messages before position {}: its book may be wrong, so this trader joins through the journal from position {} instead",
+                s.lost, s.as_of, a.join_from
             );
-            strategy.on_gap(s.lost);
+            strategy.book_mut().clear();
+            *refused = Some(s);
+        } else {
+            *snapshot = Some(s);
         }
-        *snapshot = Some(s);
     }
     let mut orders = streams::publisher(&t.orders, &order_ring(a.stream), &o)?;
     let mut md = streams::subscriber(&t.md, false, &o)?;

@@ -70,6 +70,15 @@ impl Drop for Env {
             // child that is not reaped yet is harmless.
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         }
+        if std::thread::panicking() {
+            // What each child said, for the failure's report (the folder goes next).
+            for k in 0..self.children.len() {
+                let said = std::fs::read_to_string(self.tmp.join(format!("{k}.err"))).unwrap_or_default();
+                let tail: String =
+                    said.lines().rev().take(12).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+                eprintln!("--- child {k} said (last lines):\n{tail}");
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.tmp);
         let _ = std::fs::remove_dir_all(format!("/dev/hugepages/{}", self.tag));
         let _ = std::fs::remove_dir_all(format!("/dev/shm/{}", self.tag));
