@@ -240,10 +240,67 @@ pub fn parse(bytes: &[u8], offset: u64) -> Result<ItchMessage<'_>, ItchError> {
     })
 }
 
+/// Decodes the message of type `code` at the start of `body`, which holds at least the longest
+/// message (`N` bytes, N >= 50): the fast path of `ItchFileReader::next_record`, whose frame
+/// prefix already matched the type's length. With a fixed-size view every slice and length
+/// check is known at compile time and folds away, leaving the one dispatch on the type (`parse`
+/// must check both at run time). None for a code that is not ITCH 5.0.
+#[inline(always)]
+pub(super) fn parse_sized<const N: usize>(body: &[u8; N], code: u8) -> Option<ItchMessage<'_>> {
+    macro_rules! view {
+        ($v:ident) => {
+            ItchMessage::$v($v::ref_from_bytes(&body[..$v::LEN]).ok()?)
+        };
+    }
+    Some(match code {
+        b'S' => view!(SystemEvent),
+        b'R' => view!(StockDirectory),
+        b'H' => view!(StockTradingAction),
+        b'Y' => view!(RegShoRestriction),
+        b'L' => view!(MarketParticipantPosition),
+        b'V' => view!(MwcbDeclineLevel),
+        b'W' => view!(MwcbStatus),
+        b'K' => view!(IpoQuotingPeriodUpdate),
+        b'J' => view!(LuldAuctionCollar),
+        b'h' => view!(OperationalHalt),
+        b'A' => view!(AddOrder),
+        b'F' => view!(AddOrderMpid),
+        b'E' => view!(OrderExecuted),
+        b'C' => view!(OrderExecutedWithPrice),
+        b'X' => view!(OrderCancel),
+        b'D' => view!(OrderDelete),
+        b'U' => view!(OrderReplace),
+        b'P' => view!(Trade),
+        b'Q' => view!(CrossTrade),
+        b'B' => view!(BrokenTrade),
+        b'I' => view!(Noii),
+        b'N' => view!(Rpii),
+        b'O' => view!(DirectListingCapitalRaise),
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use zerocopy::IntoBytes;
+
+    #[test]
+    fn the_fixed_size_fast_path_gives_what_parse_gives_for_every_type_and_nothing_for_the_rest() {
+        for code in 0..=255u8 {
+            // The longest message and then some, the rest of the bytes not the message's.
+            let mut body = [0xa5u8; 60];
+            body[0] = code;
+            match message_len(code) {
+                Some(len) => {
+                    let fast = parse_sized(&body, code).unwrap();
+                    let slow = parse(&body[..len], 0).unwrap();
+                    assert_eq!((fast.code(), fast.as_bytes()), (slow.code(), slow.as_bytes()), "{}", code as char);
+                }
+                None => assert!(parse_sized(&body, code).is_none(), "{code}"),
+            }
+        }
+    }
 
     #[test]
     fn every_type_parses_at_its_size_and_refuses_other_sizes() {

@@ -10,7 +10,7 @@
 //! buffer, no copy per message); it refills only when a frame runs past the buffered bytes.
 use std::io::Read;
 
-use super::dispatch::{parse, ItchError, ItchMessage, LENS};
+use super::dispatch::{parse, parse_sized, ItchError, ItchMessage, LENS};
 
 /// A message and where its frame starts in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,20 +91,28 @@ impl<R: Read> ItchFileReader<R> {
     /// a table look-up of its length and a view, with nothing that can run short; everything
     /// else (a frame across the buffer's end, a refill, the end of the file, an error) takes the
     /// slow path, which accepts and refuses exactly the same bytes.
-    #[inline]
+    #[inline(always)]
     pub fn next_record(&mut self) -> Result<Option<Record<'_>>, std::io::Error> {
         let pos = self.pos;
-        if let Some(&[p0, p1, code, ..]) = self.buf[..self.end].get(pos..pos + MAX_FRAME) {
-            let len = usize::from(LENS[usize::from(code)]);
-            let prefix = usize::from(u16::from_be_bytes([p0, p1]));
-            if len != 0 && (prefix == 0 || prefix == len) {
-                let offset = self.offset;
-                self.pos = pos + 2 + len;
-                self.offset = offset + 2 + len as u64;
-                // Cannot fail: the body is exactly the size of the type its first byte names.
-                let message = parse(&self.buf[pos + 2..pos + 2 + len], offset + 2).map_err(invalid)?;
-                return Ok(Some(Record { offset, message }));
+        let framed = match self.buf[..self.end].get(pos..pos + MAX_FRAME) {
+            Some(&[p0, p1, code, ..]) => {
+                let len = usize::from(LENS[usize::from(code)]);
+                let prefix = usize::from(u16::from_be_bytes([p0, p1]));
+                (len != 0 && (prefix == 0 || prefix == len)).then_some((code, len))
             }
+            _ => None,
+        };
+        if let Some((code, len)) = framed {
+            let offset = self.offset;
+            self.pos = pos + 2 + len;
+            self.offset = offset + 2 + len as u64;
+            // A fixed-size view of the frame: every length check below is known at compile
+            // time (the bounds were checked above).
+            let frame: &[u8; MAX_FRAME] = self.buf[pos..pos + MAX_FRAME].try_into().expect("MAX_FRAME bytes");
+            let body: &[u8; MAX_FRAME - 2] = frame[2..].try_into().expect("the frame after its prefix");
+            // Cannot fail: the code names a type (its length is not 0) and the body holds it.
+            let message = parse_sized(body, code).ok_or(ItchError::UnknownType { offset: offset + 2, code });
+            return Ok(Some(Record { offset, message: message.map_err(invalid)? }));
         }
         self.next_record_slow()
     }
