@@ -109,6 +109,10 @@ pub struct SuiteArgs {
     /// --rates, snapshots every 0.2 s; 0: none). Part of the pipeline part.
     #[arg(long, default_value_t = 5)]
     pub snapshot_rounds: usize,
+    /// Paired rounds of the venue with a late joiner catching up from the journal and without
+    /// (at the lowest of --rates, a recorder in both; 0: none). Part of the pipeline part.
+    #[arg(long, default_value_t = 3)]
+    pub join_rounds: usize,
     /// The `tickbus` binary the pipeline runs (default: beside latency-lab).
     #[arg(long)]
     pub tickbus: Option<PathBuf>,

@@ -56,6 +56,9 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         "2",
         "--snapshot-rounds",
         "2",
+        // (The day here is 0.1 s: no joiner could join it mid-way; its own test below.)
+        "--join-rounds",
+        "0",
         "--rdma-report",
         "/nonexistent/report.json",
         "--out",
@@ -418,6 +421,50 @@ fn render_html(rep: &Value, out: &Path) {
     assert_eq!((info.width, info.height), (1280, 2000));
     assert!(ink * 50 > pixels.len(), "the screenshot is nearly blank: {ink} of {} pixels inked", pixels.len());
     assert!(colours.len() > 16, "the screenshot has {} colours: tables and plots have more", colours.len());
+}
+
+/// The venue's publish latency while a late joiner catches up: a day long enough (50,000 ITCH
+/// messages at 10k/s: a debug-built joiner takes a second or two to start) for a second trader
+/// to join it at 30% through the recorder's journal and go live; the round's figures and its
+/// verdict (whatever the machine allowed) reported.
+#[test]
+fn a_late_joiner_catches_up_beside_the_venue_and_its_cost_is_reported() {
+    let out = std::env::temp_dir().join(format!("lab-join-{}", std::process::id()));
+    let skip = "ttt,pingpong,openloop,throughput,itch,book,journal,fanout,wire";
+    let run = lab(&[
+        "--skip",
+        skip,
+        "--rates",
+        "10000",
+        "--pipeline-seconds",
+        "5",
+        "--itch-messages",
+        "60000",
+        "--pipeline-rounds",
+        "1",
+        "--snapshot-rounds",
+        "0",
+        "--join-rounds",
+        "1",
+        "--rdma-report",
+        "/nonexistent/report.json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let rep: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let c = &rep["join_cost"];
+    assert_eq!(c["rate"], 10_000, "{c}");
+    let rounds = c["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 1, "{c}");
+    let r = &rounds[0];
+    // The joiner read the start of the day from the journal and went live before its end.
+    assert!(r["from_journal"].as_u64().unwrap() > 0 && r["live_after_us"].as_u64().is_some(), "{r}");
+    assert!(r["with"][1].as_u64().unwrap() > 0 && r["without"][1].as_u64().unwrap() > 0, "{r}");
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(text.contains("LATE JOINER COST") && text.contains("while a late joiner catches up"), "{text}");
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// `--itch FILE` replays a third-party file in place (memory-mapped) in the tick-to-trade demo,

@@ -186,6 +186,25 @@ fn pipeline(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {
         c.rep.snapshot_cost = Some(crate::bench::pipeline::snapshot_cost(&spec, "inline", 0.2)?);
         c.bar.inc(1);
     }
+    // A late joiner's cost to the venue, at the lowest rate.
+    if let (Some(&rate), true) = (a.rates.iter().min(), a.join_rounds > 0) {
+        c.step(format!(
+            "the venue's publish latency while a late joiner catches up, at {} msg/s",
+            crate::model::rate_name(rate)
+        ));
+        let messages = ((rate as f64 * a.pipeline_seconds) as u64).clamp(1, in_file);
+        let spec = crate::bench::pipeline::Spec {
+            tickbus: &tickbus,
+            itch: &file,
+            rate,
+            messages,
+            cores: &lab_cores,
+            ticks_per_ns,
+            rounds: a.join_rounds,
+        };
+        c.rep.join_cost = Some(crate::bench::join_cost::run(&spec)?);
+        c.bar.inc(1);
+    }
     if a.itch.is_none() {
         let _ = std::fs::remove_file(&file);
     }

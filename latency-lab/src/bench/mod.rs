@@ -9,6 +9,7 @@ pub mod fanout;
 pub mod fanout_hosts;
 pub mod harness;
 pub mod itch_bench;
+pub mod join_cost;
 pub mod join_live;
 pub mod journal_bench;
 #[cfg(feature = "rdma")]

@@ -346,6 +346,9 @@ pub struct Report {
     /// The venue's publish latency with its snapshot maker beside the day and without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_cost: Option<pipeline::SnapshotCost>,
+    /// The venue's publish latency while a late joiner catches up, and without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join_cost: Option<pipeline::JoinCost>,
     /// Wire-to-trade: MoldUDP64 on a veth through `tickbus feed` (AF_XDP and UDP ingest),
     /// `tickbus trader` and `tickbus gateway`, per ingest and rate, hop by hop.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

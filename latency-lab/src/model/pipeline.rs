@@ -101,6 +101,31 @@ pub struct SnapshotRound {
     pub backlog: Option<String>,
 }
 
+/// The venue's publish latency while a late joiner catches up from the journal, against the
+/// same day without the joiner (issue 26: p99 <= 1.10x). Both runs record the market data (the
+/// joiner's journal); the joiner, with its own gateway, starts at 30% of the day.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JoinCost {
+    pub rate: u64,
+    pub rounds: Vec<JoinRound>,
+}
+
+/// One round: the venue without a joiner and with one, back to back (which first alternating).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JoinRound {
+    /// Tick due -> published (p50, p99, p99.9), ns.
+    pub without: (u64, u64, u64),
+    pub with: (u64, u64, u64),
+    /// Messages the joiner took from the journal, and how long after it started it was live
+    /// (µs; None: it never cut over).
+    pub from_journal: u64,
+    pub live_after_us: Option<u64>,
+    pub with_first: bool,
+    /// Either venue fell behind its schedule: left out of the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<String>,
+}
+
 /// One round of the RDMA pipeline in the guest, beside perftest's one-way figures measured just
 /// before it in the same boot.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -71,6 +71,9 @@ impl Report {
         if let Some(c) = &self.snapshot_cost {
             t.push(c.target());
         }
+        if let Some(c) = &self.join_cost {
+            t.push(c.target());
+        }
         if let Some(r) = &self.pipeline_rdma {
             let (m, lo, hi) = r.ratio;
             let backlogged = r.rounds.iter().filter(|x| x.backlog.is_some()).count();
@@ -363,26 +366,46 @@ impl super::pipeline::SnapshotCost {
             self.every_secs,
             rate_name(self.rate)
         );
-        let goal = "p99 <= 1.10x the venue without them";
-        let steady: Vec<&super::pipeline::SnapshotRound> = self.rounds.iter().filter(|r| r.backlog.is_none()).collect();
-        let backlogged = self.rounds.len() - steady.len();
-        if !enough_kept(steady.len(), self.rounds.len()) {
-            let figure = format!("{backlogged} of {} rounds backlogged", self.rounds.len());
-            return target(what, figure, goal, Status::Backlogged, "snapshot-cost");
-        }
-        let (with, without): (Vec<u64>, Vec<u64>) = steady.iter().map(|r| (r.with.1, r.without.1)).unzip();
-        let (with50, without50): (Vec<u64>, Vec<u64>) = steady.iter().map(|r| (r.with.0, r.without.0)).unzip();
-        let (Some(p99), Some(p50)) = (Paired::of(&with, &without), Paired::of(&with50, &without50)) else {
-            unreachable!("steady rounds are more than half, so some")
-        };
-        target(
-            what,
-            format!("p99 {} (p50 {}; {})", p99.says(), p50.says(), p99.rounds_besides(backlogged)),
-            goal,
-            p99.status(1.10),
-            "snapshot-cost",
-        )
+        let rounds: Vec<_> = self.rounds.iter().map(|r| (r.with, r.without, r.backlog.is_some())).collect();
+        publish_cost(what, &rounds, "snapshot-cost")
     }
+}
+
+impl super::pipeline::JoinCost {
+    /// The venue's publish p99 while a late joiner catches up against without, round by round.
+    pub fn target(&self) -> Target {
+        let what = format!(
+            "the venue's publish latency while a late joiner catches up from the journal at {} msg/s",
+            rate_name(self.rate)
+        );
+        let rounds: Vec<_> = self.rounds.iter().map(|r| (r.with, r.without, r.backlog.is_some())).collect();
+        publish_cost(what, &rounds, "join-cost")
+    }
+}
+
+/// A venue's publish latency with something beside it against without, from paired rounds of
+/// ((p50, p99, p99.9) with, the same without, backlogged): p99 judged <= 1.10x the median of the
+/// rounds' ratios; backlogged rounds are left out and counted, no verdict if half are.
+fn publish_cost(what: String, rounds: &[((u64, u64, u64), (u64, u64, u64), bool)], anchor: &str) -> Target {
+    let goal = "p99 <= 1.10x the venue without it";
+    let steady: Vec<_> = rounds.iter().filter(|r| !r.2).collect();
+    let backlogged = rounds.len() - steady.len();
+    if !enough_kept(steady.len(), rounds.len()) {
+        let figure = format!("{backlogged} of {} rounds backlogged", rounds.len());
+        return target(what, figure, goal, Status::Backlogged, anchor);
+    }
+    let (with, without): (Vec<u64>, Vec<u64>) = steady.iter().map(|r| (r.0 .1, r.1 .1)).unzip();
+    let (with50, without50): (Vec<u64>, Vec<u64>) = steady.iter().map(|r| (r.0 .0, r.1 .0)).unzip();
+    let (Some(p99), Some(p50)) = (Paired::of(&with, &without), Paired::of(&with50, &without50)) else {
+        unreachable!("steady rounds are more than half, so some")
+    };
+    target(
+        what,
+        format!("p99 {} (p50 {}; {})", p99.says(), p50.says(), p99.rounds_besides(backlogged)),
+        goal,
+        p99.status(1.10),
+        anchor,
+    )
 }
 
 /// `name` beside `yardstick` in `sec`, round by round.

@@ -181,6 +181,14 @@ pub fn write(rep: &Report, dir: &Path) -> std::io::Result<()> {
             &mut o,
         );
     }
+    if let Some(c) = &rep.join_cost {
+        pre(
+            "The venue's publish latency while a late joiner catches up",
+            "join-cost",
+            &crate::render::text::join_cost_table(c),
+            &mut o,
+        );
+    }
     if !rep.wire_trade.is_empty() {
         pre("Wire-to-trade", "wire-to-trade", &crate::render::text::wire_trade_table(&rep.wire_trade), &mut o);
         plot(dir, "wire-to-trade-hops.svg", &mut o);

@@ -77,6 +77,9 @@ impl Report {
         if let Some(c) = &self.snapshot_cost {
             let _ = writeln!(s, "SNAPSHOT COST\n{}", snapshot_cost_table(c));
         }
+        if let Some(c) = &self.join_cost {
+            let _ = writeln!(s, "LATE JOINER COST\n{}", join_cost_table(c));
+        }
         if !self.wire_trade.is_empty() {
             let _ = writeln!(s, "WIRE-TO-TRADE\n{}", wire_trade_table(&self.wire_trade));
         }
@@ -202,6 +205,37 @@ pub fn pipeline_table(runs: &[Run]) -> String {
         }
         let _ = writeln!(s);
     }
+    s
+}
+
+/// A late joiner's cost to the venue, round by round.
+pub fn join_cost_table(c: &crate::model::pipeline::JoinCost) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "the venue's publish latency (tick due -> market data published, ns) at {} msg/s while a second trader joins at 30% of the day and catches up from the journal (with its own gateway), and the same day without it; a recorder in both; paired rounds",
+        rate_name(c.rate)
+    );
+    let _ = writeln!(
+        s,
+        "{:<28}{:>24}{:>24}{:>14}{:>14}",
+        "round", "without p50/p99/p99.9", "with p50/p99/p99.9", "from journal", "live after"
+    );
+    for (k, r) in c.rounds.iter().enumerate() {
+        let f = |p: (u64, u64, u64)| format!("{}/{}/{}", p.0, p.1, p.2);
+        let name = format!("{}{}", k + 1, if r.with_first { " (with first)" } else { "" });
+        let live = r.live_after_us.map_or("never".to_string(), |us| format!("{:.1} ms", us as f64 / 1e3));
+        let _ = writeln!(s, "{:<28}{:>24}{:>24}{:>14}{:>14}", name, f(r.without), f(r.with), r.from_journal, live);
+        if let Some(b) = &r.backlog {
+            let _ = writeln!(s, "  BACKLOGGED, left out: {b}");
+        }
+    }
+    let t = c.target();
+    let _ = writeln!(s, "  target: {}: {} ({})", t.figure, t.status.says(), t.goal);
+    let _ = writeln!(
+        s,
+        "  the joiner and its gateway yield their core when idle; on a machine with no spare core the recorder (in both days) and the joiner's catch-up take their time slices from the busy venue and trader"
+    );
     s
 }
 

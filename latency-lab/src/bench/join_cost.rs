@@ -1,0 +1,168 @@
+//! The venue's publish latency while a late joiner catches up (issue 26's benchmark): the
+//! pipeline's apps (`tickbus exchange` on the first core, `tickbus trader` on the second) with
+//! `tickbus record` journalling the market data, in paired rounds of two days back to back: one
+//! as it is, one where, at 30% of the day, a second trader (`--join` the journal, with its own
+//! `tickbus gateway`) starts, catches up from the journal and goes live. The figure is the
+//! venue's own tick due -> published, with the joiner against without. The joiner and its
+//! gateway yield their core when idle (`--idle yield`); on a machine with no spare core the
+//! recorder (in both days) and the joiner's catch-up still take their time slices from the busy
+//! venue and trader: that is what the figure shows there.
+use std::error::Error;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tickbus::shm::{self, ShmOptions};
+use tickbus_apps::summary::{ExchangeSummary, HopStats, TraderSummary};
+
+use super::pipeline::{Kill, Spec};
+use crate::model::pipeline::{JoinCost, JoinRound};
+
+/// `s.rounds` paired rounds at `s.rate` (the joiner first in every second round).
+pub fn run(s: &Spec<'_>) -> Result<JoinCost, Box<dyn Error>> {
+    if s.cores.len() < 2 || !s.tickbus.is_file() {
+        return Err(format!("the join benchmark needs two cores and {}", s.tickbus.display()).into());
+    }
+    let pct = |h: &HopStats| (h.p50, h.p99, h.p99_9);
+    let mut rounds = Vec::new();
+    for k in 0..s.rounds.max(1) {
+        let with_first = k % 2 == 1;
+        let mut without = None;
+        if !with_first {
+            without = Some(day(s, k, false)?.0);
+        }
+        let (with, joiner) = day(s, k, true)?;
+        let joiner = joiner.ok_or("the joiner ran yet printed no summary")?;
+        let join = joiner.join.as_ref().ok_or("the joiner printed no join summary")?;
+        if join.cut_over.is_none() || join.from_journal == 0 {
+            return Err(format!("the joiner did not catch up from the journal and go live: {join:?}").into());
+        }
+        let without = match without {
+            Some(w) => w,
+            None => day(s, k, false)?.0,
+        };
+        let backlog = match (without.md.backlog(s.rate as f64), with.md.backlog(s.rate as f64)) {
+            (None, None) => None,
+            (a, b) => Some(
+                [a.map(|a| format!("without the joiner: {a}")), b.map(|b| format!("with it: {b}"))]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+        };
+        let r = JoinRound {
+            without: pct(&without.feed_ns),
+            with: pct(&with.feed_ns),
+            from_journal: join.from_journal,
+            live_after_us: join.live_after_us,
+            with_first,
+            backlog,
+        };
+        eprintln!(
+            "latency-lab: late joiner at {} msg/s, round {}: publish p99 {} ns while it caught up ({} messages from the journal), {} ns without{}",
+            crate::model::rate_name(s.rate),
+            k + 1,
+            r.with.1,
+            r.from_journal,
+            r.without.1,
+            if r.backlog.is_some() { " (backlogged)" } else { "" }
+        );
+        rounds.push(r);
+    }
+    Ok(JoinCost { rate: s.rate, rounds })
+}
+
+/// One day: the venue, its trader and the recorder; with `join`, the joiner and its gateway
+/// from 30% of the day. Returns the venue's summary and the joiner's.
+fn day(s: &Spec<'_>, round: usize, join: bool) -> Result<(ExchangeSummary, Option<TraderSummary>), Box<dyn Error>> {
+    let tag = format!("lab-join-{}-{round}-{}", std::process::id(), u8::from(join));
+    let (md, journal) = (format!("{tag}-md"), std::env::temp_dir().join(format!("{tag}-journal")));
+    let _ = std::fs::remove_dir_all(&journal);
+    let ring = |n: &str| format!("{tag}-{n}");
+    let (rate, max) = (s.rate.to_string(), s.messages.to_string());
+    let itch = s.itch.to_str().ok_or("ITCH path not UTF-8")?;
+    let journal_s = journal.to_str().ok_or("temp path not UTF-8")?.to_owned();
+    let spawn = |args: &[&str]| -> Result<Kill, Box<dyn Error>> {
+        let child = Command::new(s.tickbus)
+            .args(args)
+            .arg("--json")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", s.tickbus.display()))?;
+        Ok(Kill(Some(child)))
+    };
+    let (c0, c1) = (s.cores[0].to_string(), s.cores[1].to_string());
+    let (o0, e0, o1, e1) = (ring("orders0"), ring("execs0"), ring("orders1"), ring("execs1"));
+    let ex = spawn(&[
+        "exchange", "--itch", itch, "--rate", &rate, "--max", &max, "--md", &md, "--orders", &o0, "--execs", &e0,
+        "--core", &c0, "-q",
+    ])?;
+    let mut recorder = spawn(&["record", "--ring", &md, "--journal", &journal_s, "--wait-secs", "30"])?;
+    // The recorder attached before the trader: the exchange starts the day once the trader is
+    // in, and the journal must hold it from its first message.
+    recording(&mut recorder)?;
+    let tr = spawn(&["trader", "--md", &md, "--orders", &o0, "--execs", &e0, "--core", &c1, "-q"])?;
+    let limit = Duration::from_secs_f64(s.messages as f64 / s.rate as f64 + 60.0);
+    let deadline = Instant::now() + limit;
+    let mut joiner = None;
+    if join {
+        // 30% into the day (from about when it started: the trader attached).
+        std::thread::sleep(Duration::from_secs_f64(0.3 * s.messages as f64 / s.rate as f64 + 0.2));
+        // Both yield the core when idle, as on a machine whose cores the venue and its trader
+        // already own: the joiner's catch-up is what takes CPU, not its polling once live.
+        let gw = spawn(&[
+            "gateway",
+            "--md",
+            &md,
+            "--orders",
+            &o1,
+            "--execs",
+            &e1,
+            "--exit-with-trader",
+            "--idle",
+            "yield",
+            "-q",
+        ])?;
+        let b = spawn(&[
+            "trader", "--md", &md, "--orders", &o1, "--execs", &e1, "--join", &journal_s, "--idle", "yield", "-q",
+        ])?;
+        joiner = Some((gw, b));
+    }
+    let _: TraderSummary = tr.finish("trader", deadline)?;
+    let ex: ExchangeSummary = ex.finish("exchange", deadline)?;
+    let joined = match joiner {
+        Some((gw, b)) => {
+            let b: TraderSummary = b.finish("joining trader", deadline)?;
+            let _: serde_json::Value = gw.finish("joiner's gateway", deadline)?;
+            Some(b)
+        }
+        None => None,
+    };
+    if let Some(c) = recorder.0.as_ref() {
+        // SAFETY: kill(2) on our own child, not yet reaped: it ends its recording and exits.
+        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+    }
+    let _: serde_json::Value = std::mem::replace(&mut recorder, Kill(None)).finish("recorder", deadline)?;
+    for name in [&md, &o0, &e0, &o1, &e1] {
+        let _ = shm::remove(name, &ShmOptions::default());
+    }
+    let _ = std::fs::remove_dir_all(&journal);
+    Ok((ex, joined))
+}
+
+/// Waits (30 s at most) until the recorder says it is recording; its stderr is read to the end
+/// by a thread of its own from then on (a full pipe would stall it).
+fn recording(recorder: &mut Kill) -> Result<(), Box<dyn Error>> {
+    use std::io::BufRead;
+    let err = recorder.0.as_mut().and_then(|c| c.stderr.take()).ok_or("the recorder has no stderr")?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            if line.contains("recording") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(30)).map_err(|_| "the recorder did not start recording within 30 s".into())
+}
