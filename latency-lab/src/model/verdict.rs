@@ -383,10 +383,13 @@ impl super::pipeline::JoinCost {
     }
 }
 
+/// (p50, p99, p99.9), ns.
+type Pct = (u64, u64, u64);
+
 /// A venue's publish latency with something beside it against without, from paired rounds of
 /// ((p50, p99, p99.9) with, the same without, backlogged): p99 judged <= 1.10x the median of the
 /// rounds' ratios; backlogged rounds are left out and counted, no verdict if half are.
-fn publish_cost(what: String, rounds: &[((u64, u64, u64), (u64, u64, u64), bool)], anchor: &str) -> Target {
+fn publish_cost(what: String, rounds: &[(Pct, Pct, bool)], anchor: &str) -> Target {
     let goal = "p99 <= 1.10x the venue without it";
     let steady: Vec<_> = rounds.iter().filter(|r| !r.2).collect();
     let backlogged = rounds.len() - steady.len();
