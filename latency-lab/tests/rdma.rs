@@ -1,8 +1,9 @@
 //! `latency-lab rdma` in the Soft-RoCE guest, at a tiny scale (this checks that it runs and
 //! reports, not how fast anything is): perftest and tickbus alternate in every round, each
 //! round gives its ratio, the message-rate runs deliver every rdma-rc message and stand beside
-//! perftest both as it runs by default and chaining WRs as tickbus does, and the fan-out
-//! reports 1, 2 and 4 subscribers for rdma-rc and ud-mcast. Ignored (with the reason) on a host
+//! perftest both as it runs by default and chaining WRs as tickbus does, the fan-out reports
+//! 1, 2 and 4 subscribers for rdma-rc and ud-mcast, and a round of the trading pipeline over
+//! RDMA stands beside perftest's one-way figures run at once and one at a time. Ignored (with the reason) on a host
 //! without RDMA devices; a failure in the guest, where TICKBUS_REQUIRE_RDMA=1 is set.
 use std::process::Command;
 
@@ -36,7 +37,7 @@ fn rounds() -> Result<(), Failed> {
     let run = Command::new(env!("CARGO_BIN_EXE_latency-lab"))
         .args(["rdma", "--devices", &format!("{a},{b}"), "--sizes", "64", "--iterations", "200", "--rounds", "2"])
         .args(["--rate-sizes", "64", "--rate-messages", "5000", "--fanout-rate", "500", "--fanout-messages", "300"])
-        .args(["--pipeline-rounds", "0", "--out", out.to_str().unwrap()])
+        .args(["--pipeline-rounds", "1", "--pipeline-messages", "300", "--out", out.to_str().unwrap()])
         .output()?;
     let stderr = String::from_utf8_lossy(&run.stderr);
     if !run.status.success() {
@@ -105,6 +106,17 @@ fn rounds() -> Result<(), Failed> {
                 return Err(format!("a publish cost and a latency per subscriber: {r:#}").into());
             }
         }
+    }
+    // The RDMA pipeline's round: beside perftest's UD and RC one-way run at once (the
+    // same-load floor) and one at a time, each figure measured.
+    let pipe = rep["pipeline_rdma"]["rounds"].as_array().ok_or("no RDMA pipeline rounds")?;
+    let measured = |r: &Value| {
+        [&r["ud_one_way"], &r["rc_one_way"], &r["alone"][0], &r["alone"][1], &r["ttt_p50"], &r["orders"]]
+            .iter()
+            .all(|v| v.as_u64().is_some_and(|x| x > 0))
+    };
+    if pipe.len() != 1 || !pipe.iter().all(measured) {
+        return Err(format!("one RDMA pipeline round beside both floors: {pipe:?}").into());
     }
     for f in ["report.json", "table.txt", "index.html", "fanout-rdma_rc_soft_roce_guest.svg"] {
         if !out.join(f).exists() {

@@ -169,6 +169,31 @@ pub fn one_way(
     }
 }
 
+/// Two perftest one-way runs at the same time, each on its own connection port, as the RDMA
+/// pipeline's two hops (ud-mcast market data one way, rdma-rc orders the other) load the
+/// devices together: `(tool, extra arguments, size)` each; their (typical, p99) in ns. Both
+/// start together and run the same iterations, so they overlap for most of their runs.
+#[cfg(feature = "rdma")]
+pub fn one_way_together(
+    a: (&str, &[&str], usize),
+    b: (&str, &[&str], usize),
+    devices: (&str, &str),
+    iters: u64,
+) -> Result<((u64, u64), (u64, u64)), Box<dyn Error>> {
+    let go = |(tool, extra, size): (&str, &[&str], usize), port: &str| {
+        let args: Vec<&str> = extra.iter().copied().chain(["-p", port]).collect();
+        one_way(tool, &args, devices, size, iters).map_err(|e| e.to_string())
+    };
+    let (ra, rb) = std::thread::scope(|s| {
+        let ha = s.spawn(|| go(a, "18515"));
+        let hb = s.spawn(|| go(b, "18516"));
+        (ha.join(), hb.join())
+    });
+    let flat =
+        |r: std::thread::Result<Result<(u64, u64), String>>| r.map_err(|_| "a perftest runner panicked".to_string())?;
+    Ok((flat(ra)?, flat(rb)?))
+}
+
 /// perftest's message rate, messages per second: `ib_write_bw` or `ib_send_bw` (whose table
 /// is bytes, iterations, BW peak, BW average (MB/s), MsgRate (Mpps)). A run that reports no
 /// rate (perftest prints zeros when its UD client finishes before it measured anything) is

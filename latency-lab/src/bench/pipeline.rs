@@ -545,8 +545,18 @@ pub fn rdma_rounds(
     let mut out = Vec::new();
     let mut hops = Vec::new();
     for round in 0..rounds {
-        let ud = crate::bench::perftest::one_way("ib_send_lat", &["-c", "UD"], devices, MD_PAYLOAD, perftest_iters)?.0;
-        let rc = crate::bench::perftest::one_way("ib_write_lat", &[], devices, ORDER_PAYLOAD, perftest_iters)?.0;
+        // One at a time (for reference), then the same-load floor: both at once, as the
+        // pipeline's two hops run.
+        let ud_alone =
+            crate::bench::perftest::one_way("ib_send_lat", &["-c", "UD"], devices, MD_PAYLOAD, perftest_iters)?.0;
+        let rc_alone = crate::bench::perftest::one_way("ib_write_lat", &[], devices, ORDER_PAYLOAD, perftest_iters)?.0;
+        let (ud, rc) = crate::bench::perftest::one_way_together(
+            ("ib_send_lat", &["-c", "UD"], MD_PAYLOAD),
+            ("ib_write_lat", &[], ORDER_PAYLOAD),
+            devices,
+            perftest_iters,
+        )?;
+        let (ud, rc) = (ud.0, rc.0);
         let (ex, tr) = rdma_pipeline(tickbus, itch, devices, rate, messages, round)?;
         let gw = ex.gateway.as_ref().ok_or("the exchange (rdma) printed no gateway summary")?;
         let h: Vec<Hop> = gw.hops_ns.iter().map(to_hop).collect();
@@ -557,6 +567,7 @@ pub fn rdma_rounds(
             ttt_p99: ttt.p99,
             ud_one_way: ud,
             rc_one_way: rc,
+            alone: Some((ud_alone, rc_alone)),
             budget,
             ratio: ttt.p50 as f64 / budget.max(1) as f64,
             ticks: tr.counts.ticks,
@@ -564,7 +575,7 @@ pub fn rdma_rounds(
             backlog: ex.md.backlog(rate as f64),
         });
         eprintln!(
-            "latency-lab: rdma pipeline round {}: tick-to-trade p50 {} ns against UD {ud} + RC {rc} + book {book_p50} ns",
+            "latency-lab: rdma pipeline round {}: tick-to-trade p50 {} ns against UD {ud} + RC {rc} (perftest's two at once; one at a time {ud_alone} + {rc_alone}) + book {book_p50} ns",
             round + 1,
             ttt.p50
         );

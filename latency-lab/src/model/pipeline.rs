@@ -133,9 +133,14 @@ pub struct RdmaRound {
     pub ttt_p50: u64,
     pub ttt_p99: u64,
     /// perftest's typical one-way latency (ns): `ib_send_lat` UD (market data) and
-    /// `ib_write_lat` RC (orders), at the payloads the pipeline sends.
+    /// `ib_write_lat` RC (orders), at the payloads the pipeline sends, both running at once
+    /// (the same-load floor: the pipeline's two hops share the devices and the guest's CPUs).
     pub ud_one_way: u64,
     pub rc_one_way: u64,
+    /// The same two run one at a time (UD, RC), for reference; None in a report from before
+    /// the same-load floor (its figures above were one at a time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alone: Option<(u64, u64)>,
     /// ud + rc + the book's p50: what tick-to-trade p50 is held against.
     pub budget: u64,
     pub ratio: f64,
