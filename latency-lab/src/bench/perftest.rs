@@ -169,6 +169,10 @@ pub fn one_way(
     }
 }
 
+/// A one-way latency's (typical, p99), ns.
+#[cfg(feature = "rdma")]
+pub type TypicalP99 = (u64, u64);
+
 /// Two perftest one-way runs at the same time, each on its own connection port, as the RDMA
 /// pipeline's two hops (ud-mcast market data one way, rdma-rc orders the other) load the
 /// devices together: `(tool, extra arguments, size)` each; their (typical, p99) in ns. Both
@@ -179,7 +183,7 @@ pub fn one_way_together(
     b: (&str, &[&str], usize),
     devices: (&str, &str),
     iters: u64,
-) -> Result<((u64, u64), (u64, u64)), Box<dyn Error>> {
+) -> Result<(TypicalP99, TypicalP99), Box<dyn Error>> {
     let go = |(tool, extra, size): (&str, &[&str], usize), port: &str| {
         let args: Vec<&str> = extra.iter().copied().chain(["-p", port]).collect();
         one_way(tool, &args, devices, size, iters).map_err(|e| e.to_string())
