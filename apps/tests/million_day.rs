@@ -2,7 +2,7 @@
 //! `tickbus exchange` replays it onto a lossy market-data ring and publishes a whole-book
 //! snapshot every second from its own process; `tickbus record` journals the day. Trader A
 //! trades from the open; D from the open too, `kill -9`ed at 40% of the day and restarted; B
-//! joins at half the day and C near its end. The three late ones start from the venue's newest
+//! joins at half the day and C near its end. The three late ones start from the venue's next
 //! snapshot and take the market data after it from the journal, then live: none replays the
 //! day. At the end all four hold the book built offline from the whole file (by digest), each
 //! saw every message from its start once, and the joiners traded once live.
@@ -15,8 +15,8 @@ mod common;
 
 use common::procs::{finish, n, sig, Env};
 
-/// ITCH messages: 1,097,159 with this seed and stock count (about 1.7 million market-data
-/// messages once normalised).
+/// ITCH messages asked of the generator: it writes about 1.1 million with this seed and stock
+/// count (about 1.7 million market-data messages once normalised).
 const MESSAGES: u64 = 1_000_000;
 /// ITCH messages per second: the day lasts about 45 s. A debug build keeps up at this rate
 /// with nine busy processes on two cores (a local run: no trader missed a message).
@@ -63,9 +63,9 @@ fn four_traders_over_a_million_message_day_hold_its_book_the_late_ones_from_snap
     }
     let gw_d = env.gateway(3);
     let d = env.trader(3, false);
-    // The exchange starts the day once A is there.
+    // The exchange starts the day once A is there, and says so (child 0).
     let a = env.trader(0, false);
-    let start = Instant::now();
+    let start = env.said(0, "replaying", 60);
     let at = |f: f64| start + span.mul_f64(f);
     let sleep_until = |t: Instant| std::thread::sleep(t.saturating_duration_since(Instant::now()));
     let from_snapshot = ["--snapshots", "shm:snap"];

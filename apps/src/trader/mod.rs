@@ -92,7 +92,9 @@ pub struct TraderArgs {
     /// to --wait-secs for one); a served journal (--join URI) must then be served from that
     /// position or before (`journal serve --from-seq`). A first snapshot whose maker had lost
     /// messages is refused (its later ones say the same): the joiner then reads the journal
-    /// from the day's start.
+    /// from the day's start (a served one must be served from there). If that journal has the
+    /// same hole (a maker following it), the joiner meets it as a gap and holds: neither has a
+    /// whole book to give.
     #[arg(long, value_name = "URI", conflicts_with = "join_from")]
     pub snapshots: Option<String>,
     /// With --snapshots: market-data messages held while a recovery awaits its snapshot (the
@@ -599,9 +601,9 @@ fn open(
         let s = load_snapshot(uri, strategy, &o, stop)?;
         if s.lost > 0 {
             // Its maker lost messages, so every later snapshot of its says so too: the journal
-            // from --join-from is the only way to a whole book (slower: every message since
-            // then is read). A journal with the same hole reports it as a gap, and the trader
-            // then holds (or recovers) rather than trade on a wrong book.
+            // from the day's start is the only way left to a whole book (slower: every message
+            // is read). A journal with the same hole (the maker followed it) reports it as a
+            // gap, and the trader then holds rather than trade on a wrong book.
             eprintln!(
                 "trader: the snapshot's maker had lost {} market-data messages before position {}: its book may be wrong, so this trader joins through the journal from position {} instead",
                 s.lost, s.as_of, a.join_from

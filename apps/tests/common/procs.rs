@@ -65,9 +65,13 @@ impl Env {
 impl Drop for Env {
     fn drop(&mut self) {
         for &pid in &self.children {
-            // SAFETY: SIGKILL to a child this test started (a test that failed leaves none
-            // behind); a pid already reaped is not ours to signal, and kill of a finished
-            // child that is not reaped yet is harmless.
+            // A child already reaped (`finish`) may have had its pid reused by another process:
+            // only a process whose parent is this one is still ours.
+            if !is_our_child(pid) {
+                continue;
+            }
+            // SAFETY: SIGKILL to a child this test started and has not reaped (a test that
+            // failed leaves none behind); kill of a finished child not reaped yet is harmless.
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         }
         if std::thread::panicking() {
@@ -82,6 +86,27 @@ impl Drop for Env {
         let _ = std::fs::remove_dir_all(&self.tmp);
         let _ = std::fs::remove_dir_all(format!("/dev/hugepages/{}", self.tag));
         let _ = std::fs::remove_dir_all(format!("/dev/shm/{}", self.tag));
+    }
+}
+
+/// Whether `pid` is a process whose parent is this one (/proc/PID/stat's fourth field).
+fn is_our_child(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name, in parentheses, may hold spaces: the fields after it count from its end.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    after.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(std::process::id())
+}
+
+impl Env {
+    /// Waits (up to `secs`) until child `k` has said `what` on stderr; when it did.
+    pub fn said(&self, k: usize, what: &str, secs: u64) -> std::time::Instant {
+        let file = self.tmp.join(format!("{k}.err"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        while !std::fs::read_to_string(&file).unwrap_or_default().contains(what) {
+            assert!(std::time::Instant::now() < deadline, "child {k} did not say {what:?} within {secs} s");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::time::Instant::now()
     }
 }
 

@@ -247,6 +247,7 @@ pub fn parse(bytes: &[u8], offset: u64) -> Result<ItchMessage<'_>, ItchError> {
 /// must check both at run time). None for a code that is not ITCH 5.0.
 #[inline(always)]
 pub(super) fn parse_sized<const N: usize>(body: &[u8; N], code: u8) -> Option<ItchMessage<'_>> {
+    const { assert!(N >= 50, "the body must hold the longest ITCH 5.0 message (50 bytes)") };
     macro_rules! view {
         ($v:ident) => {
             ItchMessage::$v($v::ref_from_bytes(&body[..$v::LEN]).ok()?)

@@ -34,7 +34,7 @@ const PARTS: [PartSpec; 10] = [
     PartSpec { part: Part::Ttt, steps: |_| 1, run: tick_to_trade },
     PartSpec {
         part: Part::Pipeline,
-        steps: |a| a.rates.len() as u64 + u64::from(a.snapshot_rounds > 0),
+        steps: |a| a.rates.len() as u64 + u64::from(a.snapshot_rounds > 0) + u64::from(a.join_rounds > 0),
         run: pipeline,
     },
     PartSpec { part: Part::Pingpong, steps: |a| a.sizes.len() as u64, run: ping_pong },

@@ -176,7 +176,8 @@ pub type TypicalP99 = (u64, u64);
 /// Two perftest one-way runs at the same time, each on its own connection port, as the RDMA
 /// pipeline's two hops (ud-mcast market data one way, rdma-rc orders the other) load the
 /// devices together: `(tool, extra arguments, size)` each; their (typical, p99) in ns. Both
-/// start together and run the same iterations, so they overlap for most of their runs.
+/// start together and run the same iterations; a retry (a server not listening yet) starts one
+/// later, so they overlap for most of their runs, not always all.
 #[cfg(feature = "rdma")]
 pub fn one_way_together(
     a: (&str, &[&str], usize),

@@ -74,6 +74,7 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
             budget_p50: r.budget_p50,
             hops_x: worst,
             md_floor_p50: md_floor.0,
+            order_floor_p50: order_floor.0,
             floors_first: early.is_some(),
             backlog: r.backlog.clone(),
         });

@@ -63,8 +63,11 @@ pub struct Round {
     pub budget_p50: u64,
     /// The worst process-crossing hop's ratio to its floor, at p50 or p99.
     pub hops_x: f64,
-    /// The market-data hop floor's p50 (ns): what says whether the machine moved this round.
+    /// The two hop floors' p50s (ns): what says whether the machine moved this round (0: a
+    /// report from before the order floor was kept).
     pub md_floor_p50: u64,
+    #[serde(default)]
+    pub order_floor_p50: u64,
     /// The floors ran before the pipeline this round.
     pub floors_first: bool,
     /// The exchange fell behind its schedule this round: left out of the verdicts.

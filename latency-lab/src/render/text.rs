@@ -224,7 +224,7 @@ pub fn join_cost_table(c: &crate::model::pipeline::JoinCost) -> String {
     for (k, r) in c.rounds.iter().enumerate() {
         let f = |p: (u64, u64, u64)| format!("{}/{}/{}", p.0, p.1, p.2);
         let name = format!("{}{}", k + 1, if r.with_first { " (with first)" } else { "" });
-        let live = r.live_after_us.map_or("never".to_string(), |us| format!("{:.1} ms", us as f64 / 1e3));
+        let live = r.live_after_us.map_or("never: left out".to_string(), |us| format!("{:.1} ms", us as f64 / 1e3));
         let _ = writeln!(s, "{:<28}{:>24}{:>24}{:>14}{:>14}", name, f(r.without), f(r.with), r.from_journal, live);
         if let Some(b) = &r.backlog {
             let _ = writeln!(s, "  BACKLOGGED, left out: {b}");
