@@ -110,7 +110,17 @@ impl Env {
     }
 }
 
-pub fn finish(child: Child, what: &str) -> serde_json::Value {
+/// Waits for a child (at most 10 minutes: a hung app fails the test instead of hanging the
+/// suite) and reads the JSON summary it printed.
+pub fn finish(mut child: Child, what: &str) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{what} did not finish within 10 minutes (killed)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{what} failed ({:?})", out.status);
     serde_json::from_slice(&out.stdout)
