@@ -203,7 +203,10 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
                 let orders = In::shm(shm::open_consumer("orders", &x_opts).unwrap());
                 let mut snap = tickbus::stream::OpenOptions::default();
                 snap.shm = x_opts.clone();
-                started_exchange(&file, Out::shm(md), orders, Out::shm(execs), 200_000.0, itch_messages / 4, &snap)
+                // 50,000 msg/s: a debug build's venue keeps to its schedule on this kind of VM
+                // (at 200,000 it ran behind on a slow phase, and a venue behind its schedule
+                // never steps its maker: no snapshot in the measured part).
+                started_exchange(&file, Out::shm(md), orders, Out::shm(execs), 50_000.0, itch_messages / 4, &snap)
             },
             move |x| {
                 let (itch0, orders0) = (x.first().counts.itch, x.second().g.counts.orders);
@@ -262,7 +265,10 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
         exchange.join().unwrap();
     let (snap, measured, failure) = snapshots.expect("the inline maker ran");
     assert_eq!(failure, None);
-    assert!(measured >= 3, "snapshots made on the measured part: {measured}");
+    assert!(
+        measured >= 3,
+        "snapshots made on the measured part: {measured} ({snap:?}; {published} published; {failure:?})"
+    );
     // Snapshots were made in the measured part (one every ms of a day of several), whole.
     // (A debug build's maker, given only the time between ticks, need not keep up: it lost
     // nothing, as the tap holds the day.)
