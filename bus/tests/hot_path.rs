@@ -516,3 +516,117 @@ fn the_feeds_udp_ingest_makes_one_syscall_per_batch_and_no_allocation() {
     assert_eq!(n, 100, "each trapped call failed (ENOSYS)");
     assert_eq!(c, Counts { syscalls: 100, allocs: 0 }, "one syscall per call");
 }
+
+/// The feed handler's path with a snapshot tap and a book repair (issue 26): every message is
+/// also copied to the tap; after a loss for good each one is kept in the repair's ring; the
+/// venue's book (from a helper thread beside it, untrapped) is caught up a bounded number of
+/// messages a poll and swapped into the normaliser, the old book handed to the helper. All of
+/// that, from the loss to the swap and on, makes no syscall and no allocation; at the end the
+/// feed's book is the venue's.
+#[test]
+fn the_feed_handlers_tap_and_book_repair_make_no_syscall_and_no_allocation() {
+    use std::sync::atomic::AtomicU64;
+    use tickbus::codecs::book::OrderBook;
+    use tickbus::codecs::itch::{frames, parse};
+    use tickbus::codecs::normalize::Normalizer;
+    use tickbus::codecs::synth::{write_itch, DayConfig};
+    use tickbus::feed::glimpse::{self, GlimpseError};
+    use tickbus::feed::repair::{self, RepairCounts};
+    use tickbus::feed::repair_helper::{BookSource, RepairHelper};
+    use tickbus::feed::{Arbiter, ArbiterOptions, FeedHandler};
+    use tickbus::snapshot::tap;
+
+    let o = opts("repair");
+    let mut day = Vec::new();
+    write_itch(DayConfig::new(5, 20, 20_000), &mut day).unwrap();
+    let msgs: Vec<Vec<u8>> = frames(&day).map(|r| r.unwrap().message.as_bytes().to_vec()).collect();
+    let n = msgs.len() as u64;
+    // Messages (warm-up | measured): the loss is 20 messages a little into the measured half;
+    // the venue's book is served as of 300 messages after it, once the feed has delivered them.
+    let (half, lost) = (n / 2, n / 2 + 100..n / 2 + 120);
+    let served_at = lost.end + 300;
+    let venue_at = |k: u64| {
+        let mut b = OrderBook::with_capacity(1 << 16, 64);
+        for (i, m) in msgs.iter().take(k as usize).enumerate() {
+            let _ = b.apply(&parse(m, i as u64 + 1).unwrap());
+        }
+        b
+    };
+    let mut served = Vec::new();
+    glimpse::encode(&venue_at(served_at), served_at + 1, &mut served);
+    let whole = venue_at(n).digest();
+    let delivered = Arc::new(AtomicU64::new(0));
+
+    /// Waits (on its own thread) until the feed has delivered `at`, then serves the book.
+    struct Venue(Vec<u8>, Arc<AtomicU64>, u64);
+    impl BookSource for Venue {
+        fn fetch(&mut self, buf: &mut Vec<u8>) -> Result<(), GlimpseError> {
+            while self.1.load(Ordering::Acquire) < self.2 {
+                std::thread::yield_now();
+            }
+            buf.clone_from(&self.0);
+            Ok(())
+        }
+    }
+    let cfg = RingConfig::for_payload(Mode::Lossy, 1, 128, 1 << 16);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (t, mut archive) = tap::channel(1 << 17, Arc::default());
+    let (r, ends) = repair::channel(1 << 12);
+    let venue = Venue(served, delivered.clone(), served_at);
+    let stop2 = stop.clone();
+    let helper = std::thread::spawn(move || {
+        let mut helper = RepairHelper::new(ends, venue, OrderBook::with_capacity(1 << 16, 64), 1 << 16, 64, 1 << 20);
+        while !stop2.load(Ordering::Acquire) {
+            helper.step(&mut archive, 4096, std::time::Instant::now()).unwrap();
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        // What the tap still holds.
+        helper.step(&mut archive, usize::MAX, std::time::Instant::now()).unwrap();
+        (helper.book().digest(), helper.whole())
+    });
+    let setup_opts = o.clone();
+    let ((counts, feed_book, tap_lost), c) = on_trapped_thread(
+        move || {
+            let p = shm::open_publisher("feed", &cfg, &setup_opts).unwrap();
+            let mut norm = Normalizer::with_capacity(1 << 16, 64);
+            norm.pre_touch();
+            let mut h = FeedHandler::new(Arbiter::new(ArbiterOptions::default()), norm, p).snapshot_tap(t).repair(r);
+            for (k, m) in msgs.iter().enumerate().take(half as usize) {
+                h.on_message(m, k as u64 + 1, 0).unwrap();
+            }
+            (h, msgs)
+        },
+        move |(h, msgs)| {
+            for k in half + 1..=n {
+                if lost.contains(&k) {
+                    if k + 1 == lost.end {
+                        h.on_gap(lost.start, lost.end, 0).unwrap();
+                    }
+                } else {
+                    h.on_message(&msgs[k as usize - 1], k, 0).unwrap();
+                }
+                delivered.store(k, Ordering::Release);
+                h.poll_repair();
+            }
+            // The repair ends within a bounded number of polls once the book has come.
+            let mut polls = 0u64;
+            while h.repairing() && polls < 4_000_000_000 {
+                h.poll_repair();
+                polls += 1;
+            }
+            (h.repair_counts().unwrap(), h.book().digest(), h.tap().unwrap().lost())
+        },
+    );
+    let RepairCounts { repaired, losses, last_caught_up, .. } = counts;
+    assert_eq!(c, Counts { syscalls: 0, allocs: 0 }, "the feed's path with its tap and repair");
+    assert_eq!((losses, repaired), (1, 1), "{counts:?}");
+    assert!(last_caught_up >= 300, "the venue's book was caught up with what came after the loss: {counts:?}");
+    assert_eq!(feed_book, whole, "the feed's book is the venue's");
+    assert_eq!(tap_lost, 0);
+    stop.store(true, Ordering::Release);
+    let (helper_book, helper_whole) = helper.join().unwrap();
+    assert!(helper_whole);
+    assert_eq!(helper_book, whole, "the helper's copy followed");
+    let _ = std::fs::remove_dir_all(&o.hugepage_dir);
+    let _ = std::fs::remove_dir_all(&o.fallback_dir);
+}

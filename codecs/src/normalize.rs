@@ -121,6 +121,14 @@ impl Normalizer {
         &self.book
     }
 
+    /// The book, to put a whole one in its place: after messages were lost for good, the book
+    /// no longer knows the orders they added, and later executions, cancels and replaces of
+    /// those orders normalise without their price, size or side until it is replaced by one
+    /// that is whole (a feed handler's repair: `tickbus::feed::repair`).
+    pub fn book_mut(&mut self) -> &mut OrderBook {
+        &mut self.book
+    }
+
     /// Normalises one ITCH message: `out` gets what it becomes, in order (nothing for types
     /// without a market-data meaning). A message that does not fit the book (an order unknown
     /// because the feed was joined mid-day) is still normalised with what it says itself.

@@ -18,6 +18,8 @@ use tickbus_codecs::{Header, Message, FLAG_INGRESS_TSC};
 use zerocopy::IntoBytes;
 
 use super::arbiter::{Arbiter, ArbiterStats, Line, Out};
+use super::repair::{BookRepair, RepairCounts};
+use crate::snapshot::tap::SnapshotTap;
 use crate::stream::{Publish, Retry};
 
 /// What the handler counted besides the arbiter's own statistics.
@@ -78,6 +80,16 @@ pub struct FeedHandler<P: Publish> {
     raw: bool,
     stop: Option<Arc<AtomicBool>>,
     counts: HandlerCounts,
+    extras: Extras,
+}
+
+/// What the handler hands on besides publishing, when asked to.
+#[derive(Default)]
+struct Extras {
+    /// Every message published, for a snapshot maker.
+    tap: Option<SnapshotTap>,
+    /// The book's repair after a loss.
+    repair: Option<Box<BookRepair>>,
 }
 
 impl<P: Publish> std::fmt::Debug for FeedHandler<P> {
@@ -96,7 +108,53 @@ impl<P: Publish> FeedHandler<P> {
     /// [`Normalizer::with_capacity`]; `pre_touch` it first so page faults stay out of the first
     /// ticks), publishing on `out`.
     pub fn new(arb: Arbiter, norm: Normalizer, out: P) -> FeedHandler<P> {
-        FeedHandler { arb, norm, out, raw: false, stop: None, counts: HandlerCounts::default() }
+        FeedHandler {
+            arb,
+            norm,
+            out,
+            raw: false,
+            stop: None,
+            counts: HandlerCounts::default(),
+            extras: Extras::default(),
+        }
+    }
+
+    /// Hands every message published (its position and bytes) to `tap`: a snapshot maker's
+    /// copy of the book ([`crate::snapshot::tap`]). One copy per message on this path.
+    pub fn snapshot_tap(mut self, tap: SnapshotTap) -> FeedHandler<P> {
+        self.extras.tap = Some(tap);
+        self
+    }
+
+    /// Repairs the normaliser's book after a loss with the venue's book ([`super::repair`]):
+    /// from a loss on, each message delivered is also kept in the repair's ring.
+    pub fn repair(mut self, repair: BookRepair) -> FeedHandler<P> {
+        self.extras.repair = Some(Box::new(repair));
+        self
+    }
+
+    /// The repair's counts, if it repairs.
+    pub fn repair_counts(&self) -> Option<RepairCounts> {
+        self.extras.repair.as_ref().map(|r| r.counts())
+    }
+
+    /// Whether a repair of the book is under way (the market data is not right until it ends).
+    pub fn repairing(&self) -> bool {
+        self.extras.repair.as_ref().is_some_and(|r| r.repairing())
+    }
+
+    /// The snapshot tap, if it has one (its `lost`).
+    pub fn tap(&self) -> Option<&SnapshotTap> {
+        self.extras.tap.as_ref()
+    }
+
+    /// The repair's upkeep without the arbiter's (a file or capture fed with
+    /// [`FeedHandler::on_message`]); [`FeedHandler::poll`] does it too.
+    #[inline]
+    pub fn poll_repair(&mut self) {
+        if let Some(r) = &mut self.extras.repair {
+            r.poll(&mut self.norm, self.out.position());
+        }
     }
 
     /// Publishes each delivered ITCH message as it is instead of normalising it.
@@ -133,10 +191,10 @@ impl<P: Publish> FeedHandler<P> {
             return Ok(());
         };
         let session = pk.header.session;
-        let FeedHandler { arb, norm, out, raw, stop, counts, .. } = self;
+        let FeedHandler { arb, norm, out, raw, stop, counts, extras, .. } = self;
         let mut failed = None;
         arb.on_packet(line, &pk, now_ns, &mut |o| {
-            let r = emit(o, norm, out, *raw, stop.as_deref(), counts, &session, ingress, rerequest);
+            let r = emit(o, norm, out, *raw, stop.as_deref(), counts, extras, &session, ingress, rerequest);
             if let Err(e) = r {
                 failed.get_or_insert(e);
             }
@@ -154,27 +212,33 @@ impl<P: Publish> FeedHandler<P> {
         rerequest: &mut impl Rerequest,
     ) -> Result<(), PublishFailed<P::Error>> {
         let session = self.arb.session().unwrap_or(*b"          ");
-        let FeedHandler { arb, norm, out, raw, stop, counts, .. } = self;
+        let FeedHandler { arb, norm, out, raw, stop, counts, extras, .. } = self;
         let mut failed = None;
         arb.poll(now_ns, &mut |o| {
-            if let Err(e) = emit(o, norm, out, *raw, stop.as_deref(), counts, &session, ingress, rerequest) {
+            if let Err(e) = emit(o, norm, out, *raw, stop.as_deref(), counts, extras, &session, ingress, rerequest) {
                 failed.get_or_insert(e);
             }
         });
+        self.poll_repair();
         failed.map_or(Ok(()), Err)
     }
 
     /// One ITCH message already in order (a file, a capture put in order), bypassing the
     /// arbiter.
     pub fn on_message(&mut self, itch: &[u8], sequence: u64, ingress: u64) -> Result<(), PublishFailed<P::Error>> {
-        let FeedHandler { norm, out, raw, stop, counts, .. } = self;
-        message(norm, out, *raw, stop.as_deref(), counts, itch, sequence, ingress)
+        let FeedHandler { norm, out, raw, stop, counts, extras, .. } = self;
+        message(norm, out, *raw, stop.as_deref(), counts, extras, itch, sequence, ingress)
     }
 
     /// Messages `[from, to)` lost for good, published as a `FeedGap`, bypassing the arbiter.
     pub fn on_gap(&mut self, from: u64, to: u64, ingress: u64) -> Result<(), PublishFailed<P::Error>> {
-        let FeedHandler { out, stop, counts, .. } = self;
-        gap(out, stop.as_deref(), counts, from, to, ingress)
+        let FeedHandler { out, stop, counts, extras, .. } = self;
+        gap(out, stop.as_deref(), counts, extras, from, to, ingress)
+    }
+
+    /// The normaliser's book (whole unless messages were lost and not yet repaired).
+    pub fn book(&self) -> &tickbus_codecs::book::OrderBook {
+        self.norm.book()
     }
 
     /// The arbiter (its session, whether a gap is open, whether the session ended).
@@ -213,13 +277,14 @@ fn emit<P: Publish>(
     raw: bool,
     stop: Option<&AtomicBool>,
     counts: &mut HandlerCounts,
+    extras: &mut Extras,
     session: &[u8; 10],
     ingress: u64,
     rerequest: &mut impl Rerequest,
 ) -> Result<(), PublishFailed<P::Error>> {
     match o {
-        Out::Message { sequence, message: m } => message(norm, out, raw, stop, counts, m, sequence, ingress),
-        Out::Lost { from, to } => gap(out, stop, counts, from, to, ingress),
+        Out::Message { sequence, message: m } => message(norm, out, raw, stop, counts, extras, m, sequence, ingress),
+        Out::Lost { from, to } => gap(out, stop, counts, extras, from, to, ingress),
         Out::Rerequest { sequence, count } => {
             rerequest.rerequest(session, sequence, count);
             Ok(())
@@ -237,6 +302,7 @@ fn message<P: Publish>(
     raw: bool,
     stop: Option<&AtomicBool>,
     counts: &mut HandlerCounts,
+    extras: &mut Extras,
     itch: &[u8],
     sequence: u64,
     ingress: u64,
@@ -252,17 +318,27 @@ fn message<P: Publish>(
     };
     let stream = out.stream_id();
     let mut failed = None;
+    let Extras { tap, repair } = extras;
     norm.apply(&msg, &mut |mut m| {
         let h: &mut Header = m.header_mut();
-        h.stamp(stream, out.position(), ingress);
+        let position = out.position();
+        h.stamp(stream, position, ingress);
         h.flags |= FLAG_INGRESS_TSC;
         match put(out, stop, counts, m.as_bytes()) {
-            Ok(()) => counts.published += 1,
+            Ok(()) => {
+                counts.published += 1;
+                if let Some(t) = tap {
+                    t.push(position, m.as_bytes());
+                }
+            }
             Err(e) => {
                 failed.get_or_insert(e);
             }
         }
     });
+    if let Some(r) = repair {
+        r.on_message(sequence, itch);
+    }
     failed.map_or(Ok(()), Err)
 }
 
@@ -270,6 +346,7 @@ fn gap<P: Publish>(
     out: &mut P,
     stop: Option<&AtomicBool>,
     counts: &mut HandlerCounts,
+    extras: &mut Extras,
     from: u64,
     to: u64,
     ingress: u64,
@@ -277,10 +354,18 @@ fn gap<P: Publish>(
     let mut g = FeedGap::new();
     g.first_sequence = from;
     g.count = to - from;
-    g.header.stamp(out.stream_id(), out.position(), ingress);
+    let position = out.position();
+    g.header.stamp(out.stream_id(), position, ingress);
     g.header.flags |= FLAG_INGRESS_TSC;
+    // The book is wrong from here whether or not the gap is published.
+    if let Some(r) = &mut extras.repair {
+        r.on_lost(to);
+    }
     put(out, stop, counts, g.as_bytes())?;
     counts.gaps_published += 1;
+    if let Some(t) = &mut extras.tap {
+        t.push(position, g.as_bytes());
+    }
     Ok(())
 }
 

@@ -4,12 +4,21 @@
 //! caller owns the sockets and the clock. [`handler`] is the whole per-datagram path (arbitrate,
 //! normalise, publish on any stream) that `tickbus feed`, the lab and embedders share;
 //! [`ingest`] takes a line's waiting datagrams in one syscall; [`wire_stamp`] carries a sender's
-//! TSC in a datagram so a receiver on the same host can time the wire.
+//! TSC in a datagram so a receiver on the same host can time the wire. After a loss for good,
+//! [`repair`] puts the venue's book ([`glimpse`]) in the normaliser's place and
+//! [`repair_helper`] publishes it whole for traders.
 pub mod arbiter;
 pub mod capture;
+pub mod glimpse;
 #[cfg(not(loom))]
 pub mod handler;
 pub mod ingest;
+#[cfg(not(loom))]
+pub mod repair;
+#[cfg(not(loom))]
+pub mod repair_helper;
+#[cfg(all(test, not(loom)))]
+mod repair_tests;
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod sim;

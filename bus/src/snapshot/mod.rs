@@ -69,12 +69,77 @@ pub struct Snapshotter {
     stats: SnapshotStats,
     /// The archive's stream incarnation (0: not known), stamped in every chunk.
     source: u64,
+    /// Messages lost since the book was last whole (every one since the start, unless a whole
+    /// book was put in: [`Snapshotter::restart`]): stamped in every chunk.
+    lost_in_book: u64,
+}
+
+/// Where [`Snapshotter::apply_whole`] stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// This many applied; nothing more yet.
+    Caught(usize),
+    /// This many applied; the next is `max` away.
+    More(usize),
+    /// This many applied; the next entry (left in the archive) is a loss at `position`: a
+    /// `FeedGap` or messages the archive lacks.
+    Loss {
+        /// Applied before it.
+        applied: usize,
+        /// Its position.
+        position: u64,
+        /// Whether it is a `FeedGap` (else: the archive lacks the messages).
+        feed_gap: bool,
+    },
 }
 
 impl Snapshotter {
     /// A maker with an empty `book` (give it room for the day), reading from position 0.
     pub fn new(book: OrderBook) -> Snapshotter {
-        Snapshotter { book, stats: SnapshotStats::default(), source: 0 }
+        Snapshotter { book, stats: SnapshotStats::default(), source: 0, lost_in_book: 0 }
+    }
+
+    /// Puts `book`, whole as of market-data `position` (the position of the first message
+    /// not in it), in place of its own, which it returns: entries below `position` are
+    /// skipped from here on ([`Snapshotter::apply_whole`]), and the snapshots after say
+    /// nothing lost.
+    pub fn restart(&mut self, book: OrderBook, position: u64) -> OrderBook {
+        self.lost_in_book = 0;
+        self.stats.position = position;
+        std::mem::replace(&mut self.book, book)
+    }
+
+    /// As [`Snapshotter::apply`], but for a maker that keeps its book whole: entries below its
+    /// position (already in a book put in with [`Snapshotter::restart`]) are skipped, and it
+    /// stops at a loss, leaving it in the archive, so that the book stays as of just before.
+    pub fn apply_whole<A: Archive>(&mut self, src: &mut A, max: usize) -> Result<Applied, A::Error> {
+        self.source = src.source_id().unwrap_or(0);
+        for n in 0..max {
+            let Some(e) = src.peek()? else { return Ok(Applied::Caught(n)) };
+            let position = match e {
+                Entry::Message { position, .. } | Entry::Gap { position, .. } => position,
+            };
+            if e.end() <= self.stats.position {
+                src.take();
+                continue;
+            }
+            match e {
+                Entry::Message { .. } => match decode(src.payload()) {
+                    Ok(AnyMessage::FeedGap(_)) => return Ok(Applied::Loss { applied: n, position, feed_gap: true }),
+                    Ok(m) => {
+                        self.stats.applied += 1;
+                        if self.book.apply_md(&m).is_err() {
+                            self.stats.book_errors += 1;
+                        }
+                    }
+                    Err(_) => self.stats.book_errors += 1,
+                },
+                Entry::Gap { .. } => return Ok(Applied::Loss { applied: n, position, feed_gap: false }),
+            }
+            self.stats.position = e.end();
+            src.take();
+        }
+        Ok(Applied::More(max))
     }
 
     /// What it has done so far.
@@ -96,7 +161,10 @@ impl Snapshotter {
             match e {
                 Entry::Message { .. } => match decode(src.payload()) {
                     // A recording's own gap, served or replayed, is a loss; the feed's is too.
-                    Ok(AnyMessage::FeedGap(g)) => s.lost = s.lost.saturating_add(g.count),
+                    Ok(AnyMessage::FeedGap(g)) => {
+                        s.lost = s.lost.saturating_add(g.count);
+                        self.lost_in_book = self.lost_in_book.saturating_add(g.count);
+                    }
                     Ok(m) => {
                         s.applied += 1;
                         if self.book.apply_md(&m).is_err() {
@@ -105,7 +173,10 @@ impl Snapshotter {
                     }
                     Err(_) => s.book_errors += 1,
                 },
-                Entry::Gap { count, .. } => s.lost = s.lost.saturating_add(count),
+                Entry::Gap { count, .. } => {
+                    s.lost = s.lost.saturating_add(count);
+                    self.lost_in_book = self.lost_in_book.saturating_add(count);
+                }
             }
             s.position = e.end();
             src.take();
@@ -119,7 +190,7 @@ impl Snapshotter {
     pub fn publish<P: Publish>(&mut self, p: &mut P, stop: &AtomicBool) -> Result<bool, P::Error> {
         let started = Instant::now();
         let s = &mut self.stats;
-        for mut chunk in self.book.snapshot_chunks(s.position, s.lost, self.source) {
+        for mut chunk in self.book.snapshot_chunks(s.position, self.lost_in_book, self.source) {
             if !publish_waiting(p, chunk_bytes(&mut chunk, p), stop)? {
                 return Ok(false);
             }

@@ -107,7 +107,8 @@ impl Stepper {
         };
         if due {
             let s = self.maker.stats;
-            self.under_way = Some(self.maker.book.snapshot_cursor(s.position, s.lost, self.maker.source));
+            self.under_way =
+                Some(self.maker.book.snapshot_cursor(s.position, self.maker.lost_in_book, self.maker.source));
             self.started = Some(now);
             return Ok(n.max(1)); // a snapshot started is work: its chunks follow
         }
