@@ -115,6 +115,32 @@ pub struct FeedArgs {
     /// exchange timestamp in the published market data then holds those TSC bits too.
     #[arg(long)]
     pub wire_stamps: bool,
+    /// Publish whole-book snapshots of the market data on this lossy stream (`shm:NAME`, or
+    /// `ud-mcast://GROUP/STREAM` across hosts), made on a thread of their own from a copy of
+    /// each message published: a trader that starts late or lost market data
+    /// (`trader --snapshots URI`) loads one and goes on from its position.
+    #[arg(long, value_name = "URI", conflicts_with = "raw")]
+    pub snapshots: Option<String>,
+    /// Seconds between snapshots.
+    #[arg(long, default_value_t = 1.0, value_parser = crate::args::positive_secs, requires = "snapshots")]
+    pub snapshot_every_secs: f64,
+    /// Ring slots of a shm snapshot stream (16 orders a slot: the default holds a book of a
+    /// million resting orders).
+    #[arg(long, default_value_t = 1 << 16, value_parser = crate::args::slots, requires = "snapshots")]
+    pub snapshot_slots: usize,
+    /// The venue's book service (`mold-server --glimpse ADDR`; TCP). After messages are lost for
+    /// good (a `FeedGap`), the feed takes the venue's book, catches it up with what it received
+    /// since and puts it in its normaliser's place (the market data from there on is right
+    /// again: without it, executions, cancels and replaces of orders added in the gap are
+    /// published without price, size or side for the rest of the day), and publishes a
+    /// snapshot at that position, from which a trader stopped by the gap recovers.
+    #[arg(long, value_name = "ADDR", requires = "snapshots")]
+    pub glimpse: Option<SocketAddr>,
+    /// `--glimpse`: ITCH messages kept between a loss and the venue's book caught up (64 bytes
+    /// each, allocated at start; at 1M msg/s the default holds 130 ms). A repair whose ring
+    /// fills starts over from there.
+    #[arg(long, default_value_t = 1 << 17, value_parser = crate::args::slots, requires = "glimpse")]
+    pub repair_ring: usize,
     /// Print the summary (messages, duplicates, re-requests, recovered, gaps) as JSON.
     #[arg(long)]
     pub json: bool,
@@ -147,6 +173,17 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     let payload = if a.raw { 64 } else { 128 };
     let cfg = RingConfig::for_payload(mode, a.stream, payload, a.slots);
     let p = shm::open_publisher(&a.ring, &cfg, &ShmOptions::default()).map_err(|e| e.to_string())?;
+    let mut snapshots = None;
+    let mut loop_side = None;
+    if let Some(uri) = &a.snapshots {
+        let mut o = tickbus::stream::OpenOptions::default();
+        (o.wait, o.stop) = (Duration::from_secs(30), Some(stop.clone()));
+        let every = Duration::from_secs_f64(a.snapshot_every_secs);
+        let (s, side) = crate::feed_snapshots::start(uri, every, a.snapshot_slots, a.glimpse, a.repair_ring, &o)?;
+        // Before the first message: the snapshots name the stream they are of.
+        s.source.store(p.writer().created_unix_ns(), Ordering::Release);
+        (snapshots, loop_side) = (Some(s), Some(side));
+    }
     let session = match &a.session {
         Some(s) if s.len() == 10 => Some(<[u8; 10]>::try_from(s.as_bytes()).expect("10 bytes")),
         Some(s) => return Err(format!("--session {s:?}: a MoldUDP64 session is exactly 10 characters")),
@@ -157,9 +194,20 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     opts.give_up_ns = give_up_ns;
     opts.confirm_ns = confirm_ns;
     opts.session = session;
-    let handler = FeedHandler::new(Arbiter::new(opts), Normalizer::new(), p).raw(a.raw).stop_on(stop.clone());
+    let mut handler = FeedHandler::new(Arbiter::new(opts), Normalizer::new(), p).raw(a.raw).stop_on(stop.clone());
+    if let Some(side) = loop_side {
+        handler = handler.snapshot_tap(side.tap);
+        if let Some(r) = side.repair {
+            handler = handler.repair(r);
+        }
+    }
     if let Some(file) = &a.file {
-        return from_file(file, handler, a.json);
+        let r = from_file(file, handler, a.json);
+        if let Some(s) = snapshots {
+            let (made, helper) = s.finish()?;
+            eprintln!("feed: snapshots {made:?}; repair {helper:?}");
+        }
+        return r;
     }
     // Bound to the group's address: datagrams sent to this port at any other address (unicast
     // from anyone) are not delivered to the line.
@@ -211,6 +259,23 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
     }
     let (s, c, io) = (agent.handler.stats(), agent.handler.counts(), &agent.req.io);
     let xdp = agent.ingest.report();
+    let snapshots = match snapshots {
+        Some(made) => {
+            let tap_lost = agent.handler.tap().map_or(0, |t| t.lost());
+            let (made, helper) = made.finish()?;
+            serde_json::json!({
+                "snapshots": made.snapshots, "chunks": made.chunks, "position": made.position,
+                "applied": made.applied, "lost": made.lost, "book_errors": made.book_errors,
+                "last_orders": made.last_orders, "last_publish_us": made.last_publish_us, "tap_lost": tap_lost,
+                "repair": helper.map(|h| serde_json::json!({
+                    "loop": agent.handler.repair_counts(), "fetched": h.fetched, "too_old": h.too_old,
+                    "failed": h.failed, "last_error": h.last_error, "repairs": h.repairs,
+                    "last_repair_us": h.last_repair_us, "own_losses": h.own_losses,
+                })),
+            })
+        }
+        None => serde_json::Value::Null,
+    };
     let summary = serde_json::json!({
         "ingest": xdp,
         "delivered": s.delivered, "recovered": s.recovered,
@@ -220,6 +285,10 @@ pub fn run(a: FeedArgs) -> Result<(), String> {
         "contradicted": s.contradicted, "believed_by_time": s.believed_by_time, "ends_contradicted": s.ends_contradicted, "malformed": c.malformed,
         "recv_errors": io.recv_errors, "rerequest_send_errors": io.send_errors, "last_socket_error": io.last_error,
         "wire_hops_ns": agent.wire.as_ref().map(WireHops::summary),
+        "snapshots": snapshots,
+        // The normaliser's book at the end (raw output keeps none): the venue's, unless a loss
+        // was not repaired.
+        "book_digest": (!a.raw).then(|| format!("{:016x}", agent.handler.book().digest())),
     });
     if a.json {
         println!("{summary}");
@@ -516,6 +585,7 @@ fn from_file(file: &std::path::Path, mut h: FeedHandler<ShmPublisher>, json: boo
     let mut source = tickbus::replay::open(file, None, None).map_err(|e| e.to_string())?;
     let mut n = 0u64;
     while let Some(item) = source.next().map_err(|e| e.to_string())? {
+        h.poll_repair();
         let ingress = tsc.now();
         match item.gap {
             Some(count) => h.on_gap(item.sequence, item.sequence + count, ingress).map_err(|e| e.to_string())?,

@@ -7,6 +7,7 @@ mod crash;
 mod doctor;
 mod exchange;
 mod feed;
+mod feed_snapshots;
 mod gateway;
 #[cfg(test)]
 mod hot_path_tests;

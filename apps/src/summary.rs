@@ -287,6 +287,10 @@ pub struct RecoveryStats {
     pub last_us: u64,
     /// Orders sent before the last recovery completed (more at the end: it traded again).
     pub orders_before_last: u64,
+    /// Orders sent before the first recovery completed (more at the end: it traded again
+    /// after recovering).
+    #[serde(default)]
+    pub orders_before_first: u64,
     /// Still recovering when the market data ended (not trading).
     pub recovering_at_end: bool,
 }

@@ -41,7 +41,7 @@ pub struct VenueSnapshots {
 }
 
 /// The snapshot stream's channel and options (a lossy stream of snapshot chunks).
-fn snapshot_channel(uri: &str, slots: usize, o: &OpenOptions) -> Result<(Channel, OpenOptions), String> {
+pub(crate) fn snapshot_channel(uri: &str, slots: usize, o: &OpenOptions) -> Result<(Channel, OpenOptions), String> {
     let c = Channel::parse(uri).map_err(|e| format!("--snapshots: {e}"))?;
     if matches!(c.endpoint, Endpoint::RdmaRc { .. }) {
         return Err(format!(

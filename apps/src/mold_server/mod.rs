@@ -6,6 +6,11 @@
 //!
 //! The re-request server answers only the addresses `--allow` names (loopback by default), each
 //! within `--answer-budget` messages a second (`policy.rs`): it is never an open reflector.
+//!
+//! `--glimpse ADDR` also serves the venue's whole book over TCP (`glimpse.rs`), as it stands
+//! after the messages sent so far: what a feed handler that lost messages for good repairs its
+//! book with (`tickbus feed --glimpse`).
+mod glimpse;
 mod policy;
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
@@ -67,6 +72,11 @@ pub struct MoldServerArgs {
     /// Wait this long before the first packet (ms), so feeds can join.
     #[arg(long, default_value_t = 0, value_parser = crate::args::millis)]
     pub start_delay_ms: u64,
+    /// Serve the venue's whole book over TCP at this address (to `--allow`ed clients): the
+    /// book after every message sent so far, as snapshot chunks, for a feed handler that lost
+    /// messages for good (`tickbus feed --glimpse`). Costs a book update per message sent.
+    #[arg(long, value_name = "ADDR")]
+    pub glimpse: Option<SocketAddr>,
     /// Print the summary (packets sent and dropped per line, re-requests answered) as JSON.
     #[arg(long)]
     pub json: bool,
@@ -112,6 +122,7 @@ struct Server {
     policy: policy::Policy,
     answer: bool,
     bytes: usize,
+    glimpse: Option<glimpse::BookService>,
 }
 
 pub fn run(a: MoldServerArgs) -> Result<(), String> {
@@ -146,6 +157,7 @@ pub fn run(a: MoldServerArgs) -> Result<(), String> {
         policy: policy::Policy::new(a.allow.clone(), a.answer_budget),
         answer: !a.no_retransmit,
         bytes: a.packet_bytes,
+        glimpse: a.glimpse.map(glimpse::BookService::bind).transpose()?,
     };
     std::thread::sleep(Duration::from_millis(a.start_delay_ms));
     let mut b = PacketBuilder::new(session, 1, a.packet_bytes);
@@ -164,9 +176,15 @@ pub fn run(a: MoldServerArgs) -> Result<(), String> {
         }
         if !b.fits(item.payload) {
             s.send_packet(&mut b, a.drop_a, a.drop_b)?;
+            // Between packets too: a server behind its schedule (or at --rate 0) never waits,
+            // and re-requests and book requests must not wait for the day's end.
+            s.serve();
         }
         if !b.push(item.payload) {
             return Err(format!("a {}-byte message does not fit a {}-byte packet", item.payload.len(), a.packet_bytes));
+        }
+        if let Some(g) = &mut s.glimpse {
+            g.sent(item.payload, n + 1);
         }
         s.history.at.push(s.history.bytes.len());
         s.history.bytes.extend_from_slice(&(item.payload.len() as u16).to_be_bytes());
@@ -191,6 +209,7 @@ pub fn run(a: MoldServerArgs) -> Result<(), String> {
         "messages": n, "packets": s.packets, "dropped_a": s.dropped_a, "dropped_b": s.dropped_b,
         "dropped_both_messages": s.dropped_both_messages, "rerequests": s.rerequests, "retransmitted": s.retransmitted,
         "refused_rerequests": s.refused, "throttled_messages": s.throttled,
+        "glimpse": s.glimpse.as_ref().map(glimpse::BookService::summary),
     });
     if a.json {
         println!("{summary}");
@@ -237,6 +256,9 @@ impl Server {
     /// a flood of re-requests (or forged ones, UDP has no sender check) cannot stall lines A and
     /// B, and the server reflects nothing to an address it was not told to serve.
     fn serve(&mut self) {
+        if let Some(g) = &mut self.glimpse {
+            g.serve(&self.policy);
+        }
         let mut req = [0u8; 64];
         for _ in 0..REQUESTS_PER_SERVE {
             let Ok((n, from)) = self.rtx.recv_from(&mut req) else { break };

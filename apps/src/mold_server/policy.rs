@@ -44,6 +44,11 @@ impl Policy {
         Policy { allow, per_second: per_second as f64, sources: HashMap::new() }
     }
 
+    /// Whether `from` is in the allow-list (the book service answers only those too).
+    pub fn allows(&self, from: IpAddr) -> bool {
+        self.allow.iter().any(|n| n.contains(&from))
+    }
+
     /// What a re-request for `want` messages from `from` at `now` may be answered with; takes
     /// what it grants from the source's budget.
     pub fn admit(&mut self, from: IpAddr, want: u64, now: Instant) -> Admit {

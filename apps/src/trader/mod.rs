@@ -86,8 +86,9 @@ pub struct TraderArgs {
     /// nothing to fill it from, a hole in the journal) the trader stops trading, holds the
     /// market data, takes the next snapshot made after the loss by a maker that lost nothing
     /// (of the same stream incarnation, where the transport has one: shm), applies what it held
-    /// after it and trades again (instead of halting for the day; a feed's FeedGap has no such
-    /// maker yet: it holds to the end). With --join it also starts from the next snapshot and
+    /// after it and trades again (instead of halting for the day). Behind `tickbus feed`, its
+    /// snapshots (`feed --snapshots URI --glimpse ADDR`) are whole again after a FeedGap: the
+    /// feed repairs its book from the venue's. With --join it also starts from the next snapshot and
     /// rebuilds from the journal only after its position, not from the day's start (waiting up
     /// to --wait-secs for one); a served journal (--join URI) must then be served from that
     /// position or before (`journal serve --from-seq`). A first snapshot whose maker had lost
@@ -287,6 +288,9 @@ impl Trader {
             work += chunks;
             if recovered {
                 strategy.resume();
+                if r.stats.recovered == 1 {
+                    r.stats.orders_before_first = c.orders;
+                }
                 r.stats.orders_before_last = c.orders;
             }
         }

@@ -3,9 +3,10 @@
 //! trading, holds every market-data message from the loss on, takes the next whole-book snapshot
 //! made after the loss by a maker that lost nothing (`tickbus exchange --snapshots`: the venue's
 //! own book), applies the held messages from the snapshot's position on, and trades again. This
-//! replaces halting for the rest of the day. A feed's `FeedGap` starts a recovery too, but no
-//! maker has a whole book past one yet (the feed makes no snapshots): the trader then holds to
-//! the end.
+//! replaces halting for the rest of the day. A feed's `FeedGap` starts a recovery too: the
+//! feed's own maker (`tickbus feed --snapshots URI --glimpse ADDR`) publishes a whole book at
+//! the position where it put the venue's book in place of its own (`tickbus::feed::repair`);
+//! without `--glimpse` no maker has a whole book past one and the trader holds to the end.
 //!
 //! The snapshot stream is read only while recovering, a bounded number of chunks a duty cycle,
 //! so the market data keeps being taken (and held) while a large book loads. The hold is

@@ -1,0 +1,147 @@
+//! `tickbus feed --snapshots URI [--glimpse ADDR]`: whole-book snapshots made in the feed
+//! handler's own process, and the repair of its book after a loss for good.
+//!
+//! The feed hands every message it publishes to a tap (`tickbus::snapshot::tap`); a thread of
+//! its own keeps the book from them and publishes it whole every period on a lossy stream. With
+//! `--glimpse`, a `FeedGap` no longer spoils the book for the rest of the day: the thread
+//! fetches the venue's book, the feed's loop catches it up and swaps it into its normaliser
+//! (`tickbus::feed::repair`), and the thread publishes a snapshot at the swap's position at
+//! once, so a trader that stopped at the gap (`trader --snapshots`) recovers and trades on.
+//! Without `--glimpse`, every snapshot after a gap says `lost` and no trader takes it.
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tickbus::feed::repair::{self, BookRepair};
+use tickbus::feed::repair_helper::{HelperStats, RepairHelper, VenueBookService};
+use tickbus::snapshot::tap::{self, SnapshotTap};
+use tickbus::snapshot::{SnapshotStats, Snapshotter};
+use tickbus::stream::{open_publisher, OpenOptions};
+use tickbus_codecs::book::OrderBook;
+
+/// Room for a day's book (a million orders, every stock locate), as the venue's maker.
+const ORDERS: usize = 1 << 20;
+const STOCKS: usize = 8192;
+/// The most orders a venue's book may hold (a larger one is refused as damaged).
+const MAX_VENUE_ORDERS: u64 = 1 << 24;
+/// The most bytes a venue's book may take (2^24 orders at 32 bytes, with chunk headers).
+const MAX_VENUE_BYTES: usize = 1 << 30;
+
+/// What the thread did: its snapshots, and its repairs (with `--glimpse`).
+pub type Made = (SnapshotStats, Option<HelperStats>);
+
+/// The thread, running.
+pub struct FeedSnapshots {
+    /// The market-data stream's incarnation, stamped in every snapshot (0 until set).
+    pub source: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<Made, String>>>,
+}
+
+/// What the feed's loop takes: the tap, and the repair if `--glimpse`.
+pub struct LoopSide {
+    pub tap: SnapshotTap,
+    pub repair: Option<BookRepair>,
+}
+
+/// Opens the snapshot stream on `uri` and starts the thread; with `glimpse`, it repairs the
+/// feed's book from the venue's book service there (`ring`: messages the loop keeps between a
+/// loss and the venue's book caught up).
+pub fn start(
+    uri: &str,
+    every: Duration,
+    slots: usize,
+    glimpse: Option<SocketAddr>,
+    ring: usize,
+    o: &OpenOptions,
+) -> Result<(FeedSnapshots, LoopSide), String> {
+    let (c, o) = crate::venue_snapshots::snapshot_channel(uri, slots, o)?;
+    let source = Arc::new(AtomicU64::new(0));
+    let (tap, mut archive) = tap::channel(crate::venue_snapshots::TAP_MESSAGES, source.clone());
+    let (repair, ends) = match glimpse {
+        Some(_) => {
+            let (r, e) = repair::channel(ring);
+            (Some(r), Some(e))
+        }
+        None => (None, None),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let (opened_tx, opened) = std::sync::mpsc::sync_channel(1);
+    let (st, uri_owned) = (stop.clone(), uri.to_string());
+    let thread = std::thread::Builder::new()
+        .name("tickbus-feed-snapshots".into())
+        .spawn(move || -> Result<Made, String> {
+            // Opened on this thread: a ud-mcast publisher's queue pair belongs to its thread.
+            let mut p = match open_publisher(&c, &o) {
+                Ok(p) => {
+                    let _ = opened_tx.send(Ok(()));
+                    p
+                }
+                Err(e) => {
+                    let _ = opened_tx.send(Err(format!("--snapshots {e}")));
+                    return Err("not opened".into());
+                }
+            };
+            let mut book = OrderBook::with_capacity(ORDERS, STOCKS);
+            book.pre_touch();
+            let said = |e: String| format!("snapshots on {uri_owned}: {e}");
+            let r = match (ends, glimpse) {
+                (Some(ends), Some(addr)) => {
+                    let service =
+                        VenueBookService { addr, timeout: Duration::from_secs(10), max_bytes: MAX_VENUE_BYTES };
+                    let mut h = RepairHelper::new(ends, service, book, ORDERS, STOCKS, MAX_VENUE_ORDERS);
+                    let r = tickbus::feed::repair_helper::run(&mut h, &mut archive, &mut p, every, &st);
+                    let _ = p.flush(Duration::from_secs(1));
+                    r.map_err(|e| said(e.to_string()))?;
+                    (h.snapshots(), Some(h.stats().clone()))
+                }
+                _ => {
+                    let mut maker = Snapshotter::new(book);
+                    let r = tickbus::snapshot::run(&mut maker, &mut archive, &mut p, every, &st, None);
+                    let _ = p.flush(Duration::from_secs(1));
+                    r.map_err(|e| said(e.to_string()))?;
+                    (maker.stats(), None)
+                }
+            };
+            Ok(r)
+        })
+        .map_err(|e| format!("--snapshots: starting its thread: {e}"))?;
+    match opened.recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Err("--snapshots: its thread stopped before opening the stream".into()),
+    }
+    eprintln!(
+        "feed: whole-book snapshots every {} s on {uri}{}",
+        every.as_secs_f64(),
+        glimpse
+            .map_or("; a loss for good spoils them for the rest of the day (no --glimpse)".to_string(), |g| format!(
+                "; the book repaired from the venue's book at {g} after a loss"
+            ))
+    );
+    Ok((FeedSnapshots { source, stop, thread: Some(thread) }, LoopSide { tap, repair }))
+}
+
+impl FeedSnapshots {
+    /// Stops the thread (a snapshot under way is cut short: a loader refuses it) and returns
+    /// what it did.
+    pub fn finish(mut self) -> Result<Made, String> {
+        self.stop.store(true, Ordering::Release);
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err("the snapshot thread panicked".into()),
+            None => Err("the snapshot thread was not running".into()),
+        }
+    }
+}
+
+impl Drop for FeedSnapshots {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
