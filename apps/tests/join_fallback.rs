@@ -14,12 +14,13 @@ mod common;
 
 use common::procs::{finish, n, sig, Env};
 
-/// 5,000 ITCH messages a second (about 8,000 published) for 6 s: slow enough that B, starting
+/// 5,000 ITCH messages a second (about 8,000 published) for 12 s: slow enough that B, starting
 /// at 60% in a debug build beside six busy processes, reads the journal faster than the day
-/// goes on (late_join.rs found 10,000 too fast for a joiner at 60%), on a 4,096-slot ring that
-/// gives A and recorder 1 half a second of headroom.
+/// goes on (late_join.rs found 10,000 too fast for a joiner at 60%), and long enough that B is
+/// up before the day ends (a 6 s day ended before B, started at 3.6 s, had loaded a snapshot on
+/// a slow VM phase: it read the whole day from the journal and never went live).
 const RATE: u64 = 5_000;
-const MESSAGES: u64 = 30_000;
+const MESSAGES: u64 = 60_000;
 
 #[test]
 fn a_joiner_refuses_a_lossy_snapshot_and_rebuilds_from_the_whole_journal() {
