@@ -20,14 +20,18 @@ use tickbus::snapshot::tap::{self, SnapshotTap};
 use tickbus::snapshot::{SnapshotStats, Snapshotter};
 use tickbus::stream::{open_publisher, OpenOptions};
 use tickbus_codecs::book::OrderBook;
+use tickbus_codecs::md::SnapshotOrders;
+use tickbus_codecs::Message;
 
 /// Room for a day's book (a million orders, every stock locate), as the venue's maker.
 const ORDERS: usize = 1 << 20;
 const STOCKS: usize = 8192;
-/// The most orders a venue's book may hold (a larger one is refused as damaged).
-const MAX_VENUE_ORDERS: u64 = 1 << 24;
-/// The most bytes a venue's book may take (2^24 orders at 32 bytes, with chunk headers).
-const MAX_VENUE_BYTES: usize = 1 << 30;
+/// The most orders a venue's book may hold: four times the room made for the day (a larger one
+/// is refused: a broken or hostile service must not take the feed's memory).
+const MAX_VENUE_ORDERS: u64 = 4 * ORDERS as u64;
+/// The most bytes a venue's book may take: that many orders in whole chunks.
+const MAX_VENUE_BYTES: usize =
+    (MAX_VENUE_ORDERS as usize).div_ceil(tickbus_codecs::md::SNAPSHOT_CHUNK_ORDERS) * <SnapshotOrders as Message>::LEN;
 
 /// What the thread did: its snapshots, and its repairs (with `--glimpse`).
 pub type Made = (SnapshotStats, Option<HelperStats>);

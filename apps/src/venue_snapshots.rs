@@ -89,6 +89,14 @@ impl InlineSnapshots {
     pub fn stats(&self) -> SnapshotStats {
         self.stepper.maker().stats()
     }
+
+    /// Whether the maker has fallen a quarter of its tap behind: it is then stepped even when
+    /// a tick is due (a venue behind its schedule always has one, and a maker never stepped
+    /// loses the day's book when the tap fills).
+    #[inline]
+    pub fn behind(&self) -> bool {
+        self.archive.waiting() > TAP_MESSAGES / 4
+    }
 }
 
 /// Opens the snapshot stream on `uri` for a maker stepped in the venue's loop, a snapshot every

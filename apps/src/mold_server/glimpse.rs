@@ -13,7 +13,9 @@ use super::policy::Policy;
 
 /// Clients served at once; one more is closed unanswered (and asks again).
 const MAX_CLIENTS: usize = 4;
-/// How long one client may take to read its book.
+/// Connections taken per pass of the send loop (a flood of connections cannot hold the lines).
+const ACCEPTS_PER_SERVE: usize = 4;
+/// How long one client may take to read its whole book.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct BookService {
@@ -22,6 +24,9 @@ pub struct BookService {
     /// The sequence of the first message not in the book.
     next: u64,
     busy: Arc<AtomicUsize>,
+    /// The last book encoded, and the sequence it goes on from: clients asking before the next
+    /// message is sent share it (a big book is encoded once, not once a client).
+    encoded: Option<(u64, Arc<Vec<u8>>)>,
     served: u64,
     refused: u64,
     busy_refused: u64,
@@ -40,6 +45,7 @@ impl BookService {
             book: OrderBook::with_capacity(1 << 20, 8192),
             next: 1,
             busy: Arc::default(),
+            encoded: None,
             served: 0,
             refused: 0,
             busy_refused: 0,
@@ -60,7 +66,8 @@ impl BookService {
 
     /// Answers the clients waiting (never blocks).
     pub fn serve(&mut self, policy: &Policy) {
-        while let Ok((client, from)) = self.listener.accept() {
+        for _ in 0..ACCEPTS_PER_SERVE {
+            let Ok((client, from)) = self.listener.accept() else { break };
             if !policy.allows(from.ip()) {
                 if self.refused == 0 {
                     eprintln!(
@@ -75,8 +82,16 @@ impl BookService {
                 self.busy_refused += 1;
                 continue;
             }
-            let mut bytes = Vec::new();
-            tickbus::feed::glimpse::encode(&self.book, self.next, &mut bytes);
+            let bytes = match &self.encoded {
+                Some((next, b)) if *next == self.next => b.clone(),
+                _ => {
+                    let mut b = Vec::new();
+                    tickbus::feed::glimpse::encode(&self.book, self.next, &mut b);
+                    let b = Arc::new(b);
+                    self.encoded = Some((self.next, b.clone()));
+                    b
+                }
+            };
             self.busy.fetch_add(1, Ordering::AcqRel);
             let busy = self.busy.clone();
             let spawned = std::thread::Builder::new().name("glimpse".into()).spawn(move || {

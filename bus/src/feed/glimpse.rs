@@ -30,15 +30,37 @@ pub enum GlimpseError {
         /// What failed.
         why: std::io::Error,
     },
-    /// It sent more than the limit (a hostile or broken service).
-    #[error("the venue's book service sent more than {limit} bytes: refused")]
+    /// It sent more than the limit (a hostile or broken service, or a book larger than this
+    /// feed was built for).
+    #[error("the venue's book service sent more than {limit} bytes (more orders than this feed takes): refused")]
     TooLarge {
         /// The limit.
         limit: usize,
     },
+    /// It closed without sending anything.
+    #[error("the venue's book service at {addr} closed without sending anything: it is busy (it serves a few clients at once), or this host is not in its allow-list (`mold-server --allow`)")]
+    Empty {
+        /// The service's address.
+        addr: SocketAddr,
+    },
     /// It sent something that is not one whole snapshot.
     #[error("the venue's book came damaged: {0}")]
     Damaged(#[from] SnapshotError),
+    /// A chunk did not parse as a snapshot chunk (a wrong type, version or length).
+    #[error("the venue's book came damaged: its chunk {index} is not a snapshot chunk")]
+    NotAChunk {
+        /// The chunk's index in what was sent.
+        index: usize,
+    },
+    /// The first chunk was not a snapshot's first.
+    #[error("the venue's book came damaged: it does not start with a snapshot's first chunk")]
+    NoStart,
+    /// Bytes followed the snapshot's last chunk.
+    #[error("the venue's book came with {bytes} bytes after its last chunk: refused")]
+    Trailing {
+        /// Bytes after the last chunk.
+        bytes: usize,
+    },
     /// The connection ended before the snapshot did (or it was not a whole number of chunks).
     #[error("the venue's book ended after {bytes} bytes, in the middle of a snapshot: the service closed early")]
     Short {
@@ -70,35 +92,44 @@ pub fn decode(bytes: &[u8], book: &mut OrderBook, max_orders: u64) -> Result<u64
 fn load(bytes: &[u8], book: &mut OrderBook, max_orders: u64) -> Result<u64, GlimpseError> {
     book.clear();
     let mut loader = SnapshotLoader::with_limit(max_orders);
-    if !bytes.len().is_multiple_of(SnapshotOrders::LEN) {
-        return Err(GlimpseError::Short { bytes: bytes.len() });
-    }
-    let count = bytes.len() / SnapshotOrders::LEN;
-    for (i, c) in bytes.chunks_exact(SnapshotOrders::LEN).enumerate() {
-        let chunk = SnapshotOrders::parse(c).map_err(|_| SnapshotError::BadChunk {
-            as_of: 0,
-            chunk: 0,
-            count: 0,
-            chunks: 0,
-        })?;
+    let whole = bytes.len() - bytes.len() % SnapshotOrders::LEN;
+    for (i, c) in bytes[..whole].chunks_exact(SnapshotOrders::LEN).enumerate() {
+        let chunk = SnapshotOrders::parse(c).map_err(|_| GlimpseError::NotAChunk { index: i })?;
         match loader.offer(book, chunk)? {
             // Anything after the last chunk is not part of a glimpse.
-            Step::Complete(l) if i + 1 == count => return Ok(l.as_of),
-            Step::Complete(_) => return Err(GlimpseError::Short { bytes: bytes.len() }),
+            Step::Complete(l) if (i + 1) * SnapshotOrders::LEN == bytes.len() => return Ok(l.as_of),
+            Step::Complete(_) => {
+                return Err(GlimpseError::Trailing { bytes: bytes.len() - (i + 1) * SnapshotOrders::LEN })
+            }
             // A glimpse starts at its first chunk: one that does not is damaged.
-            Step::Waiting => return Err(GlimpseError::Short { bytes: bytes.len() }),
+            Step::Waiting => return Err(GlimpseError::NoStart),
             Step::Partial => {}
         }
     }
     Err(GlimpseError::Short { bytes: bytes.len() })
 }
 
-/// Sends `bytes` (from [`encode`]) to one client, giving up after `timeout` (a client that does
-/// not read must not hold the venue's service).
+/// Sends `bytes` (from [`encode`]) to one client, all within `timeout` (a client that reads
+/// slowly, or not at all, must not hold the venue's service: the deadline is for the whole
+/// book, not each write).
 pub fn serve(mut client: TcpStream, bytes: &[u8], timeout: Duration) -> std::io::Result<()> {
-    client.set_write_timeout(Some(timeout))?;
+    let deadline = Instant::now() + timeout;
     client.set_nodelay(true)?;
-    client.write_all(bytes)?;
+    let mut sent = 0;
+    while sent < bytes.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the client did not take the book in time"));
+        }
+        client.set_write_timeout(Some(left))?;
+        let end = bytes.len().min(sent + 64 * 1024);
+        match client.write(&bytes[sent..end]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     client.shutdown(std::net::Shutdown::Write)
 }
 
@@ -120,6 +151,7 @@ pub fn fetch(addr: SocketAddr, timeout: Duration, max_bytes: usize, buf: &mut Ve
         }
         s.set_read_timeout(Some(left)).map_err(io)?;
         let n = match s.read(&mut block) {
+            Ok(0) if buf.is_empty() => return Err(GlimpseError::Empty { addr }),
             Ok(0) => return Ok(()),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -174,7 +206,13 @@ mod tests {
         // Half a chunk short.
         assert!(matches!(decode(&bytes[..bytes.len() - 10], &mut got, 1 << 20), Err(GlimpseError::Short { .. })));
         // Without its first chunk.
-        assert!(matches!(decode(&bytes[SnapshotOrders::LEN..], &mut got, 1 << 20), Err(GlimpseError::Short { .. })));
+        assert!(matches!(decode(&bytes[SnapshotOrders::LEN..], &mut got, 1 << 20), Err(GlimpseError::NoStart)));
+        // Nothing at all.
+        assert!(matches!(decode(&[], &mut got, 1 << 20), Err(GlimpseError::Short { bytes: 0 })));
+        // A chunk of another message type.
+        let mut other = bytes.clone();
+        other[0] ^= 0x7f;
+        assert!(matches!(decode(&other, &mut got, 1 << 20), Err(GlimpseError::NotAChunk { index: 0 })));
         // A byte of an order's count changed.
         let mut bad = bytes.clone();
         bad[SnapshotOrders::LEN + 60] ^= 0x40;
@@ -183,11 +221,26 @@ mod tests {
         // Trailing bytes after the last chunk.
         let mut long = bytes.clone();
         long.extend_from_slice(&bytes[..SnapshotOrders::LEN]);
-        assert!(matches!(decode(&long, &mut got, 1 << 20), Err(GlimpseError::Short { .. })));
+        assert!(
+            matches!(decode(&long, &mut got, 1 << 20), Err(GlimpseError::Trailing { bytes }) if bytes == SnapshotOrders::LEN)
+        );
         // More orders than the limit.
         let limit = book.resting_orders() as u64 - 1;
         assert!(matches!(decode(&bytes, &mut got, limit), Err(GlimpseError::Damaged(SnapshotError::TooLarge { .. }))));
         assert_eq!(got.resting_orders(), 0);
+    }
+
+    #[test]
+    fn a_client_that_does_not_read_is_given_up_at_the_deadline_for_the_whole_book() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (c, _) = l.accept().unwrap();
+        // More than the sockets' buffers hold: the writes block once they are full.
+        let bytes = vec![0u8; 64 << 20];
+        let t = Instant::now();
+        assert!(serve(c, &bytes, Duration::from_millis(300)).is_err());
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        drop(client);
     }
 
     #[test]
@@ -203,6 +256,8 @@ mod tests {
                 let (c, _) = l.accept().unwrap();
                 let _ = serve(c, &sent, Duration::from_secs(5));
             }
+            // A service that closes at once (busy, or not allowed).
+            drop(l.accept().unwrap());
         });
         let mut buf = Vec::new();
         fetch(addr, Duration::from_secs(5), 1 << 24, &mut buf).unwrap();
@@ -212,6 +267,8 @@ mod tests {
             fetch(addr, Duration::from_secs(5), small, &mut buf),
             Err(GlimpseError::TooLarge { limit }) if limit == small
         ));
+        let e = fetch(addr, Duration::from_secs(5), 1 << 24, &mut buf).unwrap_err();
+        assert!(matches!(e, GlimpseError::Empty { .. }) && e.to_string().contains("allow"), "{e}");
         server.join().unwrap();
         // Nobody there: said, with the address.
         let e = fetch(addr, Duration::from_millis(500), 1 << 24, &mut buf).unwrap_err().to_string();

@@ -312,13 +312,17 @@ fn message<P: Publish>(
         counts.published += 1;
         return Ok(());
     }
+    let Extras { tap, repair } = extras;
+    // Every message delivered, parsed or not: the repair must know the stream reached it.
+    if let Some(r) = repair {
+        r.on_message(sequence, itch);
+    }
     let Ok(msg) = tickbus_codecs::itch::parse(itch, sequence) else {
         counts.unparsed += 1;
         return Ok(());
     };
     let stream = out.stream_id();
     let mut failed = None;
-    let Extras { tap, repair } = extras;
     norm.apply(&msg, &mut |mut m| {
         let h: &mut Header = m.header_mut();
         let position = out.position();
@@ -336,9 +340,6 @@ fn message<P: Publish>(
             }
         }
     });
-    if let Some(r) = repair {
-        r.on_message(sequence, itch);
-    }
     failed.map_or(Ok(()), Err)
 }
 

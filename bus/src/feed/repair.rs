@@ -85,20 +85,23 @@ impl ItchRing {
     }
 
     /// Applies the kept messages from index `from` on whose sequence is at least `next` to
-    /// `book`, at most `max`; returns the index after the last looked at.
-    pub fn apply(&self, book: &mut OrderBook, from: usize, next: u64, max: usize) -> usize {
+    /// `book`, looking at most at `max`; returns the index after the last looked at and how
+    /// many were applied (the others were in the book already).
+    pub fn apply(&self, book: &mut OrderBook, from: usize, next: u64, max: usize) -> (usize, usize) {
         let end = self.len.min(from.saturating_add(max));
+        let mut applied = 0;
         for k in &self.kept[from.min(end)..end] {
             if k.sequence < next {
                 continue;
             }
+            applied += 1;
             if let Ok(m) = tickbus_codecs::itch::parse(&k.bytes[..k.len as usize], k.sequence) {
                 // An order the venue's book does not hold is the venue's to answer for: the
                 // book refuses it as the normaliser's would.
                 let _ = book.apply(&m);
             }
         }
-        end
+        (end, applied)
     }
 }
 
@@ -162,7 +165,8 @@ pub struct RepairCounts {
     pub refused: u64,
     /// Times the ring filled before a venue book came (the repair started over from there).
     pub ring_full: u64,
-    /// Messages the last repair caught the venue's book up with.
+    /// Messages the last repair caught the venue's book up with (kept since the loss and not
+    /// in the venue's book yet).
     pub last_caught_up: u64,
     /// The market-data position of the last swap.
     pub last_position: u64,
@@ -174,29 +178,38 @@ enum State {
     Keeping {
         need: u64,
     },
-    /// Applying the ring to the venue's book (`at`: the next ring index to apply).
+    /// Applying the ring to the venue's book (`at`: the next ring index to apply; `applied`:
+    /// how many were not in it yet).
     CatchingUp {
         book: Box<OrderBook>,
         next: u64,
         at: usize,
+        applied: usize,
     },
 }
 
-/// Ring messages applied to the venue's book per poll of the feed's loop: about 5 µs of work.
+/// Ring messages looked at per poll of the feed's loop while catching the venue's book up: at
+/// least this many (about 5 µs of work), and twice what was kept since the last poll, so the
+/// catch-up gains on a burst instead of chasing it.
 pub const CATCH_UP_PER_POLL: usize = 64;
 
-/// Messages to the helper that did not fit its queue, kept (up to this many) for the next poll.
-const BACKLOG: usize = 64;
+/// The queues between the loop and the helper. At most a few messages are ever in flight (one
+/// venue book at a time, its answer, the ring, and the losses, which are merged while they
+/// wait): a queue that fills is a helper that stopped taking anything.
+const QUEUE: usize = 64;
 
 /// The feed loop's side (see the module docs).
 pub struct BookRepair {
     to_helper: rtrb::Producer<ToHelper>,
     from_helper: rtrb::Consumer<ToFeed>,
-    backlog: Vec<ToHelper>,
+    /// Messages the queue had no room for, in order (sent first at the next poll).
+    backlog: std::collections::VecDeque<ToHelper>,
     ring: Option<Box<ItchRing>>,
     state: State,
     /// The last sequence delivered.
     last: u64,
+    /// Messages kept since the last poll.
+    kept: usize,
     counts: RepairCounts,
 }
 
@@ -211,15 +224,16 @@ pub struct HelperEnds {
 /// A repair whose ring keeps up to `ring` messages between a loss and the venue's book caught
 /// up (at 1M msg/s, 2^17 is 130 ms), and the helper's ends.
 pub fn channel(ring: usize) -> (BookRepair, HelperEnds) {
-    let (to_helper, from_feed) = rtrb::RingBuffer::new(BACKLOG);
-    let (to_feed, from_helper) = rtrb::RingBuffer::new(BACKLOG);
+    let (to_helper, from_feed) = rtrb::RingBuffer::new(QUEUE);
+    let (to_feed, from_helper) = rtrb::RingBuffer::new(QUEUE);
     let r = BookRepair {
         to_helper,
         from_helper,
-        backlog: Vec::with_capacity(BACKLOG),
+        backlog: std::collections::VecDeque::with_capacity(QUEUE),
         ring: Some(Box::new(ItchRing::with_capacity(ring))),
         state: State::Idle,
         last: 0,
+        kept: 0,
         counts: RepairCounts::default(),
     };
     (r, HelperEnds { from_feed, to_feed })
@@ -236,7 +250,8 @@ impl BookRepair {
         !matches!(self.state, State::Idle)
     }
 
-    /// After the message of session sequence `sequence` was normalised: kept while repairing.
+    /// The message of session sequence `sequence` was delivered (every one, ITCH this build
+    /// parses or not): kept while repairing.
     #[inline]
     pub fn on_message(&mut self, sequence: u64, itch: &[u8]) {
         self.last = sequence;
@@ -245,7 +260,7 @@ impl BookRepair {
         }
         let kept = self.ring.as_mut().map(|r| r.push(sequence, itch));
         match (kept, &mut self.ring) {
-            (Some(true), _) => {}
+            (Some(true), _) => self.kept += 1,
             (Some(false), Some(r)) => {
                 // Full: what the ring dropped must be in the venue's book: start over after it.
                 r.clear();
@@ -280,12 +295,25 @@ impl BookRepair {
         }
     }
 
+    /// Sends in order: behind what waits in the backlog, if anything does. A loss waiting there
+    /// takes a newer one's sequence instead of a second entry (the helper wants only the
+    /// latest), so the backlog holds a few entries at most; nothing is ever dropped (a book or
+    /// the ring dropped here would be freed on the loop, and the ring lost for the day).
     fn send(&mut self, m: ToHelper) {
-        if let Err(rtrb::PushError::Full(m)) = self.to_helper.push(m) {
-            if self.backlog.len() < BACKLOG {
-                self.backlog.push(m); // within its capacity: no allocation
+        if let ToHelper::Lost { need } = m {
+            if let Some(ToHelper::Lost { need: waiting }) =
+                self.backlog.iter_mut().find(|w| matches!(w, ToHelper::Lost { .. }))
+            {
+                *waiting = (*waiting).max(need);
+                return;
             }
-            // Else dropped: the helper has stopped taking anything (a free here, once).
+        }
+        if !self.backlog.is_empty() {
+            self.backlog.push_back(m); // within its capacity (no allocation) unless the helper stopped
+            return;
+        }
+        if let Err(rtrb::PushError::Full(m)) = self.to_helper.push(m) {
+            self.backlog.push_back(m);
         }
     }
 
@@ -294,24 +322,29 @@ impl BookRepair {
     /// up, at market-data position `position` (the next to be published).
     #[inline]
     pub fn poll(&mut self, norm: &mut Normalizer, position: u64) {
-        if !self.backlog.is_empty() {
-            while let Some(m) = self.backlog.pop() {
-                if let Err(rtrb::PushError::Full(m)) = self.to_helper.push(m) {
-                    self.backlog.push(m);
-                    break;
-                }
+        while let Some(m) = self.backlog.pop_front() {
+            if let Err(rtrb::PushError::Full(m)) = self.to_helper.push(m) {
+                self.backlog.push_front(m);
+                break;
             }
         }
         while let Ok(m) = self.from_helper.pop() {
             self.take(m);
         }
-        let State::CatchingUp { book, next, at } = &mut self.state else { return };
+        let budget = CATCH_UP_PER_POLL.max(2 * std::mem::take(&mut self.kept));
+        let last = self.last;
+        let State::CatchingUp { book, next, at, applied } = &mut self.state else { return };
         let Some(ring) = &self.ring else { return };
-        *at = ring.apply(book, *at, *next, CATCH_UP_PER_POLL);
-        if *at < ring.len() {
+        let (end, n) = ring.apply(book, *at, *next, budget);
+        (*at, *applied) = (end, *applied + n);
+        // Swapped in only once every message kept is in it, and every message it holds has
+        // been delivered here: a venue's book ahead of the lines (its service answers before
+        // the multicast arrives, or a later gap holds messages back) waits for them, which are
+        // then skipped instead of applied twice.
+        if *at < ring.len() || last.saturating_add(1) < *next {
             return;
         }
-        let next = *next;
+        let (next, applied) = (*next, *applied);
         let State::CatchingUp { mut book, .. } = std::mem::replace(&mut self.state, State::Idle) else {
             unreachable!("matched above")
         };
@@ -319,7 +352,7 @@ impl BookRepair {
         std::mem::swap(norm.book_mut(), &mut *book);
         let ring = self.ring.take().expect("held while catching up");
         self.counts.repaired += 1;
-        self.counts.last_caught_up = ring.len as u64;
+        self.counts.last_caught_up = applied as u64;
         self.counts.last_position = position;
         self.send(ToHelper::Swapped { next, position, old: book, ring });
     }
@@ -345,7 +378,7 @@ impl BookRepair {
             }
             ToFeed::Book { book, next } => match self.state {
                 State::Keeping { need } if next >= need && self.ring.is_some() => {
-                    self.state = State::CatchingUp { book, next, at: 0 };
+                    self.state = State::CatchingUp { book, next, at: 0, applied: 0 };
                 }
                 State::Keeping { need } => {
                     self.counts.refused += 1;

@@ -89,6 +89,8 @@ pub struct RepairHelper<S: BookSource> {
     /// back in its box as it is (a move of the pointer, not of the book).
     #[allow(clippy::vec_box)]
     spares: Vec<Box<OrderBook>>,
+    /// Messages to the loop its queue had no room for, in order.
+    outbox: Vec<ToFeed>,
     stats: HelperStats,
 }
 
@@ -115,6 +117,7 @@ impl<S: BookSource> RepairHelper<S> {
             room: (orders, stocks),
             max_orders,
             spares,
+            outbox: Vec::new(),
             stats: HelperStats::default(),
         }
     }
@@ -157,13 +160,26 @@ impl<S: BookSource> RepairHelper<S> {
     /// snapshot is due at once ([`RepairHelper::take_publish_now`]).
     pub fn step<A: Archive>(&mut self, md: &mut A, max: usize, now: Instant) -> Result<usize, A::Error> {
         let mut work = 0;
+        self.flush();
         while let Ok(m) = self.ends.from_feed.pop() {
             work += 1;
             self.take(m, now);
         }
-        if !self.whole && self.copy.is_none() && self.want.is_some() && self.retry_at.is_none_or(|t| now >= t) {
-            work += 1;
-            self.fetch(now);
+        if !self.whole && self.copy.is_none() {
+            // No venue book is with the loop: the next swap comes after a book not yet sent,
+            // so past everything tapped so far. Dropped, so a long repair does not fill the tap
+            // and lose what comes after the swap.
+            for _ in 0..max {
+                if src_empty(md)? {
+                    break;
+                }
+                md.take();
+                work += 1;
+            }
+            if self.want.is_some() && self.retry_at.is_none_or(|t| now >= t) {
+                work += 1;
+                self.fetch(now);
+            }
         }
         if !self.whole {
             return Ok(work);
@@ -177,7 +193,7 @@ impl<S: BookSource> RepairHelper<S> {
                 if !feed_gap {
                     // Its own loss: the loop's book is whole, but a repair makes this one so.
                     self.stats.own_losses += 1;
-                    let _ = self.ends.to_feed.push(ToFeed::Repair);
+                    self.send(ToFeed::Repair);
                 }
                 // A FeedGap: the loop says which book it wants (`Lost`).
             }
@@ -216,12 +232,12 @@ impl<S: BookSource> RepairHelper<S> {
                 self.keep(old);
                 let Some((mut copy, at)) = self.copy.take().filter(|(_, at)| *at == next) else {
                     // Not the book it handed over (cannot happen): ask for another repair.
-                    let _ = self.ends.to_feed.push(ToFeed::Ring(ring));
-                    let _ = self.ends.to_feed.push(ToFeed::Repair);
+                    self.send(ToFeed::Ring(ring));
+                    self.send(ToFeed::Repair);
                     return;
                 };
                 ring.apply(&mut copy, 0, at, usize::MAX);
-                let _ = self.ends.to_feed.push(ToFeed::Ring(ring));
+                self.send(ToFeed::Ring(ring));
                 let mine = self.maker.restart(*copy, position);
                 self.keep(Box::new(mine));
                 self.whole = true;
@@ -229,6 +245,28 @@ impl<S: BookSource> RepairHelper<S> {
                 self.stats.repairs += 1;
                 self.stats.last_repair_us = self.since.take().map_or(0, |t| now.duration_since(t).as_micros() as u64);
                 self.publish_now = true;
+            }
+        }
+    }
+
+    /// Sends to the loop in order, keeping what its queue has no room for (never dropped: the
+    /// ring lost would end repairs for the day).
+    fn send(&mut self, m: ToFeed) {
+        if !self.outbox.is_empty() {
+            self.outbox.push(m);
+            return;
+        }
+        if let Err(rtrb::PushError::Full(m)) = self.ends.to_feed.push(m) {
+            self.outbox.push(m);
+        }
+    }
+
+    fn flush(&mut self) {
+        while !self.outbox.is_empty() {
+            let m = self.outbox.remove(0);
+            if let Err(rtrb::PushError::Full(m)) = self.ends.to_feed.push(m) {
+                self.outbox.insert(0, m);
+                return;
             }
         }
     }
@@ -263,19 +301,16 @@ impl<S: BookSource> RepairHelper<S> {
             self.keep(copy);
             return;
         }
-        match self.ends.to_feed.push(ToFeed::Book { book, next }) {
-            Ok(()) => {
-                self.copy = Some((copy, next));
-                self.want = None;
-                self.retry_at = None;
-            }
-            Err(rtrb::PushError::Full(ToFeed::Book { book, .. })) => {
-                self.keep(book);
-                self.keep(copy);
-            }
-            Err(_) => self.keep(copy),
-        }
+        self.send(ToFeed::Book { book, next });
+        self.copy = Some((copy, next));
+        self.want = None;
+        self.retry_at = None;
     }
+}
+
+/// Whether the archive has nothing to take now.
+fn src_empty<A: Archive>(md: &mut A) -> Result<bool, A::Error> {
+    Ok(md.peek()?.is_none())
 }
 
 /// An empty book with room for `orders` orders and `stocks` stock locates, every page touched

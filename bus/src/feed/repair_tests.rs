@@ -37,6 +37,11 @@ fn ring(stream: u32, payload: usize, slots: usize) -> (Heap, RingReader<Arc<Heap
 struct Venue {
     now: OrderBook,
     behind: OrderBook,
+    /// The book `ahead_by` messages past what was sent (a service that answers before the lines
+    /// have brought those messages), and its sequence.
+    ahead: OrderBook,
+    ahead_next: u64,
+    ahead_by: u64,
     sent: u64,
     /// Fetches still to answer with the book a message behind.
     stale: u32,
@@ -50,6 +55,8 @@ impl BookSource for FakeService {
         if v.stale > 0 {
             v.stale -= 1;
             glimpse::encode(&v.behind, v.sent, buf);
+        } else if v.ahead_by > 0 {
+            glimpse::encode(&v.ahead, v.ahead_next, buf);
         } else {
             glimpse::encode(&v.now, v.sent + 1, buf);
         }
@@ -68,6 +75,7 @@ struct Day {
     helper_every: usize,
     ring: usize,
     stale: u32,
+    ahead: u64,
 }
 
 struct Outcome {
@@ -87,6 +95,9 @@ fn run(day: Day) -> Outcome {
     let venue = Arc::new(Mutex::new(Venue {
         now: OrderBook::with_capacity(1 << 14, 64),
         behind: OrderBook::with_capacity(1 << 14, 64),
+        ahead: OrderBook::with_capacity(1 << 14, 64),
+        ahead_next: 1,
+        ahead_by: day.ahead,
         sent: 0,
         stale: day.stale,
     }));
@@ -117,6 +128,15 @@ fn run(day: Day) -> Outcome {
                 let _ = v.behind.apply(&prev);
             }
             v.sent = k;
+            if day.ahead > 0 {
+                // The book ahead holds the messages up to k + ahead (at most the day's).
+                while v.ahead_next <= (k + day.ahead).min(day.messages as u64) {
+                    let j = v.ahead_next;
+                    let m = tickbus_codecs::itch::parse(&itch[j as usize - 1], j).unwrap();
+                    let _ = v.ahead.apply(&m);
+                    v.ahead_next += 1;
+                }
+            }
         }
         match day.lost.iter().find(|r| r.contains(&k)) {
             Some(r) if k + 1 == r.end => h.on_gap(r.start, r.end, 0).unwrap(),
@@ -212,7 +232,7 @@ fn load_snapshot_at(chunks: &[SnapshotOrders], as_of: u64, book: &mut OrderBook)
 }
 
 fn day(lost: Vec<std::ops::Range<u64>>) -> Day {
-    Day { messages: 6_000, lost, poll_every: 1, helper_every: 1, ring: 1 << 12, stale: 0 }
+    Day { messages: 6_000, lost, poll_every: 1, helper_every: 1, ring: 1 << 12, stale: 0, ahead: 0 }
 }
 
 fn assert_whole(o: &Outcome) {
@@ -287,4 +307,93 @@ fn a_new_loss_while_catching_up_starts_over_and_a_ring_that_fills_starts_over_fr
     let o = run(d);
     assert_whole(&o);
     assert!(o.counts.ring_full >= 1, "{:?}", o.counts);
+}
+
+#[test]
+fn a_venue_book_ahead_of_the_lines_waits_for_the_messages_it_holds_and_takes_none_twice() {
+    // The service answers with the book 40 messages past what the lines brought (a packet not
+    // yet on the wire): swapped in only once those have come, and then they are skipped.
+    let mut d = day(vec![2_000..2_010, 4_500..4_501]);
+    d.ahead = 40;
+    let o = run(d);
+    assert_whole(&o);
+    assert_eq!(o.counts.repaired, 2, "{:?}", o.counts);
+}
+
+/// The loop's side alone, stepped by hand: the helper's queue read and answered here.
+mod by_hand {
+    use super::*;
+    use crate::feed::repair::{ToFeed, ToHelper};
+
+    fn itch_day(n: usize) -> Vec<Vec<u8>> {
+        let mut g = DayGenerator::new(DayConfig::new(11, 6, n as u64));
+        (0..n).map(|_| g.next_message().expect("long enough").to_vec()).collect()
+    }
+
+    fn venue(itch: &[Vec<u8>], upto: u64) -> Box<OrderBook> {
+        let mut b = Box::new(OrderBook::with_capacity(1 << 14, 64));
+        for (i, m) in itch.iter().take(upto as usize).enumerate() {
+            let _ = b.apply(&tickbus_codecs::itch::parse(m, i as u64 + 1).unwrap());
+        }
+        b
+    }
+
+    #[test]
+    fn a_loss_while_the_venues_book_is_caught_up_sends_it_back_and_starts_over() {
+        let itch = itch_day(3_000);
+        let (mut r, mut ends) = repair::channel(1 << 12);
+        let mut norm = Normalizer::with_capacity(1 << 14, 64);
+        r.on_lost(100);
+        for k in 100..=1_000u64 {
+            r.on_message(k, &itch[k as usize - 1]);
+        }
+        assert!(matches!(ends.from_feed.pop(), Ok(ToHelper::Lost { need: 100 })));
+        r.poll(&mut norm, 0); // a poll before the book comes: no message kept since this one
+                              // The venue's book as of 100: 901 kept messages to apply, 64 a poll.
+        ends.to_feed.push(ToFeed::Book { book: venue(&itch, 99), next: 100 }).ok().unwrap();
+        r.poll(&mut norm, 0);
+        assert!(r.repairing());
+        assert!(ends.from_feed.pop().is_err(), "still catching up: nothing sent");
+        // A second loss now: the book goes back with what is wanted instead.
+        r.on_lost(1_010);
+        match ends.from_feed.pop() {
+            Ok(ToHelper::Refused { need: 1_010, .. }) => {}
+            _ => panic!("the book was not sent back"),
+        }
+        assert_eq!(r.counts().refused, 1);
+        // Nothing was swapped in: the normaliser's book is still its own (empty).
+        assert_eq!(norm.book().resting_orders(), 0);
+    }
+
+    #[test]
+    fn a_book_ahead_is_swapped_in_only_once_the_messages_it_holds_have_come() {
+        let itch = itch_day(3_000);
+        let (mut r, mut ends) = repair::channel(1 << 12);
+        let mut norm = Normalizer::with_capacity(1 << 14, 64);
+        r.on_lost(100);
+        for k in 100..=200u64 {
+            r.on_message(k, &itch[k as usize - 1]);
+        }
+        let _ = ends.from_feed.pop();
+        // The venue's book holds up to 250; the lines have brought up to 200.
+        ends.to_feed.push(ToFeed::Book { book: venue(&itch, 250), next: 251 }).ok().unwrap();
+        for _ in 0..10 {
+            r.poll(&mut norm, 7);
+        }
+        assert!(r.repairing(), "swapped in before 201..=250 came");
+        for k in 201..=249u64 {
+            r.on_message(k, &itch[k as usize - 1]);
+            r.poll(&mut norm, 7);
+        }
+        assert!(r.repairing(), "one message it holds has still not come");
+        r.on_message(250, &itch[249]);
+        r.poll(&mut norm, 9);
+        assert!(!r.repairing());
+        match ends.from_feed.pop() {
+            Ok(ToHelper::Swapped { next: 251, position: 9, .. }) => {}
+            _ => panic!("not swapped at the right place"),
+        }
+        assert_eq!(r.counts().last_caught_up, 0, "every message kept was in the venue's book");
+        assert_eq!(norm.book().digest(), venue(&itch, 250).digest());
+    }
 }

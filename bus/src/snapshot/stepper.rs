@@ -4,7 +4,8 @@
 //! the venue's p99 4-5x its own); a step here costs a few messages applied or a couple of chunks
 //! published, and is taken only when no tick is due. (A chunk's walk skips empty book sides, up
 //! to two a stock: on a book of thousands of stocks one step can take tens of µs; and a venue
-//! behind its schedule always has a tick due, so its maker waits and the tap fills.)
+//! behind its schedule always has a tick due, so its maker would wait and the tap fill: the
+//! venue steps it once a tick as well when it has fallen a quarter of its tap behind.)
 //!
 //! Each step either applies up to `apply` messages from the archive, or (a snapshot under way)
 //! publishes up to `chunks` chunks of it; nothing is applied while a snapshot is under way, so

@@ -85,6 +85,14 @@ pub fn channel(capacity: usize, source: Arc<AtomicU64>) -> (SnapshotTap, TapArch
     (SnapshotTap { queue, lost: 0 }, archive)
 }
 
+impl TapArchive {
+    /// Messages waiting in the queue (the maker's backlog).
+    #[inline]
+    pub fn waiting(&self) -> usize {
+        self.queue.slots()
+    }
+}
+
 impl Archive for TapArchive {
     type Error = Infallible;
 
