@@ -14,13 +14,13 @@ mod common;
 
 use common::procs::{finish, n, sig, Env};
 
-/// 5,000 ITCH messages a second (about 8,000 published) for 12 s: slow enough that B, starting
-/// at 60% in a debug build beside six busy processes, reads the journal faster than the day
-/// goes on (late_join.rs found 10,000 too fast for a joiner at 60%), and long enough that B is
-/// up before the day ends (a 6 s day ended before B, started at 3.6 s, had loaded a snapshot on
-/// a slow VM phase: it read the whole day from the journal and never went live).
-const RATE: u64 = 5_000;
-const MESSAGES: u64 = 60_000;
+/// 2,500 ITCH messages a second (about 4,000 published) for 12 s: slow enough that B, starting
+/// at half the day in a debug build beside six busy processes, reads the journal faster than
+/// the day goes on, and long enough that B is up before the day ends (a 6 s day at 5,000 ended
+/// before B, started at 3.6 s, had loaded a snapshot on a slow VM phase; a 12 s one at 5,000
+/// left B reading the journal at the day's end).
+const RATE: u64 = 2_500;
+const MESSAGES: u64 = 30_000;
 
 #[test]
 fn a_joiner_refuses_a_lossy_snapshot_and_rebuilds_from_the_whole_journal() {
@@ -66,11 +66,11 @@ fn a_joiner_refuses_a_lossy_snapshot_and_rebuilds_from_the_whole_journal() {
     let start = env.said(0, "replaying", 60);
     let sleep_until = |f: f64| std::thread::sleep((start + span.mul_f64(f)).saturating_duration_since(Instant::now()));
     sleep_until(0.3);
-    // 4,096 slots at about 8,000 messages a second: lapped after about half a second.
+    // 1,024 slots at about 4,000 messages a second: lapped after about a quarter second.
     sig(&rec2, libc::SIGSTOP);
     std::thread::sleep(Duration::from_millis(1500));
     sig(&rec2, libc::SIGCONT);
-    sleep_until(0.6);
+    sleep_until(0.5);
     let gw_b = env.gateway(1);
     let b = env.trader_with(1, true, &["--snapshots", "shm:snap"]);
 

@@ -74,14 +74,6 @@ pub fn kill(running: &Running) {
     }
 }
 
-/// SIGKILL to a child: it dies with no chance to close anything (a crash).
-pub fn kill_hard(running: &Running) {
-    if let Some(c) = running.0.as_ref() {
-        // SAFETY: a signal to our own child, not yet waited for (it is still in `running`).
-        unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
-    }
-}
-
 /// Both apps' summaries, or every failure among them.
 pub fn both<A, B>(a: Result<A, String>, b: Result<B, String>) -> Result<(A, B), String> {
     match (a, b) {
