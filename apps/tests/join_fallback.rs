@@ -86,7 +86,7 @@ fn a_joiner_refuses_a_lossy_snapshot_and_rebuilds_from_the_whole_journal() {
     }
     let (rec1, rec2) = (finish(rec1, "recorder 1"), finish(rec2, "recorder 2"));
     assert_eq!((n(&rec1, &["messages"]), n(&rec1, &["gaps"])), (published, 0), "journal 1 is whole: {rec1}");
-    assert!(n(&rec2, &["gaps"]) > 0, "recorder 2 was lapped (stopped 1.5 s on a 0.5 s ring): {rec2}");
+    assert!(n(&rec2, &["gaps"]) > 0, "recorder 2 was lapped (stopped 1.5 s on a quarter-second ring): {rec2}");
     assert!(n(&snap, &["lost"]) > 0, "the snapshots from journal 2 say what they lost: {snap}");
     assert_eq!(a["book_digest"].as_str(), Some(want.as_str()), "trader A: {a}");
 

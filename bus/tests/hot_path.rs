@@ -557,11 +557,12 @@ fn the_feed_handlers_tap_and_book_repair_make_no_syscall_and_no_allocation() {
     let whole = venue_at(n).digest();
     let delivered = Arc::new(AtomicU64::new(0));
 
-    /// Waits (on its own thread) until the feed has delivered `at`, then serves the book.
+    /// Waits (on its own thread) until the feed has delivered 300 messages past `at`, then
+    /// serves the book as of `at`: the loop has those 300 to catch it up with.
     struct Venue(Vec<u8>, Arc<AtomicU64>, u64);
     impl BookSource for Venue {
         fn fetch(&mut self, buf: &mut Vec<u8>) -> Result<(), GlimpseError> {
-            while self.1.load(Ordering::Acquire) < self.2 {
+            while self.1.load(Ordering::Acquire) < self.2 + 300 {
                 std::thread::yield_now();
             }
             buf.clone_from(&self.0);
@@ -617,9 +618,10 @@ fn the_feed_handlers_tap_and_book_repair_make_no_syscall_and_no_allocation() {
             (h.repair_counts().unwrap(), h.book().digest(), h.tap().unwrap().lost())
         },
     );
-    let RepairCounts { repaired, losses, .. } = counts;
+    let RepairCounts { repaired, losses, last_caught_up, .. } = counts;
     assert_eq!(c, Counts { syscalls: 0, allocs: 0 }, "the feed's path with its tap and repair");
     assert_eq!((losses, repaired), (1, 1), "{counts:?}");
+    assert!(last_caught_up >= 300, "the venue's book was caught up with what came after it: {counts:?}");
     assert_eq!(feed_book, whole, "the feed's book is the venue's");
     assert_eq!(tap_lost, 0);
     stop.store(true, Ordering::Release);

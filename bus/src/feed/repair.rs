@@ -189,8 +189,9 @@ enum State {
 }
 
 /// Ring messages looked at per poll of the feed's loop while catching the venue's book up: at
-/// least this many (about 5 µs of work), and twice what was kept since the last poll, so the
-/// catch-up gains on a burst instead of chasing it.
+/// least this many (about 5 µs of work), and four times what was kept since the last poll, so
+/// the catch-up gains on a burst (three messages a poll for each one that came) instead of
+/// chasing it.
 pub const CATCH_UP_PER_POLL: usize = 64;
 
 /// The queues between the loop and the helper. At most a few messages are ever in flight (one
@@ -255,8 +256,12 @@ impl BookRepair {
     #[inline]
     pub fn on_message(&mut self, sequence: u64, itch: &[u8]) {
         self.last = sequence;
-        if matches!(self.state, State::Idle) {
-            return;
+        match self.state {
+            State::Idle => return,
+            // In the venue's book already: not kept (a book far ahead would fill the ring with
+            // messages nobody applies).
+            State::CatchingUp { next, .. } if sequence < next => return,
+            _ => {}
         }
         let kept = self.ring.as_mut().map(|r| r.push(sequence, itch));
         match (kept, &mut self.ring) {
@@ -279,6 +284,9 @@ impl BookRepair {
     /// Messages before `to` were lost for good (published as a `FeedGap`).
     pub fn on_lost(&mut self, to: u64) {
         self.counts.losses += 1;
+        // Given up: never delivered, so a venue's book holding them waits for nothing more
+        // (a loss at the session's end would otherwise leave the repair waiting for ever).
+        self.last = self.last.max(to.saturating_sub(1));
         if let Some(r) = &mut self.ring {
             r.clear();
         }
@@ -295,15 +303,14 @@ impl BookRepair {
         }
     }
 
-    /// Sends in order: behind what waits in the backlog, if anything does. A loss waiting there
-    /// takes a newer one's sequence instead of a second entry (the helper wants only the
+    /// Sends in order: behind what waits in the backlog, if anything does. A loss waiting last
+    /// there takes a newer one's sequence instead of a second entry (the helper wants only the
     /// latest), so the backlog holds a few entries at most; nothing is ever dropped (a book or
     /// the ring dropped here would be freed on the loop, and the ring lost for the day).
     fn send(&mut self, m: ToHelper) {
         if let ToHelper::Lost { need } = m {
-            if let Some(ToHelper::Lost { need: waiting }) =
-                self.backlog.iter_mut().find(|w| matches!(w, ToHelper::Lost { .. }))
-            {
+            // Only into the newest entry: a loss must not move ahead of a swap sent before it.
+            if let Some(ToHelper::Lost { need: waiting }) = self.backlog.back_mut() {
                 *waiting = (*waiting).max(need);
                 return;
             }
@@ -317,8 +324,8 @@ impl BookRepair {
         }
     }
 
-    /// Once a poll of the feed's loop: takes what the helper sent, applies up to
-    /// [`CATCH_UP_PER_POLL`] kept messages to the venue's book, and swaps it in once caught
+    /// Once a poll of the feed's loop: takes what the helper sent, applies a bounded number of
+    /// kept messages to the venue's book ([`CATCH_UP_PER_POLL`]), and swaps it in once caught
     /// up, at market-data position `position` (the next to be published).
     #[inline]
     pub fn poll(&mut self, norm: &mut Normalizer, position: u64) {
@@ -331,7 +338,7 @@ impl BookRepair {
         while let Ok(m) = self.from_helper.pop() {
             self.take(m);
         }
-        let budget = CATCH_UP_PER_POLL.max(2 * std::mem::take(&mut self.kept));
+        let budget = CATCH_UP_PER_POLL.max(4 * std::mem::take(&mut self.kept));
         let last = self.last;
         let State::CatchingUp { book, next, at, applied } = &mut self.state else { return };
         let Some(ring) = &self.ring else { return };

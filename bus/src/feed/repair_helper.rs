@@ -230,12 +230,19 @@ impl<S: BookSource> RepairHelper<S> {
             }
             ToHelper::Swapped { next, position, old, ring } => {
                 self.keep(old);
-                let Some((mut copy, at)) = self.copy.take().filter(|(_, at)| *at == next) else {
-                    // Not the book it handed over (cannot happen): ask for another repair.
+                let Some((mut copy, at)) = self.copy.take() else {
+                    // No book handed over (cannot happen): ask for another repair.
                     self.send(ToFeed::Ring(ring));
                     self.send(ToFeed::Repair);
                     return;
                 };
+                if at != next {
+                    // Not the book it handed over (cannot happen): ask for another repair.
+                    self.keep(copy);
+                    self.send(ToFeed::Ring(ring));
+                    self.send(ToFeed::Repair);
+                    return;
+                }
                 ring.apply(&mut copy, 0, at, usize::MAX);
                 self.send(ToFeed::Ring(ring));
                 let mine = self.maker.restart(*copy, position);

@@ -275,7 +275,7 @@ fn run_without_upkeep(day: Day) -> u64 {
 
 #[test]
 fn the_loop_catches_the_venues_book_up_while_the_market_data_goes_on() {
-    // The book waits in the queue for 97 messages, and is applied 64 kept messages a poll.
+    // The book waits in the queue for 97 messages, and is caught up a bounded number a poll.
     let mut d = day(vec![2_000..2_010, 4_000..4_001]);
     (d.poll_every, d.helper_every) = (97, 5);
     let o = run(d);
@@ -307,6 +307,14 @@ fn a_new_loss_while_catching_up_starts_over_and_a_ring_that_fills_starts_over_fr
     let o = run(d);
     assert_whole(&o);
     assert!(o.counts.ring_full >= 1, "{:?}", o.counts);
+}
+
+#[test]
+fn a_loss_that_runs_to_the_days_end_is_repaired_too() {
+    // Nothing is delivered after it: the venue's book (as of the day's end) waits for nothing.
+    let o = run(day(vec![5_990..6_001]));
+    assert_whole(&o);
+    assert_eq!(o.counts.repaired, 1, "{:?}", o.counts);
 }
 
 #[test]
@@ -349,7 +357,7 @@ mod by_hand {
         }
         assert!(matches!(ends.from_feed.pop(), Ok(ToHelper::Lost { need: 100 })));
         r.poll(&mut norm, 0); // a poll before the book comes: no message kept since this one
-                              // The venue's book as of 100: 901 kept messages to apply, 64 a poll.
+                              // The venue's book as of 100: 901 kept messages to apply, 64 a poll (none came since).
         ends.to_feed.push(ToFeed::Book { book: venue(&itch, 99), next: 100 }).ok().unwrap();
         r.poll(&mut norm, 0);
         assert!(r.repairing());
