@@ -9,9 +9,8 @@
 //! once, so a trader that stopped at the gap (`trader --snapshots`) recovers and trades on.
 //! Without `--glimpse`, every snapshot after a gap says `lost` and no trader takes it.
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tickbus::feed::repair::{self, BookRepair};
@@ -40,8 +39,7 @@ pub type Made = (SnapshotStats, Option<HelperStats>);
 pub struct FeedSnapshots {
     /// The market-data stream's incarnation, stamped in every snapshot (0 until set).
     pub source: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<Made, String>>>,
+    maker: crate::venue_snapshots::MakerThread<Made>,
 }
 
 /// What the feed's loop takes: the tap, and the repair if `--glimpse`.
@@ -125,27 +123,14 @@ pub fn start(
                 "; the book repaired from the venue's book at {g} after a loss"
             ))
     );
-    Ok((FeedSnapshots { source, stop, thread: Some(thread) }, LoopSide { tap, repair }))
+    let maker = crate::venue_snapshots::MakerThread::new(stop, thread);
+    Ok((FeedSnapshots { source, maker }, LoopSide { tap, repair }))
 }
 
 impl FeedSnapshots {
     /// Stops the thread (a snapshot under way is cut short: a loader refuses it) and returns
     /// what it did.
-    pub fn finish(mut self) -> Result<Made, String> {
-        self.stop.store(true, Ordering::Release);
-        match self.thread.take().map(|t| t.join()) {
-            Some(Ok(r)) => r,
-            Some(Err(_)) => Err("the snapshot thread panicked".into()),
-            None => Err("the snapshot thread was not running".into()),
-        }
-    }
-}
-
-impl Drop for FeedSnapshots {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub fn finish(self) -> Result<Made, String> {
+        self.maker.finish()
     }
 }

@@ -36,8 +36,7 @@ pub const SNAPSHOT_STREAM: u32 = 5;
 pub struct VenueSnapshots {
     /// The market-data stream's incarnation, stamped in every snapshot (0 until set).
     pub source: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<SnapshotStats, String>>>,
+    maker: MakerThread<SnapshotStats>,
 }
 
 /// The snapshot stream's channel and options (a lossy stream of snapshot chunks).
@@ -160,13 +159,25 @@ pub fn start(
         Err(_) => return Err("--snapshots: its thread stopped before opening the stream".into()),
     }
     eprintln!("exchange: whole-book snapshots every {} s on {uri}", every.as_secs_f64());
-    Ok((VenueSnapshots { source, stop, thread: Some(thread) }, tap))
+    Ok((VenueSnapshots { source, maker: MakerThread::new(stop, thread) }, tap))
 }
 
-impl VenueSnapshots {
+/// A snapshot maker's thread, told to stop and joined on [`MakerThread::finish`] or when
+/// dropped (the venue's and the feed's alike).
+pub struct MakerThread<R> {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<R, String>>>,
+}
+
+impl<R> MakerThread<R> {
+    /// The thread `thread`, which runs until `stop` is set.
+    pub fn new(stop: Arc<AtomicBool>, thread: JoinHandle<Result<R, String>>) -> MakerThread<R> {
+        MakerThread { stop, thread: Some(thread) }
+    }
+
     /// Stops the maker (a snapshot under way is cut short: a loader refuses it) and returns
     /// what it did.
-    pub fn finish(mut self) -> Result<SnapshotStats, String> {
+    pub fn finish(mut self) -> Result<R, String> {
         self.stop.store(true, Ordering::Release);
         match self.thread.take().map(|t| t.join()) {
             Some(Ok(r)) => r,
@@ -176,11 +187,19 @@ impl VenueSnapshots {
     }
 }
 
-impl Drop for VenueSnapshots {
+impl<R> Drop for MakerThread<R> {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+impl VenueSnapshots {
+    /// Stops the maker (a snapshot under way is cut short: a loader refuses it) and returns
+    /// what it did.
+    pub fn finish(self) -> Result<SnapshotStats, String> {
+        self.maker.finish()
     }
 }
