@@ -2,7 +2,7 @@
 # Runs every fuzz target for a bounded time, default 20 s each (cargo fuzz on the nightly
 # toolchain): the codecs' parsers of exchange data (codecs/fuzz) and the bus's parsers of bytes a
 # peer or another process controls (bus/fuzz: control-channel lines, ring memory, ud-mcast
-# frames, journal records, whole journal folders damaged, MoldUDP64 into the feed's arbitration, channel URIs, raw frames off AF_XDP). Seed corpora: generated ITCH files and captures, and bus/fuzz/seeds.
+# frames, journal records, whole journal folders damaged, MoldUDP64 into the feed's arbitration, channel URIs, raw frames off AF_XDP, a venue's whole book over TCP). Seed corpora: generated ITCH files and captures, and bus/fuzz/seeds.
 # A finding fails the script and leaves the input in <crate>/fuzz/artifacts/<target>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ for s in bus/fuzz/seeds/*; do cp -r "$s" "$seeds/"; done
 for t in codecs:itch_file:itch codecs:book:itch codecs:pcap_capture:pcap codecs:moldudp64:pcap \
   bus:control_lines:control_lines bus:ring_memory:ring_memory bus:mcast_frames:mcast_frames \
   bus:journal_records:journal_records bus:journal_folder:journal_folder bus:feed_arbiter:feed_arbiter \
-  bus:feed_forgery:feed_forgery bus:channel_uri:channel_uri bus:xdp_frames:xdp_frames; do
+  bus:feed_forgery:feed_forgery bus:channel_uri:channel_uri bus:xdp_frames:xdp_frames bus:glimpse:glimpse; do
   IFS=: read -r crate target seed <<<"$t"
   mkdir -p "$crate/fuzz/corpus/$target"
   echo "fuzz: $crate/$target for ${secs}s"

@@ -116,6 +116,11 @@ fn the_invariant_check_catches_a_crossed_book() {
     add(&mut b, 2, b'S', 100, 10_000).unwrap();
     let e = b.check_invariants().unwrap_err();
     assert!(matches!(e, InvariantError::Crossed { .. }) && e.to_string().contains("crossed"), "{e}");
+    // Its structure is sound: a venue's book may cross (before its opening cross).
+    b.check_structure().unwrap();
+    // A structural fault is still found when prices are not checked.
+    b.orders.get_mut(&1).unwrap().shares += 1;
+    assert!(matches!(b.check_structure(), Err(InvariantError::Level { .. })), "{:?}", b.check_structure());
 }
 
 /// The slowest obviously-right book: per stock and side a BTreeMap price -> shares, and a map
