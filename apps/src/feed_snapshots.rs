@@ -9,7 +9,7 @@
 //! once, so a trader that stopped at the gap (`trader --snapshots`) recovers and trades on.
 //! Without `--glimpse`, every snapshot after a gap says `lost` and no trader takes it.
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,10 +17,12 @@ use tickbus::feed::repair::{self, BookRepair};
 use tickbus::feed::repair_helper::{HelperStats, RepairHelper, VenueBookService};
 use tickbus::snapshot::tap::{self, SnapshotTap};
 use tickbus::snapshot::{SnapshotStats, Snapshotter};
-use tickbus::stream::{open_publisher, OpenOptions};
+use tickbus::stream::OpenOptions;
 use tickbus_codecs::book::OrderBook;
 use tickbus_codecs::md::SnapshotOrders;
 use tickbus_codecs::Message;
+
+use crate::venue_snapshots::MakerThread;
 
 /// Room for a day's book (a million orders, every stock locate), as the venue's maker.
 const ORDERS: usize = 1 << 20;
@@ -39,7 +41,7 @@ pub type Made = (SnapshotStats, Option<HelperStats>);
 pub struct FeedSnapshots {
     /// The market-data stream's incarnation, stamped in every snapshot (0 until set).
     pub source: Arc<AtomicU64>,
-    maker: crate::venue_snapshots::MakerThread<Made>,
+    maker: MakerThread<Made>,
 }
 
 /// What the feed's loop takes: the tap, and the repair if `--glimpse`.
@@ -69,52 +71,29 @@ pub fn start(
         }
         None => (None, None),
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let (opened_tx, opened) = std::sync::mpsc::sync_channel(1);
-    let (st, uri_owned) = (stop.clone(), uri.to_string());
-    let thread = std::thread::Builder::new()
-        .name("tickbus-feed-snapshots".into())
-        .spawn(move || -> Result<Made, String> {
-            // Opened on this thread: a ud-mcast publisher's queue pair belongs to its thread.
-            let mut p = match open_publisher(&c, &o) {
-                Ok(p) => {
-                    let _ = opened_tx.send(Ok(()));
-                    p
-                }
-                Err(e) => {
-                    let _ = opened_tx.send(Err(format!("--snapshots {e}")));
-                    return Err("not opened".into());
-                }
-            };
-            let mut book = OrderBook::with_capacity(ORDERS, STOCKS);
-            book.pre_touch();
-            let said = |e: String| format!("snapshots on {uri_owned}: {e}");
-            let r = match (ends, glimpse) {
-                (Some(ends), Some(addr)) => {
-                    let service =
-                        VenueBookService { addr, timeout: Duration::from_secs(10), max_bytes: MAX_VENUE_BYTES };
-                    let mut h = RepairHelper::new(ends, service, book, ORDERS, STOCKS, MAX_VENUE_ORDERS);
-                    let r = tickbus::feed::repair_helper::run(&mut h, &mut archive, &mut p, every, &st);
-                    let _ = p.flush(Duration::from_secs(1));
-                    r.map_err(|e| said(e.to_string()))?;
-                    (h.snapshots(), Some(h.stats().clone()))
-                }
-                _ => {
-                    let mut maker = Snapshotter::new(book);
-                    let r = tickbus::snapshot::run(&mut maker, &mut archive, &mut p, every, &st, None);
-                    let _ = p.flush(Duration::from_secs(1));
-                    r.map_err(|e| said(e.to_string()))?;
-                    (maker.stats(), None)
-                }
-            };
-            Ok(r)
-        })
-        .map_err(|e| format!("--snapshots: starting its thread: {e}"))?;
-    match opened.recv() {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(e),
-        Err(_) => return Err("--snapshots: its thread stopped before opening the stream".into()),
-    }
+    let uri_owned = uri.to_string();
+    let maker = MakerThread::spawn("tickbus-feed-snapshots", c, o, move |p, stop| -> Result<Made, String> {
+        let mut book = OrderBook::with_capacity(ORDERS, STOCKS);
+        book.pre_touch();
+        let said = |e: String| format!("snapshots on {uri_owned}: {e}");
+        match (ends, glimpse) {
+            (Some(ends), Some(addr)) => {
+                let service = VenueBookService { addr, timeout: Duration::from_secs(10), max_bytes: MAX_VENUE_BYTES };
+                let mut h = RepairHelper::new(ends, service, book, ORDERS, STOCKS, MAX_VENUE_ORDERS);
+                let r = tickbus::feed::repair_helper::run(&mut h, &mut archive, p, every, stop);
+                let _ = p.flush(Duration::from_secs(1));
+                r.map_err(|e| said(e.to_string()))?;
+                Ok((h.snapshots(), Some(h.stats().clone())))
+            }
+            _ => {
+                let mut maker = Snapshotter::new(book);
+                let r = tickbus::snapshot::run(&mut maker, &mut archive, p, every, stop, None);
+                let _ = p.flush(Duration::from_secs(1));
+                r.map_err(|e| said(e.to_string()))?;
+                Ok((maker.stats(), None))
+            }
+        }
+    })?;
     eprintln!(
         "feed: whole-book snapshots every {} s on {uri}{}",
         every.as_secs_f64(),
@@ -123,7 +102,6 @@ pub fn start(
                 "; the book repaired from the venue's book at {g} after a loss"
             ))
     );
-    let maker = crate::venue_snapshots::MakerThread::new(stop, thread);
     Ok((FeedSnapshots { source, maker }, LoopSide { tap, repair }))
 }
 

@@ -128,38 +128,17 @@ pub fn start(
     let (c, o) = snapshot_channel(uri, slots, o)?;
     let source = Arc::new(AtomicU64::new(0));
     let (tap, mut archive) = tap::channel(TAP_MESSAGES, source.clone());
-    let stop = Arc::new(AtomicBool::new(false));
-    let (opened_tx, opened) = std::sync::mpsc::sync_channel(1);
-    let (st, uri_owned) = (stop.clone(), uri.to_string());
-    let thread = std::thread::Builder::new()
-        .name("tickbus-snapshots".into())
-        .spawn(move || -> Result<SnapshotStats, String> {
-            // Opened on this thread: a ud-mcast publisher's queue pair belongs to its thread.
-            let mut p = match open_publisher(&c, &o) {
-                Ok(p) => {
-                    let _ = opened_tx.send(Ok(()));
-                    p
-                }
-                Err(e) => {
-                    let _ = opened_tx.send(Err(format!("--snapshots {e}")));
-                    return Err("not opened".into());
-                }
-            };
-            // Room for a day's book up front (a million orders, every stock locate).
-            let mut maker = Snapshotter::new(OrderBook::with_capacity(1 << 20, 8192));
-            let r = tickbus::snapshot::run(&mut maker, &mut archive, &mut p, every, &st, None);
-            let _ = p.flush(Duration::from_secs(1));
-            r.map_err(|e| format!("snapshots on {uri_owned}: {e}"))?;
-            Ok(maker.stats())
-        })
-        .map_err(|e| format!("--snapshots: starting its thread: {e}"))?;
-    match opened.recv() {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(e),
-        Err(_) => return Err("--snapshots: its thread stopped before opening the stream".into()),
-    }
+    let uri_owned = uri.to_string();
+    let maker = MakerThread::spawn("tickbus-snapshots", c, o, move |p, stop| {
+        // Room for a day's book up front (a million orders, every stock locate).
+        let mut maker = Snapshotter::new(OrderBook::with_capacity(1 << 20, 8192));
+        let r = tickbus::snapshot::run(&mut maker, &mut archive, p, every, stop, None);
+        let _ = p.flush(Duration::from_secs(1));
+        r.map_err(|e| format!("snapshots on {uri_owned}: {e}"))?;
+        Ok(maker.stats())
+    })?;
     eprintln!("exchange: whole-book snapshots every {} s on {uri}", every.as_secs_f64());
-    Ok((VenueSnapshots { source, maker: MakerThread::new(stop, thread) }, tap))
+    Ok((VenueSnapshots { source, maker }, tap))
 }
 
 /// A snapshot maker's thread, told to stop and joined on [`MakerThread::finish`] or when
@@ -169,10 +148,41 @@ pub struct MakerThread<R> {
     thread: Option<JoinHandle<Result<R, String>>>,
 }
 
-impl<R> MakerThread<R> {
-    /// The thread `thread`, which runs until `stop` is set.
-    pub fn new(stop: Arc<AtomicBool>, thread: JoinHandle<Result<R, String>>) -> MakerThread<R> {
-        MakerThread { stop, thread: Some(thread) }
+impl<R: Send + 'static> MakerThread<R> {
+    /// Starts thread `name`, which opens the snapshot stream `c` itself (a ud-mcast publisher's
+    /// queue pair belongs to the thread that made it) and then runs `body` until the stop flag
+    /// it is given is set. Returns once the stream is open, or with the error that kept it shut.
+    pub fn spawn<F>(name: &str, c: Channel, o: OpenOptions, body: F) -> Result<MakerThread<R>, String>
+    where
+        F: FnOnce(&mut AnyPublisher, &AtomicBool) -> Result<R, String> + Send + 'static,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (opened_tx, opened) = std::sync::mpsc::sync_channel(1);
+        let st = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || -> Result<R, String> {
+                let mut p = match open_publisher(&c, &o) {
+                    Ok(p) => {
+                        let _ = opened_tx.send(Ok(()));
+                        p
+                    }
+                    Err(e) => {
+                        let _ = opened_tx.send(Err(format!("--snapshots {e}")));
+                        return Err("not opened".into());
+                    }
+                };
+                body(&mut p, &st)
+            })
+            .map_err(|e| format!("--snapshots: starting its thread: {e}"))?;
+        match opened.recv() {
+            Ok(Ok(())) => Ok(MakerThread { stop, thread: Some(thread) }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => Err("--snapshots: its thread stopped before opening the stream".into()),
+        }
     }
 
     /// Stops the maker (a snapshot under way is cut short: a loader refuses it) and returns
