@@ -4,15 +4,17 @@
 # Usage: tools/test.sh            (what CI runs through .ci/run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each section says when it starts and how long the run has taken so far (CI keeps within 45 min).
+section() { echo "== [$(date -u +%T), ${SECONDS} s in] $*"; }
 tools/setup-host.sh
 # A fresh machine builds every configuration once (debug with fault points, the Python package,
 # loom, the fuzz targets, the lab's release build): incremental state would only take disk.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 tools/check-disk.sh "${TICKBUS_DISK_NEEDED_GB:-8}"
-echo "== latency-lab peers and test tools: cmake >= 3.30, libbsd-dev, uuid-dev, gcc, g++, pkg-config, chromium; Python hdrhistogram, pytest, pyarrow, pandas, duckdb"
+section "latency-lab peers and test tools: cmake >= 3.30, libbsd-dev, uuid-dev, gcc, g++, pkg-config, chromium; Python hdrhistogram, pytest, pyarrow, pandas, duckdb"
 tools/setup-peers.sh
 export PATH="$PWD/target/tools/venv/bin:$PATH"
-echo "== Soft-RoCE rig: host packages and guest image"
+section "Soft-RoCE rig: host packages and guest image"
 tools/rig/rig build >/dev/null
 if grep -qs ' /dev/hugepages hugetlbfs ' /proc/mounts; then
   # A host that has hugepages must exercise them: the shm tests fail instead of quietly
@@ -23,20 +25,20 @@ fi
 # them: a --cfg, not a Cargo feature, so no dependent can switch kill points on in a product. The
 # tests that need them fail if TICKBUS_REQUIRE_FAULTS is set and they are not compiled in.
 export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }--cfg tickbus_testing" TICKBUS_REQUIRE_FAULTS=1
-echo "== workspace tests (unit, multi-process, hot-path proofs, doctests; the C ABI's C and C++ tests under ASan/UBSan, the C++ example built with CMake)"
+section "workspace tests (unit, multi-process, hot-path proofs, doctests; the C ABI's C and C++ tests under ASan/UBSan, the C++ example built with CMake)"
 cargo test --workspace --all-features
-echo "== Python package: pip install ./python (maturin, release build), then pytest against the apps"
+section "Python package: pip install ./python (maturin, release build), then pytest against the apps"
 CARGO_TARGET_DIR="$PWD/target/python" target/tools/venv/bin/pip install -q ./python
 # The tests run `tickbus` (record, exchange, trader, journal inspect/export): the debug build the
 # workspace tests just made. From the checkout's root, so the package imported is the installed one.
 TICKBUS_BIN="$PWD/target/debug/tickbus" target/tools/venv/bin/python3 -m pytest -q python/tests
-echo "== loom model checks of the ring's synchronisation"
+section "loom model checks of the ring's synchronisation"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p tickbus --lib --release loom
-echo "== fuzz: every target (codecs: ITCH file, MoldUDP64, pcap, book; bus: control lines, ring memory, ud-mcast frames, journal records, journal folders, feed arbitration and forgery, channel URIs) for a bounded time"
+section "fuzz: every target (codecs: ITCH file, MoldUDP64, pcap, book; bus: control lines, ring memory, ud-mcast frames, journal records, journal folders, feed arbitration and forgery, channel URIs, AF_XDP frames, venue glimpses) for a bounded time"
 # The product build is fuzzed: no fault or crash points compiled in.
 env -u RUSTFLAGS tools/fuzz.sh "${TICKBUS_FUZZ_SECONDS:-20}"
 
-echo "== Soft-RoCE guest: rig self-test"
+section "Soft-RoCE guest: rig self-test"
 tools/rig/selftest.sh
 # Test binaries that need RDMA devices. On a host without them they report "ignored" with the
 # reason; here they run in the guest, where TICKBUS_REQUIRE_RDMA=1 turns a missing device into a
@@ -55,20 +57,25 @@ tools/rig/selftest.sh
 RDMA_TESTS=(verbs_smoke rdma_transport rdma_hostile mcast_transport mcast_hostile examples_rdma two_hosts
   tickbus-apps:trading_rdma tickbus-apps:trading_two_hosts tickbus-apps:late_join_two_hosts tickbus-apps:doctor_rdma
   tickbus-apps:stat_rdma tickbus-apps:replay_rdma tickbus-apps:late_join_rdma tickbus-lab:rdma tickbus-lab:fanout_two_hosts tickbus-ffi:c_abi_rdma)
-for entry in "${RDMA_TESTS[@]}"; do
-  pkg=tickbus t=$entry
-  if [[ $entry == *:* ]]; then pkg=${entry%%:*} t=${entry#*:}; fi
-  bin=$(cargo test -p "$pkg" --all-features --test "$t" --no-run --message-format=json 2>/dev/null \
+test_bin() { # package, test target: its binary's path (built if needed)
+  cargo test -p "$1" --all-features --test "$2" --no-run --message-format=json 2>/dev/null \
     | python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
-        print(m["executable"])' "$t")
+        print(m["executable"])' "$2"
+}
+# One-guest suites run one after another in a single boot (tools/rig/each.sh: each in a clean
+# guest state, every one run, each named with its exit code and time); two-guest suites get a
+# boot each (they cut the link or power the peer off).
+one_guest=()
+two_guests=()
+for entry in "${RDMA_TESTS[@]}"; do
+  pkg=tickbus t=$entry
+  if [[ $entry == *:* ]]; then pkg=${entry%%:*} t=${entry#*:}; fi
+  bin=$(test_bin "$pkg" "$t")
   [ -n "$bin" ] || { echo "test.sh: no test binary for $t" >&2; exit 1; }
-  guests=1
-  [[ $t == *two_hosts ]] && guests=2
-  echo "== Soft-RoCE guest ($guests): $t"
-  TICKBUS_REQUIRE_RDMA=1 tools/rig/rig run --guests "$guests" --hugepages 32 --timeout 900 -- "$bin"
+  if [[ $t == *two_hosts ]]; then two_guests+=("$t=$bin"); else one_guest+=("$t" "$bin" ';;'); fi
 done
 # The apps' unit tests marked ignored on a host need RDMA devices: the trading loops over RDMA
 # (doorbell writes only, no allocation). Here they run, with --ignored.
@@ -79,6 +86,11 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "tickbus" and m["profile"]["test"]:
         print(m["executable"])')
 [ -n "$bin" ] || { echo "test.sh: no unit-test binary for tickbus-apps" >&2; exit 1; }
-echo "== Soft-RoCE guest (1): tickbus-apps unit tests that need RDMA"
-TICKBUS_REQUIRE_RDMA=1 tools/rig/rig run --guests 1 --hugepages 32 --timeout 900 -- "$bin" --ignored
-echo "== all suites passed"
+one_guest+=("tickbus-apps unit tests (--ignored)" "$bin" --ignored)
+section "Soft-RoCE guest (1): the one-guest suites and the apps' RDMA unit tests, in one boot"
+TICKBUS_REQUIRE_RDMA=1 tools/rig/rig run --guests 1 --hugepages 32 --timeout 4000 -- tools/rig/each.sh "${one_guest[@]}"
+for entry in "${two_guests[@]}"; do
+  section "Soft-RoCE guests (2): ${entry%%=*}"
+  TICKBUS_REQUIRE_RDMA=1 tools/rig/rig run --guests 2 --hugepages 32 --timeout 900 -- "${entry#*=}"
+done
+section "all suites passed"

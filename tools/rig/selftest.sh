@@ -9,6 +9,22 @@ check() { # name expected-code actual-code
 }
 "$RIG" run -- bash -c 'exit 3' >/dev/null 2>&1; check "guest exit code passes through" 3 $?
 "$RIG" run --timeout 15 -- sleep 600 >/dev/null 2>&1; check "a hung guest exits with the timeout code" 97 $?
+# Several suites in one boot (tools/rig/each.sh, as tools/test.sh runs the one-guest suites): a
+# failed one fails the run but the next still runs, one past its limit is killed, and what one
+# left behind (a file in /dev/shm and in hugetlbfs, a process started from the target folder)
+# is gone before the next starts.
+root=$(cd "$(dirname "$RIG")/../.." && pwd -P)
+out=$(TICKBUS_EACH_TIMEOUT=5 "$RIG" run --hugepages 2 --timeout 120 -- "$(dirname "$RIG")/each.sh" \
+  first bash -c "touch /dev/shm/left-behind /dev/hugepages/left-behind; (exec -a $root/target/each-selftest sleep 600 &)" ';;' \
+  second bash -c 'exit 4' ';;' third bash -c 'sleep 60' ';;' \
+  fourth bash -c "[ ! -e /dev/shm/left-behind ] && [ ! -e /dev/hugepages/left-behind ] && ! pgrep -f ^$root/target/each-selftest" 2>&1); rc=$?
+check "suites in one boot: any failure fails the run" 1 $rc
+summary=$(echo "$out" | sed -n '/== guest: each suite/,$p')
+for want in "first .*exit   0" "second .*exit   4" "third .*exit 137" "fourth .*exit   0"; do
+  echo "$summary" | grep -q "$want" && r=0 || r=1
+  check "suites in one boot: ${want%% *} reported as expected" 0 $r
+done
+[ "$rc" = 1 ] || echo "$out" | tail -20
 # Two guests: TCP across the link, RDMA WRITE across it (rxe_eth), then a cut link stops TCP.
 two_guests='
 probe() { python3 - "$@" <<PY
