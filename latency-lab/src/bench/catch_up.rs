@@ -11,6 +11,7 @@ use tickbus::ring::{HeapMemory, RingReader, RingWriter};
 use tickbus::stream::Subscribe;
 use tickbus::{Mode, Recv, RingConfig, StartAt, Subscriber};
 
+use crate::bench::cleanup::TempDir;
 use crate::model::journal::CatchUp;
 
 const ROUNDS: usize = 7;
@@ -60,22 +61,23 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Paired rounds over one journal of `n` messages.
 pub fn run(n: u64, ticks_per_ns: f64) -> Result<CatchUp, Box<dyn Error>> {
-    let dir = std::env::temp_dir().join(format!("lab-catch-up-{}", std::process::id()));
-    crate::bench::python_read::write_journal(&dir, n, ticks_per_ns)?;
+    let tmp = TempDir::new(&format!("lab-catch-up-{}", std::process::id()));
+    let dir = tmp.path();
+    crate::bench::python_read::write_journal(dir, n, ticks_per_ns)?;
     let (mut floors, mut merges, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         let (f, m) = if round % 2 == 0 {
-            let f = read_floor(&dir, n)?;
-            (f, merge(&dir, n)?)
+            let f = read_floor(dir, n)?;
+            (f, merge(dir, n)?)
         } else {
-            let m = merge(&dir, n)?;
-            (read_floor(&dir, n)?, m)
+            let m = merge(dir, n)?;
+            (read_floor(dir, n)?, m)
         };
         floors.push(f);
         merges.push(m);
         ratios.push(m / f);
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(tmp);
     let (lo, hi) = ratios.iter().fold((f64::MAX, 0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
     Ok(CatchUp {
         messages: n,

@@ -11,9 +11,9 @@ use std::error::Error;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tickbus::shm::{self, ShmOptions};
 use tickbus_apps::summary::{ExchangeSummary, HopStats, TraderSummary};
 
+use super::cleanup::{Rings, TempDir};
 use super::pipeline::{Kill, Spec};
 use crate::model::pipeline::{JoinCost, JoinRound};
 
@@ -76,8 +76,8 @@ pub fn run(s: &Spec<'_>) -> Result<JoinCost, Box<dyn Error>> {
 /// from 30% of the day. Returns the venue's summary and the joiner's.
 fn day(s: &Spec<'_>, round: usize, join: bool) -> Result<(ExchangeSummary, Option<TraderSummary>), Box<dyn Error>> {
     let tag = format!("lab-join-{}-{round}-{}", std::process::id(), u8::from(join));
-    let (md, journal) = (format!("{tag}-md"), std::env::temp_dir().join(format!("{tag}-journal")));
-    let _ = std::fs::remove_dir_all(&journal);
+    let (md, dir) = (format!("{tag}-md"), TempDir::new(&format!("{tag}-journal")));
+    let journal = dir.path();
     let ring = |n: &str| format!("{tag}-{n}");
     let (rate, max) = (s.rate.to_string(), s.messages.to_string());
     let itch = s.itch.to_str().ok_or("ITCH path not UTF-8")?;
@@ -94,6 +94,8 @@ fn day(s: &Spec<'_>, round: usize, join: bool) -> Result<(ExchangeSummary, Optio
     };
     let (c0, c1) = (s.cores[0].to_string(), s.cores[1].to_string());
     let (o0, e0, o1, e1) = (ring("orders0"), ring("execs0"), ring("orders1"), ring("execs1"));
+    // Made before the apps: dropped after them, so rings and journal go on every way out.
+    let _rings = Rings::new(&[&md, &o0, &e0, &o1, &e1]);
     let ex = spawn(&[
         "exchange", "--itch", itch, "--rate", &rate, "--max", &max, "--md", &md, "--orders", &o0, "--execs", &e0,
         "--core", &c0, "-q",
@@ -144,10 +146,6 @@ fn day(s: &Spec<'_>, round: usize, join: bool) -> Result<(ExchangeSummary, Optio
         unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
     }
     let _: serde_json::Value = std::mem::replace(&mut recorder, Kill(None)).finish("recorder", deadline)?;
-    for name in [&md, &o0, &e0, &o1, &e1] {
-        let _ = shm::remove(name, &ShmOptions::default());
-    }
-    let _ = std::fs::remove_dir_all(&journal);
     Ok((ex, joined))
 }
 

@@ -20,6 +20,7 @@ use tickbus_codecs::md::SnapshotOrders;
 use tickbus_codecs::normalize::Normalizer;
 use tickbus_codecs::{decode, Message};
 
+use crate::bench::cleanup::TempDir;
 use crate::model::journal::JoinLive;
 
 const ROUNDS: usize = 3;
@@ -136,14 +137,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Both ways of joining at 10:30 and 15:59 of `day`, medians of a few rounds each.
 pub fn run(day: &[u8], ticks_per_ns: f64) -> Result<Vec<JoinLive>, Box<dyn Error>> {
-    let dir = std::env::temp_dir().join(format!("lab-join-live-{}", std::process::id()));
-    let at = journal(day, &dir, ticks_per_ns)?;
+    let tmp = TempDir::new(&format!("lab-join-live-{}", std::process::id()));
+    let dir = tmp.path();
+    let at = journal(day, dir, ticks_per_ns)?;
     let mut rows = Vec::new();
     for (name, position) in at {
-        let taken = snapshot(&dir, position)?;
+        let taken = snapshot(dir, position)?;
         let (mut opens, mut loads) = (Vec::new(), Vec::new());
         for _ in 0..ROUNDS {
-            let (open_ms, open_digest) = from_open(&dir, position)?;
+            let (open_ms, open_digest) = from_open(dir, position)?;
             let (load_ms, load_digest) = from_snapshot(taken.mem.clone(), position)?;
             if open_digest != load_digest {
                 return Err(format!("joining at {name}: the snapshot's book differs from the replayed one").into());
@@ -164,6 +166,5 @@ pub fn run(day: &[u8], ticks_per_ns: f64) -> Result<Vec<JoinLive>, Box<dyn Error
             x_faster: from_open_ms / from_snapshot_ms.max(1e-6),
         });
     }
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(rows)
 }

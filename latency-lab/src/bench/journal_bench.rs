@@ -8,7 +8,7 @@
 //!   recorded with nothing lost.
 use std::error::Error;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,7 @@ use tickbus::shm::{self, ShmOptions};
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, RingConfig};
 
+use crate::bench::cleanup::{Rings, TempDir};
 use crate::bench::harness::{histogram, pin, spin_until};
 use crate::model::{Kind as RowKind, Row, Section};
 
@@ -58,10 +59,9 @@ impl Tap for Synthetic {
     }
 }
 
-fn scratch(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tickbus-lab-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A scratch folder, removed however the bench ends.
+fn scratch(tag: &str) -> TempDir {
+    TempDir::new(&format!("tickbus-lab-{tag}-{}", std::process::id()))
 }
 
 fn meta(ticks_per_ns: f64) -> JournalMeta {
@@ -108,7 +108,8 @@ fn throughput_here(
 ) -> BenchResult<JournalReport> {
     let (mut floors, mut recorders, mut paired_ns) = (Vec::new(), Vec::new(), Vec::new());
     let mut queue_full = 0;
-    let dir = scratch("journal");
+    let tmp = scratch("journal");
+    let dir = tmp.path().to_path_buf();
     for round in 0..ROUNDS {
         let mut recorder = || -> BenchResult<f64> {
             let _ = std::fs::remove_dir_all(&dir);
@@ -140,7 +141,7 @@ fn throughput_here(
     let r = JournalReader::open(&dir)?;
     let bytes: u64 = r.segments().iter().filter_map(|s| std::fs::metadata(&s.path).ok()).map(|m| m.len()).sum();
     let rate = read_back(&r, n)?;
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(tmp);
     Ok(JournalReport {
         messages: n,
         message_bytes: PAYLOAD,
@@ -186,8 +187,9 @@ fn median(v: &mut [f64]) -> f64 {
 
 /// The floor: the same record bytes, written sequentially through a 1 MiB buffer; msgs/s.
 fn floor_write(n: u64) -> BenchResult<f64> {
-    let dir = scratch("floor");
-    std::fs::create_dir_all(&dir)?;
+    let tmp = scratch("floor");
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir)?;
     let mut record = vec![0u8; format::record_bytes(PAYLOAD)];
     format::emit(&mut record, &format::message_header(0, 0, 0, PAYLOAD), &[7u8; PAYLOAD]);
     let t0 = Instant::now();
@@ -199,7 +201,7 @@ fn floor_write(n: u64) -> BenchResult<f64> {
         w.flush()?;
     }
     let rate = n as f64 / t0.elapsed().as_secs_f64();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(tmp);
     Ok(rate)
 }
 
@@ -240,6 +242,8 @@ fn pacing_here(itch: &Path, rate: u64, n: u64, rounds: u32, ticks_per_ns: f64) -
     let tsc = Tsc::new();
     let opts = ShmOptions::default();
     let name = format!("lab-replay-{}", std::process::id());
+    // Made before the publisher: dropped after it, so the ring goes on every way out.
+    let _ring = Rings::with_options(&[&name], opts.clone());
     let cfg = RingConfig::for_payload(Mode::Lossy, 1, PAYLOAD, 4096);
     let mut p = shm::open_publisher(&name, &cfg, &opts)?;
     let (mut floor_h, mut replay_h) = (histogram(), histogram());
@@ -310,10 +314,12 @@ pub fn sustained(
 fn sustained_here(rate: u64, seconds: f64, cores: (usize, usize), ticks_per_ns: f64) -> BenchResult<Sustained> {
     let opts = ShmOptions::default();
     let name = format!("lab-record-{}", std::process::id());
+    let _ring = Rings::with_options(&[&name], opts.clone());
     let cfg = RingConfig::for_payload(Mode::Reliable, 2, PAYLOAD, 4096);
     let mut p = shm::open_publisher(&name, &cfg, &opts)?;
     let mut tap = shm::open_consumer(&name, &opts)?;
-    let dir = scratch("sustained");
+    let tmp = scratch("sustained");
+    let dir = tmp.path().to_path_buf();
     let total = (rate as f64 * seconds) as u64;
     let recorder = std::thread::spawn(move || -> Result<u64, String> {
         let journal =

@@ -22,6 +22,8 @@ use crate::model::pipeline::{Hop, Round, Run, SnapshotCost, SnapshotRound};
 use crate::model::pipeline::{RdmaRound, RdmaRun};
 use serde::{Deserialize, Serialize};
 use tickbus::shm::{self, ShmOptions};
+
+use super::cleanup::Rings;
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, Recv, RingConfig, StartAt};
 use tickbus_apps::summary::{ExchangeSummary, HopStats, TraderSummary};
@@ -262,6 +264,8 @@ pub(super) fn to_hop(h: &HopStats) -> Hop {
 fn pipeline(s: &Spec<'_>, exchange: &[&str]) -> Result<(ExchangeSummary, TraderSummary, String), Box<dyn Error>> {
     let tag = format!("lab-pipe-{}-{}", std::process::id(), s.rate);
     let (md, orders, execs) = (format!("{tag}-md"), format!("{tag}-orders"), format!("{tag}-execs"));
+    // Made before the apps: dropped after them, so the rings go on every way out.
+    let _rings = Rings::new(&[&md, &orders, &execs]);
     let names = ["--md", &md, "--orders", &orders, "--execs", &execs];
     let (rate, max, itch) = (s.rate.to_string(), s.messages.to_string(), s.itch.to_str().ok_or("ITCH path not UTF-8")?);
     let split = s.cores.len() >= 3;
@@ -298,9 +302,6 @@ fn pipeline(s: &Spec<'_>, exchange: &[&str]) -> Result<(ExchangeSummary, TraderS
         }
         None => (ex, format!("exchange+gateway (core {}) | trader (core {})", s.cores[0], s.cores[1])),
     };
-    for name in [&md, &orders, &execs] {
-        let _ = shm::remove(name, &ShmOptions::default());
-    }
     Ok((ex, tr, layout))
 }
 
@@ -408,6 +409,7 @@ pub fn hop_floor(
 ) -> Result<(u64, u64), Box<dyn Error>> {
     let name = format!("lab-hop-{}-{payload}-{rate}", std::process::id());
     let opts = ShmOptions::default();
+    let _ring = Rings::new(&[&name]);
     let slots = if mode == Mode::Lossy { 1 << 16 } else { 4096 };
     let cfg = RingConfig { ticks_per_ns, ..RingConfig::for_payload(mode, 9, payload, slots) };
     let mut p = shm::open_publisher(&name, &cfg, &opts)?;
@@ -456,7 +458,6 @@ pub fn hop_floor(
     let child = child.0.take().expect("a child");
     let status = child.wait_with_output()?;
     drop(p);
-    let _ = shm::remove(&name, &opts);
     let v: FloorReading = serde_json::from_str(line.trim())
         .map_err(|e| format!("the hop floor's reader failed ({}): {e}: {line}", status.status))?;
     Ok((v.p50, v.p99))
@@ -562,7 +563,7 @@ pub fn rdma_rounds(
         let gw = ex.gateway.as_ref().ok_or("the exchange (rdma) printed no gateway summary")?;
         let h: Vec<Hop> = gw.hops_ns.iter().map(to_hop).collect();
         let ttt = h.get(5).ok_or("the gateway reported no tick-to-trade")?;
-        let budget = ud + rc + book_p50;
+        let budget = ud.saturating_add(rc).saturating_add(book_p50);
         out.push(RdmaRound {
             ttt_p50: ttt.p50,
             ttt_p99: ttt.p99,

@@ -110,7 +110,8 @@ pub fn run(n: u64, ticks_per_ns: f64) -> Result<PythonRead, Box<dyn Error>> {
             py.display()
         )));
     }
-    let dir = std::env::temp_dir().join(format!("lab-python-read-{}", std::process::id()));
+    let tmp = crate::bench::cleanup::TempDir::new(&format!("lab-python-read-{}", std::process::id()));
+    let dir = tmp.path().to_path_buf();
     write_journal(&dir, n, ticks_per_ns)?;
     let (mut rust, mut python) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
@@ -129,7 +130,7 @@ pub fn run(n: u64, ticks_per_ns: f64) -> Result<PythonRead, Box<dyn Error>> {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(tmp);
     let (r, p) = (median(rust), median(python));
     Ok(PythonRead { messages: n, rounds: ROUNDS, python_msgs_per_s: p, rust_msgs_per_s: r, x_rust: p / r, note: None })
 }

@@ -18,6 +18,7 @@ use tickbus_codecs::itch::{frames, parse};
 use tickbus_codecs::orders::NewOrder;
 use tickbus_codecs::{Message, OrdType, TimeInForce};
 
+use crate::bench::cleanup::Rings;
 use crate::bench::harness::{histogram, pin, Start};
 use crate::model::{Kind, Row, Section};
 
@@ -50,6 +51,8 @@ pub fn run(d: &Demo<'_>) -> Result<Outcome, Box<dyn Error>> {
     let itch = d.itch;
     let tag = format!("ttt-{}", std::process::id());
     let (md_name, ord_name) = (format!("{tag}-md"), format!("{tag}-orders"));
+    // Made before the rings: dropped after them, so they go on every way out.
+    let _rings = Rings::with_options(&[&md_name, &ord_name], d.opts.clone());
     let cfg = |stream, payload| RingConfig {
         ticks_per_ns: d.ticks_per_ns,
         ..RingConfig::for_payload(Mode::Reliable, stream, payload, 4096)
@@ -176,9 +179,6 @@ pub fn run(d: &Demo<'_>) -> Result<Outcome, Box<dyn Error>> {
         sustained_msgs_per_s: total as f64 * 1e9 / scale.delta_ns(start, last).max(1) as f64,
     };
     let backlog = backlog.is_backlogged().then_some(backlog);
-    for n in [&md_name, &ord_name] {
-        let _ = shm::remove(n, &d.opts);
-    }
     let note = format!(
         "ITCH replay at {} msg/s on core {}, book + IOC decision on core {}",
         crate::model::rate_name(d.rate),

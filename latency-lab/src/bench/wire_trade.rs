@@ -24,6 +24,7 @@ use tickbus::StartAt;
 use tickbus_apps::summary::{GatewaySummary, HopStats, TraderSummary};
 use tickbus_testkit::netns::VethPair;
 
+use super::cleanup::Rings;
 use super::harness::pin;
 use super::pipeline::{to_hop, Kill};
 use super::wire::{packets, send_open_loop, SESSION};
@@ -119,7 +120,7 @@ fn one(s: &Spec<'_>, v: &VethPair, ingest: &str, rate: u64) -> Result<WireTrade,
     let names = ["--md", md.as_str(), "--orders", orders.as_str(), "--execs", execs.as_str()];
     // Removes the three rings however the run ends; made before the children, so dropped after
     // them (they are killed first).
-    let _rings = Rings([md.clone(), orders.clone(), execs.clone()]);
+    let _rings = Rings::new(&[&md, &orders, &execs]);
     let (line_a, line_b) = (
         SocketAddrV4::new(Ipv4Addr::new(239, 77, 40, 1), PORT),
         SocketAddrV4::new(Ipv4Addr::new(239, 77, 41, 1), PORT + 1),
@@ -293,16 +294,6 @@ fn assemble(
 }
 
 /// Shm rings removed when dropped.
-struct Rings([String; 3]);
-
-impl Drop for Rings {
-    fn drop(&mut self) {
-        for name in &self.0 {
-            let _ = shm::remove(name, &ShmOptions::default());
-        }
-    }
-}
-
 /// Waits until a trader holds a consumer line on the report ring (it attached to the market
 /// data before): then no datagram goes unseen.
 fn wait_for_trader(execs: &str, wait: Duration) -> Result<(), Box<dyn Error>> {
