@@ -2,13 +2,17 @@
 //! without a panic, and either load one whole book or leave none. The first byte picks the
 //! input: raw bytes as sent, or a real glimpse (a generated day's book after some messages)
 //! damaged where the rest of the input says (bytes changed, cut short, chunks dropped or
-//! repeated), which reaches deeper than random bytes ever would.
+//! repeated), which reaches deeper than random bytes ever would. The second byte sets the limit
+//! on orders, below and above the largest glimpse's; the loading book is made small, so a
+//! glimpse larger than its room makes it grow, as a feed's spare book may.
 //!
-//! Properties: on `Err` the book is empty; on `Ok` the book is well formed (its queues, levels
-//! and counts agree; its prices may cross, as a venue's may before the open), holds
-//! no more orders than the limit, and goes over again (encode, decode) to the same book and
-//! sequence.
+//! Properties: an undamaged glimpse loads, to the book it was made from and its sequence; on
+//! `Err` the book is empty and well formed (books are reused: one book serves every run); on
+//! `Ok` the book is well formed (its queues, levels and counts agree; its prices may cross, as
+//! a venue's may before the open), holds no more orders than the limit, and goes over again
+//! (encode, decode) to the same book and sequence.
 #![no_main]
+use std::cell::RefCell;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
@@ -19,12 +23,17 @@ use tickbus_codecs::md::SnapshotOrders;
 use tickbus_codecs::synth::{write_itch, DayConfig};
 use tickbus_codecs::Message;
 
-/// Orders one glimpse may carry here: small, so the fuzzer's books stay small.
-const LIMIT: u64 = 4_096;
+/// A real glimpse: its bytes, the sequence it goes on from, and its book's digest and orders.
+struct Real {
+    bytes: Vec<u8>,
+    next: u64,
+    digest: u64,
+    orders: usize,
+}
 
 /// Real glimpses of one generated day after 0, 50, 400, 1,500 and 3,000 messages.
-fn glimpses() -> &'static [Vec<u8>] {
-    static G: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+fn glimpses() -> &'static [Real] {
+    static G: OnceLock<Vec<Real>> = OnceLock::new();
     G.get_or_init(|| {
         let mut day = Vec::new();
         write_itch(DayConfig::new(3, 5, 4_000), &mut day).unwrap();
@@ -36,17 +45,17 @@ fn glimpses() -> &'static [Vec<u8>] {
                 for f in msgs.iter().take(n) {
                     let _ = book.apply(&f.message);
                 }
-                let mut out = Vec::new();
-                encode(&book, n as u64 + 1, &mut out);
-                out
+                let mut bytes = Vec::new();
+                encode(&book, n as u64 + 1, &mut bytes);
+                Real { bytes, next: n as u64 + 1, digest: book.digest(), orders: book.resting_orders() }
             })
             .collect()
     })
 }
 
 /// A real glimpse damaged as `ops` says: each op is 4 bytes (kind, where: 2 bytes, value).
-fn damaged(pick: u8, ops: &[u8]) -> Vec<u8> {
-    let mut g = glimpses()[pick as usize % glimpses().len()].clone();
+fn damaged(g: &Real, ops: &[u8]) -> Vec<u8> {
+    let mut g = g.bytes.clone();
     let chunk = SnapshotOrders::LEN;
     for op in ops.chunks_exact(4) {
         let at = u16::from_le_bytes([op[1], op[2]]) as usize;
@@ -72,25 +81,55 @@ fn damaged(pick: u8, ops: &[u8]) -> Vec<u8> {
     g
 }
 
+thread_local! {
+    /// The loading book, reused across runs as a feed reuses its spare books; small, so big
+    /// glimpses make it grow.
+    static BOOK: RefCell<OrderBook> = RefCell::new(OrderBook::with_capacity(64, 8));
+    static OTHER: RefCell<OrderBook> = RefCell::new(OrderBook::with_capacity(64, 8));
+    static EMPTY: u64 = OrderBook::with_capacity(1, 1).digest();
+}
+
 fuzz_target!(|data: &[u8]| {
-    let Some((&first, rest)) = data.split_first() else { return };
-    let bytes = if first & 1 == 0 { rest.to_vec() } else { damaged(first >> 1, rest) };
-    let mut book = OrderBook::with_capacity(1 << 12, 64);
-    match decode(&bytes, &mut book, LIMIT) {
-        Err(_) => assert_eq!(book.resting_orders(), 0, "a refused glimpse left orders in the book"),
+    let [first, second, rest @ ..] = data else { return };
+    // From 1 order to 2,041: below and above the largest glimpse's order count.
+    let limit = 1 + u64::from(*second) * 8;
+    let real = &glimpses()[usize::from(first >> 1) % glimpses().len()];
+    let (bytes, whole) = match first & 1 {
+        0 => (rest.to_vec(), false),
+        _ => {
+            let d = damaged(real, rest);
+            let whole = d == real.bytes;
+            (d, whole)
+        }
+    };
+    BOOK.with_borrow_mut(|book| match decode(&bytes, book, limit) {
+        Err(e) => {
+            assert!(
+                !(whole && real.orders as u64 <= limit),
+                "an undamaged glimpse of {} orders within the limit {limit} was refused: {e}",
+                real.orders
+            );
+            assert_eq!(book.resting_orders(), 0, "a refused glimpse left orders in the book");
+            book.check_structure().unwrap_or_else(|e| panic!("a refused glimpse left a broken book: {e}"));
+            assert_eq!(book.digest(), EMPTY.with(|e| *e), "a refused glimpse left something in the book");
+        }
         Ok(next) => {
+            if whole {
+                assert_eq!((next, book.digest()), (real.next, real.digest), "an undamaged glimpse loaded wrong");
+            }
             // Prices are the venue's word (its book may be crossed before the open): the
             // structure is the loader's.
             book.check_structure().unwrap_or_else(|e| panic!("a loaded glimpse breaks the book: {e}"));
-            assert!(book.resting_orders() as u64 <= LIMIT);
+            assert!(book.resting_orders() as u64 <= limit, "{} orders over the limit {limit}", book.resting_orders());
             let mut again = Vec::new();
-            encode(&book, next, &mut again);
-            let mut other = OrderBook::with_capacity(1 << 12, 64);
-            let next2 = decode(&again, &mut other, LIMIT)
-                .unwrap_or_else(|e| panic!("a loaded book re-encoded does not load: {e}"));
-            assert_eq!(next2, next);
-            assert_eq!(other.digest(), book.digest());
-            assert_eq!(other.resting_orders(), book.resting_orders());
+            encode(book, next, &mut again);
+            OTHER.with_borrow_mut(|other| {
+                let next2 = decode(&again, other, limit)
+                    .unwrap_or_else(|e| panic!("a loaded book re-encoded does not load: {e}"));
+                assert_eq!(next2, next);
+                assert_eq!(other.digest(), book.digest());
+                assert_eq!(other.resting_orders(), book.resting_orders());
+            });
         }
-    }
+    });
 });

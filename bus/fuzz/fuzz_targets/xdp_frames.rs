@@ -14,6 +14,9 @@ fuzz_target!(|frame: &[u8]| {
     if let Ok(d) = plain {
         let (start, end) = (frame.as_ptr() as usize, frame.as_ptr() as usize + frame.len());
         let p = d.payload.as_ptr() as usize;
-        assert!(p >= start + 14 + 20 + 8 && p + d.payload.len() <= end, "the payload lies behind the headers, in the frame");
+        assert!(
+            p >= start + 14 + 20 + 8 && p + d.payload.len() <= end,
+            "the payload lies behind the headers, in the frame"
+        );
     }
 });

@@ -55,6 +55,18 @@ pub enum GlimpseError {
     /// The first chunk was not a snapshot's first.
     #[error("the venue's book came damaged: it does not start with a snapshot's first chunk")]
     NoStart,
+    /// A second snapshot started before the first ended (a glimpse is one snapshot).
+    #[error("the venue's book came damaged: a second snapshot starts at its chunk {index}, before the first ended")]
+    Restarted {
+        /// The chunk's index in what was sent.
+        index: usize,
+    },
+    /// The book says its maker lost messages before it (a venue's own book never does).
+    #[error("the venue's book says {lost} messages are missing from it: refused")]
+    Lossy {
+        /// Messages it says it lost.
+        lost: u64,
+    },
     /// Bytes followed the snapshot's last chunk.
     #[error("the venue's book came with {bytes} bytes after its last chunk: refused")]
     Trailing {
@@ -95,7 +107,13 @@ fn load(bytes: &[u8], book: &mut OrderBook, max_orders: u64) -> Result<u64, Glim
     let whole = bytes.len() - bytes.len() % SnapshotOrders::LEN;
     for (i, c) in bytes[..whole].chunks_exact(SnapshotOrders::LEN).enumerate() {
         let chunk = SnapshotOrders::parse(c).map_err(|_| GlimpseError::NotAChunk { index: i })?;
-        match loader.offer(book, chunk)? {
+        let step = loader.offer(book, chunk)?;
+        if loader.abandoned() > 0 {
+            // The loader takes a new first chunk as a new snapshot; a glimpse is one.
+            return Err(GlimpseError::Restarted { index: i });
+        }
+        match step {
+            Step::Complete(l) if l.lost != 0 => return Err(GlimpseError::Lossy { lost: l.lost }),
             // Anything after the last chunk is not part of a glimpse.
             Step::Complete(l) if (i + 1) * SnapshotOrders::LEN == bytes.len() => return Ok(l.as_of),
             Step::Complete(_) => {
@@ -224,6 +242,17 @@ mod tests {
         assert!(
             matches!(decode(&long, &mut got, 1 << 20), Err(GlimpseError::Trailing { bytes }) if bytes == SnapshotOrders::LEN)
         );
+        // The first chunk again part-way: a second snapshot is not taken for the first.
+        let mut twice = bytes[..SnapshotOrders::LEN].to_vec();
+        twice.extend_from_slice(&bytes);
+        assert!(matches!(decode(&twice, &mut got, 1 << 20), Err(GlimpseError::Restarted { index: 1 })));
+        assert_eq!(got.resting_orders(), 0);
+        // A book that says it lost messages.
+        let mut lossy = Vec::new();
+        for c in book.snapshot_chunks(3_001, 5, 0) {
+            lossy.extend_from_slice(c.as_bytes());
+        }
+        assert!(matches!(decode(&lossy, &mut got, 1 << 20), Err(GlimpseError::Lossy { lost: 5 })));
         // More orders than the limit.
         let limit = book.resting_orders() as u64 - 1;
         assert!(matches!(decode(&bytes, &mut got, limit), Err(GlimpseError::Damaged(SnapshotError::TooLarge { .. }))));

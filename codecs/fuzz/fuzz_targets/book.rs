@@ -10,8 +10,9 @@ fuzz_target!(|data: &[u8]| {
         let Ok(rec) = rec else { break };
         let _ = book.apply(&rec.message);
     }
-    // Fuzzed adds may cross (the exchange never sends that); everything else must hold.
-    if let Err(e) = book.check_invariants() {
-        assert!(matches!(e, tickbus_codecs::book::InvariantError::Crossed { .. }), "{e}");
+    // Fuzzed adds may cross (the exchange never sends that); everything else must hold, in
+    // every stock (the full check stops at the first crossed one).
+    if let Err(e) = book.check_structure() {
+        panic!("{e}");
     }
 });
