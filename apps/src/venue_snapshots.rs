@@ -181,7 +181,11 @@ impl<R: Send + 'static> MakerThread<R> {
                 let _ = thread.join();
                 Err(e)
             }
-            Err(_) => Err("--snapshots: its thread stopped before opening the stream".into()),
+            // Only if opening the stream panicked: say so.
+            Err(_) => Err(match thread.join() {
+                Err(_) => "--snapshots: its thread panicked while opening the stream".into(),
+                Ok(_) => "--snapshots: its thread stopped before opening the stream".into(),
+            }),
         }
     }
 
