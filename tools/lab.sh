@@ -3,7 +3,7 @@
 # build with (cmake >= 3.30 from PyPI, libbsd-dev, uuid-dev) and clang, builds in release mode
 # with the peers (Aeron IPC, iceoryx2), RDMA and AF_XDP, then:
 #
-#   tools/lab.sh [ARGS]         the default suite on cores 0 and 1 (about 4-5 minutes on a warm
+#   tools/lab.sh [ARGS]         the default suite on cores 0 and 1 (4-8 minutes on a warm
 #                               machine): tick-to-trade, the trading pipeline across processes,
 #                               ping-pong beside the floors and peers, open loop, throughput,
 #                               fan-out, ITCH, the book at TotalView scale, the journal, the wire;
