@@ -21,6 +21,7 @@ use zerocopy::IntoBytes;
 
 /// Why a glimpse was not taken.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GlimpseError {
     /// The service could not be reached or stopped sending.
     #[error("the venue's book service at {addr}: {why}")]
