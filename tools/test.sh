@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, with its own set-up: host packages, hugepages, the workspace tests, the
-# loom models, bounded fuzzing of the codecs, and the RDMA tests inside the Soft-RoCE guest.
+# Python package's tests, the loom models, bounded fuzzing (codecs and bus), the rig's self-test,
+# and the RDMA tests inside the Soft-RoCE guest.
 # Usage: tools/test.sh            (what CI runs through .ci/run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,9 +68,10 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
         print(m["executable"])' "$2"
 }
-# One-guest suites run one after another in a single boot (tools/rig/each.sh: each in a clean
-# guest state, every one run, each named with its exit code and time); two-guest suites get a
-# boot each (they cut the link or power the peer off).
+# One-guest suites run one after another in a single boot (tools/rig/each.sh: processes left
+# from the target folder killed and the guest's rings removed between them, /tmp kept; every one
+# run, each named with its exit code and time); two-guest suites get a boot each (they cut the
+# link or power the peer off).
 one_guest=()
 two_guests=()
 for entry in "${RDMA_TESTS[@]}"; do
@@ -91,6 +93,7 @@ for l in sys.stdin:
 one_guest+=("tickbus-apps unit tests (--ignored)" "$bin" --ignored)
 section "Soft-RoCE guest (1): the one-guest suites and the apps' RDMA unit tests, in one boot"
 TICKBUS_REQUIRE_RDMA=1 tools/rig/rig run --guests 1 --hugepages 32 --timeout 4000 -- tools/rig/each.sh "${one_guest[@]}"
+[ ${#two_guests[@]} -gt 0 ] || { echo "test.sh: no two-guest suite found in RDMA_TESTS" >&2; exit 1; }
 for entry in "${two_guests[@]}"; do
   section "Soft-RoCE guests (2): ${entry%%=*}"
   TICKBUS_REQUIRE_RDMA=1 tools/rig/rig run --guests 2 --hugepages 32 --timeout 900 -- "${entry#*=}"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks the rig itself: exit codes pass through, a hung guest gives the timeout code, two guests
-# reach each other over the private link (TCP and RDMA), and a link-down request cuts it.
+# Checks the rig itself: exit codes pass through, a hung guest gives the timeout code, several
+# suites run in one boot (tools/rig/each.sh) as tools/test.sh runs them, two guests reach each
+# other over the private link (TCP and RDMA), and a link-down request cuts it.
 set -uo pipefail
 RIG="$(cd "$(dirname "$0")" && pwd)/rig"
 fails=0
@@ -14,6 +15,7 @@ check() { # name expected-code actual-code
 # left behind (a file in /dev/shm and in hugetlbfs, a process started from the target folder)
 # is gone before the next starts.
 root=$(cd "$(dirname "$RIG")/../.." && pwd -P)
+before=$fails
 out=$(TICKBUS_EACH_TIMEOUT=5 "$RIG" run --hugepages 2 --timeout 120 -- "$(dirname "$RIG")/each.sh" \
   first bash -c "touch /dev/shm/left-behind /dev/hugepages/left-behind; (exec -a $root/target/each-selftest sleep 600 &)" ';;' \
   second bash -c 'exit 4' ';;' third bash -c 'sleep 60' ';;' \
@@ -24,7 +26,7 @@ for want in "first .*exit   0" "second .*exit   4" "third .*exit 137" "fourth .*
   echo "$summary" | grep -q "$want" && r=0 || r=1
   check "suites in one boot: ${want%% *} reported as expected" 0 $r
 done
-[ "$rc" = 1 ] || echo "$out" | tail -20
+[ "$fails" = "$before" ] || echo "$out" | tail -30
 # Two guests: TCP across the link, RDMA WRITE across it (rxe_eth), then a cut link stops TCP.
 two_guests='
 probe() { python3 - "$@" <<PY

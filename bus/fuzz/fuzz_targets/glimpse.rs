@@ -2,12 +2,12 @@
 //! without a panic, and either load one whole book or leave none. The first byte picks the
 //! input: raw bytes as sent, or a real glimpse (a generated day's book after some messages)
 //! damaged where the rest of the input says (bytes changed, cut short, chunks dropped or
-//! repeated), which reaches deeper than random bytes ever would. The second byte sets the limit
+//! repeated, bytes appended), which reaches deeper than random bytes ever would. The second byte sets the limit
 //! on orders, below and above the largest glimpse's; the loading book is made small, so a
 //! glimpse larger than its room makes it grow, as a feed's spare book may.
 //!
 //! Properties: an undamaged glimpse loads, to the book it was made from and its sequence; on
-//! `Err` the book is empty and well formed (books are reused: one book serves every run); on
+//! `Err` the book is empty and well formed (books are reused: the same two serve every run); on
 //! `Ok` the book is well formed (its queues, levels and counts agree; its prices may cross, as
 //! a venue's may before the open), holds no more orders than the limit, and goes over again
 //! (encode, decode) to the same book and sequence.
