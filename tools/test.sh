@@ -60,13 +60,13 @@ tools/rig/selftest.sh
 RDMA_TESTS=(verbs_smoke rdma_transport rdma_hostile mcast_transport mcast_hostile examples_rdma two_hosts
   tickbus-apps:trading_rdma tickbus-apps:trading_two_hosts tickbus-apps:late_join_two_hosts tickbus-apps:doctor_rdma
   tickbus-apps:stat_rdma tickbus-apps:replay_rdma tickbus-apps:late_join_rdma tickbus-lab:rdma tickbus-lab:fanout_two_hosts tickbus-ffi:c_abi_rdma)
-test_bin() { # package, test target: its binary's path (built if needed)
-  cargo test -p "$1" --all-features --test "$2" --no-run --message-format=json 2>/dev/null \
+test_bin() { # package, --test or --bin, target: the path of its test binary (built if needed)
+  cargo test -p "$1" --all-features "$2" "$3" --no-run --message-format=json 2>/dev/null \
     | python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
-        print(m["executable"])' "$2"
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1] and m["profile"]["test"]:
+        print(m["executable"])' "$3"
 }
 # One-guest suites run one after another in a single boot (tools/rig/each.sh: processes left
 # from the target folder killed and the guest's rings removed between them, /tmp kept; every one
@@ -77,18 +77,13 @@ two_guests=()
 for entry in "${RDMA_TESTS[@]}"; do
   pkg=tickbus t=$entry
   if [[ $entry == *:* ]]; then pkg=${entry%%:*} t=${entry#*:}; fi
-  bin=$(test_bin "$pkg" "$t")
+  bin=$(test_bin "$pkg" --test "$t")
   [ -n "$bin" ] || { echo "test.sh: no test binary for $t" >&2; exit 1; }
   if [[ $t == *two_hosts ]]; then two_guests+=("$t=$bin"); else one_guest+=("$t" "$bin" ';;'); fi
 done
 # The apps' unit tests marked ignored on a host need RDMA devices: the trading loops over RDMA
 # (doorbell writes only, no allocation). Here they run, with --ignored.
-bin=$(cargo test -p tickbus-apps --all-features --bin tickbus --no-run --message-format=json 2>/dev/null \
-  | python3 -c 'import json,sys
-for l in sys.stdin:
-    m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "tickbus" and m["profile"]["test"]:
-        print(m["executable"])')
+bin=$(test_bin tickbus-apps --bin tickbus)
 [ -n "$bin" ] || { echo "test.sh: no unit-test binary for tickbus-apps" >&2; exit 1; }
 one_guest+=("tickbus-apps unit tests (--ignored)" "$bin" --ignored)
 section "Soft-RoCE guest (1): the one-guest suites and the apps' RDMA unit tests, in one boot"
