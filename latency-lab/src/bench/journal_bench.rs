@@ -271,8 +271,6 @@ fn pacing_here(itch: &Path, rate: u64, n: u64, rounds: u32, ticks_per_ns: f64) -
             &stop,
         )?;
     }
-    drop(p);
-    let _ = shm::remove(&name, &opts);
     let rows = vec![
         Row::new(
             "floor: bare wait for the intended time".into(),
@@ -340,7 +338,6 @@ fn sustained_here(rate: u64, seconds: f64, cores: (usize, usize), ticks_per_ns: 
             .cursor()
             .for_each(|r| n += u64::from(matches!(r.kind, Kind::Message(_))))
             .map_err(|e| e.to_string())?;
-        let _ = std::fs::remove_dir_all(&dir);
         Ok(n)
     });
     pin(cores.0)?;
@@ -377,7 +374,5 @@ fn sustained_here(rate: u64, seconds: f64, cores: (usize, usize), ticks_per_ns: 
             format!("the sustained recording lost messages: {total} published, {recorded} in the journal").into()
         );
     }
-    drop(p);
-    let _ = shm::remove(&name, &opts);
     Ok(Sustained { rate, seconds, published: total, recorded, full, achieved_msgs_per_s: total as f64 / secs })
 }

@@ -17,13 +17,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::cleanup::Rings;
 use crate::model::pipeline::{Hop, Round, Run, SnapshotCost, SnapshotRound};
 #[cfg(feature = "rdma")]
 use crate::model::pipeline::{RdmaRound, RdmaRun};
 use serde::{Deserialize, Serialize};
 use tickbus::shm::{self, ShmOptions};
-
-use super::cleanup::Rings;
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, Recv, RingConfig, StartAt};
 use tickbus_apps::summary::{ExchangeSummary, HopStats, TraderSummary};
@@ -203,9 +202,11 @@ pub fn snapshot_cost(s: &Spec<'_>, maker: &str, every_secs: f64) -> Result<Snaps
         if !with_first {
             without = Some(pipeline(s, &[])?.0);
         }
-        let with = pipeline(s, &snap_args);
-        let _ = shm::remove(&ring, &ShmOptions::default());
-        let with = with?.0;
+        let with = {
+            let _ring = Rings::new(&[&ring]);
+            pipeline(s, &snap_args)
+        }?
+        .0;
         let without = match without {
             Some(w) => w,
             None => pipeline(s, &[])?.0,

@@ -293,7 +293,6 @@ fn assemble(
     })
 }
 
-/// Shm rings removed when dropped.
 /// Waits until a trader holds a consumer line on the report ring (it attached to the market
 /// data before): then no datagram goes unseen.
 fn wait_for_trader(execs: &str, wait: Duration) -> Result<(), Box<dyn Error>> {
