@@ -120,6 +120,15 @@ pub enum BookError {
         /// The side byte found.
         side: u8,
     },
+    /// An add of an order with no shares: nothing would rest, and a book holding such an order
+    /// could not be snapshotted (a snapshot's loader refuses an order of no shares).
+    #[error("'{}' adds order {reference} with 0 shares (a real venue never sends one: a damaged or forged message)", *.code as char)]
+    ZeroShares {
+        /// The message type: `A` for every add (ITCH's `A` and `F`, a normalised add).
+        code: u8,
+        /// The order reference number.
+        reference: u64,
+    },
     /// A message with order reference number 0.
     #[error("'{}' gives an order reference number 0, which ITCH never assigns to a displayed order", *.code as char)]
     ZeroReference {
@@ -274,6 +283,9 @@ impl OrderBook {
         if self.orders.contains_key(&reference) {
             return Err(BookError::DuplicateOrder { reference });
         }
+        if shares == 0 {
+            return Err(BookError::ZeroShares { code: b'A', reference });
+        }
         self.grow(locate);
         let before = self.top(locate, side);
         let prev = self.stocks[usize::from(locate)].side_mut(side).add(price, shares, reference);
@@ -320,7 +332,10 @@ impl OrderBook {
         Ok(Update { locate: o.locate, side: o.side, top_changed: before != self.top(o.locate, o.side) })
     }
 
-    /// `U`: the old order leaves, a new one (same stock and side, back of the queue) arrives.
+    /// `U`: the old order leaves, a new one (same stock and side, back of the queue) arrives. A
+    /// replace by an order of no shares is only the old order leaving: nothing is left to rest,
+    /// and it is what the normalised form (a delete, then an add the book refuses) does too, so a
+    /// book built from ITCH and one built from normalised data stay equal.
     fn replace(&mut self, old: u64, new: u64, shares: u32, price: u32) -> Result<Update, BookError> {
         let o = *self.orders.get(&old).ok_or(BookError::UnknownOrder { code: b'U', reference: old })?;
         if old != new && self.orders.contains_key(&new) {
@@ -332,6 +347,10 @@ impl OrderBook {
         let before = self.top(o.locate, o.side);
         self.totals.replaced += u64::from(o.shares);
         self.unlink(old, &o, o.shares);
+        if shares == 0 {
+            return Ok(Update { locate: o.locate, side: o.side, top_changed: before != self.top(o.locate, o.side) });
+        }
+        // Cannot fail: the side is the old order's, the reference is new and not 0, shares > 0.
         let u = self.add(o.locate, new, o.side.itch(), shares, price)?;
         Ok(Update { top_changed: before != self.top(o.locate, o.side), ..u })
     }
@@ -401,7 +420,7 @@ impl OrderBook {
 
     /// Every invariant, checked the slow way (for tests and `--check` runs): levels strictly
     /// sorted with the best last and none empty; each level's queue walks head to tail through
-    /// orders of that stock, side and price and sums to the level's shares and count; every order
+    /// orders of that stock, side and price, none of them without shares, and sums to the level's shares and count; every order
     /// is in exactly one queue; no stock is crossed or locked; volume is conserved. The first
     /// broken one is returned, naming where.
     pub fn check_invariants(&self) -> Result<(), InvariantError> {
@@ -430,6 +449,9 @@ impl OrderBook {
                     while at != 0 {
                         let o =
                             self.orders.get(&at).ok_or(InvariantError::MissingOrder { price: l.price, order: at })?;
+                        if o.shares == 0 {
+                            return Err(InvariantError::NoShares { order: at });
+                        }
                         if (usize::from(o.locate), o.side, o.price, o.prev) != (locate, side, l.price, prev) {
                             return Err(InvariantError::Misqueued { order: at, found: *o });
                         }
@@ -491,6 +513,13 @@ pub enum InvariantError {
         order: u64,
         /// The order as the book holds it.
         found: Order,
+    },
+    /// An order rests with no shares (an order with none has left the book, and a snapshot's
+    /// loader refuses one).
+    #[error("order {order} rests with 0 shares")]
+    NoShares {
+        /// The order reference.
+        order: u64,
     },
     /// A level's queue does not add up to the level (or the level is empty).
     #[error(

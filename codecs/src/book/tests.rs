@@ -94,6 +94,8 @@ fn bad_messages_are_errors_that_leave_the_book_untouched() {
     assert_eq!(add(&mut b, 1, b'B', 5, 1), Err(BookError::DuplicateOrder { reference: 1 }));
     assert_eq!(add(&mut b, 9, b'Z', 5, 1), Err(BookError::BadSide { reference: 9, side: b'Z' }));
     assert_eq!(add(&mut b, 0, b'B', 5, 1), Err(BookError::ZeroReference { code: b'A' }));
+    assert_eq!(add(&mut b, 9, b'B', 0, 10_000), Err(BookError::ZeroShares { code: b'A', reference: 9 }));
+    assert!(add(&mut b, 9, b'B', 0, 1).unwrap_err().to_string().contains("0 shares"));
     assert_eq!(replace(&mut b, 1, 0, 5, 5), Err(BookError::ZeroReference { code: b'U' }));
     assert_eq!(exec(&mut b, 7, 1), Err(BookError::UnknownOrder { code: b'E', reference: 7 }));
     assert_eq!(
@@ -107,6 +109,45 @@ fn bad_messages_are_errors_that_leave_the_book_untouched() {
     assert!(delete(&mut b, 8).unwrap_err().to_string().contains("joined mid-day"));
     assert_eq!(before, (b.resting_shares(), b.totals(), b.best(3, Side::Bid).copied()));
     b.check_invariants().unwrap();
+}
+
+/// A replace to no shares is the old order leaving, and only that: nothing of no shares rests,
+/// the new reference is free, and the book still snapshots and loads (an order of 0 shares in
+/// it would make every snapshot of it unloadable).
+#[test]
+fn a_replace_to_no_shares_removes_the_old_order_and_rests_nothing() {
+    let mut b = OrderBook::with_capacity(16, 4);
+    add(&mut b, 1, b'B', 100, 10_000).unwrap();
+    add(&mut b, 2, b'B', 30, 9_900).unwrap();
+    let u = replace(&mut b, 1, 5, 0, 10_100).unwrap().unwrap();
+    assert_eq!(u, Update { locate: 3, side: Side::Bid, top_changed: true });
+    assert!(b.order(1).is_none() && b.order(5).is_none(), "neither the old nor a 0-share new order rests");
+    assert_eq!(b.best(3, Side::Bid).map(|l| (l.price, l.shares)), Some((9_900, 30)));
+    assert_eq!(b.totals().replaced, 100);
+    b.check_invariants().unwrap();
+    add(&mut b, 5, b'S', 10, 10_200).expect("the new reference was never taken");
+    let mut copy = OrderBook::with_capacity(16, 4);
+    let mut l = SnapshotLoader::new();
+    let mut last = Step::Waiting;
+    for c in b.snapshot_chunks(9, 0, 0) {
+        last = l.offer(&mut copy, &c).expect("the book's snapshot loads");
+    }
+    assert!(matches!(last, Step::Complete(_)), "{last:?}");
+    assert_eq!(copy.digest(), b.digest());
+}
+
+#[test]
+fn the_structure_check_catches_an_order_of_no_shares() {
+    let mut b = OrderBook::with_capacity(16, 4);
+    add(&mut b, 1, b'B', 100, 10_000).unwrap();
+    // The smallest state that fools a check of sums alone: the level's shares agree with its
+    // queue, but one order in it has none.
+    add(&mut b, 2, b'B', 1, 10_000).unwrap();
+    b.orders.get_mut(&2).unwrap().shares = 0;
+    b.orders.get_mut(&1).unwrap().shares = 101;
+    let e = b.check_structure().unwrap_err();
+    assert_eq!(e, InvariantError::NoShares { order: 2 });
+    assert_eq!(e.to_string(), "order 2 rests with 0 shares");
 }
 
 #[test]
