@@ -553,7 +553,7 @@ fn the_feed_handlers_tap_and_book_repair_make_no_syscall_and_no_allocation() {
         b
     };
     let mut served = Vec::new();
-    glimpse::encode(&venue_at(served_at), served_at + 1, &mut served);
+    glimpse::encode(&venue_at(served_at), b"000000001A", served_at + 1, &mut served);
     let whole = venue_at(n).digest();
     let delivered = Arc::new(AtomicU64::new(0));
 
@@ -603,7 +603,7 @@ fn the_feed_handlers_tap_and_book_repair_make_no_syscall_and_no_allocation() {
             for k in half + 1..=n {
                 if lost.contains(&k) {
                     if k + 1 == lost.end {
-                        h.on_gap(lost.start, lost.end, 0).unwrap();
+                        h.on_gap(lost.start, lost.end, Some(b"000000001A"), 0).unwrap();
                     }
                 } else {
                     h.on_message(&msgs[k as usize - 1], k, 0).unwrap();

@@ -20,6 +20,8 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct BookService {
     listener: TcpListener,
+    /// The MoldUDP64 session whose messages the book holds (each glimpse says it).
+    session: [u8; 10],
     book: OrderBook,
     /// The sequence of the first message not in the book.
     next: u64,
@@ -34,13 +36,14 @@ pub struct BookService {
 }
 
 impl BookService {
-    pub fn bind(addr: SocketAddr) -> Result<BookService, String> {
+    pub fn bind(addr: SocketAddr, session: [u8; 10]) -> Result<BookService, String> {
         let listener =
             TcpListener::bind(addr).map_err(|e| format!("--glimpse {addr}: binding the book service: {e}"))?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         eprintln!("mold-server: the venue's book served on tcp {addr}");
         Ok(BookService {
             listener,
+            session,
             // Room for a TotalView day (a million orders, every stock locate).
             book: OrderBook::with_capacity(1 << 20, 8192),
             next: 1,
@@ -86,7 +89,7 @@ impl BookService {
                 Some((next, b)) if *next == self.next => b.clone(),
                 _ => {
                     let mut b = Vec::new();
-                    tickbus::feed::glimpse::encode(&self.book, self.next, &mut b);
+                    tickbus::feed::glimpse::encode(&self.book, &self.session, self.next, &mut b);
                     let b = Arc::new(b);
                     self.encoded = Some((self.next, b.clone()));
                     b

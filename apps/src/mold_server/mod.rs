@@ -157,7 +157,7 @@ pub fn run(a: MoldServerArgs) -> Result<(), String> {
         policy: policy::Policy::new(a.allow.clone(), a.answer_budget),
         answer: !a.no_retransmit,
         bytes: a.packet_bytes,
-        glimpse: a.glimpse.map(glimpse::BookService::bind).transpose()?,
+        glimpse: a.glimpse.map(|g| glimpse::BookService::bind(g, session)).transpose()?,
     };
     std::thread::sleep(Duration::from_millis(a.start_delay_ms));
     let mut b = PacketBuilder::new(session, 1, a.packet_bytes);

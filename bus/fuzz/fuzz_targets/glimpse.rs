@@ -4,9 +4,11 @@
 //! damaged where the rest of the input says (bytes changed, cut short, chunks dropped or
 //! repeated, bytes appended), which reaches deeper than random bytes ever would. The second byte sets the limit
 //! on orders, below and above the largest glimpse's; the loading book is made small, so a
-//! glimpse larger than its room makes it grow, as a feed's spare book may.
+//! glimpse larger than its room makes it grow, as a feed's spare book may. The first byte
+//! also picks the session the loading feed follows: none, the glimpses' own, or another.
 //!
-//! Properties: an undamaged glimpse loads, to the book it was made from and its sequence; on
+//! Properties: an undamaged glimpse loads, to the book it was made from and its session and
+//! sequence, unless the feed follows another session (then it is refused as of another); on
 //! `Err` the book is empty and well formed (books are reused: the same two serve every run); on
 //! `Ok` the book is well formed (its queues, levels and counts agree; its prices may cross, as
 //! a venue's may before the open), holds no more orders than the limit, and goes over again
@@ -16,7 +18,7 @@ use std::cell::RefCell;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use tickbus::feed::glimpse::{decode, encode};
+use tickbus::feed::glimpse::{decode, encode, Glimpse, GlimpseError, HEADER_LEN};
 use tickbus_codecs::book::OrderBook;
 use tickbus_codecs::itch::frames;
 use tickbus_codecs::md::SnapshotOrders;
@@ -30,6 +32,10 @@ struct Real {
     digest: u64,
     orders: usize,
 }
+
+/// The glimpses' session, and another one character apart.
+const SESSION: &[u8; 10] = b"000000001A";
+const OTHER_SESSION: &[u8; 10] = b"000000001B";
 
 /// Real glimpses of one generated day after 0, 50, 400, 1,500 and 3,000 messages.
 fn glimpses() -> &'static [Real] {
@@ -46,7 +52,7 @@ fn glimpses() -> &'static [Real] {
                     let _ = book.apply(&f.message);
                 }
                 let mut bytes = Vec::new();
-                encode(&book, n as u64 + 1, &mut bytes);
+                encode(&book, SESSION, n as u64 + 1, &mut bytes);
                 Real { bytes, next: n as u64 + 1, digest: book.digest(), orders: book.resting_orders() }
             })
             .collect()
@@ -54,10 +60,12 @@ fn glimpses() -> &'static [Real] {
 }
 
 /// A real glimpse damaged as `ops` says: each op is 4 bytes (kind, where: 2 bytes, value).
+/// Chunks are dropped and repeated behind the header.
 fn damaged(g: &Real, ops: &[u8]) -> Vec<u8> {
     let mut g = g.bytes.clone();
     let chunk = SnapshotOrders::LEN;
     for op in ops.chunks_exact(4) {
+        let h = HEADER_LEN.min(g.len());
         let at = u16::from_le_bytes([op[1], op[2]]) as usize;
         match op[0] % 5 {
             0 if !g.is_empty() => {
@@ -65,14 +73,14 @@ fn damaged(g: &Real, ops: &[u8]) -> Vec<u8> {
                 g[i] ^= op[3] | 1;
             }
             1 => g.truncate(at.min(g.len())),
-            2 if g.len() >= chunk => {
-                let c = (at % (g.len() / chunk)) * chunk;
+            2 if g.len() - h >= chunk => {
+                let c = h + (at % ((g.len() - h) / chunk)) * chunk;
                 g.drain(c..c + chunk);
             }
-            3 if g.len() >= chunk => {
-                let c = (at % (g.len() / chunk)) * chunk;
+            3 if g.len() - h >= chunk => {
+                let c = h + (at % ((g.len() - h) / chunk)) * chunk;
                 let copy = g[c..c + chunk].to_vec();
-                let to = (op[3] as usize % (g.len() / chunk + 1)) * chunk;
+                let to = h + (op[3] as usize % ((g.len() - h) / chunk + 1)) * chunk;
                 g.splice(to..to, copy);
             }
             _ => g.extend_from_slice(&ops[..ops.len().min(op[3] as usize)]),
@@ -93,7 +101,12 @@ fuzz_target!(|data: &[u8]| {
     let [first, second, rest @ ..] = data else { return };
     // From 1 order to 2,041: below and above the largest glimpse's order count.
     let limit = 1 + u64::from(*second) * 8;
-    let real = &glimpses()[usize::from(first >> 1) % glimpses().len()];
+    let real = &glimpses()[usize::from(first >> 3) % glimpses().len()];
+    let follows = match (first >> 1) & 3 {
+        0 => None,
+        3 => Some(OTHER_SESSION),
+        _ => Some(SESSION),
+    };
     let (bytes, whole) = match first & 1 {
         0 => (rest.to_vec(), false),
         _ => {
@@ -102,31 +115,42 @@ fuzz_target!(|data: &[u8]| {
             (d, whole)
         }
     };
-    BOOK.with_borrow_mut(|book| match decode(&bytes, book, limit) {
+    BOOK.with_borrow_mut(|book| match decode(&bytes, book, limit, follows) {
         Err(e) => {
-            assert!(
-                !(whole && real.orders as u64 <= limit),
-                "an undamaged glimpse of {} orders within the limit {limit} was refused: {e}",
-                real.orders
-            );
+            if whole && follows == Some(OTHER_SESSION) {
+                assert!(matches!(e, GlimpseError::OtherSession { .. }), "an undamaged glimpse of another session: {e}");
+            } else {
+                assert!(
+                    !(whole && real.orders as u64 <= limit),
+                    "an undamaged glimpse of {} orders within the limit {limit} was refused: {e}",
+                    real.orders
+                );
+            }
             assert_eq!(book.resting_orders(), 0, "a refused glimpse left orders in the book");
             book.check_structure().unwrap_or_else(|e| panic!("a refused glimpse left a broken book: {e}"));
             assert_eq!(book.digest(), EMPTY.with(|e| *e), "a refused glimpse left something in the book");
         }
-        Ok(next) => {
+        Ok(g) => {
+            if let Some(want) = follows {
+                assert_eq!(&g.session, want, "a glimpse of another session was loaded");
+            }
             if whole {
-                assert_eq!((next, book.digest()), (real.next, real.digest), "an undamaged glimpse loaded wrong");
+                assert_eq!(
+                    (g, book.digest()),
+                    (Glimpse { session: *SESSION, next: real.next }, real.digest),
+                    "an undamaged glimpse loaded wrong"
+                );
             }
             // Prices are the venue's word (its book may be crossed before the open): the
             // structure is the loader's.
             book.check_structure().unwrap_or_else(|e| panic!("a loaded glimpse breaks the book: {e}"));
             assert!(book.resting_orders() as u64 <= limit, "{} orders over the limit {limit}", book.resting_orders());
             let mut again = Vec::new();
-            encode(book, next, &mut again);
+            encode(book, &g.session, g.next, &mut again);
             OTHER.with_borrow_mut(|other| {
-                let next2 = decode(&again, other, limit)
+                let g2 = decode(&again, other, limit, Some(&g.session))
                     .unwrap_or_else(|e| panic!("a loaded book re-encoded does not load: {e}"));
-                assert_eq!(next2, next);
+                assert_eq!(g2, g);
                 assert_eq!(other.digest(), book.digest());
                 assert_eq!(other.resting_orders(), book.resting_orders());
             });

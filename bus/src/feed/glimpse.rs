@@ -3,9 +3,14 @@
 //! that lost messages for good (both lines missed them and nobody resent them: a `FeedGap`)
 //! takes one, so its book is whole again from `next` on ([`super::repair`]).
 //!
-//! The book travels as tickbus snapshot chunks ([`SnapshotOrders`], the format `tickbus
+//! The book travels as a 16-byte header (`TBGL`, a version, a zero byte, the MoldUDP64
+//! session it is of) and then tickbus snapshot chunks ([`SnapshotOrders`], the format `tickbus
 //! snapshot` and the venue's snapshot stream use) with `as_of` = the session sequence of the
 //! first message *not* in it, back to back, nothing else; the end of the connection ends it.
+//! The session is what makes a sequence mean something: a venue restarted into a new session
+//! serves a book whose sequences are of that session, and a feed following the old one must
+//! not swap it in (a book of another session at a sequence past the loss would otherwise be
+//! taken, and be wrong for every order).
 //! (NASDAQ's GLIMPSE sends ITCH add-order messages over SoupBinTCP; a real venue's service
 //! needs an adapter into a book, which this format already is.) The loader checks that the
 //! chunks are one snapshot, whole, in order; anything short or damaged is refused with what
@@ -47,6 +52,24 @@ pub enum GlimpseError {
     /// It sent something that is not one whole snapshot.
     #[error("the venue's book came damaged: {0}")]
     Damaged(#[from] SnapshotError),
+    /// The bytes do not start with a glimpse's header: not a tickbus venue's book service.
+    #[error("the venue's book service sent something that is not a tickbus glimpse (no `TBGL` header): does --glimpse name the venue's book service (`mold-server --glimpse`)?")]
+    NotAGlimpse,
+    /// A glimpse of a version this build does not read.
+    #[error("the venue's book service speaks glimpse version {found}; this feed reads version {VERSION}: run a venue and feed of the same release")]
+    Version {
+        /// The version found.
+        found: u8,
+    },
+    /// A book of another MoldUDP64 session than the one the feed follows: the venue restarted
+    /// into a new session, or the address names another venue's service.
+    #[error("the venue's book is of session {:?}, but the feed follows session {:?}: the venue restarted into a new session, or --glimpse names another venue's service", String::from_utf8_lossy(got), String::from_utf8_lossy(want))]
+    OtherSession {
+        /// The book's session.
+        got: [u8; 10],
+        /// The session followed.
+        want: [u8; 10],
+    },
     /// A chunk did not parse as a snapshot chunk (a wrong type, version or length).
     #[error("the venue's book came damaged: its chunk {index} is not a snapshot chunk")]
     NotAChunk {
@@ -82,28 +105,73 @@ pub enum GlimpseError {
     },
 }
 
-/// The bytes of `book`, which holds every message of the session before `next`: what the
+/// The first bytes of a glimpse.
+const MAGIC: [u8; 4] = *b"TBGL";
+/// The glimpse format's version; a change to the header or the chunks makes a new one.
+pub const VERSION: u8 = 1;
+/// The header's length: magic, version, a zero byte, the session.
+pub const HEADER_LEN: usize = 16;
+
+/// What a loaded glimpse is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Glimpse {
+    /// The MoldUDP64 session whose messages the book holds.
+    pub session: [u8; 10],
+    /// The session sequence of the first message not in the book: the feed goes on from it.
+    pub next: u64,
+}
+
+/// The bytes of `book`, which holds every message of `session` before `next`: what the
 /// service sends one client.
-pub fn encode(book: &OrderBook, next: u64, out: &mut Vec<u8>) {
+pub fn encode(book: &OrderBook, session: &[u8; 10], next: u64, out: &mut Vec<u8>) {
     out.clear();
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&[VERSION, 0]);
+    out.extend_from_slice(session);
     for c in book.snapshot_chunks(next, 0, 0) {
         out.extend_from_slice(c.as_bytes());
     }
 }
 
 /// Loads a glimpse's `bytes` into `book` (emptied first), refusing one of more than
-/// `max_orders` orders; returns the session sequence it goes on from. On `Err` the book is
-/// empty.
-pub fn decode(bytes: &[u8], book: &mut OrderBook, max_orders: u64) -> Result<u64, GlimpseError> {
-    let r = load(bytes, book, max_orders);
+/// `max_orders` orders, and one of another session than `follows` (None: the feed follows none
+/// yet, any is taken); says what it is of. On `Err` the book is empty.
+pub fn decode(
+    bytes: &[u8],
+    book: &mut OrderBook,
+    max_orders: u64,
+    follows: Option<&[u8; 10]>,
+) -> Result<Glimpse, GlimpseError> {
+    let r = load(bytes, book, max_orders, follows);
     if r.is_err() {
         book.clear();
     }
     r
 }
 
-fn load(bytes: &[u8], book: &mut OrderBook, max_orders: u64) -> Result<u64, GlimpseError> {
+fn load(
+    bytes: &[u8],
+    book: &mut OrderBook,
+    max_orders: u64,
+    follows: Option<&[u8; 10]>,
+) -> Result<Glimpse, GlimpseError> {
     book.clear();
+    let Some((head, bytes)) = bytes.split_first_chunk::<HEADER_LEN>() else {
+        return match bytes.get(..MAGIC.len()) {
+            Some(m) if m != MAGIC => Err(GlimpseError::NotAGlimpse),
+            _ => Err(GlimpseError::Short { bytes: bytes.len() }),
+        };
+    };
+    if head[..4] != MAGIC {
+        return Err(GlimpseError::NotAGlimpse);
+    }
+    if head[4] != VERSION || head[5] != 0 {
+        return Err(GlimpseError::Version { found: head[4] });
+    }
+    let session: [u8; 10] = head[6..].try_into().expect("16 - 6 bytes");
+    if let Some(want) = follows.filter(|w| **w != session) {
+        return Err(GlimpseError::OtherSession { got: session, want: *want });
+    }
     let mut loader = SnapshotLoader::with_limit(max_orders);
     let whole = bytes.len() - bytes.len() % SnapshotOrders::LEN;
     for (i, c) in bytes[..whole].chunks_exact(SnapshotOrders::LEN).enumerate() {
@@ -116,7 +184,9 @@ fn load(bytes: &[u8], book: &mut OrderBook, max_orders: u64) -> Result<u64, Glim
         match step {
             Step::Complete(l) if l.lost != 0 => return Err(GlimpseError::Lossy { lost: l.lost }),
             // Anything after the last chunk is not part of a glimpse.
-            Step::Complete(l) if (i + 1) * SnapshotOrders::LEN == bytes.len() => return Ok(l.as_of),
+            Step::Complete(l) if (i + 1) * SnapshotOrders::LEN == bytes.len() => {
+                return Ok(Glimpse { session, next: l.as_of })
+            }
             Step::Complete(_) => {
                 return Err(GlimpseError::Trailing { bytes: bytes.len() - (i + 1) * SnapshotOrders::LEN })
             }
@@ -125,7 +195,7 @@ fn load(bytes: &[u8], book: &mut OrderBook, max_orders: u64) -> Result<u64, Glim
             Step::Partial => {}
         }
     }
-    Err(GlimpseError::Short { bytes: bytes.len() })
+    Err(GlimpseError::Short { bytes: HEADER_LEN + bytes.len() })
 }
 
 /// Sends `bytes` (from [`encode`]) to one client, all within `timeout` (a client that reads
@@ -200,64 +270,93 @@ mod tests {
         book
     }
 
+    const S: &[u8; 10] = b"000000001A";
+
     #[test]
-    fn a_book_goes_over_and_comes_back_the_same_with_its_sequence() {
+    fn a_book_goes_over_and_comes_back_the_same_with_its_session_and_sequence() {
         let book = book_after(3_000);
         assert!(book.resting_orders() > 16, "more than one chunk");
         let mut bytes = Vec::new();
-        encode(&book, 3_001, &mut bytes);
+        encode(&book, S, 3_001, &mut bytes);
         let mut got = OrderBook::with_capacity(1 << 12, 64);
-        assert_eq!(decode(&bytes, &mut got, 1 << 20).unwrap(), 3_001);
+        assert_eq!(decode(&bytes, &mut got, 1 << 20, Some(S)).unwrap(), Glimpse { session: *S, next: 3_001 });
         assert_eq!(got.resting_orders(), book.resting_orders());
         assert_eq!(got.digest(), book.digest());
+        // A feed that follows no session yet takes any.
+        assert_eq!(decode(&bytes, &mut got, 1 << 20, None).unwrap().session, *S);
+    }
+
+    #[test]
+    fn a_book_of_another_session_or_not_a_glimpse_is_refused_before_it_is_loaded() {
+        let book = book_after(3_000);
+        let mut bytes = Vec::new();
+        encode(&book, S, 3_001, &mut bytes);
+        let mut got = OrderBook::with_capacity(1 << 12, 64);
+        // The smallest difference: one character of the session.
+        let e = decode(&bytes, &mut got, 1 << 20, Some(b"000000001B")).unwrap_err();
+        assert!(matches!(e, GlimpseError::OtherSession { got: g, want: w } if g == *S && &w == b"000000001B"), "{e}");
+        assert!(e.to_string().contains("\"000000001A\"") && e.to_string().contains("restarted"), "{e}");
+        assert_eq!(got.resting_orders(), 0);
+        let mut v2 = bytes.clone();
+        v2[4] = 2;
+        let e = decode(&v2, &mut got, 1 << 20, Some(S)).unwrap_err();
+        assert!(matches!(e, GlimpseError::Version { found: 2 }) && e.to_string().contains("same release"), "{e}");
+        // The chunks alone (a service of the format before the header): not a glimpse.
+        assert!(matches!(decode(&bytes[HEADER_LEN..], &mut got, 1 << 20, None), Err(GlimpseError::NotAGlimpse)));
+        assert!(matches!(decode(b"HTTP/1.1 400", &mut got, 1 << 20, None), Err(GlimpseError::NotAGlimpse)));
+        assert!(matches!(
+            decode(&bytes[..HEADER_LEN - 1], &mut got, 1 << 20, None),
+            Err(GlimpseError::Short { bytes: 15 })
+        ));
+        assert_eq!(got.resting_orders(), 0);
     }
 
     #[test]
     fn a_glimpse_cut_short_or_damaged_or_too_large_is_refused_and_leaves_no_book() {
         let book = book_after(3_000);
         let mut bytes = Vec::new();
-        encode(&book, 3_001, &mut bytes);
+        encode(&book, S, 3_001, &mut bytes);
+        let (h, c) = (HEADER_LEN, SnapshotOrders::LEN);
         let mut got = OrderBook::with_capacity(1 << 12, 64);
+        let mut decode = |b: &[u8], limit| decode(b, &mut got, limit, Some(S));
         // One chunk short: the smallest cut that still parses chunk by chunk.
-        let cut = &bytes[..bytes.len() - SnapshotOrders::LEN];
-        assert!(matches!(decode(cut, &mut got, 1 << 20), Err(GlimpseError::Short { .. })));
-        assert_eq!(got.resting_orders(), 0);
+        assert!(matches!(decode(&bytes[..bytes.len() - c], 1 << 20), Err(GlimpseError::Short { .. })));
         // Half a chunk short.
-        assert!(matches!(decode(&bytes[..bytes.len() - 10], &mut got, 1 << 20), Err(GlimpseError::Short { .. })));
+        assert!(matches!(decode(&bytes[..bytes.len() - 10], 1 << 20), Err(GlimpseError::Short { .. })));
         // Without its first chunk.
-        assert!(matches!(decode(&bytes[SnapshotOrders::LEN..], &mut got, 1 << 20), Err(GlimpseError::NoStart)));
+        let mut headless = bytes[..h].to_vec();
+        headless.extend_from_slice(&bytes[h + c..]);
+        assert!(matches!(decode(&headless, 1 << 20), Err(GlimpseError::NoStart)));
         // Nothing at all.
-        assert!(matches!(decode(&[], &mut got, 1 << 20), Err(GlimpseError::Short { bytes: 0 })));
+        assert!(matches!(decode(&[], 1 << 20), Err(GlimpseError::Short { bytes: 0 })));
+        // The header and no chunk.
+        assert!(matches!(decode(&bytes[..h], 1 << 20), Err(GlimpseError::Short { bytes: 16 })));
         // A chunk of another message type.
         let mut other = bytes.clone();
-        other[0] ^= 0x7f;
-        assert!(matches!(decode(&other, &mut got, 1 << 20), Err(GlimpseError::NotAChunk { index: 0 })));
+        other[h] ^= 0x7f;
+        assert!(matches!(decode(&other, 1 << 20), Err(GlimpseError::NotAChunk { index: 0 })));
         // A byte of an order's count changed.
         let mut bad = bytes.clone();
-        bad[SnapshotOrders::LEN + 60] ^= 0x40;
-        assert!(decode(&bad, &mut got, 1 << 20).is_err());
-        assert_eq!(got.resting_orders(), 0);
+        bad[h + c + 60] ^= 0x40;
+        assert!(decode(&bad, 1 << 20).is_err());
         // Trailing bytes after the last chunk.
         let mut long = bytes.clone();
-        long.extend_from_slice(&bytes[..SnapshotOrders::LEN]);
-        assert!(
-            matches!(decode(&long, &mut got, 1 << 20), Err(GlimpseError::Trailing { bytes }) if bytes == SnapshotOrders::LEN)
-        );
+        long.extend_from_slice(&bytes[h..h + c]);
+        assert!(matches!(decode(&long, 1 << 20), Err(GlimpseError::Trailing { bytes }) if bytes == c));
         // The first chunk again part-way: a second snapshot is not taken for the first.
-        let mut twice = bytes[..SnapshotOrders::LEN].to_vec();
-        twice.extend_from_slice(&bytes);
-        assert!(matches!(decode(&twice, &mut got, 1 << 20), Err(GlimpseError::Restarted { index: 1 })));
-        assert_eq!(got.resting_orders(), 0);
+        let mut twice = bytes[..h + c].to_vec();
+        twice.extend_from_slice(&bytes[h..]);
+        assert!(matches!(decode(&twice, 1 << 20), Err(GlimpseError::Restarted { index: 1 })));
         // A book that says it lost messages.
-        let mut lossy = Vec::new();
+        let mut lossy = bytes[..h].to_vec();
         for c in book.snapshot_chunks(3_001, 5, 0) {
             lossy.extend_from_slice(c.as_bytes());
         }
-        assert!(matches!(decode(&lossy, &mut got, 1 << 20), Err(GlimpseError::Lossy { lost: 5 })));
+        assert!(matches!(decode(&lossy, 1 << 20), Err(GlimpseError::Lossy { lost: 5 })));
         // More orders than the limit.
         let limit = book.resting_orders() as u64 - 1;
-        assert!(matches!(decode(&bytes, &mut got, limit), Err(GlimpseError::Damaged(SnapshotError::TooLarge { .. }))));
-        assert_eq!(got.resting_orders(), 0);
+        assert!(matches!(decode(&bytes, limit), Err(GlimpseError::Damaged(SnapshotError::TooLarge { .. }))));
+        assert_eq!(got.resting_orders(), 0, "every refusal left the book empty");
     }
 
     #[test]
@@ -277,7 +376,7 @@ mod tests {
     fn fetch_takes_what_the_service_sends_and_refuses_more_than_its_limit() {
         let book = book_after(2_000);
         let mut bytes = Vec::new();
-        encode(&book, 2_001, &mut bytes);
+        encode(&book, S, 2_001, &mut bytes);
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let sent = bytes.clone();

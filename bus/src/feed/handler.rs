@@ -230,10 +230,18 @@ impl<P: Publish> FeedHandler<P> {
         message(norm, out, *raw, stop.as_deref(), counts, extras, itch, sequence, ingress)
     }
 
-    /// Messages `[from, to)` lost for good, published as a `FeedGap`, bypassing the arbiter.
-    pub fn on_gap(&mut self, from: u64, to: u64, ingress: u64) -> Result<(), PublishFailed<P::Error>> {
+    /// Messages `[from, to)` of MoldUDP64 session `session` (None: not known, as in an ITCH
+    /// file) lost for good, published as a `FeedGap`, bypassing the arbiter. A book repair
+    /// takes a venue's book only of that session.
+    pub fn on_gap(
+        &mut self,
+        from: u64,
+        to: u64,
+        session: Option<&[u8; 10]>,
+        ingress: u64,
+    ) -> Result<(), PublishFailed<P::Error>> {
         let FeedHandler { out, stop, counts, extras, .. } = self;
-        gap(out, stop.as_deref(), counts, extras, from, to, ingress)
+        gap(out, stop.as_deref(), counts, extras, from, to, session, ingress)
     }
 
     /// The normaliser's book (whole unless messages were lost and not yet repaired).
@@ -284,7 +292,7 @@ fn emit<P: Publish>(
 ) -> Result<(), PublishFailed<P::Error>> {
     match o {
         Out::Message { sequence, message: m } => message(norm, out, raw, stop, counts, extras, m, sequence, ingress),
-        Out::Lost { from, to } => gap(out, stop, counts, extras, from, to, ingress),
+        Out::Lost { from, to } => gap(out, stop, counts, extras, from, to, Some(session), ingress),
         Out::Rerequest { sequence, count } => {
             rerequest.rerequest(session, sequence, count);
             Ok(())
@@ -343,6 +351,7 @@ fn message<P: Publish>(
     failed.map_or(Ok(()), Err)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn gap<P: Publish>(
     out: &mut P,
     stop: Option<&AtomicBool>,
@@ -350,6 +359,7 @@ fn gap<P: Publish>(
     extras: &mut Extras,
     from: u64,
     to: u64,
+    session: Option<&[u8; 10]>,
     ingress: u64,
 ) -> Result<(), PublishFailed<P::Error>> {
     let mut g = FeedGap::new();
@@ -360,7 +370,7 @@ fn gap<P: Publish>(
     g.header.flags |= FLAG_INGRESS_TSC;
     // The book is wrong from here whether or not the gap is published.
     if let Some(r) = &mut extras.repair {
-        r.on_lost(to);
+        r.on_lost(to, session.copied());
     }
     put(out, stop, counts, g.as_bytes())?;
     counts.gaps_published += 1;

@@ -112,6 +112,9 @@ pub enum ToHelper {
     Lost {
         /// The first sequence the book may go on from.
         need: u64,
+        /// The MoldUDP64 session the feed follows (None: not known, as for an ITCH file): a
+        /// venue book of another session is refused.
+        session: Option<[u8; 10]>,
     },
     /// The venue's book (as of `next`), caught up with the ring, is the normaliser's from
     /// market-data position `position` on. `old` is the book it replaced and `ring` the
@@ -211,6 +214,8 @@ pub struct BookRepair {
     last: u64,
     /// Messages kept since the last poll.
     kept: usize,
+    /// The session of the last loss: the venue's book must be of it.
+    session: Option<[u8; 10]>,
     counts: RepairCounts,
 }
 
@@ -235,6 +240,7 @@ pub fn channel(ring: usize) -> (BookRepair, HelperEnds) {
         state: State::Idle,
         last: 0,
         kept: 0,
+        session: None,
         counts: RepairCounts::default(),
     };
     (r, HelperEnds { from_feed, to_feed })
@@ -281,9 +287,13 @@ impl BookRepair {
         }
     }
 
-    /// Messages before `to` were lost for good (published as a `FeedGap`).
-    pub fn on_lost(&mut self, to: u64) {
+    /// Messages before `to` of `session` (None: not known) were lost for good (published as a
+    /// `FeedGap`).
+    pub fn on_lost(&mut self, to: u64, session: Option<[u8; 10]>) {
         self.counts.losses += 1;
+        if session.is_some() {
+            self.session = session;
+        }
         // Given up: never delivered, so a venue's book holding them waits for nothing more
         // (a loss at the session's end would otherwise leave the repair waiting for ever).
         self.last = self.last.max(to.saturating_sub(1));
@@ -299,7 +309,7 @@ impl BookRepair {
             self.counts.refused += 1;
             self.send(ToHelper::Refused { book, need });
         } else {
-            self.send(ToHelper::Lost { need });
+            self.send(ToHelper::Lost { need, session: self.session });
         }
     }
 
@@ -308,10 +318,11 @@ impl BookRepair {
     /// latest), so the backlog holds a few entries at most; nothing is ever dropped (a book or
     /// the ring dropped here would be freed on the loop, and the ring lost for the day).
     fn send(&mut self, m: ToHelper) {
-        if let ToHelper::Lost { need } = m {
+        if let ToHelper::Lost { need, session } = m {
             // Only into the newest entry: a loss must not move ahead of a swap sent before it.
-            if let Some(ToHelper::Lost { need: waiting }) = self.backlog.back_mut() {
+            if let Some(ToHelper::Lost { need: waiting, session: was }) = self.backlog.back_mut() {
                 *waiting = (*waiting).max(need);
+                *was = session;
                 return;
             }
         }

@@ -52,6 +52,9 @@ pub struct HelperStats {
     pub too_old: u64,
     /// Fetches that failed (the service gone, a damaged book): retried.
     pub failed: u64,
+    /// Of those, books of another MoldUDP64 session than the feed's (the venue restarted
+    /// into a new one, or the address names another venue's service): refused unloaded.
+    pub other_session: u64,
     /// Why the last fetch failed.
     pub last_error: Option<String>,
     /// Repairs done (the loop swapped the book in and this copy followed).
@@ -75,6 +78,8 @@ pub struct RepairHelper<S: BookSource> {
     whole: bool,
     /// The sequence a fetched book must go on from (None: none wanted).
     want: Option<u64>,
+    /// The session a fetched book must be of (None: the loss's session was not known).
+    session: Option<[u8; 10]>,
     /// The copy of the book handed to the loop, and its sequence, until the loop answers.
     copy: Option<(Box<OrderBook>, u64)>,
     since: Option<Instant>,
@@ -109,6 +114,7 @@ impl<S: BookSource> RepairHelper<S> {
             maker: Snapshotter::new(book),
             whole: true,
             want: None,
+            session: None,
             copy: None,
             since: None,
             retry_at: None,
@@ -214,8 +220,9 @@ impl<S: BookSource> RepairHelper<S> {
 
     fn take(&mut self, m: ToHelper, now: Instant) {
         match m {
-            ToHelper::Lost { need } => {
+            ToHelper::Lost { need, session } => {
                 self.whole = false;
+                self.session = session;
                 self.since.get_or_insert(now);
                 self.want = Some(self.want.map_or(need, |w| w.max(need)));
             }
@@ -282,12 +289,17 @@ impl<S: BookSource> RepairHelper<S> {
     fn fetch(&mut self, now: Instant) {
         let want = self.want.unwrap_or(0);
         let mut book = self.spare();
-        let r = self.source.fetch(&mut self.buf).and_then(|()| glimpse::decode(&self.buf, &mut book, self.max_orders));
+        let follows = self.session;
+        let r = self
+            .source
+            .fetch(&mut self.buf)
+            .and_then(|()| glimpse::decode(&self.buf, &mut book, self.max_orders, follows.as_ref()));
         let next = match r {
-            Ok(next) => next,
+            Ok(g) => g.next,
             Err(e) => {
                 self.keep(book);
                 self.stats.failed += 1;
+                self.stats.other_session += u64::from(matches!(e, GlimpseError::OtherSession { .. }));
                 self.stats.last_error = Some(e.to_string());
                 self.retry_at = Some(now + RETRY_FAILED);
                 return;
@@ -301,7 +313,7 @@ impl<S: BookSource> RepairHelper<S> {
             return;
         }
         let mut copy = self.spare();
-        if let Err(e) = glimpse::decode(&self.buf, &mut copy, self.max_orders) {
+        if let Err(e) = glimpse::decode(&self.buf, &mut copy, self.max_orders, follows.as_ref()) {
             self.stats.failed += 1;
             self.stats.last_error = Some(e.to_string());
             self.keep(book);

@@ -45,7 +45,12 @@ struct Venue {
     sent: u64,
     /// Fetches still to answer with the book a message behind.
     stale: u32,
+    /// Fetches still to answer with the book as it is but of another session.
+    other_session: u32,
 }
+
+/// The session the venue's lines carry.
+const SESSION: &[u8; 10] = b"000000001A";
 
 struct FakeService(Arc<Mutex<Venue>>);
 
@@ -54,11 +59,16 @@ impl BookSource for FakeService {
         let mut v = self.0.lock().unwrap();
         if v.stale > 0 {
             v.stale -= 1;
-            glimpse::encode(&v.behind, v.sent, buf);
+            glimpse::encode(&v.behind, SESSION, v.sent, buf);
+        } else if v.other_session > 0 {
+            // The smallest state that could fool the repair: the right book at the right
+            // sequence, only its session one character apart.
+            v.other_session -= 1;
+            glimpse::encode(&v.now, b"000000001B", v.sent + 1, buf);
         } else if v.ahead_by > 0 {
-            glimpse::encode(&v.ahead, v.ahead_next, buf);
+            glimpse::encode(&v.ahead, SESSION, v.ahead_next, buf);
         } else {
-            glimpse::encode(&v.now, v.sent + 1, buf);
+            glimpse::encode(&v.now, SESSION, v.sent + 1, buf);
         }
         Ok(())
     }
@@ -75,6 +85,7 @@ struct Day {
     helper_every: usize,
     ring: usize,
     stale: u32,
+    other_session: u32,
     ahead: u64,
 }
 
@@ -86,6 +97,7 @@ struct Outcome {
     counts: repair::RepairCounts,
     fetched: u64,
     too_old: u64,
+    other_session: u64,
     repairs: u64,
 }
 
@@ -100,6 +112,7 @@ fn run(day: Day) -> Outcome {
         ahead_by: day.ahead,
         sent: 0,
         stale: day.stale,
+        other_session: day.other_session,
     }));
     let (md, mut md_reader) = ring(1, 128, 1 << 16);
     let (snaps, mut snap_reader) = ring(5, SnapshotOrders::LEN, 1 << 14);
@@ -139,7 +152,7 @@ fn run(day: Day) -> Outcome {
             }
         }
         match day.lost.iter().find(|r| r.contains(&k)) {
-            Some(r) if k + 1 == r.end => h.on_gap(r.start, r.end, 0).unwrap(),
+            Some(r) if k + 1 == r.end => h.on_gap(r.start, r.end, Some(SESSION), 0).unwrap(),
             Some(_) => {}
             None => h.on_message(&itch[k as usize - 1], k, 0).unwrap(),
         }
@@ -171,6 +184,7 @@ fn run(day: Day) -> Outcome {
         counts: h.repair_counts().unwrap(),
         fetched: s.fetched,
         too_old: s.too_old,
+        other_session: s.other_session,
         repairs: s.repairs,
     }
 }
@@ -232,7 +246,7 @@ fn load_snapshot_at(chunks: &[SnapshotOrders], as_of: u64, book: &mut OrderBook)
 }
 
 fn day(lost: Vec<std::ops::Range<u64>>) -> Day {
-    Day { messages: 6_000, lost, poll_every: 1, helper_every: 1, ring: 1 << 12, stale: 0, ahead: 0 }
+    Day { messages: 6_000, lost, poll_every: 1, helper_every: 1, ring: 1 << 12, stale: 0, other_session: 0, ahead: 0 }
 }
 
 fn assert_whole(o: &Outcome) {
@@ -265,7 +279,7 @@ fn run_without_upkeep(day: Day) -> u64 {
         let m = g.next_message().unwrap().to_vec();
         let _ = venue.apply(&tickbus_codecs::itch::parse(&m, k).unwrap());
         match day.lost.iter().find(|r| r.contains(&k)) {
-            Some(r) if k + 1 == r.end => h.on_gap(r.start, r.end, 0).unwrap(),
+            Some(r) if k + 1 == r.end => h.on_gap(r.start, r.end, Some(SESSION), 0).unwrap(),
             Some(_) => {}
             None => h.on_message(&m, k, 0).unwrap(),
         }
@@ -291,6 +305,15 @@ fn a_venue_book_one_message_older_than_the_loss_is_refused_and_another_fetched()
     let o = run(d);
     assert_whole(&o);
     assert_eq!((o.too_old, o.fetched), (1, 2));
+}
+
+#[test]
+fn a_venue_book_of_another_session_is_refused_and_the_feeds_session_fetched() {
+    let mut d = day(vec![3_000..3_001]);
+    d.other_session = 1;
+    let o = run(d);
+    assert_whole(&o);
+    assert_eq!((o.other_session, o.fetched, o.repairs), (1, 1, 1));
 }
 
 #[test]
@@ -351,11 +374,11 @@ mod by_hand {
         let itch = itch_day(3_000);
         let (mut r, mut ends) = repair::channel(1 << 12);
         let mut norm = Normalizer::with_capacity(1 << 14, 64);
-        r.on_lost(100);
+        r.on_lost(100, Some(*SESSION));
         for k in 100..=1_000u64 {
             r.on_message(k, &itch[k as usize - 1]);
         }
-        assert!(matches!(ends.from_feed.pop(), Ok(ToHelper::Lost { need: 100 })));
+        assert!(matches!(ends.from_feed.pop(), Ok(ToHelper::Lost { need: 100, session: Some(s) }) if &s == SESSION));
         r.poll(&mut norm, 0); // a poll before the book comes: no message kept since this one
                               // The venue's book as of 100: 901 kept messages to apply, 64 a poll (none came since).
         ends.to_feed.push(ToFeed::Book { book: venue(&itch, 99), next: 100 }).ok().unwrap();
@@ -363,7 +386,7 @@ mod by_hand {
         assert!(r.repairing());
         assert!(ends.from_feed.pop().is_err(), "still catching up: nothing sent");
         // A second loss now: the book goes back with what is wanted instead.
-        r.on_lost(1_010);
+        r.on_lost(1_010, Some(*SESSION));
         match ends.from_feed.pop() {
             Ok(ToHelper::Refused { need: 1_010, .. }) => {}
             _ => panic!("the book was not sent back"),
@@ -378,7 +401,7 @@ mod by_hand {
         let itch = itch_day(3_000);
         let (mut r, mut ends) = repair::channel(1 << 12);
         let mut norm = Normalizer::with_capacity(1 << 14, 64);
-        r.on_lost(100);
+        r.on_lost(100, Some(*SESSION));
         for k in 100..=200u64 {
             r.on_message(k, &itch[k as usize - 1]);
         }
