@@ -400,3 +400,33 @@ fn the_recorder_agent_records_whole_and_a_failure_stops_its_runner() {
     let err = agent.finish().err().expect("the failure is reported");
     assert!(err.to_string().contains("the source's transport failed"), "{err}");
 }
+
+/// Receive stamps are read once per [`STAMP_EVERY`] messages within a poll, but a new poll
+/// reads the clock again: a message taken after the source was idle is not stamped with the
+/// time before the pause. The smallest case: one message, a pause, one more (a stamp kept
+/// across polls would give both the same time).
+#[test]
+fn a_poll_after_an_idle_source_stamps_afresh_and_stamps_never_go_back() {
+    let dir = Dir::new("rec-stamps");
+    let journal = JournalWriter::open(&dir.0, meta(), small()).unwrap();
+    let mut rec = Recorder::start(journal, RecorderOptions::default()).unwrap();
+    let mut tap = FakeTap::new(2 + 3 * u64::from(STAMP_EVERY), true, None);
+    rec.poll(&mut tap, 1).unwrap();
+    let pause = Duration::from_millis(20);
+    std::thread::sleep(pause);
+    while tap.next < tap.n {
+        rec.poll(&mut tap, 64).unwrap();
+    }
+    rec.finish(&mut tap).unwrap();
+    let r = JournalReader::open(&dir.0).unwrap();
+    let mut c = r.cursor();
+    let mut stamps = Vec::new();
+    while let Some(rec) = c.next().unwrap() {
+        stamps.push(rec.receive_tsc);
+    }
+    assert_eq!(stamps.len() as u64, tap.n);
+    assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "stamps went back: {stamps:?}");
+    let ticks = stamps[1] - stamps[0];
+    let at_least = (pause.as_nanos() as f64 * crate::time::ticks_per_ns() * 0.9) as u64;
+    assert!(ticks >= at_least, "the message after a 20 ms pause is stamped {ticks} ticks after the one before");
+}
