@@ -146,10 +146,10 @@ pub struct RecorderStats {
 
 const _: () = assert!(std::mem::offset_of!(RecorderStats, written) == 64, "the writer's counters start a cache line");
 
-/// Adds to a counter only one thread writes (a plain load and store: no locked instruction).
 /// Messages stamped with one TSC read (see `Recorder::stamp`).
 const STAMP_EVERY: u32 = 16;
 
+/// Adds to a counter only one thread writes (a plain load and store: no locked instruction).
 fn bump(counter: &AtomicU64, n: u64) {
     counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
 }
