@@ -68,9 +68,14 @@ pub fn finish(mut running: Running, what: &str) -> Result<serde_json::Value, Str
 
 /// Stops a child (SIGTERM: it prints what it has and exits).
 pub fn kill(running: &Running) {
+    signal(running, libc::SIGTERM);
+}
+
+/// Sends `sig` to a child (SIGKILL: it dies where it stands, as a crash would).
+pub fn signal(running: &Running, sig: i32) {
     if let Some(c) = running.0.as_ref() {
         // SAFETY: a signal to our own child, not yet waited for (it is still in `running`).
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        unsafe { libc::kill(c.id() as i32, sig) };
     }
 }
 
