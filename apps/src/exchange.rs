@@ -588,11 +588,13 @@ fn send(
     h.flags |= FLAG_INGRESS_TSC;
     match md.publish(m.as_bytes()) {
         Ok(_) => {
+            // Published: subscribers have it. The snapshot maker's copy is taken after, outside
+            // this message's time (it still delays the next message, and that is measured).
+            feed_ns.saturating_record(scale.delta_ns(due, tsc.now()).max(1));
             c.published += 1;
             if let Some(t) = snapshot_tap {
                 t.push(position, m.as_bytes());
             }
-            feed_ns.saturating_record(scale.delta_ns(due, tsc.now()).max(1));
             hand_quote(m, quotes);
             true
         }
