@@ -588,7 +588,11 @@ fn from_file(file: &std::path::Path, mut h: FeedHandler<ShmPublisher>, json: boo
         h.poll_repair();
         let ingress = tsc.now();
         match item.gap {
-            Some(count) => h.on_gap(item.sequence, item.sequence + count, None, ingress).map_err(|e| e.to_string())?,
+            // A capture's gap is of the session it follows: a venue book of another is refused.
+            Some(count) => {
+                let (from, to) = (item.sequence, item.sequence + count);
+                h.on_gap(from, to, source.session().as_ref(), ingress).map_err(|e| e.to_string())?
+            }
             None => {
                 h.on_message(item.payload, item.sequence, ingress).map_err(|e| e.to_string())?;
                 n += 1;

@@ -30,9 +30,11 @@ const STOCKS: usize = 8192;
 /// The most orders a venue's book may hold: four times the room made for the day (a larger one
 /// is refused: a broken or hostile service must not take the feed's memory).
 const MAX_VENUE_ORDERS: u64 = 4 * ORDERS as u64;
-/// The most bytes a venue's book may take: that many orders in whole chunks.
-const MAX_VENUE_BYTES: usize =
-    (MAX_VENUE_ORDERS as usize).div_ceil(tickbus_codecs::md::SNAPSHOT_CHUNK_ORDERS) * <SnapshotOrders as Message>::LEN;
+/// The most bytes a venue's book may take: the glimpse's header, and that many orders in whole
+/// chunks.
+const MAX_VENUE_BYTES: usize = tickbus::feed::glimpse::HEADER_LEN
+    + (MAX_VENUE_ORDERS as usize).div_ceil(tickbus_codecs::md::SNAPSHOT_CHUNK_ORDERS)
+        * <SnapshotOrders as Message>::LEN;
 
 /// What the thread did: its snapshots, and its repairs (with `--glimpse`).
 pub type Made = (SnapshotStats, Option<HelperStats>);

@@ -55,11 +55,14 @@ pub enum GlimpseError {
     /// The bytes do not start with a glimpse's header: not a tickbus venue's book service.
     #[error("the venue's book service sent something that is not a tickbus glimpse (no `TBGL` header): does --glimpse name the venue's book service (`mold-server --glimpse`)?")]
     NotAGlimpse,
-    /// A glimpse of a version this build does not read.
-    #[error("the venue's book service speaks glimpse version {found}; this feed reads version {VERSION}: run a venue and feed of the same release")]
+    /// A glimpse of a version this build does not read (or with its reserved byte set, which a
+    /// later version may use).
+    #[error("the venue's book service speaks glimpse version {found} (reserved byte {reserved}); this feed reads version {VERSION} with 0 there: run a venue and feed of the same release")]
     Version {
         /// The version found.
         found: u8,
+        /// The reserved byte found.
+        reserved: u8,
     },
     /// A book of another MoldUDP64 session than the one the feed follows: the venue restarted
     /// into a new session, or the address names another venue's service.
@@ -156,17 +159,15 @@ fn load(
     follows: Option<&[u8; 10]>,
 ) -> Result<Glimpse, GlimpseError> {
     book.clear();
-    let Some((head, bytes)) = bytes.split_first_chunk::<HEADER_LEN>() else {
-        return match bytes.get(..MAGIC.len()) {
-            Some(m) if m != MAGIC => Err(GlimpseError::NotAGlimpse),
-            _ => Err(GlimpseError::Short { bytes: bytes.len() }),
-        };
-    };
-    if head[..4] != MAGIC {
+    // Even a few bytes that cannot begin the magic are not a glimpse (not one cut short).
+    if !bytes.iter().zip(MAGIC).all(|(b, m)| *b == m) {
         return Err(GlimpseError::NotAGlimpse);
     }
+    let Some((head, bytes)) = bytes.split_first_chunk::<HEADER_LEN>() else {
+        return Err(GlimpseError::Short { bytes: bytes.len() });
+    };
     if head[4] != VERSION || head[5] != 0 {
-        return Err(GlimpseError::Version { found: head[4] });
+        return Err(GlimpseError::Version { found: head[4], reserved: head[5] });
     }
     let session: [u8; 10] = head[6..].try_into().expect("16 - 6 bytes");
     if let Some(want) = follows.filter(|w| **w != session) {
@@ -300,7 +301,14 @@ mod tests {
         let mut v2 = bytes.clone();
         v2[4] = 2;
         let e = decode(&v2, &mut got, 1 << 20, Some(S)).unwrap_err();
-        assert!(matches!(e, GlimpseError::Version { found: 2 }) && e.to_string().contains("same release"), "{e}");
+        assert!(matches!(e, GlimpseError::Version { found: 2, .. }) && e.to_string().contains("same release"), "{e}");
+        let mut reserved = bytes.clone();
+        reserved[5] = 1;
+        let e = decode(&reserved, &mut got, 1 << 20, Some(S)).unwrap_err();
+        assert!(matches!(e, GlimpseError::Version { found: 1, reserved: 1 }), "{e}");
+        // Three bytes that cannot begin a glimpse, and three that can.
+        assert!(matches!(decode(b"HTT", &mut got, 1 << 20, None), Err(GlimpseError::NotAGlimpse)));
+        assert!(matches!(decode(b"TBG", &mut got, 1 << 20, None), Err(GlimpseError::Short { bytes: 3 })));
         // The chunks alone (a service of the format before the header): not a glimpse.
         assert!(matches!(decode(&bytes[HEADER_LEN..], &mut got, 1 << 20, None), Err(GlimpseError::NotAGlimpse)));
         assert!(matches!(decode(b"HTTP/1.1 400", &mut got, 1 << 20, None), Err(GlimpseError::NotAGlimpse)));

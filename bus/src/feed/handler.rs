@@ -90,6 +90,9 @@ struct Extras {
     tap: Option<SnapshotTap>,
     /// The book's repair after a loss.
     repair: Option<Box<BookRepair>>,
+    /// The MoldUDP64 session the arbiter follows, as it said (`Out::Session`): a loss it gives
+    /// up belongs to it, even one given up as a packet of the next session arrives.
+    session: Option<[u8; 10]>,
 }
 
 impl<P: Publish> std::fmt::Debug for FeedHandler<P> {
@@ -292,13 +295,22 @@ fn emit<P: Publish>(
 ) -> Result<(), PublishFailed<P::Error>> {
     match o {
         Out::Message { sequence, message: m } => message(norm, out, raw, stop, counts, extras, m, sequence, ingress),
-        Out::Lost { from, to } => gap(out, stop, counts, extras, from, to, Some(session), ingress),
+        Out::Lost { from, to } => {
+            let of = extras.session;
+            gap(out, stop, counts, extras, from, to, of.as_ref(), ingress)
+        }
         Out::Rerequest { sequence, count } => {
             rerequest.rerequest(session, sequence, count);
             Ok(())
         }
         // Sequences start again; the market data goes on.
-        Out::Session { .. } => Ok(()),
+        Out::Session { session } => {
+            extras.session = Some(session);
+            if let Some(r) = &mut extras.repair {
+                r.on_session(session);
+            }
+            Ok(())
+        }
     }
 }
 
@@ -320,7 +332,7 @@ fn message<P: Publish>(
         counts.published += 1;
         return Ok(());
     }
-    let Extras { tap, repair } = extras;
+    let Extras { tap, repair, .. } = extras;
     // Every message delivered, parsed or not: the repair must know the stream reached it.
     if let Some(r) = repair {
         r.on_message(sequence, itch);

@@ -137,6 +137,8 @@ pub enum ToHelper {
         book: Box<OrderBook>,
         /// The sequence a book must go on from now (0: no loss open).
         need: u64,
+        /// The session the feed follows now (None: not known).
+        session: Option<[u8; 10]>,
     },
 }
 
@@ -148,6 +150,9 @@ pub enum ToFeed {
         book: Box<OrderBook>,
         /// The sequence it goes on from.
         next: u64,
+        /// The MoldUDP64 session it is of: a book fetched for a session the feed has since
+        /// left is refused, whatever its sequence.
+        session: [u8; 10],
     },
     /// The ring back, for the next loss.
     Ring(Box<ItchRing>),
@@ -214,7 +219,8 @@ pub struct BookRepair {
     last: u64,
     /// Messages kept since the last poll.
     kept: usize,
-    /// The session of the last loss: the venue's book must be of it.
+    /// The session the feed follows (told by the handler as the arbiter starts each one, or
+    /// with a loss): the venue's book must be of it.
     session: Option<[u8; 10]>,
     counts: RepairCounts,
 }
@@ -303,11 +309,29 @@ impl BookRepair {
         self.restart(to);
     }
 
+    /// The feed follows MoldUDP64 session `session` from here on (the arbiter started it; its
+    /// sequences start again at 1). A venue book must be of it; a repair under way for the
+    /// session before starts over from the new session's first message, since the book the
+    /// loss left wrong goes on into it (the market data goes on across sessions).
+    pub fn on_session(&mut self, session: [u8; 10]) {
+        let was = self.session.replace(session);
+        if was.is_none_or(|w| w == session) {
+            return;
+        }
+        self.last = 0;
+        if self.repairing() {
+            if let Some(r) = &mut self.ring {
+                r.clear();
+            }
+            self.restart(1);
+        }
+    }
+
     /// Keeps from `need` on; a book being caught up goes back, and the helper is told.
     fn restart(&mut self, need: u64) {
         if let State::CatchingUp { book, .. } = std::mem::replace(&mut self.state, State::Keeping { need }) {
             self.counts.refused += 1;
-            self.send(ToHelper::Refused { book, need });
+            self.send(ToHelper::Refused { book, need, session: self.session });
         } else {
             self.send(ToHelper::Lost { need, session: self.session });
         }
@@ -320,8 +344,9 @@ impl BookRepair {
     fn send(&mut self, m: ToHelper) {
         if let ToHelper::Lost { need, session } = m {
             // Only into the newest entry: a loss must not move ahead of a swap sent before it.
+            // Sequences of one session only are compared: a newer session's need replaces.
             if let Some(ToHelper::Lost { need: waiting, session: was }) = self.backlog.back_mut() {
-                *waiting = (*waiting).max(need);
+                *waiting = if *was == session { (*waiting).max(need) } else { need };
                 *was = session;
                 return;
             }
@@ -394,17 +419,19 @@ impl BookRepair {
                     self.restart(self.last + 1);
                 }
             }
-            ToFeed::Book { book, next } => match self.state {
-                State::Keeping { need } if next >= need && self.ring.is_some() => {
+            ToFeed::Book { book, next, session } => match self.state {
+                State::Keeping { need }
+                    if next >= need && self.ring.is_some() && self.session.is_none_or(|s| s == session) =>
+                {
                     self.state = State::CatchingUp { book, next, at: 0, applied: 0 };
                 }
                 State::Keeping { need } => {
                     self.counts.refused += 1;
-                    self.send(ToHelper::Refused { book, need });
+                    self.send(ToHelper::Refused { book, need, session: self.session });
                 }
                 _ => {
                     self.counts.refused += 1;
-                    self.send(ToHelper::Refused { book, need: 0 });
+                    self.send(ToHelper::Refused { book, need: 0, session: self.session });
                 }
             },
         }

@@ -222,17 +222,16 @@ impl<S: BookSource> RepairHelper<S> {
         match m {
             ToHelper::Lost { need, session } => {
                 self.whole = false;
-                self.session = session;
                 self.since.get_or_insert(now);
-                self.want = Some(self.want.map_or(need, |w| w.max(need)));
+                self.wants(need, session);
             }
-            ToHelper::Refused { book, need } => {
+            ToHelper::Refused { book, need, session } => {
                 self.keep(book);
                 if let Some((copy, _)) = self.copy.take() {
                     self.keep(copy);
                 }
                 if need > 0 {
-                    self.want = Some(self.want.map_or(need, |w| w.max(need)));
+                    self.wants(need, session);
                 }
             }
             ToHelper::Swapped { next, position, old, ring } => {
@@ -261,6 +260,16 @@ impl<S: BookSource> RepairHelper<S> {
                 self.publish_now = true;
             }
         }
+    }
+
+    /// A venue book of `session` holding every message before `need` is wanted: the latest of
+    /// the needs within one session; a new session's replaces (its sequences start again).
+    fn wants(&mut self, need: u64, session: Option<[u8; 10]>) {
+        let same = std::mem::replace(&mut self.session, session) == session;
+        self.want = Some(match self.want {
+            Some(w) if same => w.max(need),
+            _ => need,
+        });
     }
 
     /// Sends to the loop in order, keeping what its queue has no room for (never dropped: the
@@ -294,8 +303,8 @@ impl<S: BookSource> RepairHelper<S> {
             .source
             .fetch(&mut self.buf)
             .and_then(|()| glimpse::decode(&self.buf, &mut book, self.max_orders, follows.as_ref()));
-        let next = match r {
-            Ok(g) => g.next,
+        let (next, session) = match r {
+            Ok(g) => (g.next, g.session),
             Err(e) => {
                 self.keep(book);
                 self.stats.failed += 1;
@@ -320,7 +329,7 @@ impl<S: BookSource> RepairHelper<S> {
             self.keep(copy);
             return;
         }
-        self.send(ToFeed::Book { book, next });
+        self.send(ToFeed::Book { book, next, session });
         self.copy = Some((copy, next));
         self.want = None;
         self.retry_at = None;

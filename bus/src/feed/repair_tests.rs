@@ -381,7 +381,7 @@ mod by_hand {
         assert!(matches!(ends.from_feed.pop(), Ok(ToHelper::Lost { need: 100, session: Some(s) }) if &s == SESSION));
         r.poll(&mut norm, 0); // a poll before the book comes: no message kept since this one
                               // The venue's book as of 100: 901 kept messages to apply, 64 a poll (none came since).
-        ends.to_feed.push(ToFeed::Book { book: venue(&itch, 99), next: 100 }).ok().unwrap();
+        ends.to_feed.push(ToFeed::Book { book: venue(&itch, 99), next: 100, session: *SESSION }).ok().unwrap();
         r.poll(&mut norm, 0);
         assert!(r.repairing());
         assert!(ends.from_feed.pop().is_err(), "still catching up: nothing sent");
@@ -396,6 +396,44 @@ mod by_hand {
         assert_eq!(norm.book().resting_orders(), 0);
     }
 
+    /// The feed moves to a new session while a repair of the old one waits for the venue's
+    /// book: the repair starts over from the new session's first message, the helper is told
+    /// the new session, and a book of the old one that arrives after is refused, though its
+    /// sequence is past what is needed.
+    #[test]
+    fn a_new_session_during_a_repair_starts_it_over_and_refuses_a_book_of_the_old_one() {
+        let itch = itch_day(3_000);
+        let (mut r, mut ends) = repair::channel(1 << 12);
+        let mut norm = Normalizer::with_capacity(1 << 14, 64);
+        const NEW: [u8; 10] = *b"000000002A";
+        r.on_session(*SESSION);
+        r.on_lost(100, Some(*SESSION));
+        assert!(matches!(ends.from_feed.pop(), Ok(ToHelper::Lost { need: 100, .. })));
+        r.on_session(NEW);
+        match ends.from_feed.pop() {
+            Ok(ToHelper::Lost { need: 1, session: Some(s) }) if s == NEW => {}
+            _ => panic!("the repair did not start over in the new session"),
+        }
+        for k in 1..=300u64 {
+            r.on_message(k, &itch[k as usize - 1]);
+        }
+        // The old session's book, fetched before the change, at a sequence past the need.
+        ends.to_feed.push(ToFeed::Book { book: venue(&itch, 200), next: 201, session: *SESSION }).ok().unwrap();
+        r.poll(&mut norm, 0);
+        match ends.from_feed.pop() {
+            Ok(ToHelper::Refused { need: 1, session: Some(s), .. }) if s == NEW => {}
+            _ => panic!("a book of the session left was not refused"),
+        }
+        assert!(r.repairing() && norm.book().resting_orders() == 0, "nothing swapped in");
+        // The new session's book is taken.
+        ends.to_feed.push(ToFeed::Book { book: venue(&itch, 200), next: 201, session: NEW }).ok().unwrap();
+        for _ in 0..10 {
+            r.poll(&mut norm, 5);
+        }
+        assert!(!r.repairing());
+        assert_eq!(norm.book().digest(), venue(&itch, 300).digest());
+    }
+
     #[test]
     fn a_book_ahead_is_swapped_in_only_once_the_messages_it_holds_have_come() {
         let itch = itch_day(3_000);
@@ -407,7 +445,7 @@ mod by_hand {
         }
         let _ = ends.from_feed.pop();
         // The venue's book holds up to 250; the lines have brought up to 200.
-        ends.to_feed.push(ToFeed::Book { book: venue(&itch, 250), next: 251 }).ok().unwrap();
+        ends.to_feed.push(ToFeed::Book { book: venue(&itch, 250), next: 251, session: *SESSION }).ok().unwrap();
         for _ in 0..10 {
             r.poll(&mut norm, 7);
         }

@@ -14,7 +14,8 @@
 //!  +6   reserved    u16   0
 //!  +8   sequence    u64   message: its stream position; gap: the first position missed
 //!  +16  publish_tsc u64   the publisher's TSC from the message header (0: unknown)
-//!  +24  receive_tsc u64   the recorder's TSC when it took the message
+//!  +24  receive_tsc u64   the recorder's TSC when it took the message (read once for up to 16
+//!                         messages of one poll: never before the message's publish_tsc)
 //!  +32  payload, zero-padded to a multiple of 8
 //!  then crc32c u32 (of everything above), reserved u32 (0)
 //! ```

@@ -372,13 +372,17 @@ impl Recorder {
         r
     }
 
-    /// The receive stamp: the TSC, read again every [`STAMP_EVERY`] messages and at every poll.
-    /// Messages taken in one poll come back to back, so a stamp is at most that many messages'
-    /// handling old (well under a microsecond); a TSC read costs about a tenth of a record's
-    /// handling on a VM, where it is slowest.
+    /// The receive stamp of a message published at `publish_tsc` (0: unknown): the TSC, read
+    /// again every [`STAMP_EVERY`] messages, at every poll, after every gap record, and whenever
+    /// the message says it was published after the stamp in hand (it became readable while
+    /// this poll ran: after a preemption, say). Messages taken in one poll otherwise come back
+    /// to back, so a stamp is at most that many messages' handling old (well under a
+    /// microsecond unless the thread was preempted) and never before the message's own publish
+    /// stamp on this host's clock; a TSC read costs about a tenth of a record's handling on a
+    /// VM, where it is slowest.
     #[inline]
-    fn stamp(&mut self) -> u64 {
-        if self.stamp.1 == 0 {
+    fn stamp(&mut self, publish_tsc: u64) -> u64 {
+        if self.stamp.1 == 0 || publish_tsc > self.stamp.0 {
             self.stamp = (self.tsc.now(), STAMP_EVERY);
         }
         self.stamp.1 -= 1;
@@ -437,7 +441,6 @@ impl Recorder {
     }
 
     fn queue_taken(&mut self, t: Taken<'_>) -> Result<(), RecordError> {
-        let now = self.stamp();
         match t {
             Taken::Message { position, .. } if self.expected.is_some_and(|e| position < e) => {
                 // Already in the journal: a restarted recorder's source redelivers what it had
@@ -456,6 +459,7 @@ impl Recorder {
             Taken::Message { position, payload } => {
                 self.caught_up = true;
                 let publish_tsc = tickbus_codecs::Header::peek(payload).map_or(0, |h| h.publish_tsc);
+                let now = self.stamp(publish_tsc);
                 if payload.len() > MAX_PAYLOAD {
                     return Err(RecordError::Journal(JournalError::TooLarge { len: payload.len(), max: MAX_PAYLOAD }));
                 }
@@ -525,7 +529,9 @@ impl Recorder {
     }
 
     fn flush_gap_now(&mut self, (from, to): (u64, u64)) -> bool {
-        let now = self.tsc.now();
+        // A fresh stamp, kept for the messages after: none is stamped before the gap.
+        self.stamp = (self.tsc.now(), STAMP_EVERY);
+        let now = self.stamp.0;
         let (h, count) = format::gap(from, to - from, now);
         let ok = self.push(&h, &count);
         if ok {

@@ -430,3 +430,59 @@ fn a_poll_after_an_idle_source_stamps_afresh_and_stamps_never_go_back() {
     let at_least = (pause.as_nanos() as f64 * crate::time::ticks_per_ns() * 0.9) as u64;
     assert!(ticks >= at_least, "the message after a 20 ms pause is stamped {ticks} ticks after the one before");
 }
+
+/// Within one poll a stamp is reused, but never for a message published after it: a source
+/// whose messages become readable one by one, 2 ms apart, during a single poll (as after a
+/// preemption) gets each stamped at or after its own publish stamp. The smallest case that
+/// fools a stamp kept for 16 messages: three messages in one poll.
+#[test]
+fn a_message_published_during_a_poll_is_not_stamped_before_it_was_published() {
+    struct Slow {
+        next: u64,
+        tsc: crate::time::Tsc,
+        buf: Vec<u8>,
+    }
+    impl Tap for Slow {
+        fn take(&mut self, f: &mut dyn FnMut(Taken<'_>)) -> Result<bool, SourceError> {
+            if self.next == 3 {
+                return Ok(false);
+            }
+            if self.next > 0 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            let mut q = <tickbus_codecs::md::Quote as tickbus_codecs::Message>::new();
+            q.header.stamp(1, self.next, self.tsc.now());
+            self.buf = zerocopy::IntoBytes::as_bytes(&q).to_vec();
+            f(Taken::Message { position: self.next, payload: &self.buf });
+            self.next += 1;
+            Ok(true)
+        }
+        fn reliable(&self) -> bool {
+            true
+        }
+        fn release_to(&mut self, _: u64) {}
+        fn position(&self) -> u64 {
+            self.next
+        }
+        fn max_payload(&self) -> usize {
+            128
+        }
+        fn window(&self) -> u64 {
+            0
+        }
+    }
+    let dir = Dir::new("rec-stamp-publish");
+    let journal = JournalWriter::open(&dir.0, meta(), small()).unwrap();
+    let mut rec = Recorder::start(journal, RecorderOptions::default()).unwrap();
+    let mut tap = Slow { next: 0, tsc: crate::time::Tsc::new(), buf: Vec::new() };
+    assert_eq!(rec.poll(&mut tap, 64).unwrap(), 3, "all three in one poll");
+    rec.finish(&mut tap).unwrap();
+    let r = JournalReader::open(&dir.0).unwrap();
+    let mut c = r.cursor();
+    let mut n = 0;
+    while let Some(rec) = c.next().unwrap() {
+        assert!(rec.publish_tsc > 0 && rec.receive_tsc >= rec.publish_tsc, "message {}: {rec:?}", rec.sequence);
+        n += 1;
+    }
+    assert_eq!(n, 3);
+}

@@ -308,6 +308,16 @@ impl Source {
         }
     }
 
+    /// The MoldUDP64 session a capture follows (None before its first datagram, and for
+    /// other recordings, which have no session).
+    #[cfg(feature = "pcap")]
+    pub fn session(&self) -> Option<[u8; 10]> {
+        match &self.0 {
+            State::Capture { capture, .. } => capture.session(),
+            _ => None,
+        }
+    }
+
     /// What reading a capture left out so far (None for other recordings).
     #[cfg(feature = "pcap")]
     pub fn capture_counts(&self) -> Option<CaptureCounts> {

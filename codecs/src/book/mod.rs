@@ -346,8 +346,10 @@ impl OrderBook {
 
     /// `U`: the old order leaves, a new one (same stock and side, back of the queue) arrives. A
     /// replace by an order of no shares is only the old order leaving: nothing is left to rest,
-    /// and it is what the normalised form (a delete, then an add the book refuses) does too, so a
-    /// book built from ITCH and one built from normalised data stay equal.
+    /// and it is what the normalised form (a delete, then an add the book refuses) does too, so
+    /// a book built from ITCH and one built from normalised data stay equal after it. (A replace
+    /// this book refuses, to a reference in use or 0, still parts them: its normalised delete
+    /// is applied.)
     fn replace(&mut self, old: u64, new: u64, shares: u32, price: u32) -> Result<Update, BookError> {
         let o = *self.orders.get(&old).ok_or(BookError::UnknownOrder { code: b'U', reference: old })?;
         if old != new && self.orders.contains_key(&new) {
@@ -437,9 +439,9 @@ impl OrderBook {
 
     /// Every invariant, checked the slow way (for tests and `--check` runs): levels strictly
     /// sorted with the best last and none empty; each level's queue walks head to tail through
-    /// orders of that stock, side and price, none of them without shares, and sums to the level's shares and count; every order
-    /// is in exactly one queue; no stock is crossed or locked; volume is conserved. The first
-    /// broken one is returned, naming where.
+    /// orders of that stock, side and price, none of them without shares, and sums to the
+    /// level's shares and count; every order is in exactly one queue; no stock is crossed or
+    /// locked; volume is conserved. The first broken one is returned, naming where.
     pub fn check_invariants(&self) -> Result<(), InvariantError> {
         self.check(true)
     }
