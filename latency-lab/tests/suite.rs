@@ -15,8 +15,19 @@ fn lab(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_latency-lab")).args(args).output().unwrap()
 }
 
+/// The outer ends of the wire section's veth pairs that exist now.
+fn lab_veths() -> Vec<String> {
+    std::fs::read_dir("/sys/class/net")
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.starts_with("tbwo"))
+        .collect()
+}
+
 #[test]
 fn a_small_suite_reports_every_transport_and_compare_judges_it() {
+    // Veths a lab killed earlier left behind (a killed process runs no Drop) are not this run's.
+    let before = lab_veths();
     let out = std::env::temp_dir().join(format!("lab-suite-{}", std::process::id()));
     let dir = out.to_str().unwrap();
     let run = lab(&[
@@ -138,11 +149,7 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
             let said = format!("wire, zero loss: {way}: ");
             assert!(notes.iter().any(|n| n.as_str().unwrap().starts_with(&said)), "{said}: {notes:?}");
         }
-        let left: Vec<String> = std::fs::read_dir("/sys/class/net")
-            .unwrap()
-            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-            .filter(|n| n.starts_with("tbwo"))
-            .collect();
+        let left: Vec<String> = lab_veths().into_iter().filter(|n| !before.contains(n)).collect();
         assert!(left.is_empty(), "the lab's veth pair removed: {left:?}");
         // Wire-to-trade: the same datagrams through tickbus feed, trader and gateway, per ingest.
         let runs = rep["wire_trade"].as_array().expect("a wire-to-trade section");
