@@ -46,17 +46,8 @@ fn over_mcast() -> Result<(), Failed> {
     let a_net = ["--md", md, "--orders", "rdma-rc://127.0.0.1:47302/2", "--execs", "rdma-rc://127.0.0.1:47303/3"];
     let b_net = ["--md", md, "--orders", "late-join-orders", "--execs", "late-join-execs"];
 
-    // The recorder joins the group first; the exchange starts once trader A is in.
-    let recorder = common::spawn_env(
-        &["record", "--from", "ud-mcast://239.77.53.1/1", "--journal", journal, "--token", TOKEN, "--json"],
-        &[("TICKBUS_RDMA_DEVICE", &trader_dev)],
-    );
-    std::thread::sleep(Duration::from_secs(2));
-    let mut ex_args = vec!["exchange", "--itch", day.to_str().ok_or("path")?, "--rate", "200", "--drain-secs", "60"];
-    ex_args.extend(["--device", &exchange_dev]);
-    ex_args.extend(a_net);
-    ex_args.extend(common);
-    let exchange = common::spawn(&ex_args);
+    let devs = (exchange_dev.as_str(), trader_dev.as_str());
+    let (recorder, exchange) = recorder_then_exchange("ud-mcast://239.77.53.1/1", journal, &day, &a_net, devs, &[])?;
     let mut a_args = vec!["trader", "--md-quiet-secs", "4", "--drain-secs", "30", "--device", &trader_dev];
     a_args.extend(a_net);
     a_args.extend(common);
@@ -130,23 +121,10 @@ fn over_mcast() -> Result<(), Failed> {
     eprintln!("trader B joined: {}", tb["join"]);
     eprintln!("trader C joined through the served journal: {}", tc["join"]);
     for (who, t) in [("A", &ta), ("B", &tb), ("C", &tc)] {
-        if t["book_digest"].as_str() != Some(want.as_str()) {
-            return Err(format!("trader {who}'s book is not the day's ({want}): {t}").into());
-        }
-        if t["counts"]["ticks"].as_u64() != Some(published) {
-            return Err(format!("trader {who} did not see all {published} messages once: {t}").into());
-        }
+        holds_the_day(who, t, &want, published)?;
     }
     for (who, t) in [("B", &tb), ("C", &tc)] {
-        let j = &t["join"];
-        let cut =
-            j["cut_over"].as_u64().ok_or_else(|| format!("trader {who} never cut over to the live group: {j}"))?;
-        if !(j["from_journal"].as_u64() > Some(0) && cut > 0 && cut < published) {
-            return Err(format!("trader {who} did not join mid-day from the journal: {j}").into());
-        }
-        if j["unfilled"].as_u64() != Some(0) || j["journal_gaps"].as_u64() != Some(0) {
-            return Err(format!("trader {who} lost messages: {j}").into());
-        }
+        joined_mid_day(who, t, published)?;
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
@@ -176,16 +154,8 @@ fn killed_and_restarted() -> Result<(), Failed> {
     let a_net = ["--md", md, "--orders", "lj-d-orders-a", "--execs", "lj-d-execs-a"];
     let d_net = ["--md", md, "--orders", "lj-d-orders-d", "--execs", "lj-d-execs-d"];
 
-    let recorder = common::spawn_env(
-        &["record", "--from", group, "--journal", journal, "--token", TOKEN, "--json"],
-        &[("TICKBUS_RDMA_DEVICE", &trader_dev)],
-    );
-    std::thread::sleep(Duration::from_secs(2));
-    let mut ex_args = vec!["exchange", "--itch", day.to_str().ok_or("path")?, "--rate", "200", "--drain-secs", "60"];
-    ex_args.extend(["--device", &exchange_dev]);
-    ex_args.extend(a_net);
-    ex_args.extend(common);
-    let exchange = common::spawn_env(&ex_args, &small_pages);
+    let devs = (exchange_dev.as_str(), trader_dev.as_str());
+    let (recorder, exchange) = recorder_then_exchange(group, journal, &day, &a_net, devs, &small_pages)?;
     let trader = |net: [&'static str; 6], join: Option<&str>| {
         let mut args = vec!["trader", "--md-quiet-secs", "4", "--drain-secs", "30", "--device", &trader_dev];
         if let Some(j) = join {
@@ -230,21 +200,9 @@ fn killed_and_restarted() -> Result<(), Failed> {
     eprintln!("recorder: {rec}");
     eprintln!("trader D restarted: {}", td["join"]);
     for (who, t) in [("A", &ta), ("D restarted", &td)] {
-        if t["book_digest"].as_str() != Some(want.as_str()) {
-            return Err(format!("trader {who}'s book is not the day's ({want}): {t}").into());
-        }
-        if t["counts"]["ticks"].as_u64() != Some(published) {
-            return Err(format!("trader {who} did not see all {published} messages once: {t}").into());
-        }
+        holds_the_day(who, t, &want, published)?;
     }
-    let j = &td["join"];
-    let cut = j["cut_over"].as_u64().ok_or_else(|| format!("trader D never cut over to the live group: {j}"))?;
-    if !(j["from_journal"].as_u64() > Some(0) && cut > 0 && cut < published) {
-        return Err(format!("trader D did not come back mid-day from the journal: {j}").into());
-    }
-    if j["unfilled"].as_u64() != Some(0) || j["journal_gaps"].as_u64() != Some(0) {
-        return Err(format!("trader D lost messages: {j}").into());
-    }
+    joined_mid_day("D restarted", &td, published)?;
     // The gateway saw the first D die, and took the orders of both: more than the restarted
     // one sent, which sent some.
     let (taken, sent) = (gw["counts"]["orders"].as_u64().unwrap_or(0), td["counts"]["orders"].as_u64().unwrap_or(0));
@@ -252,6 +210,55 @@ fn killed_and_restarted() -> Result<(), Failed> {
         return Err(format!("gateway D did not see one trader die and both trade: {gw}; D: {td}").into());
     }
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// The recorder on `group` into `journal` (on the trader's device, joined first), then the
+/// exchange replaying `day` at 200 msg/s on `net` from the exchange's device (it starts once
+/// trader A is in), with `env` set for the exchange.
+fn recorder_then_exchange(
+    group: &str,
+    journal: &str,
+    day: &std::path::Path,
+    net: &[&str],
+    (exchange_dev, trader_dev): (&str, &str),
+    env: &[(&str, &str)],
+) -> Result<(common::Running, common::Running), Failed> {
+    let recorder = common::spawn_env(
+        &["record", "--from", group, "--journal", journal, "--token", TOKEN, "--json"],
+        &[("TICKBUS_RDMA_DEVICE", trader_dev)],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let mut ex_args = vec!["exchange", "--itch", day.to_str().ok_or("path")?, "--rate", "200", "--drain-secs", "60"];
+    ex_args.extend(["--device", exchange_dev]);
+    ex_args.extend(net);
+    ex_args.extend(["--token", TOKEN, "--wait-secs", "120", "--json"]);
+    Ok((recorder, common::spawn_env(&ex_args, env)))
+}
+
+/// Trader `who` (its summary `t`) holds the day's book (`want`) and saw each of the
+/// `published` messages once.
+fn holds_the_day(who: &str, t: &serde_json::Value, want: &str, published: u64) -> Result<(), Failed> {
+    if t["book_digest"].as_str() != Some(want) {
+        return Err(format!("trader {who}'s book is not the day's ({want}): {t}").into());
+    }
+    if t["counts"]["ticks"].as_u64() != Some(published) {
+        return Err(format!("trader {who} did not see all {published} messages once: {t}").into());
+    }
+    Ok(())
+}
+
+/// Trader `who` read the journal, then cut over to the live group before the day's end, and
+/// lost nothing in between.
+fn joined_mid_day(who: &str, t: &serde_json::Value, published: u64) -> Result<(), Failed> {
+    let j = &t["join"];
+    let cut = j["cut_over"].as_u64().ok_or_else(|| format!("trader {who} never cut over to the live group: {j}"))?;
+    if !(j["from_journal"].as_u64() > Some(0) && cut > 0 && cut < published) {
+        return Err(format!("trader {who} did not join mid-day from the journal: {j}").into());
+    }
+    if j["unfilled"].as_u64() != Some(0) || j["journal_gaps"].as_u64() != Some(0) {
+        return Err(format!("trader {who} lost messages: {j}").into());
+    }
     Ok(())
 }
 
