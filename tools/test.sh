@@ -55,8 +55,9 @@ tools/rig/selftest.sh
 # fan-out. tickbus-ffi:c_abi_rdma drives rdma-rc and ud-mcast through the C ABI's functions;
 # tickbus-apps:replay_rdma replays a journal onto rdma-rc and ud-mcast, recorded by `record --rdma`
 # and `--mcast` on the other device; tickbus-apps:late_join_rdma has a trader join a ud-mcast feed
-# late from the journal `record` keeps of it, and one `kill -9`ed come back from it; tickbus-apps:late_join_two_hosts has a trader on
-# the second guest join late through the journal served over rdma-rc from the recorder's guest.
+# late from the journal `record` keeps of it, and one `kill -9`ed come back from it;
+# tickbus-apps:late_join_two_hosts has a trader on the second guest join late through the journal
+# served over rdma-rc from the recorder's guest.
 RDMA_TESTS=(verbs_smoke rdma_transport rdma_hostile mcast_transport mcast_hostile examples_rdma two_hosts
   tickbus-apps:trading_rdma tickbus-apps:trading_two_hosts tickbus-apps:late_join_two_hosts tickbus-apps:doctor_rdma
   tickbus-apps:stat_rdma tickbus-apps:replay_rdma tickbus-apps:late_join_rdma tickbus-lab:rdma tickbus-lab:fanout_two_hosts tickbus-ffi:c_abi_rdma)

@@ -294,12 +294,12 @@ impl BookRepair {
     }
 
     /// Messages before `to` of `session` (None: not known) were lost for good (published as a
-    /// `FeedGap`).
+    /// `FeedGap`). A session named here is followed as [`BookRepair::on_session`] follows one.
     pub fn on_lost(&mut self, to: u64, session: Option<[u8; 10]>) {
-        self.counts.losses += 1;
-        if session.is_some() {
-            self.session = session;
+        if let Some(s) = session {
+            self.on_session(s);
         }
+        self.counts.losses += 1;
         // Given up: never delivered, so a venue's book holding them waits for nothing more
         // (a loss at the session's end would otherwise leave the repair waiting for ever).
         self.last = self.last.max(to.saturating_sub(1));

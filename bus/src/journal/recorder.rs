@@ -383,9 +383,15 @@ impl Recorder {
     #[inline]
     fn stamp(&mut self, publish_tsc: u64) -> u64 {
         if self.stamp.1 == 0 || publish_tsc > self.stamp.0 {
-            self.stamp = (self.tsc.now(), STAMP_EVERY);
+            self.restamp();
         }
         self.stamp.1 -= 1;
+        self.stamp.0
+    }
+
+    /// Reads the TSC for the stamp in hand, good for the next [`STAMP_EVERY`] messages.
+    fn restamp(&mut self) -> u64 {
+        self.stamp = (self.tsc.now(), STAMP_EVERY);
         self.stamp.0
     }
 
@@ -530,8 +536,7 @@ impl Recorder {
 
     fn flush_gap_now(&mut self, (from, to): (u64, u64)) -> bool {
         // A fresh stamp, kept for the messages after: none is stamped before the gap.
-        self.stamp = (self.tsc.now(), STAMP_EVERY);
-        let now = self.stamp.0;
+        let now = self.restamp();
         let (h, count) = format::gap(from, to - from, now);
         let ok = self.push(&h, &count);
         if ok {

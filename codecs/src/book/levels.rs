@@ -106,9 +106,16 @@ impl Levels {
             }
         }
         // Worse than the top four: binary search the rest (worst first).
-        let rest = &self.levels[..n.saturating_sub(4)];
-        let at = rest.partition_point(|l| side.better(price, l.price));
-        if rest.get(at).is_some_and(|l| l.price == price) {
+        self.search(0..n.saturating_sub(4), price)
+    }
+
+    /// Binary search for `price` among the levels in `range` (worst first), as [`Levels::find`]
+    /// answers: its index, or where it would be inserted.
+    #[inline]
+    fn search(&self, range: std::ops::Range<usize>, price: u32) -> Result<usize, usize> {
+        let side = self.side;
+        let at = range.start + self.levels[range.clone()].partition_point(|l| side.better(price, l.price));
+        if at < range.end && self.levels[at].price == price {
             Ok(at)
         } else {
             Err(at)
@@ -142,12 +149,7 @@ impl Levels {
                     return Err(i);
                 }
             }
-            let at = end + levels[end..].partition_point(before);
-            if levels.get(at).is_some_and(|l| l.price == price) {
-                Ok(at)
-            } else {
-                Err(at)
-            }
+            self.search(end..levels.len(), price)
         } else {
             // Worse: below it.
             let start = h.saturating_sub(WALK);
@@ -160,12 +162,7 @@ impl Levels {
                     return Err(i + 1);
                 }
             }
-            let at = levels[..start].partition_point(before);
-            if levels.get(at).is_some_and(|l| l.price == price) {
-                Ok(at)
-            } else {
-                Err(at)
-            }
+            self.search(0..start, price)
         }
     }
 
