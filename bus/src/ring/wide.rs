@@ -38,20 +38,27 @@ pub(crate) fn detect() {
 pub(crate) fn store(words: &[AtomicU64], payload: &[u8]) {
     assert!(payload.len() <= words.len() * 8, "{} payload bytes for {} words", payload.len(), words.len());
     let done = store_pairs(words, payload);
-    let words = &words[done / 8..];
-    let payload = &payload[done..];
-    let mut chunks = payload.chunks_exact(8);
-    let mut out = words.iter();
-    for (c, w) in (&mut chunks).zip(&mut out) {
-        w.store(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]), Ordering::Relaxed);
+    store_words(&words[done / 8..], &payload[done..]);
+}
+
+/// The word loop: whole words, then the zero-padded tail built in a register.
+// Why this shape: the previous loop (a zip of the payload's chunks with the words, the tail
+// copied through a stack buffer by a `memcpy` call) cost the 64 B ping-pong about 100 ns of
+// round trip against this one in paired lab runs (raw-store writer at parity with the floor,
+// tickbus's 1.3-1.5x), though both store the same words in the same order.
+#[inline(always)]
+pub(crate) fn store_words(words: &[AtomicU64], payload: &[u8]) {
+    let whole = payload.len() / 8;
+    let words = &words[..payload.len().div_ceil(8)];
+    for (i, c) in payload.chunks_exact(8).enumerate() {
+        words[i].store(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]), Ordering::Relaxed);
     }
-    let rest = chunks.remainder();
+    let rest = &payload[whole * 8..];
     if !rest.is_empty() {
-        let mut last = [0u8; 8];
-        last[..rest.len()].copy_from_slice(rest);
-        if let Some(w) = out.next() {
-            w.store(u64::from_le_bytes(last), Ordering::Relaxed);
-        }
+        // Out of the straight line: fixed-layout messages are whole words.
+        std::hint::cold_path();
+        let last = rest.iter().rev().fold(0u64, |acc, b| (acc << 8) | u64::from(*b));
+        words[whole].store(last, Ordering::Relaxed);
     }
 }
 

@@ -194,9 +194,18 @@ impl<M: RingMemory> RingWriter<M> {
     // 1.02-1.12x.
     #[inline(always)]
     pub fn publish(&mut self, payload: &[u8]) -> Result<u64, ClaimError> {
-        let slot = self.reserve(payload.len())?;
-        slot::write_payload(self.slot_words(slot), payload);
-        Ok(self.finish(slot, payload.len(), 0))
+        self.check_room(payload.len())?;
+        let pos = self.position;
+        // One bounds-checked slice of the slot for the lead, payload and trail, and the stores in
+        // one straight line: split across `reserve` and `finish` (the slot sliced three times),
+        // this cost the 64 B ping-pong about 100 ns of round trip in paired lab runs, though the
+        // stores are the same.
+        let s = self.slot_words(self.geo.slot(pos));
+        slot::begin(s, pos);
+        hook::report(WriterStep::AfterLead);
+        slot::write_payload(s, payload);
+        slot::commit(s, pos, payload.len(), 0);
+        Ok(self.finished(payload.len(), 0))
     }
 
     #[inline(always)]
@@ -204,15 +213,22 @@ impl<M: RingMemory> RingWriter<M> {
         self.words.range(slot, self.geo.slot_words)
     }
 
-    /// Checks room for `len` bytes at the current position and opens its slot for writing.
+    /// Checks that `len` bytes fit a slot and that the current position's slot is free.
     #[inline(always)]
-    fn reserve(&mut self, len: usize) -> Result<usize, ClaimError> {
+    fn check_room(&mut self, len: usize) -> Result<(), ClaimError> {
         if len > self.geo.max_payload {
             return Err(ClaimError::TooLarge { len, max: self.geo.max_payload });
         }
         if self.position >= self.limit {
             self.refresh_limit()?;
         }
+        Ok(())
+    }
+
+    /// Checks room for `len` bytes at the current position and opens its slot for writing.
+    #[inline(always)]
+    fn reserve(&mut self, len: usize) -> Result<usize, ClaimError> {
+        self.check_room(len)?;
         let slot = self.geo.slot(self.position);
         slot::begin(self.slot_words(slot), self.position);
         hook::report(WriterStep::AfterLead);
@@ -221,8 +237,14 @@ impl<M: RingMemory> RingWriter<M> {
 
     #[inline(always)]
     fn finish(&mut self, slot: usize, len: usize, flags: u64) -> u64 {
+        slot::commit(self.slot_words(slot), self.position, len, flags);
+        self.finished(len, flags)
+    }
+
+    /// After the slot at the current position is committed: moves past it and counts it.
+    #[inline(always)]
+    fn finished(&mut self, len: usize, flags: u64) -> u64 {
         let pos = self.position;
-        slot::commit(self.slot_words(slot), pos, len, flags);
         hook::report(WriterStep::AfterTrail);
         self.position = pos.wrapping_add(1);
         self.words.word(W_PRODUCER_POSITION).store(self.position, Ordering::Release);
