@@ -59,8 +59,9 @@ impl HeapMemory {
 }
 
 // SAFETY: the boxed slice is owned by the Arc'd HeapMemory, never moves or shrinks while any Arc
-// clone lives, and holds real AtomicU64s (a `Line` is 8 of them with no padding: 64 bytes, aligned
-// to 64, so the lines' words are one contiguous array), `len` of them at most.
+// clone lives, and holds real AtomicU64s: outside loom, `8 * lines.len() >= len` of them (a `Line`
+// is 8 with no padding: 64 bytes aligned to 64, so the lines' words are one contiguous array);
+// under loom, `words.len()` of them.
 unsafe impl RingMemory for Arc<HeapMemory> {
     #[cfg(not(loom))]
     fn base(&self) -> *const AtomicU64 {

@@ -55,10 +55,9 @@ pub(crate) fn begin(s: &[AtomicU64], pos: u64) {
 #[inline(always)]
 pub(crate) fn write_payload(s: &[AtomicU64], payload: &[u8]) {
     let words = &s[SLOT_PAYLOAD..s.len() - 2];
-    // A slot of at most 128 bytes has its payload 8 bytes past a line, never 16-byte aligned, so
-    // the pair stores can never run there: go straight to the word loop. Not only to save the
-    // check: with the pair path in line (not taken), the 64 B ping-pong's round trip was about
-    // 100 ns longer in paired lab runs (1.3-1.6x the same-payload floor against 0.9-1.1x).
+    // A slot of at most 128 bytes has its payload 8 bytes past a line, so on line-aligned memory
+    // (every mapping, and HeapMemory) it is never 16-byte aligned and the pair stores could not
+    // run: go straight to the word loop.
     if s.len() * 8 <= LEAD_INSIDE_MAX {
         super::wide::store_words(words, payload);
     } else {
@@ -67,12 +66,13 @@ pub(crate) fn write_payload(s: &[AtomicU64], payload: &[u8]) {
 }
 
 /// Writes the whole slot `s` of `pos`: lead, `payload`, length and trail, in that order (what
-/// [`begin`], [`write_payload`] and [`commit`] do), in one function every publisher calls.
+/// [`begin`], [`write_payload`] and [`commit`] do), in one function every `publish` calls
+/// (claims, filled by their caller between `reserve` and `finish`, stay inlined).
 // inline(never): inlined into each caller, the same stores were laid out differently at each
 // site, and where LLVM put the length and trail stores behind a jump away from the payload loop,
 // the 64 B ping-pong's round trip was about 100-150 ns longer (the lab's stream API and C ABI
 // rows against the direct handle's, and an in-process copy of the ring against hand-written
-// stores on the same memory). One out-of-line copy keeps one layout for every caller.
+// stores on the same memory). One out-of-line copy keeps one layout for every publishing handle.
 #[inline(never)]
 pub(crate) fn write(s: &[AtomicU64], pos: u64, payload: &[u8]) {
     begin(s, pos);

@@ -139,24 +139,19 @@ fn claim_writes_in_place_and_a_dropped_claim_is_skipped() {
 /// the last bytes), read by an observer's copy and a consumer's in-place read.
 #[test]
 fn odd_lengths_round_trip_exactly() {
-    let (mem, mut w) = ring(Mode::Lossy, 4);
-    let mut r = RingReader::observer(mem, StartAt::Latest).unwrap();
-    for len in 0..=104usize {
-        let data: Vec<u8> = (0..len).map(|i| i as u8 ^ 0x5a).collect();
-        w.publish(&data).unwrap();
-        match r.try_recv() {
-            Some(Recv::Message(d)) => assert_eq!(d.payload, &data[..]),
-            other => panic!("len {len}: {other:?}"),
-        }
-    }
-    let (mem, mut w) = ring(Mode::Reliable, 4);
-    let mut r = RingReader::consumer_by_token(mem, 1).unwrap();
-    for len in 0..=104usize {
-        let data: Vec<u8> = (0..len).map(|i| i as u8 ^ 0xa5).collect();
-        w.publish(&data).unwrap();
-        match r.try_recv() {
-            Some(Recv::Message(d)) => assert_eq!(d.payload, &data[..]),
-            other => panic!("len {len}: {other:?}"),
+    for mode in [Mode::Lossy, Mode::Reliable] {
+        let (mem, mut w) = ring(mode, 4);
+        let mut r = match mode {
+            Mode::Lossy => RingReader::observer(mem, StartAt::Latest).unwrap(),
+            _ => RingReader::consumer_by_token(mem, 1).unwrap(),
+        };
+        for len in 0..=104usize {
+            let data: Vec<u8> = (0..len).map(|i| i as u8 ^ 0x5a).collect();
+            w.publish(&data).unwrap();
+            match r.try_recv() {
+                Some(Recv::Message(d)) => assert_eq!(d.payload, &data[..]),
+                other => panic!("{mode:?} len {len}: {other:?}"),
+            }
         }
     }
 }

@@ -15,7 +15,7 @@
 //! sees the old or the new word, never a mix, exactly as if the two halves had been stored one
 //! after the other with nothing in between (and a 16-byte load sees what two 8-byte loads with
 //! nothing in between would). Without AVX, where the ring side is not 16-byte aligned (slots of
-//! at most 128 bytes, whose payload starts 8 bytes in), or under loom, the word loop runs
+//! at most 128 bytes on line-aligned memory, whose payload starts 8 bytes in), or under loom, the word loop runs
 //! instead. Wider (32- or 64-byte) vector accesses would be faster still, but no manual promises
 //! they do not tear inside a word.
 //!
@@ -32,8 +32,8 @@ pub(crate) fn detect() {
 }
 
 /// Stores `payload` into `words` as whole little-endian words, the last one zero-padded.
-/// `payload` must fit: `payload.len() <= 8 * words.len()` (the writer's reserve checks it against
-/// the slot's max payload; this asserts it again, as the bounds of the unsafe copy).
+/// `payload` must fit: `payload.len() <= 8 * words.len()` (the writer's `check_room`, for publish
+/// and claims alike, checks it against the slot's max payload; this asserts it again, as the bounds of the unsafe copy).
 #[inline(always)]
 pub(crate) fn store(words: &[AtomicU64], payload: &[u8]) {
     assert!(payload.len() <= words.len() * 8, "{} payload bytes for {} words", payload.len(), words.len());
@@ -41,11 +41,8 @@ pub(crate) fn store(words: &[AtomicU64], payload: &[u8]) {
     store_words(&words[done / 8..], &payload[done..]);
 }
 
-/// The word loop: whole words, then the zero-padded tail built in a register.
-// Why this shape: the previous loop (a zip of the payload's chunks with the words, the tail
-// copied through a stack buffer by a `memcpy` call) cost the 64 B ping-pong about 100 ns of
-// round trip against this one in paired lab runs (raw-store writer at parity with the floor,
-// tickbus's 1.3-1.5x), though both store the same words in the same order.
+/// The word loop: whole words, then the zero-padded tail built in a register (no `memcpy` call
+/// through a stack buffer), off the straight line of a whole-word payload.
 #[inline(always)]
 pub(crate) fn store_words(words: &[AtomicU64], payload: &[u8]) {
     let whole = payload.len() / 8;

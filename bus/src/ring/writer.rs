@@ -208,7 +208,8 @@ impl<M: RingMemory> RingWriter<M> {
         self.words.range(slot, self.geo.slot_words)
     }
 
-    /// Checks that `len` bytes fit a slot and that the current position's slot is free.
+    /// Checks that `len` bytes fit a slot and, in reliable mode, that writing the current
+    /// position would lap no consumer (lossy mode never refreshes: its limit is `u64::MAX`).
     #[inline(always)]
     fn check_room(&mut self, len: usize) -> Result<(), ClaimError> {
         if len > self.geo.max_payload {
