@@ -57,8 +57,14 @@ impl Env {
     }
 
     pub fn gateway(&mut self, k: usize) -> Child {
+        self.gateway_with(k, &[])
+    }
+
+    pub fn gateway_with(&mut self, k: usize, more: &[&str]) -> Child {
         let (orders, execs) = (format!("orders{k}"), format!("execs{k}"));
-        self.spawn(&["gateway", "--md", "md", "--orders", &orders, "--execs", &execs, "--json"])
+        let mut args = vec!["gateway", "--md", "md", "--orders", &orders, "--execs", &execs, "--json"];
+        args.extend(more);
+        self.spawn(&args)
     }
 }
 
