@@ -121,10 +121,10 @@ fn over_mcast() -> Result<(), Failed> {
     eprintln!("trader B joined: {}", tb["join"]);
     eprintln!("trader C joined through the served journal: {}", tc["join"]);
     for (who, t) in [("A", &ta), ("B", &tb), ("C", &tc)] {
-        holds_the_day(who, t, &want, published)?;
+        common::holds_the_day(who, t, &want, published)?;
     }
     for (who, t) in [("B", &tb), ("C", &tc)] {
-        joined_mid_day(who, t, published)?;
+        common::joined_mid_day(who, t, published)?;
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
@@ -200,9 +200,9 @@ fn killed_and_restarted() -> Result<(), Failed> {
     eprintln!("recorder: {rec}");
     eprintln!("trader D restarted: {}", td["join"]);
     for (who, t) in [("A", &ta), ("D restarted", &td)] {
-        holds_the_day(who, t, &want, published)?;
+        common::holds_the_day(who, t, &want, published)?;
     }
-    joined_mid_day("D restarted", &td, published)?;
+    common::joined_mid_day("D restarted", &td, published)?;
     // The gateway saw the first D die, and took the orders of both: more than the restarted
     // one sent, which sent some.
     let (taken, sent) = (gw["counts"]["orders"].as_u64().unwrap_or(0), td["counts"]["orders"].as_u64().unwrap_or(0));
@@ -234,32 +234,6 @@ fn recorder_then_exchange(
     ex_args.extend(net);
     ex_args.extend(["--token", TOKEN, "--wait-secs", "120", "--json"]);
     Ok((recorder, common::spawn_env(&ex_args, env)))
-}
-
-/// Trader `who` (its summary `t`) holds the day's book (`want`) and saw each of the
-/// `published` messages once.
-fn holds_the_day(who: &str, t: &serde_json::Value, want: &str, published: u64) -> Result<(), Failed> {
-    if t["book_digest"].as_str() != Some(want) {
-        return Err(format!("trader {who}'s book is not the day's ({want}): {t}").into());
-    }
-    if t["counts"]["ticks"].as_u64() != Some(published) {
-        return Err(format!("trader {who} did not see all {published} messages once: {t}").into());
-    }
-    Ok(())
-}
-
-/// Trader `who` read the journal, then cut over to the live group before the day's end, and
-/// lost nothing in between.
-fn joined_mid_day(who: &str, t: &serde_json::Value, published: u64) -> Result<(), Failed> {
-    let j = &t["join"];
-    let cut = j["cut_over"].as_u64().ok_or_else(|| format!("trader {who} never cut over to the live group: {j}"))?;
-    if !(j["from_journal"].as_u64() > Some(0) && cut > 0 && cut < published) {
-        return Err(format!("trader {who} did not join mid-day from the journal: {j}").into());
-    }
-    if j["unfilled"].as_u64() != Some(0) || j["journal_gaps"].as_u64() != Some(0) {
-        return Err(format!("trader {who} lost messages: {j}").into());
-    }
-    Ok(())
 }
 
 /// Waits until the journal at `dir` holds `messages` records (the exchange is publishing and

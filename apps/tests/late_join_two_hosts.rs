@@ -183,21 +183,10 @@ fn venue_side() -> Result<(), Failed> {
         return Err(format!("the journal does not hold the whole day ({published} published): {rec}").into());
     }
     for (who, t) in [("A", &ta), ("B", &tb)] {
-        if t["book_digest"].as_str() != Some(want.as_str()) {
-            return Err(format!("trader {who}'s book is not the day's ({want}): {t}").into());
-        }
-        if t["counts"]["ticks"].as_u64() != Some(published) {
-            return Err(format!("trader {who} did not see all {published} messages once: {t}").into());
-        }
+        common::holds_the_day(who, t, &want, published)?;
     }
+    common::joined_mid_day("B", &tb, published)?;
     let j = &tb["join"];
-    let cut = j["cut_over"].as_u64().ok_or_else(|| format!("trader B never cut over to the live group: {j}"))?;
-    if !(j["from_journal"].as_u64() > Some(0) && cut > 0 && cut < published) {
-        return Err(format!("trader B did not join mid-day through the served journal: {j}").into());
-    }
-    if j["unfilled"].as_u64() != Some(0) || j["journal_gaps"].as_u64() != Some(0) {
-        return Err(format!("trader B lost messages: {j}").into());
-    }
     if served["messages"].as_u64() < j["from_journal"].as_u64() {
         return Err(format!("B read more from the journal than its server sent: {served} {j}").into());
     }

@@ -180,3 +180,29 @@ pub fn check_verdict(d: &serde_json::Value, code: i32) {
         }
     }
 }
+
+/// Trader `who` (its summary `t`) holds the day's book (`want`) and saw each of the
+/// `published` messages once.
+pub fn holds_the_day(who: &str, t: &serde_json::Value, want: &str, published: u64) -> Result<(), String> {
+    if t["book_digest"].as_str() != Some(want) {
+        return Err(format!("trader {who}'s book is not the day's ({want}): {t}"));
+    }
+    if t["counts"]["ticks"].as_u64() != Some(published) {
+        return Err(format!("trader {who} did not see all {published} messages once: {t}"));
+    }
+    Ok(())
+}
+
+/// Trader `who` read the journal, then cut over to the live group before the day's end, and
+/// lost nothing in between.
+pub fn joined_mid_day(who: &str, t: &serde_json::Value, published: u64) -> Result<(), String> {
+    let j = &t["join"];
+    let cut = j["cut_over"].as_u64().ok_or_else(|| format!("trader {who} never cut over to the live group: {j}"))?;
+    if !(j["from_journal"].as_u64() > Some(0) && cut > 0 && cut < published) {
+        return Err(format!("trader {who} did not join mid-day from the journal: {j}"));
+    }
+    if j["unfilled"].as_u64() != Some(0) || j["journal_gaps"].as_u64() != Some(0) {
+        return Err(format!("trader {who} lost messages: {j}"));
+    }
+    Ok(())
+}
