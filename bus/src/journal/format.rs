@@ -340,19 +340,37 @@ pub fn emit(out: &mut [u8], h: &RecordHeader, payload: &[u8]) -> usize {
     n
 }
 
-/// [`emit`] without the CRC (left 0), for a batch sealed at once with [`seal_all`]: one
-/// record's CRC-32C is a chain of dependent instructions, and the recorder measured faster
-/// sealing a batch of independent records in one pass (most likely because their chains
-/// overlap in the CPU). A record must be sealed before it is written: readers take an unsealed
-/// one for damage. `h.len` must be `payload.len()` (what [`seal_all`] walks by). Returns the
-/// record's length.
+/// [`emit`] without the CRC (left 0), for a batch sealed at once with [`seal_all`], which
+/// checksums runs of same-size records side by side. A record must be sealed before it is
+/// written: readers take an unsealed one for damage. `h.len` must be `payload.len()` (what
+/// [`seal_all`] walks by). Returns the record's length.
+///
+/// Always inlined: the header is stored a field at a time, straight from the caller's
+/// registers. Copied as bytes from a header the caller had just built in memory, it was read
+/// back in wide loads the CPU cannot serve from the narrower stores still in flight, a stall
+/// that was most of laying a record out in the recorder's profile.
+#[inline(always)]
 pub fn emit_unsealed(out: &mut [u8], h: &RecordHeader, payload: &[u8]) -> usize {
     debug_assert_eq!(h.len as usize, payload.len(), "a record header's len is its payload's");
     let n = record_bytes(payload.len());
-    out[..RECORD_HEADER_BYTES].copy_from_slice(h.as_bytes());
+    let out = &mut out[..n];
+    // The padding (at most 7 bytes) and the trailer, zeroed in one fixed-size store before the
+    // header and payload go over whatever of it they own (an empty payload's record is 40 bytes,
+    // so these 16 never start before byte 24).
+    out[n - 16..].fill(0);
+    put_header(out, h);
     out[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + payload.len()].copy_from_slice(payload);
-    out[RECORD_HEADER_BYTES + payload.len()..n].fill(0);
     n
+}
+
+/// Writes `h` into the front of `out` a field at a time (see [`emit_unsealed`] for why).
+#[inline(always)]
+fn put_header(out: &mut [u8], h: &RecordHeader) {
+    let front = u64::from(h.len) | u64::from(h.kind) << 32 | u64::from(h.flags) << 40 | u64::from(h.reserved) << 48;
+    let words = [front, h.sequence, h.publish_tsc, h.receive_tsc];
+    for (w, to) in words.iter().zip(out[..RECORD_HEADER_BYTES].chunks_exact_mut(8)) {
+        to.copy_from_slice(&w.to_le_bytes());
+    }
 }
 
 /// Writes the CRC of one whole record laid out by [`emit_unsealed`] (`record` is exactly it).
@@ -364,18 +382,43 @@ pub fn seal(record: &mut [u8]) {
 }
 
 /// Seals every record in `records`: whole records laid out back to back by
-/// [`emit_unsealed`], nothing else.
+/// [`emit_unsealed`], nothing else. Four records of the same size in a row are checksummed
+/// side by side (one record's CRC-32C is a chain of dependent instructions; four interleaved
+/// keep the CPU's CRC unit busy): in the recorder's profile this took sealing from about 30% of
+/// the poll side's time to about 20%.
 ///
 /// # Panics
 /// If `records` ends inside a record, or a record's length field is not its payload's.
 pub fn seal_all(records: &mut [u8]) {
-    let mut at = 0;
-    while at < records.len() {
+    use super::crc_lanes::{crc32c_lanes, LANES};
+    let whole_at = |records: &[u8], at: usize| {
         let len = u32::from_le_bytes(records[at..at + 4].try_into().expect("a whole record header"));
         let n = record_bytes(len as usize);
         assert!(at + n <= records.len(), "seal_all: a record cut short at byte {at}");
-        seal(&mut records[at..at + n]);
-        at += n;
+        n
+    };
+    let mut at = 0;
+    while at < records.len() {
+        let n = whole_at(records, at);
+        // The next records of the same length, a lane's worth: checksummed side by side.
+        let same = |k: usize| {
+            let next = at + k * n;
+            next + RECORD_HEADER_BYTES <= records.len() && whole_at(records, next) == n
+        };
+        if (1..LANES).all(same) {
+            let body = n - RECORD_TRAILER_BYTES;
+            let crcs = {
+                let run = &records[at..at + LANES * n];
+                crc32c_lanes(std::array::from_fn(|k| &run[k * n..k * n + body]))
+            };
+            for (k, crc) in crcs.iter().enumerate() {
+                records[at + k * n + body..][..4].copy_from_slice(&crc.to_le_bytes());
+            }
+            at += LANES * n;
+        } else {
+            seal(&mut records[at..at + n]);
+            at += n;
+        }
     }
 }
 
@@ -543,6 +586,28 @@ mod tests {
             (at, n) = (at + len, n + 1);
         }
         assert_eq!((at, n), (batch.len(), 6), "every sealed record parses, CRC checked");
+    }
+
+    /// Runs of same-size records (sealed four side by side) of every run length around the
+    /// lane count, with records of other sizes between them, seal exactly as one by one.
+    #[test]
+    fn runs_sealed_side_by_side_match_the_records_sealed_one_by_one() {
+        // 57 and 64 bytes make records of the same size with different headers.
+        let lengths = [64, 64, 64, 57, 64, 3, 64, 64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 200, 64, 64];
+        for start in 0..lengths.len() {
+            let (mut one_by_one, mut batch) = (Vec::new(), Vec::new());
+            for (i, &len) in lengths[start..].iter().enumerate() {
+                let p: Vec<u8> = (0..len).map(|b| (b * 7 + i) as u8).collect();
+                let h = message_header(i as u64, i as u64 * 3, i as u64 * 5, len);
+                let mut r = vec![0; record_bytes(len)];
+                emit(&mut r, &h, &p);
+                one_by_one.extend_from_slice(&r);
+                emit_unsealed(&mut r, &h, &p);
+                batch.extend_from_slice(&r);
+            }
+            seal_all(&mut batch);
+            assert_eq!(batch, one_by_one, "from record {start}");
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! damaged bytes), reporting how many bytes and why ([`JournalWriter::recovery`]). A reader
 //! delivers every intact record and stops with an error naming the file and offset at the first
 //! damaged one before the end of the data.
+mod crc_lanes;
 mod error;
 mod folder;
 pub mod format;

@@ -140,6 +140,30 @@ pub struct JournalWriter {
     _lock: File,
 }
 
+/// How far ahead of the record being checked [`prefetch_ahead`] asks for the queue's bytes.
+const PREFETCH_AHEAD: usize = 1024;
+
+/// Asks the CPU for the queued bytes [`PREFETCH_AHEAD`] past `at`. Walking the records is a
+/// chain of dependent loads (each record's length says where the next starts), and the bytes
+/// were just written on the poll side's core: without this each record's first line is a
+/// cross-core miss waited for before the next can be asked for (half the writer thread's own
+/// time in a profile); with it those misses overlap.
+#[inline(always)]
+fn prefetch_ahead(bytes: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // `wrapping_add` keeps the address computation itself defined past the end of `bytes`.
+        let ahead = bytes.as_ptr().wrapping_add(at + PREFETCH_AHEAD).cast();
+        // SAFETY: SSE, the feature `_mm_prefetch` needs, is part of every x86_64 CPU; a prefetch
+        // only hints the cache, reads nothing the program sees and never faults, whatever the
+        // address (past the end of `bytes` included).
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bytes, at);
+}
+
 impl JournalWriter {
     /// Opens the journal in `dir` (creating the folder if need be) for this process alone (a
     /// second writer is refused while this one lives). An existing journal must be of
@@ -314,6 +338,7 @@ impl JournalWriter {
             let mut failed = None;
             let mut cut = false;
             while run < bytes.len() {
+                prefetch_ahead(bytes, run);
                 let Ok((h, _)) = format::RecordHeader::read_from_prefix(&bytes[run..]) else {
                     cut = true;
                     break;
