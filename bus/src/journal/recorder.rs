@@ -262,29 +262,38 @@ pub struct Recorder {
     /// The receive stamp records get, and how many more may get it (see `Recorder::stamp`).
     stamp: (u64, u32),
     queue_bytes: usize,
-    /// Records laid out here and handed to the queue a batch at a time (allocated once): one
-    /// queue commit, which the writer thread's core must fetch, per batch instead of per record.
-    /// Their CRCs are written at the hand-over, the batch's in one pass ([`format::seal_all`]
-    /// checksums same-size records side by side).
-    stage: Box<[u8]>,
-    /// Bytes of `stage` in use.
+    /// Bytes of records laid out in the queue past its committed end, not committed yet: they
+    /// are handed to the writer a batch at a time (one queue commit, which the writer thread's
+    /// core must fetch, per batch instead of per record), their CRCs written at the hand-over,
+    /// the batch's in one pass ([`format::seal_all`] checksums same-size records side by side).
+    /// Laid out in place: an earlier form staged them in a buffer of its own and copied each
+    /// batch into the queue, a pass over every byte that was a tenth of the poll side's time.
     staged: usize,
-    /// Queue bytes known free, less what is staged (refreshed from the queue only when short:
-    /// reading the writer's position costs a cache line from its core).
-    free: usize,
+    /// The staged record cut in two by the queue's wrap, if any: where it starts and its length.
+    /// It is laid out and sealed whole in `scratch` and copied in its two parts.
+    straddler: Option<(usize, usize)>,
+    /// Room for the largest record, for the one that straddles the wrap (allocated once).
+    scratch: Box<[u8]>,
     /// Messages and payload bytes queued in this poll, added to [`RecorderStats`] at its end
     /// (two counter updates per message were a measurable part of the poll side's time).
     counted: (u64, u64),
 }
 
-/// Bytes staged before they go to the queue at once (see [`Recorder::stage`]).
+/// Bytes staged before they go to the writer at once (see [`Recorder::staged`]).
 const STAGE_BYTES: usize = 64 << 10;
 
 impl Recorder {
     /// Starts the writer thread on `journal`. Messages the journal already holds (below its
     /// [`JournalWriter::next_sequence`]) are skipped when a tap delivers them again.
     pub fn start(journal: JournalWriter, opts: RecorderOptions) -> Result<Recorder, RecordError> {
-        let (queue, consumer) = rtrb::RingBuffer::new(opts.queue_bytes);
+        let (mut queue, mut consumer) = rtrb::RingBuffer::new(opts.queue_bytes);
+        // One lap of zeros through the queue before it is used, so every byte of it is
+        // initialised: records are laid out in place through the queue's slots seen as bytes
+        // (`window`).
+        if opts.queue_bytes > 0 {
+            queue.write_chunk(opts.queue_bytes).map_err(|e| RecordError::Writer(e.to_string()))?.commit_all();
+            consumer.read_chunk(opts.queue_bytes).map_err(|e| RecordError::Writer(e.to_string()))?.commit_all();
+        }
         let stats = Arc::new(RecorderStats::default());
         let stop = Arc::new(AtomicBool::new(false));
         let expected = journal.next_sequence();
@@ -331,9 +340,9 @@ impl Recorder {
             tsc: Tsc::new(),
             stamp: (0, 0),
             queue_bytes: opts.queue_bytes,
-            stage: vec![0; STAGE_BYTES.max(format::record_bytes(MAX_PAYLOAD))].into_boxed_slice(),
             staged: 0,
-            free: 0,
+            straddler: None,
+            scratch: vec![0; format::record_bytes(MAX_PAYLOAD).min(opts.queue_bytes)].into_boxed_slice(),
             counted: (0, 0),
         })
     }
@@ -559,60 +568,70 @@ impl Recorder {
         ok
     }
 
-    /// Whether `n` more bytes fit the queue after what is staged (asks the queue only when the
-    /// known free space falls short).
+    /// Whether `n` more bytes fit the queue after what is staged (the queue asks the writer's
+    /// position only when the one it knows falls short).
     fn has_room(&mut self, n: usize) -> bool {
-        if self.free < n {
-            // Short: hand what is staged over first, so the writer can drain it while this poll
-            // goes on (a small queue would otherwise turn the rest of a lossy poll into gaps).
-            self.hand_over();
-            self.free = self.queue.slots();
+        if self.queue.write_chunk_uninit(self.staged + n).is_ok() {
+            return true;
         }
-        self.free >= n
+        // Short: hand what is staged over first, so the writer can drain it while this poll goes
+        // on (a small queue would otherwise turn the rest of a lossy poll into gaps).
+        self.hand_over();
+        self.queue.write_chunk_uninit(n).is_ok()
     }
 
-    /// Lays one record out in the stage; false when the queue has no room for it right now.
-    /// Inlined, so the header's fields go from registers into the stage: out of line, the
-    /// header is read back from the caller's stack just after it was stored there (see
-    /// `format::emit_unsealed`).
+    /// Lays one record out in the queue after what is staged; false when the queue has no room
+    /// for it right now. Inlined, so the header's fields go from registers into the queue: out
+    /// of line, the header is read back from the caller's stack just after it was stored there
+    /// (see `format::emit_unsealed`).
     #[inline(always)]
     fn push(&mut self, h: &format::RecordHeader, payload: &[u8]) -> bool {
         let n = format::record_bytes(payload.len());
+        if self.staged + n > STAGE_BYTES {
+            self.hand_over(); // a batch is at most STAGE_BYTES, or one record
+        }
         if !self.has_room(n) {
             return false;
         }
-        if self.staged + n > STAGE_BYTES {
-            self.hand_over(); // the stage always holds one largest record after a hand-over
+        let at = self.staged;
+        let mut chunk =
+            self.queue.write_chunk_uninit(at + n).expect("has_room just found room for it after the staged");
+        let (a, b) = window(&mut chunk);
+        if at + n <= a.len() {
+            format::emit_unsealed(&mut a[at..at + n], h, payload);
+        } else if at >= a.len() {
+            format::emit_unsealed(&mut b[at - a.len()..at - a.len() + n], h, payload);
+        } else {
+            // Cut by the wrap (once a lap): whole and sealed in the scratch, then in two parts.
+            let whole = &mut self.scratch[..n];
+            format::emit(whole, h, payload);
+            let (x, y) = whole.split_at(a.len() - at);
+            a[at..].copy_from_slice(x);
+            b[..y.len()].copy_from_slice(y);
+            self.straddler = Some((at, n));
         }
-        format::emit_unsealed(&mut self.stage[self.staged..self.staged + n], h, payload);
-        (self.staged, self.free) = (self.staged + n, self.free - n);
+        self.staged = at + n;
         true
     }
 
-    /// Hands the staged records to the writer thread's queue in one commit.
+    /// Seals the staged records and hands them to the writer thread in one queue commit.
     fn hand_over(&mut self) {
         if self.staged == 0 {
             return;
         }
         let n = self.staged;
-        format::seal_all(&mut self.stage[..n]);
-        debug_assert!(
-            format::parse(&self.stage[..n], 0).is_ok_and(|r| r.is_some()),
-            "the first staged record is sealed"
-        );
-        // `has_room` counted these bytes against the queue's free space: they fit. Uninit: the
-        // initialising `write_chunk` would zero every byte before they are copied over.
-        let mut chunk = self.queue.write_chunk_uninit(n).expect("staged records were counted against the queue's room");
-        let (a, b) = chunk.as_mut_slices();
-        let (x, y) = self.stage[..n].split_at(a.len());
-        // SAFETY: `a` and `b` are exactly `x.len()` and `y.len()` slots of the queue this
-        // producer owns until commit (the two parts of `n`); u8 has no invalid values, and the
-        // stage and the queue's buffer are separate allocations, so the copies do not overlap.
-        unsafe {
-            std::ptr::copy_nonoverlapping(x.as_ptr(), a.as_mut_ptr().cast::<u8>(), x.len());
-            std::ptr::copy_nonoverlapping(y.as_ptr(), b.as_mut_ptr().cast::<u8>(), y.len());
-        }
-        // SAFETY: every one of the chunk's `n` slots was written just above.
+        let mut chunk =
+            self.queue.write_chunk_uninit(n).expect("the staged bytes were laid out in the queue's free slots");
+        let (a, b) = window(&mut chunk);
+        // The records wholly before and wholly after the wrap; one cut by it is sealed already.
+        let (before, after) = match self.straddler.take() {
+            Some((at, len)) => (at, at + len - a.len()),
+            None => (n.min(a.len()), 0),
+        };
+        format::seal_all(&mut a[..before]);
+        format::seal_all(&mut b[after..n - a.len().min(n)]);
+        // SAFETY: every one of the chunk's `n` slots holds a byte: the queue's slots were all
+        // initialised at start, and `push` laid the staged records over them.
         unsafe { chunk.commit_all() };
         self.staged = 0;
     }
@@ -666,6 +685,17 @@ impl Drop for Recorder {
             let _ = w.join();
         }
     }
+}
+
+/// A write chunk of the recorder's queue as the two byte slices it spans (the second holds
+/// what wraps to the queue's start).
+fn window<'a>(chunk: &'a mut rtrb::chunks::WriteChunkUninit<'_, u8>) -> (&'a mut [u8], &'a mut [u8]) {
+    let (a, b) = chunk.as_mut_slices();
+    // SAFETY: `MaybeUninit<u8>` has the layout of `u8`, and every slot of the queue is
+    // initialised: `Recorder::start` sends a lap of zeros through it before it is used, and
+    // the queue's slots are only ever written with bytes after that (a `u8` needs no drop, so
+    // reading a slot on the writer's side leaves its byte there).
+    unsafe { (&mut *(a as *mut [_] as *mut [u8]), &mut *(b as *mut [_] as *mut [u8])) }
 }
 
 /// The writer thread: hands queued records to the journal as they are, flushing every
