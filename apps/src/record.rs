@@ -68,6 +68,14 @@ pub struct RecordArgs {
     /// Pin the polling thread to this core.
     #[arg(long)]
     pub core: Option<usize>,
+    /// How the polling thread waits while the stream is quiet. backoff: spins a while (10,000
+    /// empty polls), then yields, then parks; a stream with a message at least every
+    /// millisecond or so keeps it spinning, a core's worth of CPU. park: parks (50 us, doubling
+    /// to 1 ms) after every poll that found nothing, for a machine with no core to spare for
+    /// the recorder, where its spinning takes time slices from the busy loops; a reliable
+    /// ring must then hold what its publisher sends during a park.
+    #[arg(long, value_enum, default_value_t = RecordIdle::Backoff)]
+    pub idle: RecordIdle,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -236,7 +244,7 @@ fn record(
     let reliable = tap.reliable();
     let mut agent = Shown { rec: RecorderAgent::new(rec, tap, stop.clone()), tty, last: (Instant::now(), 0) };
     // Records until Ctrl-C or a recording error (which stores the stop flag itself).
-    tickbus::agent::run_until(&mut agent, RECORD_IDLE, stop);
+    tickbus::agent::run_until(&mut agent, a.idle.strategy(), stop);
     agent.rec.finish().map_err(|e| explain(&e, reliable))?;
     if tty {
         eprintln!();
@@ -265,13 +273,30 @@ fn record(
     Ok(())
 }
 
+/// How `tickbus record` waits for a quiet stream (`--idle`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordIdle {
+    /// Spin, then yield, then park (the default).
+    Backoff,
+    /// Park after every poll that found nothing.
+    Park,
+}
+
+impl RecordIdle {
+    fn strategy(self) -> IdleStrategy {
+        match self {
+            RecordIdle::Backoff => RECORD_IDLE,
+            RecordIdle::Park => IdleStrategy::Backoff { spins: 0, yields: 0, min_park: PARK.0, max_park: PARK.1 },
+        }
+    }
+}
+
 /// The recorder's idling: it polls in batches, so it backs off sooner than the trading loops.
-const RECORD_IDLE: IdleStrategy = IdleStrategy::Backoff {
-    spins: 10_000,
-    yields: 100,
-    min_park: Duration::from_micros(50),
-    max_park: Duration::from_millis(1),
-};
+const RECORD_IDLE: IdleStrategy =
+    IdleStrategy::Backoff { spins: 10_000, yields: 100, min_park: PARK.0, max_park: PARK.1 };
+
+/// The recorder's parks: the first, and the longest (each doubles up to it).
+const PARK: (Duration, Duration) = (Duration::from_micros(50), Duration::from_millis(1));
 
 /// The recorder agent, and on a terminal its live line once a second.
 struct Shown<T: Tap + Send> {

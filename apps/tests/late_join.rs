@@ -46,7 +46,9 @@ fn traders_joining_late_or_restarted_hold_the_book_of_the_whole_day() {
         "exchange", "--itch", &day, "--rate", &rate, "--md", "md", "--orders", "orders0", "--execs", "execs0", "--json",
     ]);
     let journal = env.path("journal");
-    let recorder = env.spawn(&["record", "--ring", "md", "--journal", &journal, "--json"]);
+    // Parks when the ring is empty (--idle park): a spinning recorder takes time slices from
+    // the venue and the traders on a machine with fewer cores than busy loops.
+    let recorder = env.spawn(&["record", "--ring", "md", "--journal", &journal, "--idle", "park", "--json"]);
     // The recorder attached before trader A: the exchange replays once A is there.
     let said = env.tmp.join(format!("{}.err", env.children.len() - 1));
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -100,7 +100,11 @@ fn day(s: &Spec<'_>, round: usize, join: bool) -> Result<(ExchangeSummary, Optio
         "exchange", "--itch", itch, "--rate", &rate, "--max", &max, "--md", &md, "--orders", &o0, "--execs", &e0,
         "--core", &c0, "-q",
     ])?;
-    let mut recorder = spawn(&["record", "--ring", &md, "--journal", &journal_s, "--wait-secs", "30"])?;
+    // It parks when the ring is empty: spinning, it would take time slices from the venue
+    // and its trader, which own the two cores (with --idle backoff the venue fell up to 1 ms
+    // behind its schedule at 100k msg/s with no joiner at all).
+    let mut recorder =
+        spawn(&["record", "--ring", &md, "--journal", &journal_s, "--wait-secs", "30", "--idle", "park"])?;
     // The recorder attached before the trader: the exchange starts the day once the trader is
     // in, and the journal must hold it from its first message.
     recording(&mut recorder)?;
