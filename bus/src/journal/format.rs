@@ -602,6 +602,7 @@ mod tests {
                 let mut r = vec![0; record_bytes(len)];
                 emit(&mut r, &h, &p);
                 one_by_one.extend_from_slice(&r);
+                r.fill(0xEE); // whatever the queue held before: every byte is laid over
                 emit_unsealed(&mut r, &h, &p);
                 batch.extend_from_slice(&r);
             }

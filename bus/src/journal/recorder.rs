@@ -123,7 +123,8 @@ impl<T: Tap + ?Sized> Tap for &mut T {
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
 pub struct RecorderStats {
-    /// Messages taken and queued (added at the end of each poll).
+    /// Messages taken and queued. Added at the end of each poll: during one, it may trail the
+    /// other counters (the writer's `records` and `written` included).
     pub messages: AtomicU64,
     /// Payload bytes of those messages.
     pub bytes: AtomicU64,
@@ -162,6 +163,8 @@ pub struct RecorderOptions {
     /// of 64-byte messages at 1M msg/s, and small enough to stay in the last-level cache (a
     /// 64 MiB queue recorded about 25% slower in the latency lab). On a lossy source a disk
     /// stall longer than the queue holds becomes a gap record; raise it where stalls are long.
+    /// Written whole once by [`Recorder::start`] (records are laid out in it in place), so all
+    /// of it is resident from then on.
     pub queue_bytes: usize,
     /// The writer thread flushes (and so lets a reliable tap release) at least every this many
     /// bytes of records, and whenever the queue runs dry. Keep it well under what the source
@@ -272,7 +275,8 @@ pub struct Recorder {
     /// The staged record cut in two by the queue's wrap, if any: where it starts and its length.
     /// It is laid out and sealed whole in `scratch` and copied in its two parts.
     straddler: Option<(usize, usize)>,
-    /// Room for the largest record, for the one that straddles the wrap (allocated once).
+    /// Room for the largest record the queue can hold, for the one that straddles the wrap
+    /// (allocated once).
     scratch: Box<[u8]>,
     /// Messages and payload bytes queued in this poll, added to [`RecorderStats`] at its end
     /// (two counter updates per message were a measurable part of the poll side's time).
@@ -372,7 +376,9 @@ impl Recorder {
         if self.reliable {
             tap.release_to(self.stats.written.load(Ordering::Acquire));
         }
-        self.room = format::record_bytes(tap.max_payload());
+        // The largest record this source can cause: its largest message, or a gap record (a
+        // queue too small for a gap record would hold a lossy source's gap back for ever).
+        self.room = format::record_bytes(tap.max_payload().max(8));
         if tap.max_payload() > MAX_PAYLOAD || self.room > self.queue_bytes {
             return Err(RecordError::TooLarge { len: tap.max_payload(), queue: self.queue_bytes });
         }
@@ -409,7 +415,8 @@ impl Recorder {
         self.stamp.0
     }
 
-    /// The body of [`Recorder::poll`]: records staged, handed to the queue by the caller.
+    /// The body of [`Recorder::poll`]: records laid out in the queue, sealed and committed by
+    /// the caller (and along the way whenever the queue runs short or a batch is full).
     fn take(&mut self, tap: &mut impl Tap, limit: usize) -> Result<usize, RecordError> {
         let mut n = 0;
         while n < limit {
@@ -596,7 +603,8 @@ impl Recorder {
         let at = self.staged;
         let mut chunk =
             self.queue.write_chunk_uninit(at + n).expect("has_room just found room for it after the staged");
-        let (a, b) = window(&mut chunk);
+        // SAFETY: a chunk of this recorder's queue, initialised in `start`.
+        let (a, b) = unsafe { window(&mut chunk) };
         if at + n <= a.len() {
             format::emit_unsealed(&mut a[at..at + n], h, payload);
         } else if at >= a.len() {
@@ -622,14 +630,15 @@ impl Recorder {
         let n = self.staged;
         let mut chunk =
             self.queue.write_chunk_uninit(n).expect("the staged bytes were laid out in the queue's free slots");
-        let (a, b) = window(&mut chunk);
+        // SAFETY: a chunk of this recorder's queue, initialised in `start`.
+        let (a, b) = unsafe { window(&mut chunk) };
         // The records wholly before and wholly after the wrap; one cut by it is sealed already.
         let (before, after) = match self.straddler.take() {
             Some((at, len)) => (at, at + len - a.len()),
             None => (n.min(a.len()), 0),
         };
         format::seal_all(&mut a[..before]);
-        format::seal_all(&mut b[after..n - a.len().min(n)]);
+        format::seal_all(&mut b[after..n - a.len()]);
         // SAFETY: every one of the chunk's `n` slots holds a byte: the queue's slots were all
         // initialised at start, and `push` laid the staged records over them.
         unsafe { chunk.commit_all() };
@@ -689,12 +698,16 @@ impl Drop for Recorder {
 
 /// A write chunk of the recorder's queue as the two byte slices it spans (the second holds
 /// what wraps to the queue's start).
-fn window<'a>(chunk: &'a mut rtrb::chunks::WriteChunkUninit<'_, u8>) -> (&'a mut [u8], &'a mut [u8]) {
+///
+/// # Safety
+/// Every slot of the chunk must hold an initialised byte: true of any chunk of a queue that
+/// [`Recorder::start`] sent its lap of zeros through (after that its slots are only ever
+/// written with bytes, and reading a slot leaves its byte there: rtrb drops a slot read, and
+/// dropping a `u8` does nothing).
+unsafe fn window<'a>(chunk: &'a mut rtrb::chunks::WriteChunkUninit<'_, u8>) -> (&'a mut [u8], &'a mut [u8]) {
     let (a, b) = chunk.as_mut_slices();
-    // SAFETY: `MaybeUninit<u8>` has the layout of `u8`, and every slot of the queue is
-    // initialised: `Recorder::start` sends a lap of zeros through it before it is used, and
-    // the queue's slots are only ever written with bytes after that (a `u8` needs no drop, so
-    // reading a slot on the writer's side leaves its byte there).
+    // SAFETY: `MaybeUninit<u8>` has the layout of `u8`, and the caller guarantees every slot
+    // holds an initialised byte.
     unsafe { (&mut *(a as *mut [_] as *mut [u8]), &mut *(b as *mut [_] as *mut [u8])) }
 }
 

@@ -17,11 +17,22 @@ struct FakeTap {
     buf: Vec<u8>,
     /// Every message this long (`payload` cut or padded), instead of `payload`'s lengths.
     fixed_len: Option<usize>,
+    max_payload: usize,
 }
 
 impl FakeTap {
     fn new(n: u64, reliable: bool, gap_every: Option<u64>) -> FakeTap {
-        FakeTap { next: 0, window: 1024, n, reliable, gap_every, released: 0, buf: Vec::new(), fixed_len: None }
+        FakeTap {
+            next: 0,
+            window: 1024,
+            n,
+            reliable,
+            gap_every,
+            released: 0,
+            buf: Vec::new(),
+            fixed_len: None,
+            max_payload: 128,
+        }
     }
 }
 
@@ -64,7 +75,7 @@ impl Tap for FakeTap {
         self.next
     }
     fn max_payload(&self) -> usize {
-        128
+        self.max_payload
     }
     fn window(&self) -> u64 {
         self.window
@@ -105,25 +116,49 @@ fn a_reliable_tap_is_recorded_whole_through_a_wrapping_queue_across_segments() {
 }
 
 /// Records are laid out in the queue in place, so the one the queue's wrap cuts in two is
-/// laid out and sealed apart: with queues a few records long, of every size modulo 8, the wrap
-/// falls at every offset in a record over the laps. Same-size records (sealed four side by
-/// side) and records of every size both come back whole and in order.
+/// laid out and sealed apart: with queues from one largest record (168 bytes) to five 64-byte
+/// messages' records, of every size modulo 8, the wrap falls at every offset in a record over
+/// the laps. Same-size records (batches of four sealed side by side in the larger queues) and
+/// records of every size both come back whole and in order.
 #[test]
 fn records_cut_by_the_queue_wrap_at_every_offset_come_back_whole() {
-    for fixed_len in [Some(64), None] {
-        for queue_bytes in 300..308 {
-            let dir = Dir::new("rec-wrap");
-            let mut tap = FakeTap::new(1_000, true, None);
-            tap.fixed_len = fixed_len;
-            let opts = RecorderOptions { queue_bytes, flush_bytes: 100, ..RecorderOptions::default() };
-            record(&mut tap, &dir, opts);
-            let got = read_all(&JournalReader::open(&dir.0).unwrap()).unwrap();
-            assert_eq!(got.len(), 1_000, "queue of {queue_bytes} bytes, fixed length {fixed_len:?}");
-            for (i, (seq, p)) in got.iter().enumerate() {
-                let want = tap.payload(i as u64);
-                assert_eq!((*seq, p.as_deref()), (i as u64, Some(want.as_slice())), "queue of {queue_bytes} bytes");
-            }
-        }
+    let queues = [168].into_iter().chain(300..308).chain(500..508);
+    for (queue_bytes, fixed_len) in queues.flat_map(|q| [(q, Some(64)), (q, None)]) {
+        let dir = Dir::new("rec-wrap");
+        let mut tap = FakeTap::new(1_000, true, None);
+        tap.fixed_len = fixed_len;
+        let opts = RecorderOptions { queue_bytes, flush_bytes: 100, ..RecorderOptions::default() };
+        record(&mut tap, &dir, opts);
+        check_whole(&dir, &tap, &format!("queue of {queue_bytes} bytes, fixed length {fixed_len:?}"));
+    }
+}
+
+/// A poll that takes more than a batch (64 KiB) hands the first over before laying out the
+/// rest, in a queue whose wrap falls inside batches.
+#[test]
+fn polls_larger_than_a_batch_are_handed_over_in_batches() {
+    let dir = Dir::new("rec-batches");
+    let mut tap = FakeTap::new(20_000, true, None);
+    tap.fixed_len = Some(120);
+    let opts = RecorderOptions { queue_bytes: 200_000 + 3, ..RecorderOptions::default() };
+    let journal = JournalWriter::open(&dir.0, meta(), small()).unwrap();
+    let mut rec = Recorder::start(journal, opts).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while tap.next < tap.n {
+        rec.poll(&mut tap, 1_000).unwrap(); // 1,000 records of 160 bytes: 2.4 batches
+        assert!(std::time::Instant::now() < deadline, "the recorder stalled at {}", tap.next);
+    }
+    rec.finish(&mut tap).unwrap();
+    check_whole(&dir, &tap, "polls of 1,000");
+}
+
+/// The journal in `dir` holds every message `tap` delivered, in order, each as it was.
+fn check_whole(dir: &Dir, tap: &FakeTap, what: &str) {
+    let got = read_all(&JournalReader::open(&dir.0).unwrap()).unwrap();
+    assert_eq!(got.len() as u64, tap.n, "{what}");
+    for (i, (seq, p)) in got.iter().enumerate() {
+        let want = tap.payload(i as u64);
+        assert_eq!((*seq, p.as_deref()), (i as u64, Some(want.as_slice())), "{what}");
     }
 }
 
@@ -215,6 +250,20 @@ fn a_source_larger_than_a_record_holds_is_refused_before_taking() {
     let mut rec = Recorder::start(journal, RecorderOptions::default()).unwrap();
     let err = rec.poll(&mut Huge, 1).unwrap_err();
     assert!(matches!(err, RecordError::TooLarge { .. }), "{err}");
+}
+
+/// A queue that holds a source's largest message but not a gap record (48 bytes) is refused:
+/// a lossy source's first loss would otherwise wait for queue room for ever.
+#[test]
+fn a_queue_too_small_for_a_gap_record_is_refused_before_taking() {
+    let dir = Dir::new("rec-tiny");
+    let mut tap = FakeTap::new(10, false, None);
+    tap.max_payload = 0; // its records are 40 bytes
+    let journal = JournalWriter::open(&dir.0, meta(), small()).unwrap();
+    let mut rec = Recorder::start(journal, RecorderOptions { queue_bytes: 44, ..RecorderOptions::default() }).unwrap();
+    let err = rec.poll(&mut tap, 1).unwrap_err();
+    assert!(matches!(err, RecordError::TooLarge { queue: 44, .. }), "{err}");
+    assert_eq!(tap.next, 0, "nothing taken");
 }
 
 #[test]

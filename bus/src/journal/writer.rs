@@ -150,14 +150,14 @@ const PREFETCH_AHEAD: usize = 1024;
 /// time in a profile); with it those misses overlap.
 #[inline(always)]
 fn prefetch_ahead(bytes: &[u8], at: usize) {
+    // Never past the bytes queued: there the poll side lays out its next records, and a line
+    // pulled to this core would cost its stores a cross-core invalidation.
     #[cfg(target_arch = "x86_64")]
-    {
+    if at + PREFETCH_AHEAD < bytes.len() {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // `wrapping_add` keeps the address computation itself defined past the end of `bytes`.
-        let ahead = bytes.as_ptr().wrapping_add(at + PREFETCH_AHEAD).cast();
+        let ahead = bytes[at + PREFETCH_AHEAD..].as_ptr().cast();
         // SAFETY: SSE, the feature `_mm_prefetch` needs, is part of every x86_64 CPU; a prefetch
-        // only hints the cache, reads nothing the program sees and never faults, whatever the
-        // address (past the end of `bytes` included).
+        // only hints the cache, reads nothing the program sees and never faults.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead) };
     }
     #[cfg(not(target_arch = "x86_64"))]
