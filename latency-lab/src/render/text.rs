@@ -234,7 +234,7 @@ pub fn join_cost_table(c: &crate::model::pipeline::JoinCost) -> String {
     let _ = writeln!(s, "  target: {}: {} ({})", t.figure, t.status.says(), t.goal);
     let _ = writeln!(
         s,
-        "  the joiner and its gateway yield their core when idle; on a machine with no spare core the recorder (in both days) and the joiner's catch-up take their time slices from the busy venue and trader"
+        "  the recorder (in both days) parks when the ring is empty, the joiner and its gateway yield their core when idle; on a machine with no spare core the joiner's catch-up takes its time slices from the busy venue and trader"
     );
     s
 }
