@@ -408,6 +408,10 @@ impl Agent for FeedAgent {
         "feed"
     }
 
+    fn uses_clock(&self) -> bool {
+        false // it stamps each datagram's ingress with its own read
+    }
+
     fn do_work(&mut self, _now: u64) -> usize {
         let mut work = 0;
         let mut failed = None;

@@ -73,7 +73,9 @@ impl In {
     }
 
     /// The next message or gap, or None (also once the transport failed: see `failure`).
-    #[inline]
+    /// Always inlined, as the subscriber's own `try_recv` is: a result returned through memory
+    /// is read back in wide loads that stall on the narrower stores just made.
+    #[inline(always)]
     pub fn try_recv(&mut self) -> Option<Recv<'_>> {
         let In { sub, failed } = self;
         if failed.is_some() {

@@ -311,6 +311,10 @@ impl<T: Tap + Send> Agent for Shown<T> {
         "record"
     }
 
+    fn uses_clock(&self) -> bool {
+        self.rec.uses_clock()
+    }
+
     fn do_work(&mut self, now: u64) -> usize {
         let n = self.rec.do_work(now);
         // The recorder's own statistics (gone once a recording error ended it).

@@ -301,6 +301,10 @@ impl tickbus::agent::Agent for GatewayAgent {
         "gateway"
     }
 
+    fn uses_clock(&self) -> bool {
+        false // its duty stamps what it receives with its own reads
+    }
+
     fn do_work(&mut self, _now: u64) -> usize {
         let work = self.g.duty();
         if work == 0 && self.checks.due() && self.look_around() {

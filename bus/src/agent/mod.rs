@@ -18,6 +18,12 @@ pub trait Agent: Send {
     /// Does whatever is ready and returns how much (0 = idle). `now` is the raw TSC at the start
     /// of this duty cycle, so agents read no clock themselves.
     fn do_work(&mut self, now: u64) -> usize;
+    /// Whether `do_work` reads `now`. An agent that does not says so: its runner then passes 0
+    /// and reads no clock, one TSC read less per duty cycle (on a VM the largest part of an
+    /// idle cycle, and so of how long a message waits to be seen). Asked once, at the start.
+    fn uses_clock(&self) -> bool {
+        true
+    }
     /// Called once on the agent's thread before the first duty cycle.
     fn on_start(&mut self) {}
     /// Called once on the agent's thread after the last duty cycle.
@@ -44,6 +50,9 @@ impl Agent for Composite {
     }
     fn do_work(&mut self, now: u64) -> usize {
         self.agents.iter_mut().map(|a| a.do_work(now)).sum()
+    }
+    fn uses_clock(&self) -> bool {
+        self.agents.iter().any(|a| a.uses_clock())
     }
     fn on_start(&mut self) {
         self.agents.iter_mut().for_each(|a| a.on_start());
@@ -104,6 +113,9 @@ impl<A: Agent, B: Agent> Agent for Pair<A, B> {
     fn do_work(&mut self, now: u64) -> usize {
         self.first.do_work(now) + self.second.do_work(now)
     }
+    fn uses_clock(&self) -> bool {
+        self.first.uses_clock() || self.second.uses_clock()
+    }
     fn on_start(&mut self) {
         self.first.on_start();
         self.second.on_start();
@@ -158,6 +170,47 @@ mod tests {
         runner.stop().unwrap();
         assert!(a.load(Ordering::Relaxed) >= 1000);
         assert_eq!(closed.load(Ordering::Relaxed), 2);
+    }
+
+    /// Records the `now` of its first three cycles, then stops its runner.
+    struct Clocked {
+        uses: bool,
+        seen: Vec<u64>,
+        stop: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Agent for Clocked {
+        fn name(&self) -> &str {
+            "clocked"
+        }
+        fn do_work(&mut self, now: u64) -> usize {
+            self.seen.push(now);
+            if self.seen.len() == 3 {
+                self.stop.store(true, Ordering::Relaxed);
+            }
+            1
+        }
+        fn uses_clock(&self) -> bool {
+            self.uses
+        }
+    }
+
+    #[test]
+    fn an_agent_that_reads_no_clock_is_given_none_and_a_pair_with_one_that_does_gets_it() {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let clocked = |uses| Clocked { uses, seen: Vec::new(), stop: stop.clone() };
+        let mut without = clocked(false);
+        run_until(&mut without, IdleStrategy::BusySpin, &stop);
+        assert_eq!(without.seen, [0, 0, 0], "no clock read for an agent that reads none");
+        stop.store(false, Ordering::Relaxed);
+        let mut with = clocked(true);
+        run_until(&mut with, IdleStrategy::BusySpin, &stop);
+        assert!(with.seen[0] > 0 && with.seen.windows(2).all(|w| w[0] <= w[1]), "{:?}", with.seen);
+        let pair = Pair::new(clocked(false), clocked(true));
+        assert!(pair.uses_clock(), "a pair reads the clock if either of its agents does");
+        assert!(!Pair::new(clocked(false), clocked(false)).uses_clock());
+        let agents: Vec<Box<dyn Agent>> = vec![Box::new(clocked(false)), Box::new(clocked(true))];
+        assert!(Composite::new(agents).uses_clock());
     }
 
     #[test]

@@ -54,6 +54,10 @@ impl<T: Tap + Send> Agent for RecorderAgent<T> {
         "recorder"
     }
 
+    fn uses_clock(&self) -> bool {
+        false // the recorder stamps what it takes with its own reads
+    }
+
     fn do_work(&mut self, _now: u64) -> usize {
         let Some(rec) = self.rec.as_mut() else { return 0 };
         match rec.poll(&mut self.tap, RECORD_BATCH) {

@@ -517,7 +517,10 @@ pub enum AnySubscriber {
 impl Subscribe for AnySubscriber {
     type Error = AnyError;
 
-    #[inline]
+    /// Always inlined: out of line, its result went through the stack, stored a field at a
+    /// time and read back by the caller in wide loads the CPU cannot serve from those stores
+    /// (a stall on every poll, the largest part of an idle poll in a profile of the trader).
+    #[inline(always)]
     fn try_recv(&mut self) -> Result<Option<Recv<'_>>, AnyError> {
         each!(self, s => Subscribe::try_recv(s).map_err(AnyError::from))
     }
