@@ -55,8 +55,8 @@ pub use tickbus::stream::PeerState as Peer;
 /// Paces what an app does only while idle (looking at its peers: syscalls): at most once per
 /// `every`, asked only after a duty cycle without work, and timed by the TSC, so a loop with
 /// work never reads a clock through the kernel. The TSC itself is read only every
-/// [`IDLE_CLOCK_EVERY`]th idle cycle: a read is most of an idle cycle on a VM, and the shorter
-/// the idle cycle, the sooner the next message is seen.
+/// [`IDLE_CLOCK_EVERY`]th idle cycle: a read is a large part of an idle cycle on a VM, and the
+/// shorter the idle cycle, the sooner the next message is seen.
 pub struct IdleChecks {
     tsc: Tsc,
     every: u64,
@@ -66,7 +66,7 @@ pub struct IdleChecks {
 }
 
 /// Idle cycles per clock read in [`IdleChecks::due`]: a check comes at most this many idle
-/// cycles late (16 parks of at most a millisecond for an app that backs off).
+/// cycles less one late (with [`IDLE`], 15 parks of at most 200 us once an app backs off).
 pub const IDLE_CLOCK_EVERY: u32 = 16;
 
 impl IdleChecks {

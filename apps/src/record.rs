@@ -242,7 +242,8 @@ fn record(
     let tty = std::io::stderr().is_terminal();
     let t0 = Instant::now();
     let reliable = tap.reliable();
-    let mut agent = Shown { rec: RecorderAgent::new(rec, tap, stop.clone()), tty, last: (Instant::now(), 0) };
+    let mut agent =
+        Shown { rec: RecorderAgent::new(rec, tap, stop.clone()), tty, last: (Instant::now(), 0), cycles: 0 };
     // Records until Ctrl-C or a recording error (which stores the stop flag itself).
     tickbus::agent::run_until(&mut agent, a.idle.strategy(), stop);
     agent.rec.finish().map_err(|e| explain(&e, reliable))?;
@@ -304,6 +305,9 @@ struct Shown<T: Tap + Send> {
     tty: bool,
     /// When the line was last shown, and the bytes recorded then.
     last: (Instant, u64),
+    /// Duty cycles since the clock was last looked at (every 1024th: a clock read per cycle
+    /// would lengthen every poll for a line shown once a second).
+    cycles: u32,
 }
 
 impl<T: Tap + Send> Agent for Shown<T> {
@@ -318,7 +322,14 @@ impl<T: Tap + Send> Agent for Shown<T> {
     fn do_work(&mut self, now: u64) -> usize {
         let n = self.rec.do_work(now);
         // The recorder's own statistics (gone once a recording error ended it).
-        let Some(s) = self.rec.recorder().map(|r| r.stats()).filter(|_| self.tty) else { return n };
+        if !self.tty {
+            return n;
+        }
+        self.cycles = self.cycles.wrapping_add(1);
+        if !self.cycles.is_multiple_of(1024) {
+            return n;
+        }
+        let Some(s) = self.rec.recorder().map(|r| r.stats()) else { return n };
         if self.last.0.elapsed() >= Duration::from_secs(1) {
             let bytes = s.bytes.load(Ordering::Relaxed);
             let mbs = (bytes - self.last.1) as f64 / self.last.0.elapsed().as_secs_f64() / 1e6;

@@ -42,6 +42,9 @@ impl Agent for Subscribe {
     fn name(&self) -> &str {
         "subscriber"
     }
+    fn uses_clock(&self) -> bool {
+        false // it never looks at `now`: its runner need not read the TSC every cycle
+    }
     fn do_work(&mut self, _now: u64) -> usize {
         // Up to 64 messages per duty cycle, then back to the runner.
         let got = self.s.poll(64, |r| assert!(matches!(r, Recv::Message(_)), "reliable: no gaps"));

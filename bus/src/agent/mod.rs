@@ -16,11 +16,12 @@ pub trait Agent: Send {
     /// A short name for thread names and reports.
     fn name(&self) -> &str;
     /// Does whatever is ready and returns how much (0 = idle). `now` is the raw TSC at the start
-    /// of this duty cycle, so agents read no clock themselves.
+    /// of this duty cycle, so agents read no clock themselves (0 for an agent whose
+    /// [`Agent::uses_clock`] is false).
     fn do_work(&mut self, now: u64) -> usize;
     /// Whether `do_work` reads `now`. An agent that does not says so: its runner then passes 0
-    /// and reads no clock, one TSC read less per duty cycle (on a VM the largest part of an
-    /// idle cycle, and so of how long a message waits to be seen). Asked once, at the start.
+    /// and reads no clock, one TSC read less per duty cycle (a large part of an idle cycle in a
+    /// profile on a VM, and so of how long a message waits to be seen). Asked once, at the start.
     fn uses_clock(&self) -> bool {
         true
     }
@@ -211,6 +212,8 @@ mod tests {
         assert!(!Pair::new(clocked(false), clocked(false)).uses_clock());
         let agents: Vec<Box<dyn Agent>> = vec![Box::new(clocked(false)), Box::new(clocked(true))];
         assert!(Composite::new(agents).uses_clock());
+        let agents: Vec<Box<dyn Agent>> = vec![Box::new(clocked(false)), Box::new(clocked(false))];
+        assert!(!Composite::new(agents).uses_clock(), "none of its agents reads it");
     }
 
     #[test]
