@@ -305,8 +305,8 @@ struct Shown<T: Tap + Send> {
     tty: bool,
     /// When the line was last shown, and the bytes recorded then.
     last: (Instant, u64),
-    /// Duty cycles since the clock was last looked at (every 1024th: a clock read per cycle
-    /// would lengthen every poll for a line shown once a second).
+    /// Duty cycles counted, to look at the clock every 1024th (a clock read per cycle would
+    /// lengthen every poll for a line shown once a second).
     cycles: u32,
 }
 

@@ -192,8 +192,9 @@ pub enum RecordError {
     /// The stream being recorded failed (the transport's error).
     #[error("the source failed: {0}")]
     Source(#[source] SourceError),
-    /// A message larger than the queue to the writer thread.
-    #[error("a {len}-byte message does not fit the {queue} bytes of queue to the writer thread: give the recorder a larger queue")]
+    /// A record of the source's largest message, or a gap record (48 bytes), larger than the
+    /// queue to the writer thread.
+    #[error("a record of a {len}-byte message (or a gap record, 48 bytes) does not fit the {queue} bytes of queue to the writer thread: give the recorder a larger queue")]
     TooLarge {
         /// The message's length in bytes.
         len: usize,
