@@ -112,16 +112,10 @@ pub fn run_until(agent: &mut dyn Agent, idle: IdleStrategy, stop: &AtomicBool) {
     let tsc = Tsc::new();
     let mut idler = Idler::new(idle);
     agent.on_start();
-    if agent.uses_clock() {
-        while !stop.load(Ordering::Relaxed) {
-            let work = agent.do_work(tsc.now());
-            idler.idle(work);
-        }
-    } else {
-        while !stop.load(Ordering::Relaxed) {
-            let work = agent.do_work(0);
-            idler.idle(work);
-        }
+    let clock = agent.uses_clock();
+    while !stop.load(Ordering::Relaxed) {
+        let work = agent.do_work(if clock { tsc.now() } else { 0 });
+        idler.idle(work);
     }
     agent.on_close();
 }

@@ -633,10 +633,12 @@ impl Recorder {
             self.queue.write_chunk_uninit(n).expect("the staged bytes were laid out in the queue's free slots");
         // SAFETY: a chunk of this recorder's queue, initialised in `start`.
         let (a, b) = unsafe { window(&mut chunk) };
-        // The records wholly before and wholly after the wrap; one cut by it is sealed already.
+        // The records wholly before and wholly after the wrap (with none cut by it, the wrap, or
+        // the end of `a` when all of them are in it, falls between records); one cut by it is
+        // sealed already.
         let (before, after) = match self.straddler.take() {
             Some((at, len)) => (at, at + len - a.len()),
-            None => (n.min(a.len()), 0),
+            None => (a.len(), 0),
         };
         format::seal_all(&mut a[..before]);
         format::seal_all(&mut b[after..n - a.len()]);
