@@ -106,8 +106,9 @@ pub enum JournalError {
         /// The journal folder.
         dir: PathBuf,
     },
-    /// Records handed to `append_records` are not laid out as `format::emit` lays them out.
-    #[error("records handed to append_records are malformed ({why}): pass records as format::emit lays them out")]
+    /// Records handed to `append_records` (or a recorder's run of them) are not laid out as
+    /// `format::emit` lays them out, or not as their run was described.
+    #[error("records handed to the journal writer are malformed ({why}): pass records as format::emit lays them out")]
     Queued {
         /// What is wrong with them.
         why: &'static str,

@@ -23,6 +23,7 @@ pub mod index;
 mod reader;
 pub mod recorder;
 mod recorder_agent;
+mod recorder_writer;
 mod source_id;
 mod tail;
 mod taps;

@@ -20,6 +20,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::error::JournalError;
+use super::recorder_writer::{batches_for, write_loop, Batch};
 use super::writer::JournalWriter;
 use crate::time::Tsc;
 
@@ -151,7 +152,7 @@ const _: () = assert!(std::mem::offset_of!(RecorderStats, written) == 64, "the w
 const STAMP_EVERY: u32 = 16;
 
 /// Adds to a counter only one thread writes (a plain load and store: no locked instruction).
-fn bump(counter: &AtomicU64, n: u64) {
+pub(super) fn bump(counter: &AtomicU64, n: u64) {
     counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
 }
 
@@ -236,6 +237,10 @@ pub enum RecordError {
 /// Records one stream into one journal.
 pub struct Recorder {
     queue: rtrb::Producer<u8>,
+    /// Each batch's shape, queued after its bytes (see [`Batch`]).
+    batches: rtrb::Producer<Batch>,
+    /// The shape of the batch being staged.
+    shape: Shape,
     stats: Arc<RecorderStats>,
     stop: Arc<AtomicBool>,
     writer: Option<JoinHandle<Result<(), JournalError>>>,
@@ -284,6 +289,29 @@ pub struct Recorder {
     counted: (u64, u64),
 }
 
+/// The shape of the staged batch, as the writer is told it ([`Batch`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct Shape {
+    /// The first record's sequence.
+    first: u64,
+    /// Records staged.
+    count: u32,
+    /// The first record's payload length.
+    len: u32,
+    /// Every record so far is a message of that length at the sequence after the one before.
+    run: bool,
+}
+
+/// Sends one lap of default values through a queue (`start`'s; see its uses).
+fn lap<T: Default>(tx: &mut rtrb::Producer<T>, rx: &mut rtrb::Consumer<T>) -> Result<(), RecordError> {
+    let n = tx.buffer().capacity();
+    if n > 0 {
+        tx.write_chunk(n).map_err(|e| RecordError::Writer(e.to_string()))?.commit_all();
+        rx.read_chunk(n).map_err(|e| RecordError::Writer(e.to_string()))?.commit_all();
+    }
+    Ok(())
+}
+
 /// Bytes staged before they go to the writer at once (see [`Recorder::staged`]).
 const STAGE_BYTES: usize = 64 << 10;
 
@@ -295,10 +323,10 @@ impl Recorder {
         // One lap of zeros through the queue before it is used, so every byte of it is
         // initialised: records are laid out in place through the queue's slots seen as bytes
         // (`window`).
-        if opts.queue_bytes > 0 {
-            queue.write_chunk(opts.queue_bytes).map_err(|e| RecordError::Writer(e.to_string()))?.commit_all();
-            consumer.read_chunk(opts.queue_bytes).map_err(|e| RecordError::Writer(e.to_string()))?.commit_all();
-        }
+        lap(&mut queue, &mut consumer)?;
+        let (mut batches, mut described) = rtrb::RingBuffer::new(batches_for(opts.queue_bytes));
+        // And one through the descriptors, so none of their pages is first touched in a poll.
+        lap(&mut batches, &mut described)?;
         let stats = Arc::new(RecorderStats::default());
         let stop = Arc::new(AtomicBool::new(false));
         let expected = journal.next_sequence();
@@ -317,7 +345,7 @@ impl Recorder {
                 if !ok {
                     return Ok(());
                 }
-                write_loop(journal, consumer, &s, &st, opts.flush_bytes.max(1))
+                write_loop(journal, consumer, described, &s, &st, opts.flush_bytes.max(1))
             })
             .map_err(|e| RecordError::Writer(e.to_string()))?;
         match pinned.recv() {
@@ -327,6 +355,8 @@ impl Recorder {
         }
         Ok(Recorder {
             queue,
+            batches,
+            shape: Shape::default(),
             stats,
             stop,
             writer: Some(writer),
@@ -620,6 +650,14 @@ impl Recorder {
             self.straddler = Some((at, n));
         }
         self.staged = at + n;
+        // The batch stays a run while each record is a message of the first one's size at the
+        // next sequence (a few compares; the writer then need not read the batch's headers).
+        if at == 0 {
+            self.shape = Shape { first: h.sequence, count: 0, len: h.len, run: true };
+        }
+        let r = &mut self.shape;
+        r.run &= h.kind == format::KIND_MESSAGE && h.len == r.len && h.sequence == r.first + u64::from(r.count);
+        r.count += 1;
         true
     }
 
@@ -646,6 +684,10 @@ impl Recorder {
         // initialised at start, and `push` laid the staged records over them.
         unsafe { chunk.commit_all() };
         self.staged = 0;
+        // After the bytes: the writer reads a batch's bytes once it sees its descriptor.
+        let r = self.shape;
+        let batch = Batch { bytes: n as u32, run: if r.run { r.count } else { 0 }, first: r.first };
+        self.batches.push(batch).expect("the descriptor queue holds one per record the byte queue can (batches_for)");
     }
 
     fn writer_failed(&mut self) -> RecordError {
@@ -712,80 +754,6 @@ unsafe fn window<'a>(chunk: &'a mut rtrb::chunks::WriteChunkUninit<'_, u8>) -> (
     // SAFETY: `MaybeUninit<u8>` has the layout of `u8`, and the caller guarantees every slot
     // holds an initialised byte.
     unsafe { (&mut *(a as *mut [_] as *mut [u8]), &mut *(b as *mut [_] as *mut [u8])) }
-}
-
-/// The writer thread: hands queued records to the journal as they are, flushing every
-/// `flush_bytes` and whenever the queue runs dry, then publishing how far the journal holds
-/// the stream.
-fn write_loop(
-    mut journal: JournalWriter,
-    mut queue: rtrb::Consumer<u8>,
-    stats: &RecorderStats,
-    stop: &AtomicBool,
-    flush_bytes: usize,
-) -> Result<(), JournalError> {
-    let mut wrapped: Vec<u8> = vec![0; format::record_bytes(MAX_PAYLOAD)];
-    let mut unflushed = 0usize;
-    loop {
-        let stopping = stop.load(Ordering::Acquire);
-        // Everything readable: the poll side commits whole records, so only the wrap cuts one.
-        let avail = queue.slots();
-        if avail > 0 {
-            let chunk = queue.read_chunk(avail).expect("that many are readable");
-            let (a, b) = chunk.as_slices();
-            let (used, records) = write_whole(&mut journal, a, b, &mut wrapped)?;
-            chunk.commit(used);
-            unflushed += used;
-            bump(&stats.records, records);
-        }
-        if unflushed > 0 && (unflushed >= flush_bytes || queue.is_empty()) {
-            journal.flush()?;
-            unflushed = 0;
-            if let Some(next) = journal.next_sequence() {
-                stats.written.store(next, Ordering::Release);
-            }
-        } else if avail == 0 && stopping {
-            return journal.close();
-        } else if avail == 0 {
-            journal.sync_if_due()?; // a quiet stream still gets its interval's fsync
-            std::thread::sleep(Duration::from_micros(200));
-        }
-    }
-}
-
-/// Appends the whole records in the queue's readable bytes (`a`, then `b` where they wrap);
-/// the record cut by the wrap is joined in `wrapped` first. Returns the bytes used and the
-/// records written.
-fn write_whole(
-    journal: &mut JournalWriter,
-    a: &[u8],
-    b: &[u8],
-    wrapped: &mut [u8],
-) -> Result<(usize, u64), JournalError> {
-    let before = journal.records();
-    let in_a = journal.append_whole(a)?;
-    let cut = &a[in_a..];
-    let mut used = in_a;
-    if !cut.is_empty() {
-        // A record starts in `a` and ends in `b`.
-        let mut head = [0u8; 4];
-        for (i, byte) in head.iter_mut().enumerate() {
-            *byte = *cut.get(i).or_else(|| b.get(i - cut.len())).unwrap_or(&0);
-        }
-        let n = format::record_bytes(u32::from_le_bytes(head) as usize);
-        if cut.len() + b.len() < n || n > wrapped.len() {
-            return Ok((used, journal.records() - before)); // the rest of it is not here yet
-        }
-        wrapped[..cut.len()].copy_from_slice(cut);
-        wrapped[cut.len()..n].copy_from_slice(&b[..n - cut.len()]);
-        journal.append_records(&wrapped[..n])?;
-        used += n;
-        let rest = &b[n - cut.len()..];
-        used += journal.append_whole(rest)?;
-    } else {
-        used += journal.append_whole(b)?;
-    }
-    Ok((used, journal.records() - before))
 }
 
 #[cfg(test)]

@@ -152,6 +152,30 @@ fn polls_larger_than_a_batch_come_back_whole() {
     check_whole(&dir, &tap, "polls of 1,000");
 }
 
+/// Polls of one empty message each: a batch per smallest record, as many batches in flight as
+/// the queue holds records (the writer thread idles 200 us at a time, so they pile up). Every
+/// one must find its descriptor's room (`batches_for`) and come back whole.
+#[test]
+fn batches_of_one_smallest_record_fill_the_queue_and_come_back_whole() {
+    for queue_bytes in [168, 400, 4096] {
+        let dir = Dir::new("rec-tiny-batches");
+        let mut tap = FakeTap::new(5_000, true, None);
+        tap.fixed_len = Some(0);
+        let opts = RecorderOptions { queue_bytes, ..RecorderOptions::default() };
+        let journal = JournalWriter::open(&dir.0, meta(), small()).unwrap();
+        let mut rec = Recorder::start(journal, opts).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while tap.next < tap.n {
+            rec.poll(&mut tap, 1).unwrap();
+            assert!(std::time::Instant::now() < deadline, "the recorder stalled at {}", tap.next);
+        }
+        let full = rec.stats().queue_full.load(Ordering::Relaxed);
+        rec.finish(&mut tap).unwrap();
+        assert!(full > 0, "queue of {queue_bytes}: the queue never filled, so neither did the descriptors");
+        check_whole(&dir, &tap, &format!("batches of one in a queue of {queue_bytes}"));
+    }
+}
+
 /// The journal in `dir` holds every message `tap` delivered, in order, each as it was.
 fn check_whole(dir: &Dir, tap: &FakeTap, what: &str) {
     let got = read_all(&JournalReader::open(&dir.0).unwrap()).unwrap();

@@ -16,6 +16,9 @@ use super::format::{
 use super::index::{self, IndexEntry, ENTRY_BYTES};
 use crate::time::Tsc;
 
+#[path = "writer_run.rs"]
+mod run;
+
 /// When the journal asks the kernel to put written records on disk (fsync). Any policy keeps
 /// every record written when the *process* crashes (the kernel has it); they differ in what a
 /// *power failure* can take. A file's records survive a power failure only if its *name* does
