@@ -680,6 +680,10 @@ impl Recorder {
         };
         format::seal_all(&mut a[..before]);
         format::seal_all(&mut b[after..n - a.len()]);
+        // Its descriptor's room, before the batch is committed: never short (`batches_for`),
+        // but if it ever were, a panic here leaves the batch uncommitted (a reliable source
+        // keeps it), where one after the commit would leave bytes the writer is never told of.
+        assert!(!self.batches.is_full(), "the descriptor queue holds one per record the byte queue can (batches_for)");
         // SAFETY: every one of the chunk's `n` slots holds a byte: the queue's slots were all
         // initialised at start, and `push` laid the staged records over them.
         unsafe { chunk.commit_all() };
@@ -687,7 +691,8 @@ impl Recorder {
         // After the bytes: the writer reads a batch's bytes once it sees its descriptor.
         let r = self.shape;
         let batch = Batch { bytes: n as u32, run: if r.run { r.count } else { 0 }, first: r.first };
-        self.batches.push(batch).expect("the descriptor queue holds one per record the byte queue can (batches_for)");
+        let pushed = self.batches.push(batch);
+        debug_assert!(pushed.is_ok(), "room was there before the commit, and only this side pushes");
     }
 
     fn writer_failed(&mut self) -> RecordError {

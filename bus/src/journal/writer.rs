@@ -377,7 +377,7 @@ impl JournalWriter {
                 }
                 if h.kind == format::KIND_MESSAGE {
                     self.next = Some(h.sequence + 1);
-                    if self.seg.since_index + 1 >= self.opts.index_every {
+                    if self.seg.since_index.saturating_add(1) >= self.opts.index_every {
                         let e = IndexEntry { sequence: h.sequence, receive_tsc: h.receive_tsc, offset: at };
                         self.seg
                             .idx
@@ -430,7 +430,7 @@ impl JournalWriter {
         self.seg.file.write_all(&self.scratch[..len]).map_err(|e| JournalError::io("writing", &self.seg.path, e))?;
         self.seg.len += len as u64;
         if indexed {
-            if self.seg.since_index + 1 >= self.opts.index_every {
+            if self.seg.since_index.saturating_add(1) >= self.opts.index_every {
                 let e = IndexEntry { sequence: h.sequence, receive_tsc: h.receive_tsc, offset: at };
                 self.seg.idx.write_all(e.as_bytes()).map_err(|e| JournalError::io("indexing", &self.seg.path, e))?;
                 self.seg.since_index = 0;

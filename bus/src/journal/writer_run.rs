@@ -18,9 +18,10 @@ use crate::journal::index::IndexEntry;
 impl JournalWriter {
     /// Appends `bytes`: whole message records of `rec` bytes each, laid out and sealed as
     /// [`format::emit`] writes them, with sequences `first`, `first + 1`, … in order. Segments
-    /// roll and index entries fall exactly where [`JournalWriter::append_records`] puts them;
-    /// only the run's first and last headers are checked against its shape (every one in debug
-    /// builds), so the caller vouches for the rest: the journal's own recorder does.
+    /// roll and index entries fall exactly where [`JournalWriter::append_records`] puts them
+    /// (for well-formed records). Only the run's first and last records and those indexed are
+    /// checked against its shape (every one in debug builds, which the tests run): the caller
+    /// vouches for the rest, as the journal's own recorder does for what it laid out.
     pub(crate) fn append_run(&mut self, mut bytes: &[u8], mut first: u64, rec: usize) -> Result<(), JournalError> {
         if bytes.is_empty() {
             return Ok(());
@@ -56,19 +57,22 @@ impl JournalWriter {
             let (now, later) = bytes.split_at(k * rec);
             // Message records since the last entry: the next entry is that many short of
             // `every` away, then every `every`th.
+            // The header of each record indexed is read anyway: checked like the run's ends.
             let since = self.seg.since_index;
-            let mut i = (every - 1).saturating_sub(since) as usize;
+            let mut i = (every - 1).saturating_sub(since);
             let mut last_entry = None;
-            while i < k {
-                let (h, _) = RecordHeader::read_from_prefix(&now[i * rec..]).expect("a whole record is there");
-                let e = IndexEntry { sequence: h.sequence, receive_tsc: h.receive_tsc, offset: at + (i * rec) as u64 };
+            while i < k as u64 {
+                let r = &now[i as usize * rec..][..rec];
+                check_header(r, first + i, rec)?;
+                let (h, _) = RecordHeader::read_from_prefix(r).expect("a whole record is there");
+                let e = IndexEntry { sequence: h.sequence, receive_tsc: h.receive_tsc, offset: at + i * rec as u64 };
                 self.seg.idx.write_all(e.as_bytes()).map_err(|e| JournalError::io("indexing", &self.seg.path, e))?;
                 last_entry = Some(i);
-                i += every as usize;
+                i = i.saturating_add(every);
             }
             self.seg.since_index = match last_entry {
-                Some(j) => (k - 1 - j) as u64,
-                None => since + k as u64,
+                Some(j) => k as u64 - 1 - j,
+                None => since.saturating_add(k as u64),
             };
             self.seg.file.write_all(now).map_err(|e| JournalError::io("writing", &self.seg.path, e))?;
             self.seg.len += now.len() as u64;

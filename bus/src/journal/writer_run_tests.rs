@@ -51,6 +51,7 @@ fn contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
 fn same_as_walk(opts: JournalOptions, prefix: &[u8], first: u64, count: u64, len: usize, split: u64) {
     let (a, b) = (Dir::new("run-a"), Dir::new("run-b"));
     let rec = format::record_bytes(len);
+    let mut records = Vec::new();
     for (dir, by_run) in [(&a, true), (&b, false)] {
         let mut w = JournalWriter::open(&dir.0, meta(), opts).unwrap();
         w.append_records(prefix).unwrap();
@@ -66,8 +67,10 @@ fn same_as_walk(opts: JournalOptions, prefix: &[u8], first: u64, count: u64, len
             at = to;
         }
         assert_eq!(w.next_sequence(), Some(first + count));
+        records.push(w.records());
         w.close().unwrap();
     }
+    assert_eq!(records[0], records[1], "records counted");
     let (ca, cb) = (contents(&a.0), contents(&b.0));
     assert!(ca.len() >= 2, "a segment and its index at least");
     assert_eq!(ca.len(), cb.len(), "{opts:?} len {len} split {split}: files");
@@ -114,9 +117,13 @@ fn a_run_that_is_not_its_shape_is_refused_whole() {
     let rec = format::record_bytes(16);
     let good = run(10, 14, 16);
     let queued = |e: JournalError| matches!(e, JournalError::Queued { .. });
-    // Wrong first sequence, wrong size, not whole records, a cut record.
+    // Wrong first sequence, wrong size (whole multiples of it too), not whole records, a cut
+    // record.
     assert!(queued(w.append_run(&good, 11, rec).unwrap_err()));
     assert!(queued(w.append_run(&good, 10, format::record_bytes(24)).unwrap_err()));
+    let eight = run(10, 18, 16); // 8 records of 56 bytes: 7 "records" of 64
+    assert!(queued(w.append_run(&eight, 10, 64).unwrap_err()));
+    assert!(queued(w.append_run(&eight, 10, 2 * rec).unwrap_err()), "two records taken for one");
     assert!(queued(w.append_run(&good[..good.len() - 8], 10, rec).unwrap_err()));
     assert!(queued(w.append_run(&good, 10, 8).unwrap_err()), "smaller than any record");
     // The last record's sequence does not follow (first and last are always checked).
