@@ -116,10 +116,10 @@ pub fn throughput(
 
 /// Paired rounds of floor and recorder, back to back in alternating order, so both see the
 /// same page-cache and writeback weather: the verdict is the median of the rounds' ratios
-/// (`model::verdict`, which leaves out rounds whose floor moved more than 2x). Eleven: on a
-/// two-core VM the recorder's rounds fall into two modes (its writer thread the bottleneck, or
-/// its poll side), 0.55-0.75x and 0.85-1.05x of the floor, and a round costs about 0.15 s.
-const ROUNDS: usize = 11;
+/// (`model::verdict`, which leaves out rounds whose floor moved more than 2x). Twenty-one: on
+/// a two-core VM a round's two arms each swing from about 40 to 75 ms with the machine (a
+/// round's ratio from 0.6x to 1.6x), and a round costs about 0.15 s.
+const ROUNDS: usize = 21;
 
 fn throughput_here(
     n: u64,
