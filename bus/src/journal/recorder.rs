@@ -165,7 +165,9 @@ pub struct RecorderOptions {
     /// 64 MiB queue recorded about 25% slower in the latency lab). On a lossy source a disk
     /// stall longer than the queue holds becomes a gap record; raise it where stalls are long.
     /// Written whole once by [`Recorder::start`] (records are laid out in it in place), so all
-    /// of it is resident from then on.
+    /// of it is resident from then on, with a queue of batch descriptors beside it (16 bytes
+    /// per 40 bytes of this: room for a batch of every smallest record it can hold; 3.4 MB for
+    /// the default).
     pub queue_bytes: usize,
     /// The writer thread flushes (and so lets a reliable tap release) at least every this many
     /// bytes of records, and whenever the queue runs dry. Keep it well under what the source

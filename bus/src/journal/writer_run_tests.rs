@@ -98,7 +98,7 @@ fn a_run_writes_what_the_walk_writes_across_segments_and_index_spacings() {
         // (its first record goes in even where it does not fit).
         let min = 8192u64;
         for seg in [min, min + rec / 2 + 3, min + end_room + 2 * rec - 8, min + 4096] {
-            for every in [0, 1, 3, 4, 1024] {
+            for every in [0, 1, 3, 4, 1024, u64::MAX] {
                 let opts = JournalOptions { segment_bytes: seg, index_every: every, ..JournalOptions::default() };
                 for split in [1, 2, 7, 64] {
                     same_as_walk(opts, &prefix, 7, count, len, split);
@@ -159,4 +159,29 @@ fn a_bad_record_inside_a_run_is_refused_in_debug_builds() {
     bytes[2 * rec..2 * rec + format::RECORD_HEADER_BYTES].copy_from_slice(zerocopy::IntoBytes::as_bytes(&h));
     assert!(matches!(w.append_run(&bytes, 0, rec), Err(JournalError::Queued { .. })));
     assert_eq!(w.records(), 0);
+}
+
+/// With the release builds' checks alone (a run's ends and its indexed records), a bad indexed
+/// record is refused before any of the run is written, and no index entry is left naming a
+/// record that was not: the records before it were checked first.
+#[test]
+fn with_the_release_checks_alone_a_bad_indexed_record_leaves_no_entry_behind() {
+    super::RELEASE_CHECKS.with(|c| c.set(true));
+    let d = Dir::new("run-release");
+    let opts = JournalOptions { index_every: 2, ..JournalOptions::default() };
+    let mut w = JournalWriter::open(&d.0, meta(), opts).unwrap();
+    let rec = format::record_bytes(16);
+    // A fresh segment indexes records 0, 2, 4, 6: the fifth (4) is wrong.
+    let mut bytes = run(0, 8, 16);
+    let mut h = RecordHeader::read_from_prefix(&bytes[4 * rec..]).unwrap().0;
+    h.sequence = 40;
+    bytes[4 * rec..4 * rec + format::RECORD_HEADER_BYTES].copy_from_slice(zerocopy::IntoBytes::as_bytes(&h));
+    assert!(matches!(w.append_run(&bytes, 0, rec), Err(JournalError::Queued { .. })));
+    assert_eq!(w.records(), 0);
+    w.close().unwrap();
+    super::RELEASE_CHECKS.with(|c| c.set(false));
+    let idx: u64 = contents(&d.0).iter().filter(|(n, _)| n.ends_with(".idx")).map(|(_, b)| b.len() as u64).sum();
+    assert!(contents(&d.0).iter().any(|(n, _)| n.ends_with(".idx")), "the segment's index file is there");
+    assert_eq!(idx, 0, "index entries were written for records that were not");
+    assert_eq!(JournalWriter::open(&d.0, meta(), opts).unwrap().next_sequence(), None);
 }
