@@ -106,8 +106,10 @@ pub struct SuiteArgs {
     #[arg(long, default_value_t = 3)]
     pub pipeline_rounds: usize,
     /// Paired rounds of the venue with its inline snapshot maker and without (at the lowest of
-    /// --rates, snapshots every 0.2 s; 0: none). Part of the pipeline part.
-    #[arg(long, default_value_t = 5)]
+    /// --rates, snapshots every 0.2 s; 0: none). Part of the pipeline part. Eleven (from five):
+    /// one round's ratio of the two p99s ran from 0.79x to 3.04x in one run, and five rounds'
+    /// median flipped the verdict between runs; a round is about 5 s.
+    #[arg(long, default_value_t = 11)]
     pub snapshot_rounds: usize,
     /// Paired rounds of the venue with a late joiner catching up from the journal and without
     /// (at the lowest of --rates, a recorder in both; 0: none). Part of the pipeline part.
