@@ -179,11 +179,8 @@ fn write_run(
     let rest = if cut.is_empty() {
         b
     } else {
-        // A record starts in `a` and ends in `b`.
-        let (head, tail) = b.split_at(rec - cut.len());
-        wrapped[..cut.len()].copy_from_slice(cut);
-        wrapped[cut.len()..rec].copy_from_slice(head);
-        journal.append_run(&wrapped[..rec], next, rec)?;
+        let (whole, tail) = join(cut, b, rec, wrapped);
+        journal.append_run(whole, next, rec)?;
         next += 1;
         tail
     };
@@ -209,13 +206,21 @@ fn write_walked(journal: &mut JournalWriter, a: &[u8], b: &[u8], wrapped: &mut [
         if cut.len() + b.len() < n || n > wrapped.len() {
             return Err(JournalError::Queued { why: "the last record of a batch is cut short" });
         }
-        wrapped[..cut.len()].copy_from_slice(cut);
-        wrapped[cut.len()..n].copy_from_slice(&b[..n - cut.len()]);
-        journal.append_records(&wrapped[..n])?;
-        &b[n - cut.len()..]
+        let (whole, tail) = join(cut, b, n, wrapped);
+        journal.append_records(whole)?;
+        tail
     };
     journal.append_records(rest)?;
     Ok(journal.records() - before)
+}
+
+/// The record of `n` bytes that the queue's wrap cut in two (`cut` ends `a`, the rest starts
+/// `b`), joined whole in `wrapped`; and the bytes of `b` after it. `b` holds the rest.
+fn join<'w, 'q>(cut: &[u8], b: &'q [u8], n: usize, wrapped: &'w mut [u8]) -> (&'w [u8], &'q [u8]) {
+    let (head, tail) = b.split_at(n - cut.len());
+    wrapped[..cut.len()].copy_from_slice(cut);
+    wrapped[cut.len()..n].copy_from_slice(head);
+    (&wrapped[..n], tail)
 }
 
 #[cfg(test)]

@@ -378,11 +378,7 @@ impl JournalWriter {
                 if h.kind == format::KIND_MESSAGE {
                     self.next = Some(h.sequence + 1);
                     if self.seg.since_index.saturating_add(1) >= self.opts.index_every {
-                        let e = IndexEntry { sequence: h.sequence, receive_tsc: h.receive_tsc, offset: at };
-                        self.seg
-                            .idx
-                            .write_all(e.as_bytes())
-                            .map_err(|e| JournalError::io("indexing", &self.seg.path, e))?;
+                        self.put_index(IndexEntry { sequence: h.sequence, receive_tsc: h.receive_tsc, offset: at })?;
                         self.seg.since_index = 0;
                     } else {
                         self.seg.since_index += 1;
@@ -431,8 +427,7 @@ impl JournalWriter {
         self.seg.len += len as u64;
         if indexed {
             if self.seg.since_index.saturating_add(1) >= self.opts.index_every {
-                let e = IndexEntry { sequence: h.sequence, receive_tsc: h.receive_tsc, offset: at };
-                self.seg.idx.write_all(e.as_bytes()).map_err(|e| JournalError::io("indexing", &self.seg.path, e))?;
+                self.put_index(IndexEntry { sequence: h.sequence, receive_tsc: h.receive_tsc, offset: at })?;
                 self.seg.since_index = 0;
             } else {
                 self.seg.since_index += 1;
@@ -440,6 +435,11 @@ impl JournalWriter {
         }
         self.records += 1;
         Ok(())
+    }
+
+    /// Adds an entry to the current segment's sparse index (buffered; see `flush`).
+    fn put_index(&mut self, e: IndexEntry) -> Result<(), JournalError> {
+        self.seg.idx.write_all(e.as_bytes()).map_err(|e| JournalError::io("indexing", &self.seg.path, e))
     }
 
     /// Ends the current segment (an end record), syncs it if the policy says so, opens the next.

@@ -8,7 +8,7 @@
 //! 0.55-0.75x the bare sequential write in the rounds it bound, and 0.99-1.05x with no walk.
 use std::io::Write;
 
-use zerocopy::{FromBytes, IntoBytes};
+use zerocopy::FromBytes;
 
 use super::JournalWriter;
 use crate::journal::error::JournalError;
@@ -70,8 +70,11 @@ impl JournalWriter {
             let mut last_entry = None;
             for i in indexed {
                 let (h, _) = RecordHeader::read_from_prefix(&now[i as usize * rec..]).expect("a whole record is there");
-                let e = IndexEntry { sequence: h.sequence, receive_tsc: h.receive_tsc, offset: at + i * rec as u64 };
-                self.seg.idx.write_all(e.as_bytes()).map_err(|e| JournalError::io("indexing", &self.seg.path, e))?;
+                self.put_index(IndexEntry {
+                    sequence: h.sequence,
+                    receive_tsc: h.receive_tsc,
+                    offset: at + i * rec as u64,
+                })?;
                 last_entry = Some(i);
             }
             self.seg.since_index = match last_entry {
