@@ -643,8 +643,11 @@ impl Agent for MdAgent {
             }
             return 1;
         }
-        // No tick due: one bounded step of the snapshot maker, if it runs here.
-        self.inline_snapshots.as_mut().map_or(0, |s| s.step(now))
+        // No tick due: one bounded step of the snapshot maker, if it runs here and the step is
+        // expected to end before the next tick is due (`StepGuard`). No tick to come: any time.
+        let deadline = self.due.unwrap_or(u64::MAX);
+        let MdAgent { inline_snapshots, tsc, .. } = self;
+        inline_snapshots.as_mut().map_or(0, |s| s.step_before(now, deadline, tsc))
     }
 }
 

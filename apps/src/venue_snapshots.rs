@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tickbus::snapshot::stepper::{StepBudget, StepError, Stepper};
+use tickbus::snapshot::stepper::{StepBudget, StepError, StepGuard, Stepper};
 use tickbus::snapshot::tap::{self, SnapshotTap, TapArchive};
 use tickbus::snapshot::{SnapshotStats, Snapshotter};
 use tickbus::stream::Retry;
@@ -28,6 +28,9 @@ use tickbus_codecs::Message;
 /// about that); 32 MiB, touched at start. A maker that falls further behind has lost messages
 /// for the rest of the day (its book is no longer whole), and every snapshot after says so.
 pub const TAP_MESSAGES: usize = 1 << 18;
+
+/// How fast the inline maker's guard forgets a long step: its estimate halves every this many ns.
+const GUARD_HALF_LIFE_NS: f64 = 1e6;
 
 /// The snapshot stream's id (as `tickbus snapshot`'s).
 pub const SNAPSHOT_STREAM: u32 = 5;
@@ -60,6 +63,8 @@ pub struct InlineSnapshots {
     stepper: Stepper,
     archive: TapArchive,
     publisher: AnyPublisher,
+    /// Whether a step fits before the next tick is due.
+    guard: StepGuard,
     /// Why it stopped (the snapshot stream failed): it is not stepped again.
     pub failure: Option<String>,
 }
@@ -82,6 +87,19 @@ impl InlineSnapshots {
                 0
             }
         }
+    }
+
+    /// One step if it is expected to end before `deadline` (the next tick's due time; TSC),
+    /// `now` being the cycle's clock; the work done (0 when none fitted). Each step taken is
+    /// timed with one more TSC read after it, for the guard.
+    #[inline]
+    pub fn step_before(&mut self, now: u64, deadline: u64, tsc: &tickbus::time::Tsc) -> usize {
+        if !self.guard.fits(now, deadline) {
+            return 0;
+        }
+        let n = self.step(now);
+        self.guard.record(now, tsc.now());
+        n
     }
 
     /// What the maker did.
@@ -113,8 +131,10 @@ pub fn start_inline(
     let mut book = OrderBook::with_capacity(1 << 20, 8192);
     book.pre_touch(); // every page of its room touched now, not on the venue's loop
     let stepper = Stepper::new(Snapshotter::new(book), every_ticks, StepBudget::default());
+    // A stretched step (an interrupt) keeps the maker out of the gaps for a few milliseconds.
+    let guard = StepGuard::new((GUARD_HALF_LIFE_NS * tickbus::time::ticks_per_ns()) as u64);
     eprintln!("exchange: whole-book snapshots on {uri}, made between ticks");
-    Ok((Box::new(InlineSnapshots { stepper, archive, publisher, failure: None }), tap, source))
+    Ok((Box::new(InlineSnapshots { stepper, archive, publisher, guard, failure: None }), tap, source))
 }
 
 /// Opens the snapshot stream on `uri` and starts the maker; returns the tap for the market-data
@@ -215,5 +235,40 @@ impl VenueSnapshots {
     /// what it did.
     pub fn finish(self) -> Result<SnapshotStats, String> {
         self.maker.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickbus::shm::{HugepagePolicy, ShmOptions};
+    use tickbus::time::Tsc;
+
+    /// Once a step has been timed, a step that would reach the next tick is not taken (the
+    /// snapshot under way waits), and one with room is.
+    #[test]
+    fn the_inline_maker_takes_no_step_that_would_reach_the_next_tick() {
+        let tag = format!("tickbus-apps-inline-guard-{}", std::process::id());
+        let mut o = OpenOptions::default();
+        o.shm = ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred);
+        let (mut s, _tap, _) = start_inline(&format!("shm:{tag}-snap"), u64::MAX, 1 << 10, &o).unwrap();
+        let tsc = Tsc::new();
+        // Nothing timed yet: the first step (the empty book is caught up: a snapshot starts).
+        let now = tsc.now();
+        assert_eq!(s.step_before(now, now + 1, &tsc), 1);
+        let chunks = s.stats().chunks;
+        // The step took more than a tick: one tick of room takes no step, and none of the
+        // snapshot's chunk goes out.
+        let now = tsc.now();
+        assert_eq!(s.step_before(now, now + 1, &tsc), 0);
+        assert_eq!(s.stats().chunks, chunks);
+        // No tick to come: the chunk goes out.
+        assert_eq!(s.step_before(tsc.now(), u64::MAX, &tsc), 1);
+        assert_eq!(s.stats().chunks, chunks + 1);
+        drop(s);
+        for dir in ["/dev/hugepages", "/dev/shm"] {
+            let _ = std::fs::remove_file(format!("{dir}/{tag}/{tag}-snap"));
+            let _ = std::fs::remove_dir(format!("{dir}/{tag}"));
+        }
     }
 }

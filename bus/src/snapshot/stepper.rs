@@ -2,7 +2,8 @@
 //! between its ticks, instead of on a thread of its own. On a machine whose cores are all taken
 //! by busy-polling loops a maker thread takes its time slices from them (measured on two cores:
 //! the venue's p99 4-5x its own); a step here costs a few messages applied or a couple of chunks
-//! published, and is taken only when no tick is due. (A chunk's walk skips empty book sides, up
+//! published, and is taken only when no tick is due and, with a [`StepGuard`], only when the
+//! step is expected to end before the next one is. (A chunk's walk skips empty book sides, up
 //! to two a stock: on a book of thousands of stocks one step can take tens of µs; and a venue
 //! behind its schedule always has a tick due, so its maker would wait and the tap fill: the
 //! venue steps it once a tick as well when it has fallen a quarter of its tap behind.)
@@ -27,6 +28,54 @@ pub struct StepBudget {
 impl Default for StepBudget {
     fn default() -> Self {
         StepBudget { apply: 16, chunks: 2 }
+    }
+}
+
+/// When a caller that knows its next deadline (a venue knows when its next tick is due) may
+/// take a step without delaying it: when the time left is more than the longest step seen
+/// lately. Why: a step taken at a random moment between ticks lands on a tick's due time in a
+/// share of the ticks equal to the step's share of the gap, and delays that tick by what is left
+/// of the step; that share is the venue's p99 (measured: 1.07-1.75x the venue's p99 without a
+/// maker with steps taken whenever no tick was due).
+///
+/// The estimate is the longest step recorded, halved every `half_life` of the caller's clock
+/// since it was recorded: a step stretched once (an interrupt, a page fault) keeps the maker out
+/// of the gaps for a few half-lives, not for the rest of the day. A maker kept out of every gap
+/// falls behind its tap; the venue then steps it regardless (`behind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepGuard {
+    worst: u64,
+    since: u64,
+    half_life: u64,
+}
+
+impl StepGuard {
+    /// A guard that has seen no step yet (every step fits until one is recorded), whose
+    /// estimate halves every `half_life` (at least 1) of the caller's clock.
+    pub fn new(half_life: u64) -> StepGuard {
+        StepGuard { worst: 0, since: 0, half_life: half_life.max(1) }
+    }
+
+    /// The longest step expected now.
+    #[inline]
+    pub fn estimate(&self, now: u64) -> u64 {
+        let halvings = now.saturating_sub(self.since) / self.half_life;
+        self.worst.checked_shr(u32::try_from(halvings).unwrap_or(u32::MAX)).unwrap_or(0)
+    }
+
+    /// Whether a step taken at `now` is expected to end before `deadline`.
+    #[inline]
+    pub fn fits(&self, now: u64, deadline: u64) -> bool {
+        deadline.saturating_sub(now) > self.estimate(now)
+    }
+
+    /// Records a step that began at `start` and ended at `end`.
+    #[inline]
+    pub fn record(&mut self, start: u64, end: u64) {
+        let took = end.saturating_sub(start);
+        if took >= self.estimate(end) {
+            (self.worst, self.since) = (took, end);
+        }
     }
 }
 
@@ -132,6 +181,29 @@ mod tests {
     use crate::snapshot::tests::{book_of, market_data};
     use crate::stream::Subscribe;
     use crate::{Mode, Publisher, Recv, Subscriber};
+
+    #[test]
+    fn a_guard_keeps_steps_out_of_a_gap_shorter_than_its_longest_step_and_forgets_a_stretched_one() {
+        let mut g = StepGuard::new(1000);
+        // Nothing seen yet: any room fits, none does not.
+        assert!(g.fits(0, 1) && !g.fits(5, 5));
+        g.record(100, 400); // a 300-tick step
+        assert_eq!(g.estimate(400), 300);
+        assert!(!g.fits(500, 800), "300 ticks of room for a 300-tick step");
+        assert!(g.fits(500, 801));
+        // A shorter step does not lower the estimate; a longer one raises it.
+        g.record(900, 950);
+        assert_eq!(g.estimate(950), 300);
+        g.record(1000, 1500);
+        assert_eq!(g.estimate(1500), 500);
+        // Halved per half-life since it was seen, to nothing.
+        assert_eq!(g.estimate(2499), 500);
+        assert_eq!(g.estimate(2500), 250);
+        assert_eq!(g.estimate(4500), 62);
+        assert_eq!(g.estimate(u64::MAX), 0);
+        // A clock read before the record (another core's) counts as no time passed.
+        assert_eq!(g.estimate(0), 500);
+    }
 
     /// Stepped a few messages or two chunks at a time, with market data arriving between the
     /// steps of a snapshot: every snapshot loads whole, as of one position, with the book of the
