@@ -249,7 +249,7 @@ pub fn run(a: ExchangeArgs) -> Result<(), String> {
             md: c.clone(),
             md_position,
             transport_errors,
-            feed_ns: HopStats::of("tick due -> market data published", &feed_ns),
+            feed_ns: HopStats::of("tick due -> market data publish begins", &feed_ns),
             gateway: gw.as_ref().map(gateway::summary),
             snapshots,
         };
@@ -583,14 +583,19 @@ fn send(
 ) -> bool {
     let stream = md.stream_id();
     let position = md.position();
+    // The publish begins: the time since the tick was due (the loop seeing it due, the
+    // normalising) is the venue's own row; the ring's write belongs to the hop to the trader,
+    // as it does in that hop's floor, which the trader times from here (`FLAG_PUBLISH_LAG`).
+    let lag = scale.delta_ns(due, tsc.now());
     let h: &mut Header = m.header_mut();
     h.stamp(stream, position, due);
     h.flags |= FLAG_INGRESS_TSC;
+    h.set_publish_lag_ns(lag);
     match md.publish(m.as_bytes()) {
         Ok(_) => {
             // Published: subscribers have it. The snapshot maker's copy is taken after, outside
             // this message's time (it still delays the next message, and that is measured).
-            feed_ns.saturating_record(scale.delta_ns(due, tsc.now()).max(1));
+            feed_ns.saturating_record(lag.max(1));
             c.published += 1;
             if let Some(t) = snapshot_tap {
                 t.push(position, m.as_bytes());

@@ -243,7 +243,7 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
         )
     });
     let stop = AtomicBool::new(false);
-    let ((seen, sent, reports, in_flight), trader_counts) = on_trapped_thread(
+    let (seen, trader_counts) = on_trapped_thread(
         move || {
             let md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
             let execs = shm::open_consumer("execs", &opts).unwrap();
@@ -258,9 +258,11 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
                 budget -= 1;
             }
             done.store(true, Ordering::Release);
-            (t.counts.ticks, t.counts.orders, t.counts.reports, t.strategy.in_flight())
+            let hops = (t.publish_hop.len(), t.publish_hop.max(), t.tick_hop.len(), t.tick_hop.max());
+            (t.counts.ticks, t.counts.orders, t.counts.reports, t.strategy.in_flight(), hops)
         },
     );
+    let (seen, sent, reports, in_flight, (from_publish, from_publish_max, from_due, from_due_max)) = seen;
     let (((itch_measured, published, orders_measured, gw_reports, quotes), snapshots), exchange_counts) =
         exchange.join().unwrap();
     let (snap, measured, failure) = snapshots.expect("the inline maker ran");
@@ -279,6 +281,14 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
     assert_eq!((published, seen, in_flight), (ticks, ticks, 0), "every tick published and seen, every order answered");
     assert!(orders_measured > 100 && quotes > 100, "orders {orders_measured}, quotes {quotes} on the measured part");
     assert_eq!((gw_reports, reports), (sent, sent), "one report per order");
+    // The venue said in each message when its publish began (under 65 µs after the tick was
+    // due, in most even in a debug build): the trader timed those from the publish too, each
+    // no longer than from the due time.
+    assert!(from_due == ticks && from_publish > ticks / 2, "{from_publish} of {from_due} ticks timed from the publish");
+    assert!(
+        from_publish_max <= from_due_max,
+        "from the publish {from_publish_max} ns, from the due time {from_due_max} ns"
+    );
     let _ = std::fs::remove_dir_all(format!("/dev/hugepages/{tag}"));
     let _ = std::fs::remove_dir_all(format!("/dev/shm/{tag}"));
     let _ = std::fs::remove_dir_all(dir);

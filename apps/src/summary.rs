@@ -248,6 +248,10 @@ pub struct StrategyStats {
 pub struct TraderSummary {
     /// Feed ingress (or publish) -> strategy receive, every tick.
     pub tick_hop_ns: HopStats,
+    /// Publish -> strategy receive, every tick whose publisher said when its publish began
+    /// (`FLAG_PUBLISH_LAG`); None when none did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_hop_ns: Option<HopStats>,
     /// What the loop counted.
     pub counts: TraderCounts,
     /// ud-mcast: market data recovered from the publisher's history.

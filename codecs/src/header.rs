@@ -23,6 +23,16 @@ pub const HEADER_LEN: usize = 32;
 /// from it.
 pub const FLAG_INGRESS_TSC: u32 = 1;
 
+/// Header flag: with [`FLAG_INGRESS_TSC`], bits 16-31 of `flags` hold how many ns after the
+/// ingress the publisher began to publish the message ([`Header::publish_lag_ns`]), so a reader
+/// can time the hop from the publish as well as from the ingress: the hop alone is what a
+/// transport's floor compares with, and the ingress to the publish is the publisher's own work.
+/// Set only when the lag fits (under 65,536 ns); readers of version 1 that do not know it
+/// ignore it (it sits in bits they ignore).
+pub const FLAG_PUBLISH_LAG: u32 = 4;
+/// The bits of `flags` that hold the publish lag ([`FLAG_PUBLISH_LAG`]).
+const PUBLISH_LAG_SHIFT: u32 = 16;
+
 /// Header flag on a `FeedGap`: it stands for positions a recording lacks (a journal's gap
 /// record, replayed or served), not for a message of the stream at the header's sequence (a
 /// feed handler's own `FeedGap`, which a journal keeps as a message like any other).
@@ -40,8 +50,8 @@ pub struct Header {
     pub length: u32,
     /// Stream the message was published on.
     pub stream_id: u32,
-    /// Flags: [`FLAG_INGRESS_TSC`], [`FLAG_RECORDING_GAP`]; other bits zero, ignored by readers
-    /// of version 1.
+    /// Flags: [`FLAG_INGRESS_TSC`], [`FLAG_RECORDING_GAP`], [`FLAG_PUBLISH_LAG`] (and its lag in
+    /// bits 16-31); other bits zero, ignored by readers of version 1.
     pub flags: u32,
     /// Per-stream sequence number (the ring position), set on publish.
     pub sequence: u64,
@@ -75,6 +85,26 @@ impl Header {
         self.publish_tsc = publish_tsc;
     }
 
+    /// Records that publishing began `lag_ns` after the ingress TSC in `publish_tsc`
+    /// ([`FLAG_PUBLISH_LAG`]); a lag of 65,536 ns or more clears the flag and the lag instead
+    /// (the reader then has the ingress alone). Replaces any lag set before (a message published
+    /// again after a full send queue).
+    #[inline]
+    pub fn set_publish_lag_ns(&mut self, lag_ns: u64) {
+        self.flags &= !(FLAG_PUBLISH_LAG | (u32::from(u16::MAX) << PUBLISH_LAG_SHIFT));
+        if let Ok(lag) = u16::try_from(lag_ns) {
+            self.flags |= FLAG_PUBLISH_LAG | (u32::from(lag) << PUBLISH_LAG_SHIFT);
+        }
+    }
+
+    /// How many ns after the ingress TSC its publisher began publishing, when it said
+    /// ([`FLAG_PUBLISH_LAG`] with [`FLAG_INGRESS_TSC`]).
+    #[inline]
+    pub fn publish_lag_ns(&self) -> Option<u64> {
+        let both = FLAG_PUBLISH_LAG | FLAG_INGRESS_TSC;
+        (self.flags & both == both).then_some(u64::from(self.flags >> PUBLISH_LAG_SHIFT))
+    }
+
     /// Reads the header at the start of `bytes` without any alignment requirement.
     pub fn peek(bytes: &[u8]) -> Option<Header> {
         Header::read_from_prefix(bytes).ok().map(|(h, _)| h)
@@ -102,6 +132,28 @@ mod tests {
         h.sequence = 42;
         h.publish_tsc = 0xdead_beef;
         assert_eq!(h.as_bytes(), &GOLDEN);
+    }
+
+    #[test]
+    fn the_publish_lag_rides_in_the_flags_high_bits_only_with_an_ingress_stamp_and_when_it_fits() {
+        let mut h = Header::new(MsgType::Quote, 1, 80);
+        h.flags = FLAG_INGRESS_TSC;
+        assert_eq!(h.publish_lag_ns(), None);
+        h.set_publish_lag_ns(81);
+        assert_eq!((h.publish_lag_ns(), h.flags & 0xffff), (Some(81), FLAG_INGRESS_TSC | FLAG_PUBLISH_LAG));
+        h.set_publish_lag_ns(65_535);
+        assert_eq!(h.publish_lag_ns(), Some(65_535));
+        // Published again later, too late to say: the old lag goes too.
+        h.set_publish_lag_ns(65_536);
+        assert_eq!((h.publish_lag_ns(), h.flags), (None, FLAG_INGRESS_TSC));
+        // A lag without an ingress stamp means nothing (publish_tsc is then the publish).
+        h.set_publish_lag_ns(5);
+        h.flags &= !FLAG_INGRESS_TSC;
+        assert_eq!(h.publish_lag_ns(), None);
+        // The other flags are left alone.
+        h.flags = FLAG_INGRESS_TSC | FLAG_RECORDING_GAP;
+        h.set_publish_lag_ns(7);
+        assert_eq!(h.flags & 0xffff, FLAG_INGRESS_TSC | FLAG_RECORDING_GAP | FLAG_PUBLISH_LAG);
     }
 
     #[test]

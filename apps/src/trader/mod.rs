@@ -137,6 +137,9 @@ pub struct Trader {
     /// Every tick's hop from the feed's ingress (or publish) stamp to its receive, in ns (the
     /// gateway times only the ticks that led to an order).
     pub tick_hop: hdrhistogram::Histogram<u64>,
+    /// Every tick's hop from its publish to its receive, in ns, when its publisher said when the
+    /// publish began (`FLAG_PUBLISH_LAG`: `tickbus exchange` does): the transport's own hop.
+    pub publish_hop: hdrhistogram::Histogram<u64>,
     scale: tickbus::time::TscScale,
     /// When the trader started, and (a late joiner) when it went live: TSC.
     started_tsc: u64,
@@ -168,6 +171,7 @@ impl Trader {
         let scale = tickbus::time::TscScale { ticks_per_ns: md.ticks_per_ns() };
         // Up to an hour in ns, allocated up front: recording never allocates.
         let tick_hop = hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
+        let publish_hop = tick_hop.clone();
         let tsc = Tsc::new();
         Trader {
             md,
@@ -182,6 +186,7 @@ impl Trader {
             matcher: reports::Reports::new(id_base),
             counts: Counts::default(),
             tick_hop,
+            publish_hop,
             scale,
             recovery: None,
         }
@@ -203,6 +208,7 @@ impl Trader {
             matcher,
             counts: c,
             tick_hop,
+            publish_hop,
             scale,
             recovery,
             ..
@@ -232,10 +238,8 @@ impl Trader {
                         }
                         Ok(msg) => {
                             // The feed's ingress TSC (FLAG_INGRESS_TSC), else the publisher's commit.
-                            let ingress_tsc = tickbus_codecs::Header::peek(m.payload).map_or(0, |h| h.publish_tsc);
-                            if ingress_tsc != 0 {
-                                tick_hop.saturating_record(scale.delta_ns(ingress_tsc, receive_tsc).max(1));
-                            }
+                            let head = tickbus_codecs::Header::peek(m.payload);
+                            let ingress_tsc = head.map_or(0, |h| h.publish_tsc);
                             if let Some(moved) = strategy.apply(&msg).filter(|_| !catching_up) {
                                 let book_tsc = tsc.now();
                                 if let Some(i) = strategy.decide(moved) {
@@ -253,6 +257,15 @@ impl Trader {
                                     if !send(orders, order, tsc, c, stop) {
                                         strategy.unsent();
                                     }
+                                }
+                            }
+                            // Recorded after the order went: the histograms' lines are not in
+                            // any hop of it.
+                            if ingress_tsc != 0 {
+                                let hop = scale.delta_ns(ingress_tsc, receive_tsc);
+                                tick_hop.saturating_record(hop.max(1));
+                                if let Some(lag) = head.and_then(|h| h.publish_lag_ns()) {
+                                    publish_hop.saturating_record(hop.saturating_sub(lag).max(1));
                                 }
                             }
                         }
@@ -410,7 +423,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
             );
         }
     }
-    let Trader { orders, strategy, counts: c, tick_hop: h, .. } = t;
+    let Trader { orders, strategy, counts: c, tick_hop: h, publish_hop, .. } = t;
     drop(orders); // closes the order stream: the gateway sees the trader finished
     if a.json {
         let summary = tickbus_apps::summary::TraderSummary {
@@ -418,6 +431,9 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
                 "feed ingress (or publish) -> strategy receive, every tick",
                 &h,
             ),
+            publish_hop_ns: (!publish_hop.is_empty()).then(|| {
+                tickbus_apps::summary::HopStats::of("market data publish -> strategy receive, every tick", &publish_hop)
+            }),
             counts: c.clone(),
             md_recovered: recovered,
             strategy: strategy.stats,

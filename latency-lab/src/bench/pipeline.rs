@@ -9,8 +9,10 @@
 //! across two processes on the same cores with the same payload, at the rate and count the
 //! pipeline produced on that hop, timed from intended send times as the pipeline is; and
 //! tick-to-trade beside the chained floors plus the book's own apply cost. The floor hop starts
-//! at the intended time and the message goes out at once; the pipeline's first hop also holds
-//! the feed's own work (its row "tick due -> market data published" shows how much).
+//! at the intended time and the message goes out at once, so the market-data crossing beside it
+//! is timed from its publish (the venue says in each message when that began); the rows from
+//! the tick's due time also hold the venue's own work (its row "tick due -> market data publish
+//! begins" shows how much), and tick-to-trade runs from the due time.
 use std::error::Error;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -69,7 +71,7 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
             None => floors(s, counts)?,
         };
         let r = assemble(s, &ex, &tr, layout, (md_floor, order_floor), book_p50)?;
-        let worst = r.hops.iter().filter_map(|h| h.x_floor).fold(0.0f64, |m, (a, b)| m.max(a).max(b));
+        let worst = r.crossings().fold(0.0f64, |m, (a, b)| m.max(a).max(b));
         rounds.push(Round {
             ttt_p50: r.hops[5].p50,
             budget_p50: r.budget_p50,
@@ -154,18 +156,18 @@ fn assemble(
     if hops.len() != 6 {
         return Err(format!("the gateway reported {} hops, not 6", hops.len()).into());
     }
-    for (k, f) in [(0, md_floor), (4, order_floor)] {
-        let h = &mut hops[k];
-        h.floor = Some((f.0, f.1));
-        h.x_floor = Some((h.p50 as f64 / f.0.max(1) as f64, h.p99 as f64 / f.1.max(1) as f64));
+    // The crossings beside their floors: market data from its publish when the venue said when
+    // that began (the floor's clock starts at its publish too), else from the tick's due time;
+    // orders from their publish. Only the rows judged carry a floor.
+    let mut from_publish = tr.publish_hop_ns.as_ref().map(to_hop);
+    match from_publish.as_mut() {
+        Some(h) => beside(h, md_floor),
+        None => beside(&mut hops[0], md_floor),
     }
-    let mut every_tick = to_hop(&tr.tick_hop_ns);
-    every_tick.floor = Some(md_floor);
-    every_tick.x_floor =
-        Some((every_tick.p50 as f64 / md_floor.0.max(1) as f64, every_tick.p99 as f64 / md_floor.1.max(1) as f64));
+    beside(&mut hops[4], order_floor);
+    let every_tick = to_hop(&tr.tick_hop_ns);
     let budget_p50 = md_floor.0 + order_floor.0 + book_p50 + 100;
-    let hops_met = hops.iter().filter_map(|h| h.x_floor).all(|(a, b)| a <= 1.15 && b <= 1.15);
-    Ok(Run {
+    let mut r = Run {
         rate: s.rate,
         layout,
         ttt_met: hops[5].p50 <= budget_p50,
@@ -176,13 +178,23 @@ fn assemble(
         orders: tr.counts.orders,
         reports: tr.counts.reports,
         every_tick,
+        from_publish,
         feed: to_hop(&ex.feed_ns),
         book_p50,
         budget_p50,
-        hops_met,
+        hops_met: false,
         backlog: ex.md.backlog(s.rate as f64),
         rounds: Vec::new(),
-    })
+    };
+    let met = r.crossings().all(|(a, b)| a <= 1.15 && b <= 1.15);
+    r.hops_met = met;
+    Ok(r)
+}
+
+/// Puts hop `h` beside its floor `f` (p50, p99): the floor and the two ratios.
+fn beside(h: &mut Hop, f: P50P99) {
+    h.floor = Some(f);
+    h.x_floor = Some((h.p50 as f64 / f.0.max(1) as f64, h.p99 as f64 / f.1.max(1) as f64));
 }
 
 /// The venue's publish latency with its whole-book snapshot maker (`--snapshots`, `maker`,
@@ -634,4 +646,55 @@ fn rdma_pipeline(
     let tr = tr.finish("trader (rdma)", deadline)?;
     let ex = ex.finish("exchange (rdma)", deadline)?;
     Ok((ex, tr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickbus_apps::summary::GatewaySummary;
+
+    fn hop(name: &str, p50: u64) -> HopStats {
+        HopStats { hop: name.into(), count: 10, p50, p99: 2 * p50, p99_9: 3 * p50, max: 4 * p50 }
+    }
+
+    /// The market-data crossing beside its floor is the trader's hop from each message's publish
+    /// when the venue said when that began, else the per-order hop from the due time; orders are
+    /// judged from their publish either way; only the rows judged carry a floor.
+    #[test]
+    fn the_market_data_crossing_is_judged_from_its_publish_when_the_venue_said_when_that_began() {
+        let spec = Spec {
+            tickbus: Path::new("tickbus"),
+            itch: Path::new("day.itch"),
+            rate: 100_000,
+            messages: 10,
+            cores: &[0, 1],
+            ticks_per_ns: 1.0,
+            rounds: 1,
+        };
+        let ex = ExchangeSummary {
+            gateway: Some(GatewaySummary {
+                hops_ns: [300, 100, 30, 20, 230, 700].iter().map(|&p| hop("hop", p)).collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let floors = ((200, 400), (200, 400));
+        // From the due time only (a trader that got no lag): the per-order hop at 1.5x fails.
+        let tr = TraderSummary { tick_hop_ns: hop("tick", 320), ..Default::default() };
+        let r = assemble(&spec, &ex, &tr, "x".into(), floors, 50).unwrap();
+        assert_eq!((r.hops[0].x_floor, r.hops[4].x_floor), (Some((1.5, 1.5)), Some((1.15, 1.15))));
+        assert!(r.every_tick.floor.is_none() && r.from_publish.is_none() && !r.hops_met);
+        assert_eq!(r.crossings().count(), 2);
+        // From the publish, 220 ns: the crossing judged is that one (1.10x), and both are met.
+        let tr = TraderSummary { publish_hop_ns: Some(hop("publish", 220)), ..tr };
+        let r = assemble(&spec, &ex, &tr, "x".into(), floors, 50).unwrap();
+        let p = r.from_publish.as_ref().expect("the hop from the publish");
+        assert_eq!((p.floor, p.x_floor), (Some((200, 400)), Some((1.1, 1.1))));
+        assert!(r.hops[0].floor.is_none() && r.every_tick.floor.is_none());
+        assert!(r.hops_met, "{:?}", r.crossings().collect::<Vec<_>>());
+        // One crossing over 1.15x at p99 fails them.
+        let tr = TraderSummary { publish_hop_ns: Some(HopStats { p99: 461, ..hop("publish", 220) }), ..tr };
+        assert!(!assemble(&spec, &ex, &tr, "x".into(), floors, 50).unwrap().hops_met);
+        assert_eq!(r.budget_p50, 200 + 200 + 50 + 100);
+    }
 }

@@ -29,13 +29,19 @@ pub struct Run {
     pub ticks_missed: u64,
     pub orders: u64,
     pub reports: u64,
-    /// The exchange's own hop, over every market-data message: tick due -> published (the loop's
-    /// lateness and the normalising). The trader's first hop includes it.
+    /// The exchange's own hop, over every market-data message: tick due -> its publish begins
+    /// (the loop's lateness and the normalising). The trader's rows from the due time include it.
     pub feed: Hop,
     /// The trader's own view of the market-data hop over every tick (the gateway's rows time
     /// only the ticks that led to an order, which often queue behind the earlier messages of
     /// the same exchange event), beside the same floor.
     pub every_tick: Hop,
+    /// The trader's market-data hop from each message's publish (every tick whose venue said
+    /// when its publish began), beside the hop floor: the crossing the hops' verdict judges for
+    /// market data when present (the rows from the tick's due time hold the venue's own work as
+    /// well; the floor's clock starts at its publish). None from an older trader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_publish: Option<Hop>,
     /// The order book's own p50 cost per market-data message (in process, same messages).
     pub book_p50: u64,
     /// Tick-to-trade p50's budget: the two floors' p50s + the book's p50 + 100 ns.
@@ -53,6 +59,14 @@ pub struct Run {
     /// report from before the rounds (its figures are then its one run's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rounds: Vec<Round>,
+}
+
+impl Run {
+    /// The ratios to their floors (p50, p99) of the process crossings the hops' verdict judges:
+    /// every row that carries one.
+    pub fn crossings(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
+        [&self.every_tick].into_iter().chain(&self.from_publish).chain(&self.hops).filter_map(|h| h.x_floor)
+    }
 }
 
 /// One round of the pipeline beside its floors, measured back to back.
@@ -75,7 +89,7 @@ pub struct Round {
     pub backlog: Option<String>,
 }
 
-/// The venue's publish latency (tick due -> market data published) with the whole-book
+/// The venue's publish latency (tick due -> market data publish begins) with the whole-book
 /// snapshot maker running beside the day, against the same venue without it, in paired rounds
 /// (issue 26: the live stream's p99 while a snapshot is taken, <= 1.10x).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

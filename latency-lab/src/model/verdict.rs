@@ -343,7 +343,12 @@ impl super::pipeline::Run {
             ),
             target(
                 what.1,
-                hops.0.map_or(hops.1.clone(), |r| format!("the worst hop {r} its floor at p50 or p99 ({})", hops.1)),
+                hops.0.map_or(hops.1.clone(), |r| {
+                    format!(
+                        "the worst crossing {r} its floor at p50 or p99 (market data from its publish, orders; {})",
+                        hops.1
+                    )
+                }),
                 goals.1,
                 hops.2,
                 "pipeline",
@@ -520,6 +525,7 @@ mod tests {
             reports: 1,
             feed: hop("feed", 1),
             every_tick: hop("tick", 1),
+            from_publish: None,
             book_p50: 100,
             budget_p50: 1_000,
             hops_met: true,

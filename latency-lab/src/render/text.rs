@@ -160,7 +160,7 @@ pub fn pipeline_table(runs: &[Run]) -> String {
             "{:<62}{:>10}{:>10}{:>10}{:>12}{:>26}",
             "hop (ns)", "p50", "p99", "p99.9", "max", "floor p50/p99 (x)"
         );
-        for h in [&r.feed, &r.every_tick].into_iter().chain(&r.hops) {
+        for h in [&r.feed, &r.every_tick].into_iter().chain(&r.from_publish).chain(&r.hops) {
             let f = match (h.floor, h.x_floor) {
                 (Some((a, b)), Some((x, y))) => format!("{a}/{b} ({x:.2}x/{y:.2}x)"),
                 _ => "-".into(),
@@ -213,7 +213,7 @@ pub fn join_cost_table(c: &crate::model::pipeline::JoinCost) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "the venue's publish latency (tick due -> market data published, ns) at {} msg/s while a second trader joins at 30% of the day and catches up from the journal (with its own gateway), and the same day without it; a recorder in both; paired rounds",
+        "the venue's publish latency (tick due -> market data publish begins, ns) at {} msg/s while a second trader joins at 30% of the day and catches up from the journal (with its own gateway), and the same day without it; a recorder in both; paired rounds",
         rate_name(c.rate)
     );
     let _ = writeln!(
@@ -244,7 +244,7 @@ pub fn snapshot_cost_table(c: &crate::model::pipeline::SnapshotCost) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "the venue's publish latency (tick due -> market data published, ns) at {} msg/s with its {} snapshot maker (a whole book every {} s) and without it, each with its trader, in paired rounds",
+        "the venue's publish latency (tick due -> market data publish begins, ns) at {} msg/s with its {} snapshot maker (a whole book every {} s) and without it, each with its trader, in paired rounds",
         rate_name(c.rate),
         c.maker,
         c.every_secs
