@@ -105,7 +105,7 @@ pub struct ExchangeSummary {
     pub md_position: u64,
     /// Stream failures, one line each.
     pub transport_errors: Vec<String>,
-    /// Tick due -> market data published.
+    /// Tick due -> market data publish begins (the loop's lateness and the normalising).
     pub feed_ns: HopStats,
     /// The gateway's, when it ran inside the exchange (the composite).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -63,8 +63,9 @@ pub struct InlineSnapshots {
     stepper: Stepper,
     archive: TapArchive,
     publisher: AnyPublisher,
-    /// Whether a step fits before the next tick is due.
-    guard: StepGuard,
+    /// Whether a step fits before the next tick is due: one guard for applying messages, one
+    /// for publishing chunks (`Stepper::publishing`).
+    guards: [StepGuard; 2],
     /// Why it stopped (the snapshot stream failed): it is not stepped again.
     pub failure: Option<String>,
 }
@@ -94,11 +95,25 @@ impl InlineSnapshots {
     /// timed with one more TSC read after it, for the guard.
     #[inline]
     pub fn step_before(&mut self, now: u64, deadline: u64, tsc: &tickbus::time::Tsc) -> usize {
-        if !self.guard.fits(now, deadline) {
+        let kind = usize::from(self.stepper.publishing());
+        if !self.guards[kind].fits(now, deadline) {
             return 0;
         }
+        self.step_timed(now, kind, tsc)
+    }
+
+    /// One step whatever the next tick's due time (a venue behind its schedule always has one
+    /// due: see [`InlineSnapshots::behind`]), timed for the guard all the same.
+    #[inline]
+    pub fn step_anyway(&mut self, now: u64, tsc: &tickbus::time::Tsc) -> usize {
+        let kind = usize::from(self.stepper.publishing());
+        self.step_timed(now, kind, tsc)
+    }
+
+    #[inline]
+    fn step_timed(&mut self, now: u64, kind: usize, tsc: &tickbus::time::Tsc) -> usize {
         let n = self.step(now);
-        self.guard.record(now, tsc.now());
+        self.guards[kind].record(now, tsc.now());
         n
     }
 
@@ -133,8 +148,9 @@ pub fn start_inline(
     let stepper = Stepper::new(Snapshotter::new(book), every_ticks, StepBudget::default());
     // A stretched step (an interrupt) keeps the maker out of the gaps for a few milliseconds.
     let guard = StepGuard::new((GUARD_HALF_LIFE_NS * tickbus::time::ticks_per_ns()) as u64);
+    let guards = [guard; 2];
     eprintln!("exchange: whole-book snapshots on {uri}, made between ticks");
-    Ok((Box::new(InlineSnapshots { stepper, archive, publisher, guard, failure: None }), tap, source))
+    Ok((Box::new(InlineSnapshots { stepper, archive, publisher, guards, failure: None }), tap, source))
 }
 
 /// Opens the snapshot stream on `uri` and starts the maker; returns the tap for the market-data
@@ -243,28 +259,46 @@ mod tests {
     use super::*;
     use tickbus::shm::{HugepagePolicy, ShmOptions};
     use tickbus::time::Tsc;
+    use tickbus_codecs::md::OrderAdd;
+    use tickbus_codecs::{Side, PRICE_SCALE};
+    use zerocopy::IntoBytes;
 
-    /// Once a step has been timed, a step that would reach the next tick is not taken (the
-    /// snapshot under way waits), and one with room is.
+    /// Once a kind of step has been timed, a step of that kind that would reach the next tick
+    /// is not taken (its messages or its snapshot wait), and one with room is; the other kind
+    /// has its own estimate.
     #[test]
     fn the_inline_maker_takes_no_step_that_would_reach_the_next_tick() {
         let tag = format!("tickbus-apps-inline-guard-{}", std::process::id());
         let mut o = OpenOptions::default();
         o.shm = ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred);
-        let (mut s, _tap, _) = start_inline(&format!("shm:{tag}-snap"), u64::MAX, 1 << 10, &o).unwrap();
+        let (mut s, mut tap, _) = start_inline(&format!("shm:{tag}-snap"), u64::MAX, 1 << 10, &o).unwrap();
+        // 40 orders: three apply steps of up to 16, then a snapshot of three chunks, two a step.
+        for id in 1..=40u64 {
+            let mut a = OrderAdd::new();
+            (a.instrument_id, a.order_id, a.side, a.price, a.qty) =
+                (2, id, Side::Buy as u8, id as i64 * PRICE_SCALE, 100);
+            assert!(tap.push(id - 1, a.as_bytes()));
+        }
         let tsc = Tsc::new();
-        // Nothing timed yet: the first step (the empty book is caught up: a snapshot starts).
-        let now = tsc.now();
-        assert_eq!(s.step_before(now, now + 1, &tsc), 1);
-        let chunks = s.stats().chunks;
-        // The step took more than a tick: one tick of room takes no step, and none of the
-        // snapshot's chunk goes out.
-        let now = tsc.now();
-        assert_eq!(s.step_before(now, now + 1, &tsc), 0);
-        assert_eq!(s.stats().chunks, chunks);
-        // No tick to come: the chunk goes out.
+        let tight = |s: &mut InlineSnapshots| {
+            let now = tsc.now();
+            s.step_before(now, now + 1, &tsc)
+        };
+        // Nothing timed yet: an apply step with a tick of room is taken.
+        assert_eq!(tight(&mut s), 16);
+        // It took more than a tick: the next apply step is not, and nothing is applied.
+        assert_eq!((tight(&mut s), s.stats().applied), (0, 16));
+        // No tick to come: the rest is applied and the snapshot starts.
+        assert_eq!(s.step_before(tsc.now(), u64::MAX, &tsc), 16);
+        assert_eq!(s.step_before(tsc.now(), u64::MAX, &tsc), 8);
+        assert_eq!((s.stats().applied, s.stats().chunks), (40, 0));
+        // The first chunk step is not judged by the apply steps' time: two chunks go out.
+        assert_eq!(tight(&mut s), 2);
+        // A chunk step took more than a tick: the next is not taken; the snapshot waits.
+        assert_eq!((tight(&mut s), s.stats().chunks, s.stats().snapshots), (0, 2, 0));
+        // With room, the last chunk goes out and the snapshot is whole.
         assert_eq!(s.step_before(tsc.now(), u64::MAX, &tsc), 1);
-        assert_eq!(s.stats().chunks, chunks + 1);
+        assert_eq!((s.stats().chunks, s.stats().snapshots, s.stats().last_orders), (3, 1, 40));
         drop(s);
         for dir in ["/dev/hugepages", "/dev/shm"] {
             let _ = std::fs::remove_file(format!("{dir}/{tag}/{tag}-snap"));

@@ -27,11 +27,13 @@ pub const FLAG_INGRESS_TSC: u32 = 1;
 /// ingress the publisher began to publish the message ([`Header::publish_lag_ns`]), so a reader
 /// can time the hop from the publish as well as from the ingress: the hop alone is what a
 /// transport's floor compares with, and the ingress to the publish is the publisher's own work.
-/// Set only when the lag fits (under 65,536 ns); readers of version 1 that do not know it
-/// ignore it (it sits in bits they ignore).
+/// A lag of 65,535 ns or more is stored as 65,535 ("at least"): a reader that subtracts it
+/// errs toward a longer hop, never a shorter one. Readers of version 1 that do not know it
+/// ignore it (it sits in bits they ignore); a check of the whole `flags` word for equality
+/// must mask those bits off.
 pub const FLAG_PUBLISH_LAG: u32 = 4;
-/// The bits of `flags` that hold the publish lag ([`FLAG_PUBLISH_LAG`]).
-const PUBLISH_LAG_SHIFT: u32 = 16;
+/// Where in `flags` the publish lag ([`FLAG_PUBLISH_LAG`]) starts: bits 16-31, in ns.
+pub const PUBLISH_LAG_SHIFT: u32 = 16;
 
 /// Header flag on a `FeedGap`: it stands for positions a recording lacks (a journal's gap
 /// record, replayed or served), not for a message of the stream at the header's sequence (a
@@ -86,15 +88,13 @@ impl Header {
     }
 
     /// Records that publishing began `lag_ns` after the ingress TSC in `publish_tsc`
-    /// ([`FLAG_PUBLISH_LAG`]); a lag of 65,536 ns or more clears the flag and the lag instead
-    /// (the reader then has the ingress alone). Replaces any lag set before (a message published
-    /// again after a full send queue).
+    /// ([`FLAG_PUBLISH_LAG`]), 65,535 ns at most (a longer lag is stored as that: "at least").
+    /// Replaces any lag set before (a message published again after a full send queue).
     #[inline]
     pub fn set_publish_lag_ns(&mut self, lag_ns: u64) {
-        self.flags &= !(FLAG_PUBLISH_LAG | (u32::from(u16::MAX) << PUBLISH_LAG_SHIFT));
-        if let Ok(lag) = u16::try_from(lag_ns) {
-            self.flags |= FLAG_PUBLISH_LAG | (u32::from(lag) << PUBLISH_LAG_SHIFT);
-        }
+        let lag = u32::from(u16::try_from(lag_ns).unwrap_or(u16::MAX));
+        self.flags =
+            (self.flags & !(u32::from(u16::MAX) << PUBLISH_LAG_SHIFT)) | FLAG_PUBLISH_LAG | (lag << PUBLISH_LAG_SHIFT);
     }
 
     /// How many ns after the ingress TSC its publisher began publishing, when it said
@@ -141,11 +141,16 @@ mod tests {
         assert_eq!(h.publish_lag_ns(), None);
         h.set_publish_lag_ns(81);
         assert_eq!((h.publish_lag_ns(), h.flags & 0xffff), (Some(81), FLAG_INGRESS_TSC | FLAG_PUBLISH_LAG));
-        h.set_publish_lag_ns(65_535);
-        assert_eq!(h.publish_lag_ns(), Some(65_535));
-        // Published again later, too late to say: the old lag goes too.
-        h.set_publish_lag_ns(65_536);
-        assert_eq!((h.publish_lag_ns(), h.flags), (None, FLAG_INGRESS_TSC));
+        h.set_publish_lag_ns(65_534);
+        assert_eq!(h.publish_lag_ns(), Some(65_534));
+        // Longer: stored as the most the bits hold ("at least"), never wrapped.
+        for long in [65_535, 65_536, 1 << 40, u64::MAX] {
+            h.set_publish_lag_ns(long);
+            assert_eq!((h.publish_lag_ns(), h.flags & 0xffff), (Some(65_535), FLAG_INGRESS_TSC | FLAG_PUBLISH_LAG));
+        }
+        // Published again later: the new lag replaces the old one.
+        h.set_publish_lag_ns(3);
+        assert_eq!(h.publish_lag_ns(), Some(3));
         // A lag without an ingress stamp means nothing (publish_tsc is then the publish).
         h.set_publish_lag_ns(5);
         h.flags &= !FLAG_INGRESS_TSC;

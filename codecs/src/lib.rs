@@ -36,7 +36,7 @@ pub mod synth;
 
 pub use any::{decode, AnyMessage};
 pub use enums::{OrdType, Side, TimeInForce};
-pub use header::{Header, FLAG_INGRESS_TSC, FLAG_PUBLISH_LAG, FLAG_RECORDING_GAP, HEADER_LEN};
+pub use header::{Header, FLAG_INGRESS_TSC, FLAG_PUBLISH_LAG, FLAG_RECORDING_GAP, HEADER_LEN, PUBLISH_LAG_SHIFT};
 pub use message::{DecodeError, Message, MsgType};
 
 /// Prices are signed fixed-point integers with eight decimal places (`1.0` = `100_000_000`).

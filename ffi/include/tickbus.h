@@ -65,6 +65,18 @@
 #define TB_FLAG_RECORDING_GAP 2
 
 /*
+ `tb_header.flags`, with `TB_FLAG_INGRESS_TSC`: bits 16-31 (from `TB_PUBLISH_LAG_SHIFT`) hold
+ how many ns after the ingress the publish began (65,535: at least that), so the hop can be
+ timed from the publish. A check of the whole flags word must mask those bits off.
+ */
+#define TB_FLAG_PUBLISH_LAG 4
+
+/*
+ Where the publish lag starts in `tb_header.flags` (see `TB_FLAG_PUBLISH_LAG`).
+ */
+#define TB_PUBLISH_LAG_SHIFT 16
+
+/*
  The schema version of every message type this library writes and reads (`tb_header.version`).
  */
 #define TB_MSG_VERSION 1
@@ -734,8 +746,8 @@ typedef struct tb_header {
    */
   uint32_t stream_id;
   /*
-   Flags: [`FLAG_INGRESS_TSC`], [`FLAG_RECORDING_GAP`]; other bits zero, ignored by readers
-   of version 1.
+   Flags: [`FLAG_INGRESS_TSC`], [`FLAG_RECORDING_GAP`], [`FLAG_PUBLISH_LAG`] (and its lag in
+   bits 16-31); other bits zero, ignored by readers of version 1.
    */
   uint32_t flags;
   /*

@@ -63,6 +63,12 @@ pub const TB_FLAG_INGRESS_TSC: u32 = 1;
 /// `tb_header.flags` of a `tb_feed_gap`: it stands for positions a recording lacks (a
 /// journal's gap record, replayed or served), not for a message of the stream.
 pub const TB_FLAG_RECORDING_GAP: u32 = 2;
+/// `tb_header.flags`, with `TB_FLAG_INGRESS_TSC`: bits 16-31 (from `TB_PUBLISH_LAG_SHIFT`) hold
+/// how many ns after the ingress the publish began (65,535: at least that), so the hop can be
+/// timed from the publish. A check of the whole flags word must mask those bits off.
+pub const TB_FLAG_PUBLISH_LAG: u32 = 4;
+/// Where the publish lag starts in `tb_header.flags` (see `TB_FLAG_PUBLISH_LAG`).
+pub const TB_PUBLISH_LAG_SHIFT: u32 = 16;
 
 const _: () = {
     assert!(TB_SNAPSHOT_DEPTH == bus::codecs::md::SNAPSHOT_DEPTH);
@@ -72,6 +78,8 @@ const _: () = {
     assert!(TB_HEADER_LEN == bus::codecs::HEADER_LEN);
     assert!(TB_FLAG_INGRESS_TSC == bus::codecs::FLAG_INGRESS_TSC);
     assert!(TB_FLAG_RECORDING_GAP == bus::codecs::FLAG_RECORDING_GAP);
+    assert!(TB_FLAG_PUBLISH_LAG == bus::codecs::FLAG_PUBLISH_LAG);
+    assert!(TB_PUBLISH_LAG_SHIFT == bus::codecs::PUBLISH_LAG_SHIFT);
 };
 
 // The SONAME build.rs gives the library carries the same number.

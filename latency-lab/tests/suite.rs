@@ -246,9 +246,16 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     let hops = p["hops"].as_array().unwrap();
     assert_eq!(hops.len(), 6);
     assert!(hops.iter().all(|h| h["count"] == orders), "every order timed on every hop");
-    for k in [0, 4] {
-        assert!(hops[k]["floor"][0].as_u64().unwrap() > 0 && hops[k]["x_floor"][0].as_f64().unwrap() > 0.0);
+    // The crossings beside their floors: market data from its publish (the venue says when it
+    // began, for the first message of each due time), orders from theirs; the rows from the
+    // tick's due time carry none.
+    let from_publish = &p["from_publish"];
+    let firsts = from_publish["count"].as_u64().unwrap();
+    assert!(firsts > 0 && firsts <= p["ticks"].as_u64().unwrap(), "{from_publish}");
+    for h in [from_publish, &hops[4]] {
+        assert!(h["floor"][0].as_u64().unwrap() > 0 && h["x_floor"][0].as_f64().unwrap() > 0.0, "{h}");
     }
+    assert!(hops[0]["floor"].is_null() && p["every_tick"]["floor"].is_null(), "{p}");
     assert!(p["book_p50"].as_u64().unwrap() > 0 && p["budget_p50"].as_u64().unwrap() > p["book_p50"].as_u64().unwrap());
     // Paired rounds: the pipeline and its floors back to back, the floors first in the second.
     let rounds = p["rounds"].as_array().expect("the pipeline's rounds");

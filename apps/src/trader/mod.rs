@@ -137,9 +137,14 @@ pub struct Trader {
     /// Every tick's hop from the feed's ingress (or publish) stamp to its receive, in ns (the
     /// gateway times only the ticks that led to an order).
     pub tick_hop: hdrhistogram::Histogram<u64>,
-    /// Every tick's hop from its publish to its receive, in ns, when its publisher said when the
-    /// publish began (`FLAG_PUBLISH_LAG`: `tickbus exchange` does): the transport's own hop.
+    /// The hop from a tick's publish to its receive, in ns, for the first tick of each ingress
+    /// stamp whose publisher said when the publish began (`FLAG_PUBLISH_LAG`: `tickbus exchange`
+    /// does): the transport's own hop. A tick that shares its ingress with the one before (one
+    /// exchange event made both) queued behind this trader's handling of that one: that wait is
+    /// the trader's, not the transport's, and is in the every-tick row.
     pub publish_hop: hdrhistogram::Histogram<u64>,
+    /// The ingress stamp of the last tick received.
+    last_ingress: u64,
     scale: tickbus::time::TscScale,
     /// When the trader started, and (a late joiner) when it went live: TSC.
     started_tsc: u64,
@@ -187,6 +192,7 @@ impl Trader {
             counts: Counts::default(),
             tick_hop,
             publish_hop,
+            last_ingress: 0,
             scale,
             recovery: None,
         }
@@ -209,6 +215,7 @@ impl Trader {
             counts: c,
             tick_hop,
             publish_hop,
+            last_ingress,
             scale,
             recovery,
             ..
@@ -264,9 +271,11 @@ impl Trader {
                             if ingress_tsc != 0 {
                                 let hop = scale.delta_ns(ingress_tsc, receive_tsc);
                                 tick_hop.saturating_record(hop.max(1));
-                                if let Some(lag) = head.and_then(|h| h.publish_lag_ns()) {
+                                let first = ingress_tsc != *last_ingress;
+                                if let Some(lag) = head.and_then(|h| h.publish_lag_ns()).filter(|_| first) {
                                     publish_hop.saturating_record(hop.saturating_sub(lag).max(1));
                                 }
+                                *last_ingress = ingress_tsc;
                             }
                         }
                         Err(_) => c.md_undecodable += 1,
@@ -432,7 +441,10 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
                 &h,
             ),
             publish_hop_ns: (!publish_hop.is_empty()).then(|| {
-                tickbus_apps::summary::HopStats::of("market data publish -> strategy receive, every tick", &publish_hop)
+                tickbus_apps::summary::HopStats::of(
+                    "market data publish -> strategy receive, first of each due time",
+                    &publish_hop,
+                )
             }),
             counts: c.clone(),
             md_recovered: recovered,

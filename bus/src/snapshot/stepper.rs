@@ -41,7 +41,9 @@ impl Default for StepBudget {
 /// The estimate is the longest step recorded, halved every `half_life` of the caller's clock
 /// since it was recorded: a step stretched once (an interrupt, a page fault) keeps the maker out
 /// of the gaps for a few half-lives, not for the rest of the day. A maker kept out of every gap
-/// falls behind its tap; the venue then steps it regardless (`behind`).
+/// falls behind its tap; the venue then steps it regardless (`behind`). Keep one guard per kind
+/// of step ([`Stepper::publishing`]): a chunk step can take a hundred times an apply step, and
+/// one estimate for both would keep the cheap steps out of gaps they fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepGuard {
     worst: u64,
@@ -106,6 +108,12 @@ impl Stepper {
     /// [`Stepper::step`]: TSC ticks in the venue) once caught up.
     pub fn new(maker: Snapshotter, every: u64, budget: StepBudget) -> Stepper {
         Stepper { maker, under_way: None, started: None, every, budget }
+    }
+
+    /// Whether a snapshot is under way: the next step publishes chunks (a chunk's walk can take
+    /// far longer than applying a few messages), not apply messages.
+    pub fn publishing(&self) -> bool {
+        self.under_way.is_some()
     }
 
     /// What the maker has done.

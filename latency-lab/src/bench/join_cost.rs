@@ -3,7 +3,7 @@
 //! `tickbus record` journalling the market data, in paired rounds of two days back to back: one
 //! as it is, one where, at 30% of the day, a second trader (`--join` the journal, with its own
 //! `tickbus gateway`) starts, catches up from the journal and goes live. The figure is the
-//! venue's own tick due -> published, with the joiner against without. The joiner and its
+//! venue's own tick due -> publish begins, with the joiner against without. The joiner and its
 //! gateway yield their core when idle (`--idle yield`); on a machine with no spare core the
 //! recorder (in both days) and the joiner's catch-up still take their time slices from the busy
 //! venue and trader: that is what the figure shows there.

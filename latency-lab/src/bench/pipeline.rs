@@ -7,12 +7,15 @@
 //! Each hop is printed beside its floor from the same invocation: the two hops that cross
 //! processes (market data to the trader, orders to the gateway) beside a bare tickbus ring hop
 //! across two processes on the same cores with the same payload, at the rate and count the
-//! pipeline produced on that hop, timed from intended send times as the pipeline is; and
-//! tick-to-trade beside the chained floors plus the book's own apply cost. The floor hop starts
-//! at the intended time and the message goes out at once, so the market-data crossing beside it
-//! is timed from its publish (the venue says in each message when that began); the rows from
-//! the tick's due time also hold the venue's own work (its row "tick due -> market data publish
-//! begins" shows how much), and tick-to-trade runs from the due time.
+//! pipeline produced on that hop, open loop at their intended send times and each timed from
+//! its publish; and tick-to-trade beside the chained floors plus the book's own apply cost.
+//! The crossings beside the floors are timed from their publish too: an order's stamp is taken
+//! as it is published, and the venue says in each market-data message when its publish began
+//! (`FLAG_PUBLISH_LAG`). The market-data crossing is the first message of each tick's due time:
+//! a second message the same exchange event made waits behind the trader's handling of the
+//! first (the every-tick row holds that wait). The rows from the tick's due time also hold the
+//! venue's own work (its row "tick due -> market data publish begins" shows how much), and
+//! tick-to-trade runs from the due time.
 use std::error::Error;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -82,7 +85,7 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
             backlog: r.backlog.clone(),
         });
         eprintln!(
-            "latency-lab: pipeline at {} msg/s, round {}: tick-to-trade p50 {} ns against {} ns; worst hop {:.2}x its floor{}",
+            "latency-lab: pipeline at {} msg/s, round {}: tick-to-trade p50 {} ns against {} ns; worst crossing {:.2}x its floor{}",
             crate::model::rate_name(s.rate),
             k + 1,
             r.hops[5].p50,
@@ -410,7 +413,8 @@ fn book_cost(itch: &Path, ticks_per_ns: f64) -> Result<u64, Box<dyn Error>> {
 }
 
 /// A bare tickbus ring hop across two processes: this process publishes `count` messages of
-/// `payload` bytes at `rate` from core `cores.0`, each stamped with its intended send time; a
+/// `payload` bytes at `rate` from core `cores.0`, each stamped with the TSC as its publish
+/// begins (at its intended send time, or as soon after as the publisher gets there); a
 /// child (`latency-lab __hop-floor`) on `cores.1` reads them. Returns its (p50, p99) in ns.
 pub fn hop_floor(
     payload: usize,
@@ -452,7 +456,9 @@ pub fn hop_floor(
             for i in 0..count {
                 let due = start + (i as f64 * period) as u64;
                 spin_until(&tsc, due);
-                buf[..8].copy_from_slice(&due.to_le_bytes());
+                // Timed from its publish, as the pipeline's crossings are: the publisher's own
+                // lateness (the spin's overshoot, a preemption) is not the hop's.
+                buf[..8].copy_from_slice(&tsc.now().to_le_bytes());
                 while p.publish(&buf).is_err() {
                     if Instant::now() >= give_up {
                         return Err("the hop floor's reader stopped taking messages".into());

@@ -105,7 +105,7 @@ pub struct SnapshotCost {
 /// alternating), each with its trader.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SnapshotRound {
-    /// Tick due -> published (p50, p99, p99.9), ns: without snapshots, then with them.
+    /// Tick due -> publish begins (p50, p99, p99.9), ns: without snapshots, then with them.
     pub without: (u64, u64, u64),
     pub with: (u64, u64, u64),
     /// Snapshots the maker published whole in the round, and what its tap lost (0: every
@@ -130,7 +130,7 @@ pub struct JoinCost {
 /// One round: the venue without a joiner and with one, back to back (which first alternating).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JoinRound {
-    /// Tick due -> published (p50, p99, p99.9), ns.
+    /// Tick due -> publish begins (p50, p99, p99.9), ns.
     pub without: (u64, u64, u64),
     pub with: (u64, u64, u64),
     /// Messages the joiner took from the journal, and how long after it started it was live

@@ -671,7 +671,7 @@ mod tests {
             ttt.figure.starts_with("p50 1.20x [1.20-1.20] its budget (median of 3 paired rounds' ratios, 1 noisy left out, 1 backlogged left out)"),
             "{ttt:?}"
         );
-        assert!(hops.figure.starts_with("the worst hop 1.20x [1.10-1.30]"), "{hops:?}");
+        assert!(hops.figure.starts_with("the worst crossing 1.20x [1.10-1.30]"), "{hops:?}");
         // The same quiet rounds at 0.95x and hops within 1.15x: met, the slow round still out.
         let rounds = vec![round(950, 1_000, 1.1, false), round(4_000, 3_000, 3.0, false), round(940, 990, 1.05, false)];
         let [ttt, hops] = Run { rounds, ..run(None, false) }.targets();

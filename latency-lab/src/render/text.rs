@@ -175,13 +175,13 @@ pub fn pipeline_table(runs: &[Run]) -> String {
         if !r.rounds.is_empty() {
             let _ = writeln!(
                 s,
-                "  the figures above are the median round's of {}; per round, tick-to-trade p50 / its budget and the worst hop / its floor:",
+                "  the figures above are the median round's of {}; per round, tick-to-trade p50 / its budget and the worst crossing / its floor:",
                 r.rounds.len()
             );
             for (k, x) in r.rounds.iter().enumerate() {
                 let _ = writeln!(
                     s,
-                    "    round {}{}: {} / {} ns ({:.2}x), worst hop {:.2}x, market-data floor p50 {} ns{}",
+                    "    round {}{}: {} / {} ns ({:.2}x), worst crossing {:.2}x, market-data floor p50 {} ns{}",
                     k + 1,
                     if x.floors_first { " (floors first)" } else { "" },
                     x.ttt_p50,
