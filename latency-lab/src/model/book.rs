@@ -14,8 +14,8 @@ pub const TARGET_P99_X_FLOOR: f64 = 1.5;
 pub const NOISY_FLOOR_MOVE: f64 = 2.0;
 
 /// Whether `kept` steady rounds of `rounds` can carry a verdict: more than half of them. (The
-/// median round is never noisy by the rule above, so "no round kept" never happens; a run whose
-/// floor swung in most rounds is what has no verdict.)
+/// round whose floor is the reference, [`super::noise_reference`], is never noisy, so "no round
+/// kept" never happens; a run whose floor swung in most rounds is what has no verdict.)
 pub fn enough_kept(kept: usize, rounds: usize) -> bool {
     kept * 2 > rounds
 }
@@ -103,7 +103,7 @@ impl BookScale {
     /// Marks noisy rounds and derives the medians, ratios (of the figures less the timer pair)
     /// and verdict from `rounds`.
     pub fn judge(&mut self) {
-        let floor_p99 = Spread::of(self.rounds.iter().map(|r| r.floor.p99_ns as f64).collect()).median;
+        let floor_p99 = super::noise_reference(self.rounds.iter().map(|r| r.floor.p99_ns as f64).collect());
         for r in &mut self.rounds {
             let x = r.floor.p99_ns as f64 / floor_p99;
             r.noisy = !(1.0 / NOISY_FLOOR_MOVE..=NOISY_FLOOR_MOVE).contains(&x);

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::book::{enough_kept, NOISY_FLOOR_MOVE};
-use super::Spread;
+use super::{noise_reference, Spread};
 use super::{rate_name, Report, Section};
 
 /// How a target came out.
@@ -222,7 +222,7 @@ impl Paired {
         if ratios.is_empty() || ratios.len() != yardstick.len() {
             return None;
         }
-        let mid = Spread::of(yardstick.iter().map(|&y| y as f64).collect()).median;
+        let mid = noise_reference(yardstick.iter().map(|&y| y as f64).collect());
         let steady = |y: u64| (1.0 / NOISY_FLOOR_MOVE..=NOISY_FLOOR_MOVE).contains(&(y as f64 / mid));
         let kept: Vec<f64> = ratios.iter().zip(yardstick).filter(|(_, &y)| steady(y)).map(|(&r, _)| r).collect();
         Some(Paired { noisy: ratios.len() - kept.len(), kept: kept.len(), ratio: Spread::of(kept) })
@@ -236,7 +236,7 @@ impl Paired {
         if ours_ns.is_empty() || ours_ns.len() != yardstick_ns.len() {
             return None;
         }
-        let mid = Spread::of(yardstick_ns.iter().map(|&y| y as f64).collect()).median;
+        let mid = noise_reference(yardstick_ns.iter().map(|&y| y as f64).collect());
         let steady = |y: u64| (1.0 / NOISY_FLOOR_MOVE..=NOISY_FLOOR_MOVE).contains(&(y as f64 / mid));
         let kept: Vec<f64> = ours_ns
             .iter()
@@ -317,9 +317,8 @@ impl super::pipeline::Run {
         // Noisy: a round where either hop floor moved over NOISY_FLOOR_MOVE from its median over
         // the rounds not backlogged (both targets keep the same rounds).
         let steady: Vec<&super::pipeline::Round> = self.rounds.iter().filter(|r| r.backlog.is_none()).collect();
-        let med = |f: &dyn Fn(&super::pipeline::Round) -> u64| {
-            Spread::of(steady.iter().map(|r| f(r) as f64).collect()).median
-        };
+        let med =
+            |f: &dyn Fn(&super::pipeline::Round) -> u64| noise_reference(steady.iter().map(|r| f(r) as f64).collect());
         let (md_mid, order_mid) = (med(&|r| r.md_floor_p50), med(&|r| r.order_floor_p50));
         let moved =
             |x: u64, mid: f64| mid > 0.0 && !(1.0 / NOISY_FLOOR_MOVE..=NOISY_FLOOR_MOVE).contains(&(x as f64 / mid));
@@ -432,7 +431,7 @@ type Pct = (u64, u64, u64);
 fn publish_cost(what: String, rounds: &[(Pct, Pct, bool)], anchor: &str) -> Target {
     let goal = "p99 <= 1.10x the venue without it";
     let steady: Vec<_> = rounds.iter().filter(|r| !r.2).collect();
-    let mid = Spread::of(steady.iter().map(|r| r.1 .1 as f64).collect()).median;
+    let mid = noise_reference(steady.iter().map(|r| r.1 .1 as f64).collect());
     let kept: Vec<_> = steady
         .iter()
         .filter(|r| (1.0 / NOISY_FLOOR_MOVE..=NOISY_FLOOR_MOVE).contains(&(r.1 .1 as f64 / mid)))
@@ -533,6 +532,25 @@ mod tests {
             backlog,
             rounds: vec![],
         }
+    }
+
+    /// Lab 17's AF_XDP pair: of two rounds, the udp ingest's p50 ran 20x in one (it dropped
+    /// most of its datagrams). That round is left out, not the good one: the rule holds each
+    /// round against a round's own figure, not the mean of the two.
+    #[test]
+    fn of_two_rounds_the_broken_one_is_left_out_not_the_good_one() {
+        for yardstick in [[2_000, 40_000], [40_000, 2_000]] {
+            let ours = if yardstick[0] == 2_000 { [1_500, 1_540] } else { [1_540, 1_500] };
+            let p = Paired::of(&ours, &yardstick).unwrap();
+            assert_eq!((p.kept, p.noisy), (1, 1), "{yardstick:?}");
+            assert!((p.ratio.median - 0.75).abs() < 1e-9, "{yardstick:?}: {p:?}");
+        }
+        // Held against the median round, the reference round is always kept.
+        assert_eq!(noise_reference(vec![5.0, 1.0, 100.0, 3.0]), 3.0);
+        assert_eq!(noise_reference(vec![7.0]), 7.0);
+        assert!(noise_reference(vec![]).is_nan());
+        let p = Paired::of(&[10, 10], &[1, 1_000]).unwrap();
+        assert_eq!(p.kept, 1, "{p:?}");
     }
 
     #[test]
