@@ -4,13 +4,15 @@
 //! Owns: book state and its invariants. Never: does I/O, reads a clock, or panics on a message
 //! (a message that does not fit the book is an error and leaves the book untouched).
 //!
-//! Built for the tick-to-trade path: one hash lookup per order message (FxHash on the reference
-//! number), levels in a vector with the best last (inserts and removals near the top move few
-//! elements), queue links inside the orders. Capacity is reserved up front; the steady state
-//! allocates only when a stock's level count or the order count outgrows it.
+//! Built for the tick-to-trade path: one slot read per order message (a table direct-mapped by
+//! reference number, [`RefTable`]: ITCH's increasing references keep the live orders together),
+//! levels in a vector with the best last (inserts and removals near the top move few elements),
+//! queue links inside the orders. Capacity is reserved up front; the steady state allocates
+//! only when a stock's level count outgrows it or more orders spill than the table reserved.
 mod digest;
 mod levels;
 mod md;
+mod refs;
 mod snapshot;
 #[cfg(test)]
 mod snapshot_tests;
@@ -18,9 +20,8 @@ mod snapshot_tests;
 mod tests;
 
 pub use levels::{Level, Levels, Side};
+pub use refs::RefTable;
 pub use snapshot::{ChunkCursor, Chunks, Loaded, SnapshotError, SnapshotLoader, Step, Walk};
-
-use rustc_hash::FxHashMap;
 
 use crate::itch::ItchMessage;
 
@@ -179,21 +180,26 @@ pub struct Totals {
 /// Levels reserved per side of each stock named in `with_capacity`.
 const LEVELS_RESERVED: usize = 128;
 
+/// What an empty slot of the order table holds.
+const NO_ORDER: Order = Order { locate: 0, side: Side::Bid, price: 0, shares: 0, level: 0, prev: 0, next: 0 };
+
 /// The book of every stock on the feed.
 pub struct OrderBook {
-    orders: FxHashMap<u64, Order>,
+    orders: RefTable<Order>,
     stocks: Vec<StockBook>,
     names: Vec<[u8; 8]>,
     totals: Totals,
 }
 
 impl OrderBook {
-    /// A book with room for `orders` resting orders and `stocks` stock locates.
+    /// A book with room for `orders` resting orders and `stocks` stock locates. The order
+    /// table takes `orders` rounded up to a power of two slots of 48 bytes, written here; an
+    /// order whose slot is held by one that rested while the references went once round the
+    /// table goes in a spill map (slower, still correct), so reserve about twice the peak of
+    /// live orders for a day whose orders rest long.
     pub fn with_capacity(orders: usize, stocks: usize) -> OrderBook {
-        let mut map = FxHashMap::default();
-        map.reserve(orders);
         OrderBook {
-            orders: map,
+            orders: RefTable::with_capacity(orders, NO_ORDER),
             stocks: (0..=stocks).map(|_| StockBook::new(LEVELS_RESERVED)).collect(),
             names: vec![*b"        "; stocks + 1],
             totals: Totals::default(),
@@ -219,14 +225,7 @@ impl OrderBook {
     /// trading loop that starts cold falls behind a busy feed). Call it before the loop starts;
     /// it takes milliseconds per hundred thousand orders reserved.
     pub fn pre_touch(&mut self) {
-        let room = self.orders.capacity();
-        let blank = Order { locate: 0, side: Side::Bid, price: 0, shares: 0, level: 0, prev: 0, next: 0 };
-        // Keys spread over the whole table as real order references do.
-        for k in 1..=room as u64 {
-            self.orders.insert(k.wrapping_mul(0x9e37_79b9_7f4a_7c15), blank);
-        }
-        debug_assert!(self.orders.capacity() >= room, "filled to capacity, never grown");
-        self.orders.clear();
+        self.orders.pre_touch();
         for s in &mut self.stocks {
             s.bids.pre_touch();
             s.asks.pre_touch();
@@ -425,6 +424,12 @@ impl OrderBook {
     /// Orders resting in the book.
     pub fn resting_orders(&self) -> usize {
         self.orders.len()
+    }
+
+    /// Resting orders the order table holds in its spill map (each lookup of one reads a slot
+    /// and a hash map): many means the book was reserved for too few orders.
+    pub fn spilled_orders(&self) -> usize {
+        self.orders.spilled()
     }
 
     /// Shares resting in the book.

@@ -1,0 +1,269 @@
+//! Values by ITCH order reference number: a direct-mapped table with a spill map.
+//!
+//! ITCH numbers orders in increasing order through the day, and most orders leave the book soon
+//! after they come. A table indexed by the reference modulo its size therefore keeps the orders
+//! alive at one moment together, a few to a cache line and many to a page, where a hash table
+//! spreads the same orders over its whole reservation. A trader's book reserved for a day's peak
+//! but holding a few thousand orders took a cache miss and a TLB miss on nearly every message
+//! with the hash table (about 50 ns a tick in the trading pipeline), and one slot read is the
+//! whole lookup here.
+//!
+//! An order whose slot is still held by an older live order (one that rested while the
+//! references went once round the table) goes in the spill map, an `FxHashMap`, and its slot
+//! counts it. A lookup reads the spill map only when the slot counts a spilled reference, so a
+//! reference the table does not hold (the book's check before an add) is one slot read too.
+//! The table is correct for any reference pattern; references that are not increasing only
+//! spill more, and each spilled lookup costs one slot read more than the hash table alone would.
+use rustc_hash::FxHashMap;
+
+/// One slot: the reference it holds (0: empty, a reference ITCH never assigns), how many
+/// references of this slot the spill map holds, and the value.
+#[derive(Debug, Clone, Copy)]
+struct Slot<V> {
+    key: u64,
+    spilled: u32,
+    value: V,
+}
+
+/// Values of type `V` by order reference number (never 0). Capacity is reserved up front: the
+/// slots never grow; the spill map allocates only when more orders spill than it reserved.
+#[derive(Debug, Clone)]
+pub struct RefTable<V> {
+    slots: Box<[Slot<V>]>,
+    mask: u64,
+    spill: FxHashMap<u64, V>,
+    blank: V,
+    len: usize,
+}
+
+impl<V: Copy> RefTable<V> {
+    /// A table of at least `orders` slots (rounded up to a power of two) and a spill map
+    /// reserved for an eighth of that. `blank` fills the empty slots. Every slot is written
+    /// here, so the slots' pages are mapped before the first order comes.
+    pub fn with_capacity(orders: usize, blank: V) -> RefTable<V> {
+        let n = orders.max(16).next_power_of_two();
+        let mut spill = FxHashMap::default();
+        spill.reserve(n / 8);
+        RefTable {
+            slots: vec![Slot { key: 0, spilled: 0, value: blank }; n].into_boxed_slice(),
+            mask: n as u64 - 1,
+            spill,
+            blank,
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn slot(&self, key: u64) -> usize {
+        (key & self.mask) as usize
+    }
+
+    /// The value held for `key`.
+    #[inline]
+    pub fn get(&self, key: &u64) -> Option<&V> {
+        let s = &self.slots[self.slot(*key)];
+        if s.key == *key && *key != 0 {
+            return Some(&s.value);
+        }
+        if s.spilled == 0 {
+            return None;
+        }
+        self.spill.get(key)
+    }
+
+    /// The value held for `key`, to change in place.
+    #[inline]
+    pub fn get_mut(&mut self, key: &u64) -> Option<&mut V> {
+        let i = self.slot(*key);
+        let s = &mut self.slots[i];
+        if s.key == *key && *key != 0 {
+            return Some(&mut s.value);
+        }
+        if s.spilled == 0 {
+            return None;
+        }
+        self.spill.get_mut(key)
+    }
+
+    /// Whether a value is held for `key`.
+    #[inline]
+    pub fn contains_key(&self, key: &u64) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Holds `value` for `key`, returning the value it replaced. Key 0 is held in the spill map
+    /// (the slots use it to mean empty).
+    #[inline]
+    pub fn insert(&mut self, key: u64, value: V) -> Option<V> {
+        let i = self.slot(key);
+        let s = &mut self.slots[i];
+        if s.key == key && key != 0 {
+            return Some(std::mem::replace(&mut s.value, value));
+        }
+        if s.spilled != 0 {
+            if let Some(v) = self.spill.get_mut(&key) {
+                return Some(std::mem::replace(v, value));
+            }
+        }
+        self.len += 1;
+        if s.key == 0 && key != 0 {
+            *s = Slot { key, spilled: s.spilled, value };
+        } else {
+            s.spilled += 1;
+            self.spill.insert(key, value);
+        }
+        None
+    }
+
+    /// Takes the value held for `key` out of the table.
+    #[inline]
+    pub fn remove(&mut self, key: &u64) -> Option<V> {
+        let i = self.slot(*key);
+        let s = &mut self.slots[i];
+        if s.key == *key && *key != 0 {
+            s.key = 0;
+            self.len -= 1;
+            return Some(std::mem::replace(&mut s.value, self.blank));
+        }
+        if s.spilled == 0 {
+            return None;
+        }
+        let old = self.spill.remove(key)?;
+        s.spilled -= 1;
+        self.len -= 1;
+        Some(old)
+    }
+
+    /// Values held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no value is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Values held in the spill map (their slot was taken when they came).
+    pub fn spilled(&self) -> usize {
+        self.spill.len()
+    }
+
+    /// Slots (a power of two): the references that fit before they go round the table.
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Values the spill map holds before it must grow (an allocation).
+    pub fn spill_room(&self) -> usize {
+        self.spill.capacity()
+    }
+
+    /// Every value held, in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.slots.iter().filter(|s| s.key != 0).map(|s| &s.value).chain(self.spill.values())
+    }
+
+    /// Empties the table, keeping its memory. Walks every slot: milliseconds for a day's
+    /// reservation, so not for a hot path.
+    pub fn clear(&mut self) {
+        if self.len > 0 {
+            for s in self.slots.iter_mut() {
+                (s.key, s.spilled) = (0, 0);
+            }
+        }
+        self.spill.clear();
+        self.len = 0;
+    }
+
+    /// Writes every page the spill map reserved, then empties it (the slots were written when
+    /// the table was made): the kernel maps a page on its first write.
+    pub fn pre_touch(&mut self) {
+        let room = self.spill.capacity() as u64;
+        for k in 1..=room {
+            self.spill.insert(k.wrapping_mul(0x9e37_79b9_7f4a_7c15), self.blank);
+        }
+        self.spill.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn a_reference_whose_slot_is_held_spills_and_both_stay_found() {
+        let mut t = RefTable::with_capacity(16, 0u32);
+        assert_eq!(t.slots(), 16);
+        assert_eq!(t.insert(3, 30), None);
+        // 19 and 35 map to 3's slot while 3 still rests.
+        assert_eq!(t.insert(19, 190), None);
+        assert_eq!(t.insert(35, 350), None);
+        assert_eq!((t.len(), t.spilled()), (3, 2));
+        assert_eq!((t.get(&3), t.get(&19), t.get(&35)), (Some(&30), Some(&190), Some(&350)));
+        assert_eq!(t.get(&51), None);
+        // 3 leaves: its slot is free, 19 and 35 are still found in the spill map.
+        assert_eq!(t.remove(&3), Some(30));
+        assert_eq!((t.get(&3), t.get(&19)), (None, Some(&190)));
+        // A replaced value of a spilled key stays in the spill map, not twice.
+        assert_eq!(t.insert(19, 191), Some(190));
+        assert_eq!((t.len(), t.spilled()), (2, 2));
+        // A key in the spill map whose slot is now free is not held twice.
+        assert_eq!(t.insert(35, 351), Some(350));
+        assert_eq!(t.len(), 2);
+        *t.get_mut(&19).unwrap() += 1;
+        assert_eq!(t.remove(&19), Some(192));
+        assert_eq!(t.remove(&19), None);
+        assert_eq!((t.len(), t.spilled()), (1, 1));
+    }
+
+    #[test]
+    fn reference_zero_is_never_an_empty_slot() {
+        let mut t = RefTable::with_capacity(16, 7u32);
+        assert_eq!(t.get(&0), None, "an empty slot's key is 0, and holds nothing");
+        assert_eq!(t.remove(&0), None);
+        assert_eq!(t.insert(0, 1), None);
+        assert_eq!((t.get(&0), t.spilled()), (Some(&1), 1));
+        assert_eq!(t.get(&16), None);
+        assert_eq!(t.remove(&0), Some(1));
+        assert!(t.is_empty());
+    }
+
+    /// Against a `HashMap`, over references that go round the table many times with some
+    /// values resting long: every operation gives the same answer.
+    #[test]
+    fn it_answers_as_a_hash_map_does() {
+        let mut t = RefTable::with_capacity(64, 0u64);
+        let mut m = HashMap::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = 1u64;
+        for step in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let key = match x % 4 {
+                0 => {
+                    next += 1;
+                    next
+                }
+                1 => next.saturating_sub(x % 200),
+                2 => next.saturating_sub(x % 5),
+                _ => x % 4096,
+            };
+            match (x >> 8) % 3 {
+                0 => assert_eq!(t.insert(key, step), m.insert(key, step), "insert {key}"),
+                1 => assert_eq!(t.remove(&key), m.remove(&key), "remove {key}"),
+                _ => assert_eq!(t.get(&key), m.get(&key), "get {key}"),
+            }
+            assert_eq!(t.len(), m.len());
+        }
+        let mut a: Vec<u64> = t.values().copied().collect();
+        let mut b: Vec<u64> = m.values().copied().collect();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b);
+        t.clear();
+        assert!(t.is_empty() && t.values().next().is_none());
+    }
+}
