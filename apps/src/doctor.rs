@@ -8,9 +8,14 @@ use tickbus::doctor::{diagnose, DoctorOptions};
 #[derive(Args)]
 pub struct DoctorArgs {
     /// The cores your busy-polling threads pin to (`2,3` or `2-5`): each is checked for
-    /// isolation, frequency governor, SMT siblings and IRQ affinity.
+    /// isolation, frequency governor, SMT siblings and IRQ affinity, and watched (all at once)
+    /// for time taken away from a thread spinning on it.
     #[arg(long, value_parser = cores)]
     cores: Option<CoreList>,
+    /// How long to watch each core for time taken away (ms; 0: not watched). A VM's host can
+    /// deschedule a vCPU for milliseconds where the guest's own accounting sees nothing.
+    #[arg(long, default_value_t = 500)]
+    jitter_ms: u64,
     /// This host must run RDMA transports: no RDMA device is a failure.
     #[arg(long)]
     rdma: bool,
@@ -79,6 +84,7 @@ pub fn run(a: DoctorArgs) -> Result<(), String> {
     o.min_free_hugepages = a.min_free_hugepages;
     o.iface = a.iface;
     o.xdp_probe = a.xdp_probe.then_some(a.xdp_queue);
+    o.jitter_window = std::time::Duration::from_millis(a.jitter_ms);
     let d = diagnose(&o);
     if a.json {
         println!("{}", serde_json::json!({ "ready": d.ready(), "identity": d.identity, "findings": d.findings }));

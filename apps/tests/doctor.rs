@@ -67,6 +67,16 @@ fn every_finding_on_this_host_matches_the_kernel() {
         assert!(tickbus::doctor::parse_cpu_list(&aff).contains(&0), "IRQ {n} ({aff:?}) cannot land on core 0");
     }
 
+    // Core 0 was watched for the default half second; the facts add up.
+    let j = finding(&d, "core 0 jitter");
+    let fact =
+        |k: &str| j["facts"][k].as_str().and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| panic!("{k}: {j:#}"));
+    assert!(fact("watched_ns") >= 500_000_000 && fact("lost_ns") <= fact("watched_ns"), "{j:#}");
+    assert!(fact("longest_ns") <= fact("lost_ns") && (fact("gaps") == 0) == (fact("lost_ns") == 0), "{j:#}");
+    assert_eq!(j["status"], if fact("longest_ns") >= 100_000 { "warn" } else { "ok" }, "{j:#}");
+    let (quick, _) = doctor(&[], &["--cores", "0", "--jitter-ms", "0"]);
+    assert!(quick["findings"].as_array().unwrap().iter().all(|f| f["check"] != "core 0 jitter"), "{quick:#}");
+
     let rdma_devices = std::fs::read_dir("/sys/class/infiniband").map(|d| d.count()).unwrap_or(0);
     if rdma_devices == 0 {
         assert_eq!(finding(&d, "rdma")["status"], "info", "no device is a fact on a shm host");

@@ -1,7 +1,9 @@
 //! `doctor`: checks a host before anyone trusts its latency figures, and says what to fix.
 //!
 //! Every check reads what the kernel already exposes (CPUID, `/proc`, `/sys`, getrlimit), so it needs no
-//! privileges, no RDMA library and no running stream; it never changes the host. Each finding
+//! privileges, no RDMA library and no running stream; it never changes the host. One check
+//! measures instead: a thread spinning on each named core for half a second by default (see
+//! [`DoctorOptions::jitter_window`]), for the time a hypervisor takes that nothing else can see. Each finding
 //! carries its remedy. A host is *ready* when no finding is [`Status::Fail`]: warnings (a core
 //! not isolated, IRQs on a trading core, Soft-RoCE instead of a NIC) make figures noisier or
 //! slower but do not make them wrong, while a failure (no hugepages, a TSC that is not invariant,
@@ -12,6 +14,7 @@
 mod cpu;
 mod identity;
 mod iface;
+mod jitter;
 mod memory;
 mod rdma;
 
@@ -105,6 +108,9 @@ pub struct DoctorOptions {
     /// The interface a feed's lines arrive on: what ingest it can do (AF_XDP's mode and
     /// zero-copy, receive queues, busy polling). None: not checked.
     pub iface: Option<String>,
+    /// Watch each of `cores` this long (all at once) for time taken away from a thread spinning
+    /// on it: a hypervisor's descheduling, kernel threads, interrupts. Zero: not checked.
+    pub jitter_window: std::time::Duration,
     /// Try AF_XDP on that interface's receive queue (Some(queue)): attaches a program that
     /// steers nothing and binds a socket for a moment. Off by default: on some drivers that
     /// resets the receive ring, dropping what a live feed has in flight.
@@ -121,6 +127,7 @@ impl Default for DoctorOptions {
             min_free_hugepages: 1,
             iface: None,
             xdp_probe: None,
+            jitter_window: std::time::Duration::from_millis(500),
         }
     }
 }
@@ -183,6 +190,11 @@ pub fn diagnose(opts: &DoctorOptions) -> Diagnosis {
     let rdma_here = rdma.iter().any(|f| f.facts.contains_key("state"));
     findings.push(memory::memlock(opts.memlock_bytes, opts.require_rdma || rdma_here));
     findings.extend(cpu::cores(&opts.cores));
+    if !opts.jitter_window.is_zero() && !opts.cores.is_empty() {
+        for (c, lost) in jitter::measure(&opts.cores, opts.jitter_window) {
+            findings.push(jitter::finding(c, &lost));
+        }
+    }
     findings.extend(rdma);
     if let Some(name) = &opts.iface {
         findings.extend(iface::interface(name, opts.xdp_probe));
@@ -235,7 +247,16 @@ mod tests {
     #[test]
     fn every_check_is_made_on_this_host() {
         let d = diagnose(&DoctorOptions { cores: vec![0], ..Default::default() });
-        for check in ["tsc", "clocksource", "hugepages", "hugetlbfs", "memlock", "core 0 isolation", "core 0 irqs"] {
+        for check in [
+            "tsc",
+            "clocksource",
+            "hugepages",
+            "hugetlbfs",
+            "memlock",
+            "core 0 isolation",
+            "core 0 irqs",
+            "core 0 jitter",
+        ] {
             let f = d.finding(check).unwrap_or_else(|| panic!("no {check} finding in {}", d.text()));
             assert!(f.status == Status::Ok || f.remedy.is_some(), "{check} is not ok and says no remedy: {f:?}");
         }
