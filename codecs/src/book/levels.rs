@@ -18,7 +18,9 @@ pub struct Level {
 }
 
 /// Which side; bids sort ascending and asks descending so that the best is always last.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// (`Bid` is the all-zero value: an order table's empty slots are zeroed memory.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, zerocopy::FromZeros)]
+#[repr(u8)]
 pub enum Side {
     /// Buy orders.
     Bid,

@@ -26,7 +26,7 @@ pub use snapshot::{ChunkCursor, Chunks, Loaded, SnapshotError, SnapshotLoader, S
 use crate::itch::ItchMessage;
 
 /// A resting order.
-#[derive(Debug, Clone, Copy, Eq)]
+#[derive(Debug, Clone, Copy, Eq, zerocopy::FromZeros)]
 pub struct Order {
     /// The stock's locate code (its index in the day's directory).
     pub locate: u16,
@@ -180,9 +180,6 @@ pub struct Totals {
 /// Levels reserved per side of each stock named in `with_capacity`.
 const LEVELS_RESERVED: usize = 128;
 
-/// What an empty slot of the order table holds.
-const NO_ORDER: Order = Order { locate: 0, side: Side::Bid, price: 0, shares: 0, level: 0, prev: 0, next: 0 };
-
 /// The book of every stock on the feed.
 pub struct OrderBook {
     orders: RefTable<Order>,
@@ -193,13 +190,14 @@ pub struct OrderBook {
 
 impl OrderBook {
     /// A book with room for `orders` resting orders and `stocks` stock locates. The order
-    /// table takes `orders` rounded up to a power of two slots of 48 bytes, written here; an
+    /// table takes `orders` rounded up to a power of two slots of 48 bytes (zeroed memory,
+    /// mapped as it is first written: see [`OrderBook::pre_touch`]); an
     /// order whose slot is held by one that rested while the references went once round the
     /// table goes in a spill map (slower, still correct), so reserve about twice the peak of
     /// live orders for a day whose orders rest long.
     pub fn with_capacity(orders: usize, stocks: usize) -> OrderBook {
         OrderBook {
-            orders: RefTable::with_capacity(orders, NO_ORDER),
+            orders: RefTable::with_capacity(orders),
             stocks: (0..=stocks).map(|_| StockBook::new(LEVELS_RESERVED)).collect(),
             names: vec![*b"        "; stocks + 1],
             totals: Totals::default(),

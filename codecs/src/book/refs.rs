@@ -15,10 +15,11 @@
 //! The table is correct for any reference pattern; references that are not increasing only
 //! spill more, and each spilled lookup costs one slot read more than the hash table alone would.
 use rustc_hash::FxHashMap;
+use zerocopy::FromZeros;
 
 /// One slot: the reference it holds (0: empty, a reference ITCH never assigns), how many
 /// references of this slot the spill map holds, and the value.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, FromZeros)]
 struct Slot<V> {
     key: u64,
     spilled: u32,
@@ -32,25 +33,21 @@ pub struct RefTable<V> {
     slots: Box<[Slot<V>]>,
     mask: u64,
     spill: FxHashMap<u64, V>,
-    blank: V,
     len: usize,
 }
 
-impl<V: Copy> RefTable<V> {
+impl<V: Copy + FromZeros> RefTable<V> {
     /// A table of at least `orders` slots (rounded up to a power of two) and a spill map
-    /// reserved for an eighth of that. `blank` fills the empty slots. Every slot is written
-    /// here, so the slots' pages are mapped before the first order comes.
-    pub fn with_capacity(orders: usize, blank: V) -> RefTable<V> {
+    /// reserved for an eighth of that. The slots are zeroed memory (the all-zero `V` fills an
+    /// empty one), which the kernel maps as it is first written: [`RefTable::pre_touch`] writes
+    /// it all before a hot loop starts.
+    pub fn with_capacity(orders: usize) -> RefTable<V> {
         let n = orders.max(16).next_power_of_two();
         let mut spill = FxHashMap::default();
         spill.reserve(n / 8);
-        RefTable {
-            slots: vec![Slot { key: 0, spilled: 0, value: blank }; n].into_boxed_slice(),
-            mask: n as u64 - 1,
-            spill,
-            blank,
-            len: 0,
-        }
+        let slots = <[Slot<V>]>::new_box_zeroed_with_elems(n)
+            .unwrap_or_else(|_| panic!("the order table's {n} slots do not fit in memory"));
+        RefTable { slots, mask: n as u64 - 1, spill, len: 0 }
     }
 
     #[inline]
@@ -123,7 +120,7 @@ impl<V: Copy> RefTable<V> {
         if s.key == *key && *key != 0 {
             s.key = 0;
             self.len -= 1;
-            return Some(std::mem::replace(&mut s.value, self.blank));
+            return Some(std::mem::replace(&mut s.value, V::new_zeroed()));
         }
         if s.spilled == 0 {
             return None;
@@ -176,14 +173,20 @@ impl<V: Copy> RefTable<V> {
         self.len = 0;
     }
 
-    /// Writes every page the spill map reserved, then empties it (the slots were written when
-    /// the table was made): the kernel maps a page on its first write.
+    /// Writes every page the slots and (while it is empty) the spill map reserved, holding
+    /// what it held: the kernel maps a page on its first write.
     pub fn pre_touch(&mut self) {
-        let room = self.spill.capacity() as u64;
-        for k in 1..=room {
-            self.spill.insert(k.wrapping_mul(0x9e37_79b9_7f4a_7c15), self.blank);
+        for s in self.slots.iter_mut() {
+            // A write of what is there: the page is mapped, nothing changes.
+            s.spilled = std::hint::black_box(s.spilled);
         }
-        self.spill.clear();
+        if self.spill.is_empty() {
+            let room = self.spill.capacity() as u64;
+            for k in 1..=room {
+                self.spill.insert(k.wrapping_mul(0x9e37_79b9_7f4a_7c15), V::new_zeroed());
+            }
+            self.spill.clear();
+        }
     }
 }
 
@@ -194,7 +197,7 @@ mod tests {
 
     #[test]
     fn a_reference_whose_slot_is_held_spills_and_both_stay_found() {
-        let mut t = RefTable::with_capacity(16, 0u32);
+        let mut t = RefTable::<u32>::with_capacity(16);
         assert_eq!(t.slots(), 16);
         assert_eq!(t.insert(3, 30), None);
         // 19 and 35 map to 3's slot while 3 still rests.
@@ -219,8 +222,21 @@ mod tests {
     }
 
     #[test]
+    fn pre_touching_a_table_in_use_keeps_what_it_holds() {
+        let mut t = RefTable::<u32>::with_capacity(16);
+        t.pre_touch();
+        assert!(t.is_empty() && t.spill_room() >= 2, "an empty table stays empty");
+        t.insert(5, 50);
+        t.insert(21, 210);
+        t.pre_touch();
+        assert_eq!((t.len(), t.spilled(), t.get(&5), t.get(&21)), (2, 1, Some(&50), Some(&210)));
+        assert_eq!(t.remove(&21), Some(210));
+        assert_eq!((t.len(), t.spilled()), (1, 0));
+    }
+
+    #[test]
     fn reference_zero_is_never_an_empty_slot() {
-        let mut t = RefTable::with_capacity(16, 7u32);
+        let mut t = RefTable::<u32>::with_capacity(16);
         assert_eq!(t.get(&0), None, "an empty slot's key is 0, and holds nothing");
         assert_eq!(t.remove(&0), None);
         assert_eq!(t.insert(0, 1), None);
@@ -234,7 +250,7 @@ mod tests {
     /// values resting long: every operation gives the same answer.
     #[test]
     fn it_answers_as_a_hash_map_does() {
-        let mut t = RefTable::with_capacity(64, 0u64);
+        let mut t = RefTable::<u64>::with_capacity(64);
         let mut m = HashMap::new();
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut next = 1u64;

@@ -27,7 +27,7 @@ const FLOOR_IS: &str =
                         (no queue order, no sorted levels, no best price)";
 
 /// An order as the floor keeps it: its level's key and its shares.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, zerocopy::FromZeros)]
 struct FloorOrder {
     level: u64,
     shares: u32,
@@ -54,10 +54,7 @@ fn level_key(locate: u16, side: u8, price: u32) -> u64 {
 
 impl Floor {
     fn with_capacity(orders: usize, levels: usize) -> Floor {
-        let mut f = Floor {
-            orders: RefTable::with_capacity(orders, FloorOrder { level: 0, shares: 0 }),
-            levels: FxHashMap::default(),
-        };
+        let mut f = Floor { orders: RefTable::with_capacity(orders), levels: FxHashMap::default() };
         f.levels.reserve(levels);
         f
     }
@@ -273,9 +270,8 @@ fn rounds_on(
     let (mut peak, mut close, mut spilled) = (0usize, 0usize, 0usize);
     for rec in frames(bytes) {
         book.apply(&rec?.message)?;
-        if book.resting_orders() > peak {
-            (peak, spilled) = (book.resting_orders(), book.spilled_orders());
-        }
+        peak = peak.max(book.resting_orders());
+        spilled = spilled.max(book.spilled_orders());
     }
     close = close.max(book.resting_orders());
     book.check_invariants()?;
@@ -350,7 +346,7 @@ fn rounds_on(
         close_orders: close as u64,
         reserved_orders: reserve as u64,
         book_bytes_per_order: per_order(r1.saturating_sub(r0)),
-        spilled_at_peak: spilled as u64,
+        most_spilled: spilled as u64,
         floor_bytes_per_order: per_order(r2.saturating_sub(r1)),
         timer_ns,
         floor_is: FLOOR_IS.into(),

@@ -400,7 +400,9 @@ fn book_cost(itch: &Path, ticks_per_ns: f64) -> Result<u64, Box<dyn Error>> {
     for f in tickbus_codecs::itch::frames(&map).take(500_000) {
         norm.apply(&f?.message, &mut |m| mds.push(m.as_bytes().to_vec()));
     }
+    // Reserved and touched as the trader's is (`Strategy::pre_touch`).
     let mut book = tickbus_codecs::book::OrderBook::with_capacity(1 << 20, 8192);
+    book.pre_touch();
     let (tsc, scale) = (Tsc::new(), TscScale { ticks_per_ns });
     let mut h = histogram();
     for m in &mds {

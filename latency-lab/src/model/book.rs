@@ -79,10 +79,10 @@ pub struct BookScale {
     /// Resident memory each structure took for that room, per live order at the peak.
     pub book_bytes_per_order: f64,
     pub floor_bytes_per_order: f64,
-    /// Of the peak's live orders, those the order table held in its spill map (their slot was
-    /// held by an older live order when they came).
+    /// The most orders the book's order table held in its spill map at once during the day
+    /// (their slot was held by an older live order when they came).
     #[serde(default)]
-    pub spilled_at_peak: u64,
+    pub most_spilled: u64,
     /// The empty timing pair's cost, inside every per-message figure.
     pub timer_ns: u64,
     /// What the floor does per message.
