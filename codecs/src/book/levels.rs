@@ -74,12 +74,12 @@ impl Levels {
         self.levels.clear();
     }
 
-    /// Writes every reserved slot once and empties the side again (see
+    /// Writes every reserved slot past the levels held once, keeping the levels (see
     /// [`super::OrderBook::pre_touch`]).
     pub fn pre_touch(&mut self) {
-        let blank = Level { price: 0, shares: 0, orders: 0, head: 0, tail: 0 };
+        let (held, blank) = (self.levels.len(), Level { price: 0, shares: 0, orders: 0, head: 0, tail: 0 });
         self.levels.resize(self.levels.capacity(), blank);
-        self.levels.clear();
+        self.levels.truncate(held);
     }
 
     /// Levels from worst to best.

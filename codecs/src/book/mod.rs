@@ -217,7 +217,7 @@ impl OrderBook {
         self.totals = Totals::default();
     }
 
-    /// Writes all the memory the book reserved once, then empties it: the kernel maps a page on
+    /// Writes all the memory the book reserved once, keeping what it holds: the kernel maps a page on
     /// its first write, so a book used straight from [`OrderBook::with_capacity`] takes a page
     /// fault every few inserts until it has filled (tens of MiB for a day's reservation: a
     /// trading loop that starts cold falls behind a busy feed). Call it before the loop starts;

@@ -22,13 +22,14 @@ use zerocopy::FromZeros;
 #[derive(Debug, Clone, Copy, FromZeros)]
 struct Slot<V> {
     key: u64,
-    spilled: u32,
+    /// A word either way (the value is word-aligned), and it cannot overflow.
+    spilled: usize,
     value: V,
 }
 
 /// Values of type `V` by order reference number (never 0). Capacity is reserved up front: the
 /// slots never grow; the spill map allocates only when more orders spill than it reserved.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RefTable<V> {
     slots: Box<[Slot<V>]>,
     mask: u64,
@@ -41,12 +42,17 @@ impl<V: Copy + FromZeros> RefTable<V> {
     /// reserved for an eighth of that. The slots are zeroed memory (the all-zero `V` fills an
     /// empty one), which the kernel maps as it is first written: [`RefTable::pre_touch`] writes
     /// it all before a hot loop starts.
+    ///
+    /// # Panics
+    /// When the slots or the spill map's reservation do not fit in memory.
     pub fn with_capacity(orders: usize) -> RefTable<V> {
-        let n = orders.max(16).next_power_of_two();
+        fn too_big(orders: usize) -> ! {
+            panic!("an order table for {orders} orders does not fit in memory")
+        }
+        let n = orders.max(16).checked_next_power_of_two().unwrap_or_else(|| too_big(orders));
+        let slots = <[Slot<V>]>::new_box_zeroed_with_elems(n).unwrap_or_else(|_| too_big(orders));
         let mut spill = FxHashMap::default();
-        spill.reserve(n / 8);
-        let slots = <[Slot<V>]>::new_box_zeroed_with_elems(n)
-            .unwrap_or_else(|_| panic!("the order table's {n} slots do not fit in memory"));
+        spill.try_reserve(n / 8).unwrap_or_else(|_| too_big(orders));
         RefTable { slots, mask: n as u64 - 1, spill, len: 0 }
     }
 
@@ -156,17 +162,27 @@ impl<V: Copy + FromZeros> RefTable<V> {
         self.spill.capacity()
     }
 
-    /// Every value held, in no particular order.
+    /// Every value held, in no particular order. Reads every slot: for checks and reports,
+    /// not a hot path.
     pub fn values(&self) -> impl Iterator<Item = &V> {
         self.slots.iter().filter(|s| s.key != 0).map(|s| &s.value).chain(self.spill.values())
     }
 
-    /// Empties the table, keeping its memory. Walks every slot: milliseconds for a day's
-    /// reservation, so not for a hot path.
+    /// Empties the table, keeping its memory. Reads slots until every value a slot held is
+    /// found (writing only those), so it maps no page it did not use; up to milliseconds for a
+    /// day's reservation, so not for a hot path.
     pub fn clear(&mut self) {
-        if self.len > 0 {
-            for s in self.slots.iter_mut() {
-                (s.key, s.spilled) = (0, 0);
+        for k in self.spill.keys() {
+            self.slots[(k & self.mask) as usize].spilled = 0;
+        }
+        let mut left = self.len - self.spill.len();
+        for s in self.slots.iter_mut() {
+            if left == 0 {
+                break;
+            }
+            if s.key != 0 {
+                s.key = 0;
+                left -= 1;
             }
         }
         self.spill.clear();
@@ -187,6 +203,17 @@ impl<V: Copy + FromZeros> RefTable<V> {
             }
             self.spill.clear();
         }
+    }
+}
+
+/// Its counts, not its slots (a day's table has millions).
+impl<V> std::fmt::Debug for RefTable<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RefTable")
+            .field("len", &self.len)
+            .field("slots", &self.slots.len())
+            .field("spilled", &self.spill.len())
+            .finish()
     }
 }
 
@@ -267,19 +294,33 @@ mod tests {
                 2 => next.saturating_sub(x % 5),
                 _ => x % 4096,
             };
-            match (x >> 8) % 3 {
+            match (x >> 8) % 5 {
                 0 => assert_eq!(t.insert(key, step), m.insert(key, step), "insert {key}"),
                 1 => assert_eq!(t.remove(&key), m.remove(&key), "remove {key}"),
+                2 => assert_eq!(t.contains_key(&key), m.contains_key(&key), "contains {key}"),
+                3 => {
+                    if let (Some(a), Some(b)) = (t.get_mut(&key), m.get_mut(&key)) {
+                        (*a, *b) = (step, step);
+                    }
+                }
                 _ => assert_eq!(t.get(&key), m.get(&key), "get {key}"),
             }
             assert_eq!(t.len(), m.len());
+            if step % 5_000 == 4_999 {
+                // Everything held is still found, then the table is emptied and used again.
+                for (k, v) in &m {
+                    assert_eq!(t.get(k), Some(v), "key {k} before the clear");
+                }
+                let mut a: Vec<u64> = t.values().copied().collect();
+                let mut b: Vec<u64> = m.values().copied().collect();
+                a.sort_unstable();
+                b.sort_unstable();
+                assert_eq!(a, b);
+                t.clear();
+                m.clear();
+                assert!(t.is_empty() && t.values().next().is_none() && t.spilled() == 0);
+                assert!(t.slots.iter().all(|s| s.key == 0 && s.spilled == 0), "a slot left set by the clear");
+            }
         }
-        let mut a: Vec<u64> = t.values().copied().collect();
-        let mut b: Vec<u64> = m.values().copied().collect();
-        a.sort_unstable();
-        b.sort_unstable();
-        assert_eq!(a, b);
-        t.clear();
-        assert!(t.is_empty() && t.values().next().is_none());
     }
 }

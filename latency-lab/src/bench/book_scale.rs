@@ -346,7 +346,7 @@ fn rounds_on(
         close_orders: close as u64,
         reserved_orders: reserve as u64,
         book_bytes_per_order: per_order(r1.saturating_sub(r0)),
-        most_spilled: spilled as u64,
+        most_spilled: Some(spilled as u64),
         floor_bytes_per_order: per_order(r2.saturating_sub(r1)),
         timer_ns,
         floor_is: FLOOR_IS.into(),

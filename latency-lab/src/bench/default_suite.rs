@@ -75,7 +75,7 @@ pub fn run(a: &SuiteArgs) -> Result<(), Box<dyn Error>> {
     let skip = |p: Part| a.skip.contains(&p);
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let mut rep = Report { machine: machine(), command, cores, ticks_per_ns, ..Default::default() };
-    rep.diagnose(false);
+    rep.diagnose(false, crate::bench::JITTER_WINDOW);
     let peers = if cfg!(feature = "peers") { "" } else { " (built without --features peers: no Aeron or iceoryx2)" };
     eprintln!("latency-lab: cores {}/{}, TSC {ticks_per_ns:.3} ticks/ns{peers}", cores.0, cores.1);
     if !cfg!(feature = "peers") {

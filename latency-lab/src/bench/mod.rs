@@ -33,3 +33,8 @@ pub mod transport;
 pub mod wire;
 #[cfg(feature = "xdp")]
 pub mod wire_trade;
+
+/// How long the lab watches its two cores (at once) for time taken from them before it
+/// measures anything (`tickbus doctor`'s jitter check): a host that deschedules a vCPU for
+/// milliseconds is what marks open loops backlogged, and the environment says so.
+pub const JITTER_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);

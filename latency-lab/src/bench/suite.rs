@@ -140,7 +140,7 @@ pub fn rdma(
     let cores = (a.core_a, a.core_b);
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let mut rep = Report { machine: machine(), command, cores, ticks_per_ns, ..Default::default() };
-    rep.diagnose(true);
+    rep.diagnose(true, crate::bench::JITTER_WINDOW);
     let rounds = vs.rounds.max(1);
     let mut versus = Versus { rounds: rounds as u32, ..Versus::default() };
     for &size in sizes {
@@ -332,11 +332,13 @@ pub fn rdma(
 
 /// The environment, as measured for a report.
 impl Report {
-    /// Runs `tickbus doctor`'s checks for the cores the lab pins to and keeps them in the report.
-    pub fn diagnose(&mut self, require_rdma: bool) {
+    /// Runs `tickbus doctor`'s checks for the cores the lab pins to and keeps them in the report,
+    /// watching those cores for `jitter` (zero: not watched) for the time taken from them.
+    pub fn diagnose(&mut self, require_rdma: bool, jitter: std::time::Duration) {
         let mut o = tickbus::doctor::DoctorOptions::default();
         o.cores = vec![self.cores.0, self.cores.1];
         o.require_rdma = require_rdma;
+        o.jitter_window = jitter;
         self.environment = Some(tickbus::doctor::diagnose(&o));
     }
 }

@@ -80,9 +80,10 @@ pub struct BookScale {
     pub book_bytes_per_order: f64,
     pub floor_bytes_per_order: f64,
     /// The most orders the book's order table held in its spill map at once during the day
-    /// (their slot was held by an older live order when they came).
+    /// (their slot was held by an older live order when they came); none in reports from
+    /// before the table.
     #[serde(default)]
-    pub most_spilled: u64,
+    pub most_spilled: Option<u64>,
     /// The empty timing pair's cost, inside every per-message figure.
     pub timer_ns: u64,
     /// What the floor does per message.

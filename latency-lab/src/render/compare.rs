@@ -189,7 +189,7 @@ mod tests {
             cores: (0, 0),
             ..Default::default()
         };
-        r.diagnose(false);
+        r.diagnose(false, std::time::Duration::ZERO);
         r
     }
 

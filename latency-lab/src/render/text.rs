@@ -549,8 +549,12 @@ impl BookScale {
         }
         let _ = writeln!(
             s,
-            "  memory per live order at the peak: book {:.0} B, floor {:.0} B (resident memory of the room reserved, over the peak's live orders); at most {} orders spilled at once (their slot in the order table held an older live order: each lookup of one also reads a hash map)",
-            self.book_bytes_per_order, self.floor_bytes_per_order, self.most_spilled
+            "  memory per live order at the peak: book {:.0} B, floor {:.0} B (resident memory of the room reserved, over the peak's live orders){}",
+            self.book_bytes_per_order,
+            self.floor_bytes_per_order,
+            self.most_spilled
+                .map(|n| format!("; at most {n} orders spilled at once (their slot in the order table held an older live order: each lookup of one also reads a hash map)"))
+                .unwrap_or_default()
         );
         let verdict = match self.verdict {
             Status::Noisy => "no verdict: half the rounds or more were noisy".to_string(),
