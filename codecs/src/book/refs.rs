@@ -298,11 +298,11 @@ mod tests {
                 0 => assert_eq!(t.insert(key, step), m.insert(key, step), "insert {key}"),
                 1 => assert_eq!(t.remove(&key), m.remove(&key), "remove {key}"),
                 2 => assert_eq!(t.contains_key(&key), m.contains_key(&key), "contains {key}"),
-                3 => {
-                    if let (Some(a), Some(b)) = (t.get_mut(&key), m.get_mut(&key)) {
-                        (*a, *b) = (step, step);
-                    }
-                }
+                3 => match (t.get_mut(&key), m.get_mut(&key)) {
+                    (Some(a), Some(b)) => (*a, *b) = (step, step),
+                    (None, None) => {}
+                    (a, b) => panic!("get_mut {key}: {a:?} against {b:?}"),
+                },
                 _ => assert_eq!(t.get(&key), m.get(&key), "get {key}"),
             }
             assert_eq!(t.len(), m.len());

@@ -308,6 +308,12 @@ fn a_pre_touched_or_cleared_book_replays_a_day_exactly_as_a_new_one() {
     assert_eq!((reused.orders.slots(), reused.orders.spill_room()), room, "pre-touching never grows the table");
     assert_eq!((reused.resting_orders(), reused.totals()), (0, Totals::default()));
     day(&mut reused);
+    // Pre-touching a book in use keeps what it holds (it once emptied the levels, leaving
+    // orders in no queue).
+    let held = (reused.resting_orders(), reused.digest());
+    reused.pre_touch();
+    assert_eq!((reused.resting_orders(), reused.digest()), held);
+    reused.check_invariants().unwrap();
     reused.clear();
     assert_eq!(reused.totals(), Totals::default());
     assert!(reused.name(1).is_none() && reused.resting_orders() == 0);

@@ -59,7 +59,8 @@ impl Floor {
         f
     }
 
-    /// Writes every page the tables reserved (as `OrderBook::pre_touch` does), then empties them.
+    /// Writes every page the tables reserved (as `OrderBook::pre_touch` does), then empties the
+    /// level map (call it on an empty floor).
     fn pre_touch(&mut self) {
         self.orders.pre_touch();
         let l = self.levels.capacity() as u64;
