@@ -190,12 +190,13 @@ pub fn diagnose(opts: &DoctorOptions) -> Diagnosis {
     let rdma = rdma::devices(opts.require_rdma);
     let rdma_here = rdma.iter().any(|f| f.facts.contains_key("state"));
     findings.push(memory::memlock(opts.memlock_bytes, opts.require_rdma || rdma_here));
-    findings.extend(cpu::cores(&opts.cores));
-    if !opts.jitter_window.is_zero() && !opts.cores.is_empty() {
-        // One watcher per core: two on one core would see each other's turns.
-        let mut cores = opts.cores.clone();
-        cores.sort_unstable();
-        cores.dedup();
+    // Each core once, however often named (a publisher and a subscriber on one core): its
+    // findings once, and one jitter watcher, since two on one core would see each other's turns.
+    let mut cores = opts.cores.clone();
+    cores.sort_unstable();
+    cores.dedup();
+    findings.extend(cpu::cores(&cores));
+    if !opts.jitter_window.is_zero() && !cores.is_empty() {
         for (c, lost) in jitter::watch_cores(&cores, opts.jitter_window) {
             findings.push(jitter::finding(c, &lost));
         }

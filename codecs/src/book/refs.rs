@@ -39,8 +39,8 @@ pub struct RefTable<V> {
 
 impl<V: Copy + FromZeros> RefTable<V> {
     /// A table of at least `orders` slots (rounded up to a power of two) and a spill map
-    /// reserved for an eighth of that. The slots are zeroed memory (the all-zero `V` fills an
-    /// empty one), which the kernel maps as it is first written: [`RefTable::pre_touch`] writes
+    /// reserved for an eighth of that. The slots start as zeroed memory (an empty slot's value
+    /// is never read), which the kernel maps as it is first written: [`RefTable::pre_touch`] writes
     /// it all before a hot loop starts.
     ///
     /// # Panics
@@ -126,7 +126,7 @@ impl<V: Copy + FromZeros> RefTable<V> {
         if s.key == *key && *key != 0 {
             s.key = 0;
             self.len -= 1;
-            return Some(std::mem::replace(&mut s.value, V::new_zeroed()));
+            return Some(s.value);
         }
         if s.spilled == 0 {
             return None;
