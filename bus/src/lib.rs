@@ -43,6 +43,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod cache;
 #[cfg(all(feature = "rdma", not(loom)))]
 pub mod control;
 pub mod counters;

@@ -199,7 +199,8 @@ impl Trader {
     }
 
     /// One duty cycle: one market-data message (book, decision, and the order if any), then
-    /// every execution report waiting. No syscall and no allocation (`hot_path_tests.rs`).
+    /// every execution report waiting; a cycle that found nothing warms one stock of the book
+    /// ([`Strategy::warm`]). No syscall and no allocation (`hot_path_tests.rs`).
     /// Returns the work done (0: idle).
     #[inline]
     pub fn duty(&mut self, stop: &AtomicBool) -> usize {
@@ -340,6 +341,10 @@ impl Trader {
                 (_, Some(reports::Match::Duplicate)) => c.reports_duplicate += 1,
                 _ => c.reports_unexpected += 1,
             }
+        }
+        if work == 0 {
+            // Nothing came: keep the book's next stock warm for the tick to come.
+            strategy.warm();
         }
         work
     }

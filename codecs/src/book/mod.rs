@@ -18,6 +18,7 @@ mod snapshot;
 mod snapshot_tests;
 #[cfg(test)]
 mod tests;
+mod warm;
 
 pub use levels::{Level, Levels, Side};
 pub use refs::RefTable;
@@ -186,6 +187,10 @@ pub struct OrderBook {
     stocks: Vec<StockBook>,
     names: Vec<[u8; 8]>,
     totals: Totals,
+    /// One past the highest locate an order or a name came for since the book was made or
+    /// cleared: what [`OrderBook::hot_lines`] walks (a book reserves 8,192 locates and a
+    /// day may use a hundred).
+    used: usize,
 }
 
 impl OrderBook {
@@ -201,6 +206,7 @@ impl OrderBook {
             stocks: (0..=stocks).map(|_| StockBook::new(LEVELS_RESERVED)).collect(),
             names: vec![*b"        "; stocks + 1],
             totals: Totals::default(),
+            used: 0,
         }
     }
 
@@ -215,6 +221,7 @@ impl OrderBook {
         }
         self.names.fill(*b"        ");
         self.totals = Totals::default();
+        self.used = 0;
     }
 
     /// Writes all the memory the book reserved once, keeping what it holds: the kernel maps a page on
@@ -271,6 +278,7 @@ impl OrderBook {
 
     fn grow(&mut self, locate: u16) {
         let need = usize::from(locate) + 1;
+        self.used = self.used.max(need);
         if self.stocks.len() < need {
             // Stocks beyond the reserved ones start without capacity: a locate near 65535 must
             // not allocate levels for every locate below it.
