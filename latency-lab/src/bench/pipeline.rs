@@ -23,9 +23,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::cleanup::Rings;
-use crate::model::pipeline::{Hop, Round, Run, SnapshotCost, SnapshotRound};
+use crate::model::pipeline::{BookWarmth, Hop, Round, Run, SnapshotCost, SnapshotRound};
 #[cfg(feature = "rdma")]
 use crate::model::pipeline::{RdmaRound, RdmaRun};
+use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use tickbus::shm::{self, ShmOptions};
 use tickbus::time::{Tsc, TscScale};
@@ -58,7 +59,7 @@ pub struct Spec<'a> {
 /// the same ratio, not as a different verdict. The run's figures are the median round's.
 pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
     check(s)?;
-    let book_p50 = book_cost(s.itch, s.ticks_per_ns)?;
+    let (book_p50, book_warmth) = book_cost(s.itch, s.ticks_per_ns)?;
     let mut runs: Vec<Run> = Vec::new();
     let mut rounds = Vec::new();
     for k in 0..s.rounds.max(1) {
@@ -73,7 +74,8 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
             Some(f) => f,
             None => floors(s, counts)?,
         };
-        let r = assemble(s, &ex, &tr, layout, (md_floor, order_floor), book_p50)?;
+        let r =
+            Run { book_warmth: Some(book_warmth), ..assemble(s, &ex, &tr, layout, (md_floor, order_floor), book_p50)? };
         let worst = r.crossings().fold(0.0f64, |m, (a, b)| m.max(a).max(b));
         rounds.push(Round {
             ttt_p50: r.hops[5].p50,
@@ -184,6 +186,7 @@ fn assemble(
         from_publish,
         feed: to_hop(&ex.feed_ns),
         book_p50,
+        book_warmth: None,
         budget_p50,
         hops_met: false,
         backlog: ex.md.backlog(s.rate as f64),
@@ -388,8 +391,11 @@ impl Drop for Kill {
 }
 
 /// The order book's p50 cost per normalised message of the day (in process, TSC-timed), as the
-/// trader's book applies them.
-fn book_cost(itch: &Path, ticks_per_ns: f64) -> Result<u64, Box<dyn Error>> {
+/// trader's book applies them back to back (the budget's figure); and its cost on the messages
+/// that move a top of book when they come [`APART_NS`] apart, as ticks do at 100k msg/s,
+/// with the book left alone between them and with it warmed meanwhile as the trader's idle
+/// cycles warm it (`Strategy::warm`).
+fn book_cost(itch: &Path, ticks_per_ns: f64) -> Result<(u64, BookWarmth), Box<dyn Error>> {
     use tickbus_codecs::normalize::Normalizer;
     let file = std::fs::File::open(itch).map_err(|e| format!("{}: {e}", itch.display()))?;
     // SAFETY: the lab's own ITCH file, not changed while mapped (a file truncated under the map
@@ -400,18 +406,62 @@ fn book_cost(itch: &Path, ticks_per_ns: f64) -> Result<u64, Box<dyn Error>> {
     for f in tickbus_codecs::itch::frames(&map).take(500_000) {
         norm.apply(&f?.message, &mut |m| mds.push(m.as_bytes().to_vec()));
     }
-    // Reserved and touched as the trader's is (`Strategy::pre_touch`).
-    let mut book = tickbus_codecs::book::OrderBook::with_capacity(1 << 20, 8192);
-    book.pre_touch();
     let (tsc, scale) = (Tsc::new(), TscScale { ticks_per_ns });
-    let mut h = histogram();
-    for m in &mds {
-        let Ok(msg) = tickbus_codecs::decode(m) else { continue };
-        let t0 = tsc.now();
-        let _ = std::hint::black_box(book.apply_md(&msg));
-        h.saturating_record(scale.delta_ns(t0, tsc.now()).max(1));
-    }
-    Ok(if h.is_empty() { 0 } else { h.value_at_quantile(0.5) })
+    let apart = (ticks_per_ns * APART_NS as f64) as u64;
+    // One pass over a fresh book: every message back to back, or `APART_MESSAGES` of them, each
+    // after its wait. Returns (every message, those that moved a top) in ns.
+    let pass = |wait: Wait| -> (Histogram<u64>, Histogram<u64>) {
+        // Reserved and touched as the trader's is (`Strategy::pre_touch`).
+        let mut book = tickbus_codecs::book::OrderBook::with_capacity(1 << 20, 8192);
+        book.pre_touch();
+        let (mut all, mut top) = (histogram(), histogram());
+        let mut at = 0;
+        let take = if wait == Wait::None { mds.len() } else { APART_MESSAGES };
+        for m in mds.iter().take(take) {
+            let Ok(msg) = tickbus_codecs::decode(m) else { continue };
+            if wait != Wait::None {
+                let end = tsc.now() + apart;
+                while tsc.now() < end {
+                    if wait == Wait::Warmed {
+                        at = book.hot_lines(at, tickbus::cache::prefetch_l2);
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+            let t0 = tsc.now();
+            let r = std::hint::black_box(book.apply_md(&msg));
+            let ns = scale.delta_ns(t0, tsc.now()).max(1);
+            all.saturating_record(ns);
+            if matches!(r, Ok(Some(u)) if u.top_changed) {
+                top.saturating_record(ns);
+            }
+        }
+        (all, top)
+    };
+    let p50_p90 = |h: &Histogram<u64>| (h.value_at_quantile(0.5), h.value_at_quantile(0.9));
+    let (all, back_to_back) = pass(Wait::None);
+    let (_, cold) = pass(Wait::Idle);
+    let (_, warmed) = pass(Wait::Warmed);
+    let warmth = BookWarmth {
+        apart_ns: APART_NS,
+        messages: cold.len(),
+        back_to_back: p50_p90(&back_to_back),
+        apart: p50_p90(&cold),
+        warmed: p50_p90(&warmed),
+    };
+    Ok((if all.is_empty() { 0 } else { all.value_at_quantile(0.5) }, warmth))
+}
+
+/// How far apart [`book_cost`]'s spaced messages come (100k msg/s), and how many it applies so.
+const APART_NS: u64 = 10_000;
+const APART_MESSAGES: usize = 30_000;
+
+/// What [`book_cost`] does between two messages.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    None,
+    Idle,
+    Warmed,
 }
 
 /// A bare tickbus ring hop across two processes: this process publishes `count` messages of
@@ -564,7 +614,7 @@ pub fn rdma_rounds(
     ticks_per_ns: f64,
 ) -> Result<RdmaRun, Box<dyn Error>> {
     let RdmaPipeline { rounds, rate, messages } = *pipe;
-    let book_p50 = book_cost(itch, ticks_per_ns)?;
+    let (book_p50, _) = book_cost(itch, ticks_per_ns)?;
     let mut out = Vec::new();
     let mut hops = Vec::new();
     for round in 0..rounds {

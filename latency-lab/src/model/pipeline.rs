@@ -16,6 +16,20 @@ pub struct Hop {
     pub x_floor: Option<(f64, f64)>,
 }
 
+/// The book's cost per message that moves a top of book (the messages the trader orders on),
+/// (p50, p90) ns: back to back, as the budget's figure is measured; `apart_ns` apart with the
+/// book left alone meanwhile; and as far apart with the book warmed meanwhile, as the trader's
+/// idle cycles warm it (`OrderBook::hot_lines`, prefetched into L2). What the gap costs, and what warming wins back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookWarmth {
+    pub apart_ns: u64,
+    /// Messages that moved a top in each spaced pass.
+    pub messages: u64,
+    pub back_to_back: (u64, u64),
+    pub apart: (u64, u64),
+    pub warmed: (u64, u64),
+}
+
 /// One pipeline run at one rate.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run {
@@ -44,6 +58,10 @@ pub struct Run {
     pub from_publish: Option<Hop>,
     /// The order book's own p50 cost per market-data message (in process, same messages).
     pub book_p50: u64,
+    /// The book's cost on the messages that move a top of book, back to back and spaced as
+    /// ticks are, left alone or warmed between them. None in an older report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub book_warmth: Option<BookWarmth>,
     /// Tick-to-trade p50's budget: the two floors' p50s + the book's p50 + 100 ns.
     pub budget_p50: u64,
     /// Hops within 1.15x of their floor at p50 and p99, and tick-to-trade within its budget.

@@ -526,6 +526,7 @@ mod tests {
             every_tick: hop("tick", 1),
             from_publish: None,
             book_p50: 100,
+            book_warmth: None,
             budget_p50: 1_000,
             hops_met: true,
             ttt_met,

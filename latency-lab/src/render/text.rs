@@ -200,6 +200,21 @@ pub fn pipeline_table(runs: &[Run]) -> String {
             "  tick-to-trade's budget: the two hop floors' p50 + the book's p50 ({} ns) + 100 ns",
             r.book_p50
         );
+        if let Some(w) = &r.book_warmth {
+            let _ = writeln!(
+                s,
+                "  the book on messages that move a top (p50/p90 ns, in process): back to back {}/{}; {} µs apart {}/{}; \
+                 as far apart, warmed meanwhile as the trader's idle cycles warm it {}/{} ({} messages)",
+                w.back_to_back.0,
+                w.back_to_back.1,
+                w.apart_ns / 1_000,
+                w.apart.0,
+                w.apart.1,
+                w.warmed.0,
+                w.warmed.1,
+                w.messages
+            );
+        }
         for t in r.targets() {
             let _ = writeln!(s, "  target: {}: {}: {} ({})", t.what, t.figure, t.status.says(), t.goal);
         }
