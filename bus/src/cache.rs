@@ -1,10 +1,11 @@
 //! Cache hints for busy-polling loops: asking for a line ahead of its use without waiting for
-//! it (`tickbus_codecs::book::OrderBook::hot_lines` names a book's).
+//! it (`tickbus_codecs::book::OrderBook::hot_lines` names a book's, and the trader asks for
+//! them between ticks).
 
-/// Asks for the cache line holding `p` to be brought into this core's L2 cache (x86-64's
-/// `PREFETCHT1`; nothing elsewhere), without waiting for it. L2, not L1: an idle loop that
-/// keeps a whole book's hot lines warm asks for more lines than L1 holds, and pulling them all
-/// into L1 would push out the lines the next message needs most.
+/// Asks for the cache line holding `p` to be brought toward this core (x86-64's
+/// `PREFETCHT1`; nothing elsewhere), without waiting for it. A hint: Intel's cores fill their
+/// L2 (not L1) with it, AMD's Zen may treat it as `PREFETCHT0` and fill L1 too; either way the
+/// line is near when the next message needs it, and the loop does not stall on it.
 #[inline(always)]
 pub fn prefetch_l2(p: *const u8) {
     #[cfg(target_arch = "x86_64")]

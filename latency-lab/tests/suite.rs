@@ -257,13 +257,12 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     }
     assert!(hops[0]["floor"].is_null() && p["every_tick"]["floor"].is_null(), "{p}");
     assert!(p["book_p50"].as_u64().unwrap() > 0 && p["budget_p50"].as_u64().unwrap() > p["book_p50"].as_u64().unwrap());
-    // The book back to back, 10 us apart, and as far apart while warmed: each over messages
-    // that moved a top, p50 at most p90; the text report says the three.
+    // The book back to back, 10 us apart, and as far apart while warmed, over the same messages
+    // that moved a top (the lab fails the run if the passes' counts differ): each kind timed.
     let w = &p["book_warmth"];
     assert!(w["messages"].as_u64().unwrap() > 0 && w["apart_ns"].as_u64().unwrap() == 10_000, "{w}");
     for k in ["back_to_back", "apart", "warmed"] {
-        let (p50, p90) = (w[k][0].as_u64().unwrap(), w[k][1].as_u64().unwrap());
-        assert!(p50 > 0 && p50 <= p90, "{k}: {w}");
+        assert!(w[k][0].as_u64().unwrap() > 0, "{k}: {w}");
     }
     // Paired rounds: the pipeline and its floors back to back, the floors first in the second.
     let rounds = p["rounds"].as_array().expect("the pipeline's rounds");

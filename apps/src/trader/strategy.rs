@@ -10,7 +10,7 @@
 //! the book from a snapshot made by a maker that did not lose the data (`recovery.rs`, with
 //! `--snapshots`; [`Strategy::resume`]), or for good without one. A snapshot made from the same
 //! lossy market data carries the loss and is not traded on either.
-use tickbus_codecs::book::{OrderBook, Side as BookSide};
+use tickbus_codecs::book::{HotStocks, OrderBook, Side as BookSide};
 use tickbus_codecs::{AnyMessage, Side, PRICE_SCALE};
 
 /// ITCH prices have 4 decimals; orders carry [`PRICE_SCALE`] (8).
@@ -36,8 +36,8 @@ pub struct Strategy {
     in_flight: u64,
     /// Messages missed in the gap that halted trading (no allocation on the hot path).
     halted: Option<u64>,
-    /// The stock [`Strategy::warm`] warms next.
-    warm_at: usize,
+    /// The stocks the last updates touched, which [`Strategy::warm`] keeps warm.
+    hot: HotStocks,
     pub stats: StrategyStats,
 }
 
@@ -51,7 +51,7 @@ impl Strategy {
             max_in_flight,
             in_flight: 0,
             halted: None,
-            warm_at: 0,
+            hot: HotStocks::default(),
             stats: StrategyStats::default(),
         }
     }
@@ -72,12 +72,13 @@ impl Strategy {
         self.book.pre_touch();
     }
 
-    /// An idle cycle's share of keeping the book warm: the next stock's hot lines
-    /// (`OrderBook::hot_lines`) asked for into L2, so a tick after microseconds of spinning
-    /// does not wait on lines the core lost meanwhile. No allocation, no syscall.
+    /// An idle cycle's share of keeping the book warm: the hot lines of the next of the stocks
+    /// the last updates touched (`HotStocks`), asked for with a prefetch, so a tick after
+    /// microseconds of spinning does not wait on lines the core lost meanwhile. No allocation,
+    /// no syscall.
     #[inline]
     pub fn warm(&mut self) {
-        self.warm_at = self.book.hot_lines(self.warm_at, tickbus::cache::prefetch_l2);
+        self.hot.warm(&self.book, tickbus::cache::prefetch_l2);
     }
 
     /// Applies one market-data message to the book; returns the order to send, if any. Split
@@ -87,6 +88,7 @@ impl Strategy {
         match self.book.apply_md(msg) {
             Ok(Some(u)) => {
                 self.stats.book_events += 1;
+                self.hot.note(u.locate);
                 if u.top_changed {
                     self.stats.top_changes += 1;
                     return Some((u.locate, u.side));

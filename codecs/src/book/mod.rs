@@ -23,6 +23,7 @@ mod warm;
 pub use levels::{Level, Levels, Side};
 pub use refs::RefTable;
 pub use snapshot::{ChunkCursor, Chunks, Loaded, SnapshotError, SnapshotLoader, Step, Walk};
+pub use warm::HotStocks;
 
 use crate::itch::ItchMessage;
 
@@ -187,10 +188,6 @@ pub struct OrderBook {
     stocks: Vec<StockBook>,
     names: Vec<[u8; 8]>,
     totals: Totals,
-    /// One past the highest locate an order or a name came for since the book was made or
-    /// cleared: what [`OrderBook::hot_lines`] walks (a book reserves 8,192 locates and a
-    /// day may use a hundred).
-    used: usize,
 }
 
 impl OrderBook {
@@ -206,7 +203,6 @@ impl OrderBook {
             stocks: (0..=stocks).map(|_| StockBook::new(LEVELS_RESERVED)).collect(),
             names: vec![*b"        "; stocks + 1],
             totals: Totals::default(),
-            used: 0,
         }
     }
 
@@ -221,7 +217,6 @@ impl OrderBook {
         }
         self.names.fill(*b"        ");
         self.totals = Totals::default();
-        self.used = 0;
     }
 
     /// Writes all the memory the book reserved once, keeping what it holds: the kernel maps a page on
@@ -278,7 +273,6 @@ impl OrderBook {
 
     fn grow(&mut self, locate: u16) {
         let need = usize::from(locate) + 1;
-        self.used = self.used.max(need);
         if self.stocks.len() < need {
             // Stocks beyond the reserved ones start without capacity: a locate near 65535 must
             // not allocate levels for every locate below it.

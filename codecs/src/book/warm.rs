@@ -3,46 +3,109 @@
 //! A trader's loop spins for microseconds between ticks. Whatever else runs on the core
 //! meanwhile (the host's own work on a VM, an interrupt, the loop's other streams) evicts the
 //! book's lines, and the next message then waits on misses the in-process figure never shows:
-//! the stock's best level (the read every update starts with), and the order slots at either
-//! end of its queue (an execution takes the head, the next add links behind the tail). An idle
-//! loop that calls [`OrderBook::hot_lines`] once a cycle walks every stock in turn and asks
-//! for those lines with a prefetch (this crate has no `unsafe`, which a prefetch needs: the
-//! caller brings it, `tickbus::cache::prefetch_l2`).
-use super::{Level, Order, OrderBook, StockBook};
+//! the stock's best levels (the read every update starts with), and the order slots at either
+//! end of its queue (an execution takes the head, the next add links behind the tail).
+//! [`HotStocks`] remembers the stocks the last updates touched, and an idle loop asks for one
+//! of their lines' worth a cycle ([`HotStocks::warm`], through [`OrderBook::hot_lines`]). Only
+//! recent stocks: walking a whole day's book (8,000 stocks, about 3 MiB of such lines) would
+//! sweep through more than the cache holds, pushing out what the next message needs, and a
+//! stray locate would stretch the walk for the rest of the day.
+//!
+//! This crate has no `unsafe`, which a prefetch needs: the caller brings it
+//! (`tickbus::cache::prefetch_l2`). Finding the lines reads the stock's entry, its best level
+//! and the two order slots, one after another; those reads are the warming's main cost, and
+//! they bring their lines in as reads do.
+use std::mem::size_of;
+
+use super::{Level, OrderBook, StockBook};
+
+/// How many recent updates [`HotStocks`] remembers.
+const HOT_STOCKS: usize = 64;
 
 impl OrderBook {
-    /// Calls `line` with an address in each hot cache line of stock locate `at` (or of the
-    /// first stock, when `at` is past the highest locate an order or a name came for since the
-    /// book was made or cleared: the walk covers the locates in use, not the book's whole
-    /// reservation): the stock's entry, the top
-    /// two lines of both sides' levels (`Levels::find` scans the top four 32-byte levels) and
-    /// the order slots at the head and the tail of each side's best level. Returns the locate
-    /// to name next, so `at = book.hot_lines(at, prefetch)` once per idle cycle walks the whole
-    /// book in turn (the trader passes `tickbus::cache::prefetch_l2`). Reads the book only to
-    /// find the lines; no allocation, no syscall, no change.
+    /// Calls `line` with an address in each hot cache line of stock `locate` (nothing for a
+    /// locate the book never grew to): the stock's entry; for each side that holds orders,
+    /// every line from the fourth-best level to the end of the best (`Levels::find` scans the
+    /// top four 32-byte levels, which may straddle three lines) and the order slots at the head
+    /// and the tail of the best level. Reads the book to find them; no allocation, no
+    /// syscall, no change.
     #[inline]
-    pub fn hot_lines(&self, at: usize, mut line: impl FnMut(*const u8)) -> usize {
-        let at = if at < self.used { at } else { 0 };
-        let Some(stock) = self.stocks.get(at).filter(|_| at < self.used) else { return 0 };
+    pub fn hot_lines(&self, locate: u16, mut line: impl FnMut(*const u8)) {
+        let Some(stock) = self.stocks.get(usize::from(locate)) else { return };
         line((stock as *const StockBook).cast());
         for side in [&stock.bids, &stock.asks] {
             let levels = side.as_slice();
             let Some(best) = levels.last() else { continue };
-            line((best as *const Level).cast());
-            line((&levels[levels.len().saturating_sub(4)] as *const Level).cast());
+            let top = levels[levels.len().saturating_sub(4)..].as_ptr_range();
+            let first = top.start as usize & !63;
+            let last = (top.end as usize - 1) & !63;
+            debug_assert_eq!(top.end as usize - (best as *const Level as usize), size_of::<Level>());
+            for at in (first..=last).step_by(64) {
+                // The line's address, kept a pointer into the levels (at may lie below them,
+                // within their first line).
+                line(top.start.cast::<u8>().wrapping_add(at.wrapping_sub(top.start as usize)));
+            }
             for r in [best.head, best.tail] {
                 if let Some(o) = self.orders.get(&r) {
-                    line((o as *const Order).cast());
+                    line((o as *const super::Order).cast());
                 }
             }
         }
-        at + 1
+    }
+}
+
+/// The stocks the last 64 book updates touched (a stock updated twice in a row
+/// once), for an idle loop to keep warm: [`HotStocks::note`] on every update, and
+/// [`HotStocks::warm`] once an idle cycle warms the next of them in turn. Fixed size: no
+/// allocation.
+#[derive(Debug, Clone)]
+pub struct HotStocks {
+    ring: [u16; HOT_STOCKS],
+    /// Updates noted (the next goes at `noted % HOT_STOCKS`).
+    noted: usize,
+    /// The ring index warmed last.
+    warmed: usize,
+}
+
+impl Default for HotStocks {
+    fn default() -> HotStocks {
+        HotStocks { ring: [0; HOT_STOCKS], noted: 0, warmed: 0 }
+    }
+}
+
+impl HotStocks {
+    /// Notes that an update touched stock `locate`.
+    #[inline]
+    pub fn note(&mut self, locate: u16) {
+        if self.noted > 0 && self.ring[(self.noted - 1) % HOT_STOCKS] == locate {
+            return;
+        }
+        self.ring[self.noted % HOT_STOCKS] = locate;
+        self.noted = self.noted.wrapping_add(1).max(1);
+    }
+
+    /// The stocks noted, oldest first (at most 64).
+    pub fn stocks(&self) -> impl Iterator<Item = u16> + '_ {
+        let n = self.noted.min(HOT_STOCKS);
+        (self.noted - n..self.noted).map(|i| self.ring[i % HOT_STOCKS])
+    }
+
+    /// Names the hot lines of the next noted stock in turn ([`OrderBook::hot_lines`]) to
+    /// `line`; nothing before the first note.
+    #[inline]
+    pub fn warm(&mut self, book: &OrderBook, line: impl FnMut(*const u8)) {
+        let n = self.noted.min(HOT_STOCKS);
+        if n == 0 {
+            return;
+        }
+        self.warmed = (self.warmed + 1) % n;
+        book.hot_lines(self.ring[self.warmed], line);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::Side;
+    use super::super::{Order, Side};
     use super::*;
     use crate::itch::{AddOrder, ItchHeader, ItchMessage};
     use zerocopy::big_endian::{U32, U64};
@@ -59,41 +122,62 @@ mod tests {
         book.apply(&ItchMessage::AddOrder(&m)).unwrap();
     }
 
+    fn lines(book: &OrderBook, locate: u16) -> Vec<usize> {
+        let mut v = Vec::new();
+        book.hot_lines(locate, |p| v.push(p as usize));
+        v
+    }
+
     #[test]
-    fn the_hot_lines_walk_every_stock_in_turn_and_change_nothing() {
+    fn the_hot_lines_are_the_entry_the_top_levels_lines_and_the_best_levels_queue_ends() {
         let mut book = OrderBook::with_capacity(64, 8);
-        let lines = |book: &OrderBook, at: usize| {
-            let mut v = Vec::new();
-            let next = book.hot_lines(at, |p| v.push(p as usize));
-            (next, v)
-        };
-        // An empty book: nothing to walk, and any locate starts again at the first.
-        assert_eq!(lines(&book, 0), (0, vec![]));
-        assert_eq!(lines(&book, 7), (0, vec![]));
-        add(&mut book, 1, 10, b'B', 100);
-        add(&mut book, 1, 11, b'B', 100);
-        add(&mut book, 3, 12, b'S', 200);
-        let before = (book.digest(), book.totals(), book.resting_orders());
-        // The walk covers locates 0..=3 (3 is the highest an order came for; the book
-        // reserved 8): 0, 1, 2, 3, then 0 again.
-        let mut at = 0;
-        let mut walked = Vec::new();
-        for _ in 0..6 {
-            let (next, v) = lines(&book, at);
-            // The stock walked is the one before the next.
-            walked.push((next - 1, v.len()));
-            at = next;
+        // Bids at five prices (the best, 105, holds orders 15 and 16); no asks.
+        for (r, price) in [(11, 101), (12, 102), (13, 103), (14, 104), (15, 105), (16, 105)] {
+            add(&mut book, 2, r, b'B', price);
         }
-        // An empty stock: its entry. Stock 1's bids: the entry, the best level twice (one
-        // level: it is its own fourth), its head (10) and tail (11). Stock 3's asks: the one
-        // order is head and tail.
-        assert_eq!(walked, [(0, 1), (1, 5), (2, 1), (3, 5), (0, 1), (1, 5)]);
-        let (_, v) = lines(&book, 1);
-        let best = book.best(1, Side::Bid).unwrap() as *const Level as usize;
-        let head = book.order(10).unwrap() as *const Order as usize;
-        let tail = book.order(11).unwrap() as *const Order as usize;
-        assert_eq!(v[1..], [best, best, head, tail]);
-        assert_eq!(lines(&book, 99).0, 1, "a locate past the last starts again at the first");
-        assert_eq!((book.digest(), book.totals(), book.resting_orders()), before);
+        let v = lines(&book, 2);
+        let entry = book.stock(2).unwrap() as *const StockBook as usize;
+        let levels = book.stock(2).unwrap().side(Side::Bid).as_slice();
+        assert_eq!(levels.len(), 5);
+        // Every line from the fourth-best level (index 1) to the end of the best (index 4).
+        let (from, to) = (&levels[1] as *const Level as usize, &levels[4] as *const Level as usize + 31);
+        let level_lines: Vec<usize> = (from & !63..=to & !63).step_by(64).collect();
+        assert!((2..=3).contains(&level_lines.len()), "{level_lines:?}");
+        let head = book.order(15).unwrap() as *const Order as usize;
+        let tail = book.order(16).unwrap() as *const Order as usize;
+        let mut want = vec![entry];
+        want.extend(&level_lines);
+        want.extend([head, tail]);
+        assert_eq!(v, want);
+        // A stock with no orders: its entry only; one beyond the book: nothing.
+        assert_eq!(lines(&book, 3), [book.stock(3).unwrap() as *const StockBook as usize]);
+        assert_eq!(lines(&book, 9_000), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn hot_stocks_keep_the_last_updates_stocks_and_warm_them_in_turn() {
+        let mut book = OrderBook::with_capacity(64, 8);
+        add(&mut book, 1, 10, b'B', 100);
+        add(&mut book, 3, 12, b'S', 200);
+        let mut hot = HotStocks::default();
+        let warmed = |hot: &mut HotStocks, book: &OrderBook| {
+            let mut v = Vec::new();
+            hot.warm(book, |p| v.push(p as usize));
+            v
+        };
+        assert!(warmed(&mut hot, &book).is_empty(), "nothing noted: nothing warmed");
+        for l in [1, 1, 3, 3, 3] {
+            hot.note(l);
+        }
+        assert_eq!(hot.stocks().collect::<Vec<_>>(), [1, 3], "a stock updated twice in a row is noted once");
+        // In turn: 3, 1, 3, 1 (the first warm moves past the oldest).
+        let (one, three) = (lines(&book, 1), lines(&book, 3));
+        let turns: Vec<Vec<usize>> = (0..4).map(|_| warmed(&mut hot, &book)).collect();
+        assert_eq!(turns, [three.clone(), one.clone(), three.clone(), one.clone()]);
+        // The ring keeps the last HOT_STOCKS: after 100 stocks, 36..100 are left.
+        for l in 0..100u16 {
+            hot.note(l);
+        }
+        assert_eq!(hot.stocks().collect::<Vec<_>>(), (36..100).collect::<Vec<u16>>());
     }
 }

@@ -391,11 +391,14 @@ impl Drop for Kill {
 }
 
 /// The order book's p50 cost per normalised message of the day (in process, TSC-timed), as the
-/// trader's book applies them back to back (the budget's figure); and its cost on the messages
-/// that move a top of book when they come [`APART_NS`] apart, as ticks do at 100k msg/s,
-/// with the book left alone between them and with it warmed meanwhile as the trader's idle
-/// cycles warm it (`Strategy::warm`).
+/// trader's book applies them back to back (the budget's figure); and, over the day's first
+/// [`APART_MESSAGES`], its cost on the messages that move a top of book: back to back, and
+/// [`APART_NS`] apart (as ticks come at 100k msg/s) with the book left alone between them or
+/// warmed meanwhile as the trader's idle cycles warm it (`HotStocks`, prefetched). A spaced
+/// message is timed from when it was due, so a warming step it had to wait for counts; the two
+/// spaced kinds run twice each, in the order apart, warmed, warmed, apart.
 fn book_cost(itch: &Path, ticks_per_ns: f64) -> Result<(u64, BookWarmth), Box<dyn Error>> {
+    use tickbus_codecs::book::{HotStocks, OrderBook};
     use tickbus_codecs::normalize::Normalizer;
     let file = std::fs::File::open(itch).map_err(|e| format!("{}: {e}", itch.display()))?;
     // SAFETY: the lab's own ITCH file, not changed while mapped (a file truncated under the map
@@ -408,47 +411,63 @@ fn book_cost(itch: &Path, ticks_per_ns: f64) -> Result<(u64, BookWarmth), Box<dy
     }
     let (tsc, scale) = (Tsc::new(), TscScale { ticks_per_ns });
     let apart = (ticks_per_ns * APART_NS as f64) as u64;
-    // One pass over a fresh book: every message back to back, or `APART_MESSAGES` of them, each
-    // after its wait. Returns (every message, those that moved a top) in ns.
-    let pass = |wait: Wait| -> (Histogram<u64>, Histogram<u64>) {
-        // Reserved and touched as the trader's is (`Strategy::pre_touch`).
-        let mut book = tickbus_codecs::book::OrderBook::with_capacity(1 << 20, 8192);
+    // One pass over a fresh book, reserved and touched as the trader's is
+    // (`Strategy::pre_touch`): every message, each after its wait. Records every message in
+    // `all` and those among the first APART_MESSAGES that moved a top in `top`.
+    let pass = |wait: Wait, all: &mut Histogram<u64>, top: &mut Histogram<u64>| {
+        let mut book = OrderBook::with_capacity(1 << 20, 8192);
         book.pre_touch();
-        let (mut all, mut top) = (histogram(), histogram());
-        let mut at = 0;
+        let mut hot = HotStocks::default();
         let take = if wait == Wait::None { mds.len() } else { APART_MESSAGES };
-        for m in mds.iter().take(take) {
+        for (i, m) in mds.iter().take(take).enumerate() {
             let Ok(msg) = tickbus_codecs::decode(m) else { continue };
-            if wait != Wait::None {
-                let end = tsc.now() + apart;
-                while tsc.now() < end {
+            let t0 = if wait == Wait::None {
+                tsc.now()
+            } else {
+                let due = tsc.now() + apart;
+                while tsc.now() < due {
                     if wait == Wait::Warmed {
-                        at = book.hot_lines(at, tickbus::cache::prefetch_l2);
+                        hot.warm(&book, tickbus::cache::prefetch_l2);
                     }
                     std::hint::spin_loop();
                 }
-            }
-            let t0 = tsc.now();
+                due
+            };
             let r = std::hint::black_box(book.apply_md(&msg));
             let ns = scale.delta_ns(t0, tsc.now()).max(1);
             all.saturating_record(ns);
-            if matches!(r, Ok(Some(u)) if u.top_changed) {
-                top.saturating_record(ns);
+            if let Ok(Some(u)) = r {
+                hot.note(u.locate);
+                if u.top_changed && i < APART_MESSAGES {
+                    top.saturating_record(ns);
+                }
             }
         }
-        (all, top)
     };
+    let (mut all, mut back_to_back) = (histogram(), histogram());
+    pass(Wait::None, &mut all, &mut back_to_back);
+    let (mut cold, mut warmed, mut unused) = (histogram(), histogram(), histogram());
+    for wait in [Wait::Idle, Wait::Warmed, Wait::Warmed, Wait::Idle] {
+        pass(wait, &mut unused, if wait == Wait::Idle { &mut cold } else { &mut warmed });
+    }
     let p50_p90 = |h: &Histogram<u64>| (h.value_at_quantile(0.5), h.value_at_quantile(0.9));
-    let (all, back_to_back) = pass(Wait::None);
-    let (_, cold) = pass(Wait::Idle);
-    let (_, warmed) = pass(Wait::Warmed);
     let warmth = BookWarmth {
         apart_ns: APART_NS,
-        messages: cold.len(),
+        messages: back_to_back.len(),
         back_to_back: p50_p90(&back_to_back),
         apart: p50_p90(&cold),
         warmed: p50_p90(&warmed),
     };
+    // The same messages on the same book: the same ones move a top in every pass.
+    if (cold.len(), warmed.len()) != (2 * warmth.messages, 2 * warmth.messages) {
+        return Err(format!(
+            "the book's spaced passes moved a top {} and {} times, not twice {}",
+            cold.len(),
+            warmed.len(),
+            warmth.messages
+        )
+        .into());
+    }
     Ok((if all.is_empty() { 0 } else { all.value_at_quantile(0.5) }, warmth))
 }
 

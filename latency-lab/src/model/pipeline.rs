@@ -16,14 +16,15 @@ pub struct Hop {
     pub x_floor: Option<(f64, f64)>,
 }
 
-/// The book's cost per message that moves a top of book (the messages the trader orders on),
-/// (p50, p90) ns: back to back, as the budget's figure is measured; `apart_ns` apart with the
-/// book left alone meanwhile; and as far apart with the book warmed meanwhile, as the trader's
-/// idle cycles warm it (`OrderBook::hot_lines`, prefetched into L2). What the gap costs, and what warming wins back.
+/// The book's cost per message that moves a top of book (the messages the trader orders on)
+/// among the day's first messages, (p50, p90) ns: back to back; `apart_ns` apart with the book
+/// left alone meanwhile; and as far apart with the book warmed meanwhile, as the trader's idle
+/// cycles warm it (`HotStocks`). The spaced ones are timed from when the message was due. What
+/// the gap costs, and what warming wins back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BookWarmth {
     pub apart_ns: u64,
-    /// Messages that moved a top in each spaced pass.
+    /// Messages that moved a top in each pass (the spaced kinds ran two passes each).
     pub messages: u64,
     pub back_to_back: (u64, u64),
     pub apart: (u64, u64),

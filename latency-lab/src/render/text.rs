@@ -203,16 +203,17 @@ pub fn pipeline_table(runs: &[Run]) -> String {
         if let Some(w) = &r.book_warmth {
             let _ = writeln!(
                 s,
-                "  the book on messages that move a top (p50/p90 ns, in process): back to back {}/{}; {} µs apart {}/{}; \
-                 as far apart, warmed meanwhile as the trader's idle cycles warm it {}/{} ({} messages)",
+                "  the book on the messages that move a top among the day's first (p50/p90 ns, in process; {} messages a \
+                 pass): back to back {}/{}; {} µs apart, timed from when due {}/{}; as far apart, warmed meanwhile as \
+                 the trader's idle cycles warm it {}/{}",
+                w.messages,
                 w.back_to_back.0,
                 w.back_to_back.1,
                 w.apart_ns / 1_000,
                 w.apart.0,
                 w.apart.1,
                 w.warmed.0,
-                w.warmed.1,
-                w.messages
+                w.warmed.1
             );
         }
         for t in r.targets() {
