@@ -17,17 +17,19 @@
 //! they bring their lines in as reads do.
 use std::mem::size_of;
 
-use super::{Level, OrderBook, StockBook};
+use super::{Level, Order, OrderBook, StockBook};
 
 /// How many recent updates [`HotStocks`] remembers.
 const HOT_STOCKS: usize = 64;
+/// [`HOT_STOCKS`] as the count's type.
+const HOT: u64 = HOT_STOCKS as u64;
 
 impl OrderBook {
     /// Calls `line` with an address in each hot cache line of stock `locate` (nothing for a
     /// locate the book never grew to): the stock's entry; for each side that holds orders,
     /// every line from the fourth-best level to the end of the best (`Levels::find` scans the
-    /// top four 32-byte levels, which may straddle three lines) and the order slots at the head
-    /// and the tail of the best level. Reads the book to find them; no allocation, no
+    /// top four 32-byte levels, which may straddle three lines) and the lines of the orders at
+    /// the head and the tail of the best level. Reads the book to find them; no allocation, no
     /// syscall, no change.
     #[inline]
     pub fn hot_lines(&self, locate: u16, mut line: impl FnMut(*const u8)) {
@@ -47,22 +49,28 @@ impl OrderBook {
             }
             for r in [best.head, best.tail] {
                 if let Some(o) = self.orders.get(&r) {
-                    line((o as *const super::Order).cast());
+                    // A 32-byte order in a 48-byte slot may straddle two lines: both.
+                    let start = (o as *const Order).cast::<u8>();
+                    let end = start.wrapping_add(size_of::<Order>() - 1);
+                    line(start);
+                    if end as usize & !63 != start as usize & !63 {
+                        line(end);
+                    }
                 }
             }
         }
     }
 }
 
-/// The stocks the last 64 book updates touched (a stock updated twice in a row
+/// The last 64 stocks book updates touched (a stock updated again in a row counted
 /// once), for an idle loop to keep warm: [`HotStocks::note`] on every update, and
 /// [`HotStocks::warm`] once an idle cycle warms the next of them in turn. Fixed size: no
 /// allocation.
 #[derive(Debug, Clone)]
 pub struct HotStocks {
     ring: [u16; HOT_STOCKS],
-    /// Updates noted (the next goes at `noted % HOT_STOCKS`).
-    noted: usize,
+    /// Stocks noted (the next goes at `noted % HOT_STOCKS`; a u64 that no day wraps).
+    noted: u64,
     /// The ring index warmed last.
     warmed: usize,
 }
@@ -77,24 +85,24 @@ impl HotStocks {
     /// Notes that an update touched stock `locate`.
     #[inline]
     pub fn note(&mut self, locate: u16) {
-        if self.noted > 0 && self.ring[(self.noted - 1) % HOT_STOCKS] == locate {
+        if self.noted > 0 && self.ring[((self.noted - 1) % HOT) as usize] == locate {
             return;
         }
-        self.ring[self.noted % HOT_STOCKS] = locate;
-        self.noted = self.noted.wrapping_add(1).max(1);
+        self.ring[(self.noted % HOT) as usize] = locate;
+        self.noted += 1;
     }
 
     /// The stocks noted, oldest first (at most 64).
     pub fn stocks(&self) -> impl Iterator<Item = u16> + '_ {
-        let n = self.noted.min(HOT_STOCKS);
-        (self.noted - n..self.noted).map(|i| self.ring[i % HOT_STOCKS])
+        let n = self.noted.min(HOT);
+        (self.noted - n..self.noted).map(|i| self.ring[(i % HOT) as usize])
     }
 
     /// Names the hot lines of the next noted stock in turn ([`OrderBook::hot_lines`]) to
     /// `line`; nothing before the first note.
     #[inline]
     pub fn warm(&mut self, book: &OrderBook, line: impl FnMut(*const u8)) {
-        let n = self.noted.min(HOT_STOCKS);
+        let n = self.noted.min(HOT) as usize;
         if n == 0 {
             return;
         }
@@ -105,7 +113,7 @@ impl HotStocks {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Order, Side};
+    use super::super::Side;
     use super::*;
     use crate::itch::{AddOrder, ItchHeader, ItchMessage};
     use zerocopy::big_endian::{U32, U64};
@@ -128,27 +136,39 @@ mod tests {
         v
     }
 
+    /// Every 64-byte line `[from, from + len)` touches.
+    fn lines_of(from: usize, len: usize) -> Vec<usize> {
+        (from & !63..=(from + len - 1) & !63).step_by(64).collect()
+    }
+
     #[test]
     fn the_hot_lines_are_the_entry_the_top_levels_lines_and_the_best_levels_queue_ends() {
         let mut book = OrderBook::with_capacity(64, 8);
-        // Bids at five prices (the best, 105, holds orders 15 and 16); no asks.
+        // Bids at five prices (the best, 105, holds orders 15 and 16); asks at six (the best,
+        // 201, holds order 21 alone).
         for (r, price) in [(11, 101), (12, 102), (13, 103), (14, 104), (15, 105), (16, 105)] {
             add(&mut book, 2, r, b'B', price);
         }
-        let v = lines(&book, 2);
-        let entry = book.stock(2).unwrap() as *const StockBook as usize;
-        let levels = book.stock(2).unwrap().side(Side::Bid).as_slice();
-        assert_eq!(levels.len(), 5);
-        // Every line from the fourth-best level (index 1) to the end of the best (index 4).
-        let (from, to) = (&levels[1] as *const Level as usize, &levels[4] as *const Level as usize + 31);
-        let level_lines: Vec<usize> = (from & !63..=to & !63).step_by(64).collect();
-        assert!((2..=3).contains(&level_lines.len()), "{level_lines:?}");
-        let head = book.order(15).unwrap() as *const Order as usize;
-        let tail = book.order(16).unwrap() as *const Order as usize;
-        let mut want = vec![entry];
-        want.extend(&level_lines);
-        want.extend([head, tail]);
-        assert_eq!(v, want);
+        for (r, price) in [(21, 201), (22, 202), (23, 203), (24, 204), (25, 205), (26, 206)] {
+            add(&mut book, 2, r, b'S', price);
+        }
+        let stock = book.stock(2).unwrap();
+        let order = |r: u64| lines_of(book.order(r).unwrap() as *const Order as usize, size_of::<Order>());
+        let top_four = |side: Side| {
+            let levels = stock.side(side).as_slice();
+            // The best is last: the top four are the last four, 128 bytes.
+            lines_of(&levels[levels.len() - 4] as *const Level as usize, 4 * size_of::<Level>())
+        };
+        let mut want = vec![stock as *const StockBook as usize];
+        want.extend(top_four(Side::Bid));
+        want.extend(order(15));
+        want.extend(order(16));
+        want.extend(top_four(Side::Ask));
+        want.extend(order(21));
+        want.extend(order(21));
+        // Named at the order's first byte and, when it straddles, its last: compare the lines.
+        let got: Vec<usize> = lines(&book, 2).iter().map(|a| a & !63).collect();
+        assert_eq!(got, want.iter().map(|a| a & !63).collect::<Vec<_>>());
         // A stock with no orders: its entry only; one beyond the book: nothing.
         assert_eq!(lines(&book, 3), [book.stock(3).unwrap() as *const StockBook as usize]);
         assert_eq!(lines(&book, 9_000), Vec::<usize>::new());

@@ -205,7 +205,7 @@ pub fn pipeline_table(runs: &[Run]) -> String {
                 s,
                 "  the book on the messages that move a top among the day's first (p50/p90 ns, in process; {} messages a \
                  pass): back to back {}/{}; {} µs apart, timed from when due {}/{}; as far apart, warmed meanwhile as \
-                 the trader's idle cycles warm it {}/{}",
+                 the trader's idle cycles warm it (here on every turn of the wait) {}/{}",
                 w.messages,
                 w.back_to_back.0,
                 w.back_to_back.1,
