@@ -15,9 +15,9 @@
 //! (`tickbus::cache::prefetch_l2`). Finding the lines reads the stock's entry, its best level
 //! and the two order slots, one after another; those reads are the warming's main cost, and
 //! they bring their lines in as reads do.
-use std::mem::size_of;
+use std::mem::{size_of, size_of_val};
 
-use super::{Level, Order, OrderBook, StockBook};
+use super::{Order, OrderBook, StockBook};
 
 /// How many recent updates [`HotStocks`] remembers.
 const HOT_STOCKS: usize = 64;
@@ -38,27 +38,28 @@ impl OrderBook {
         for side in [&stock.bids, &stock.asks] {
             let levels = side.as_slice();
             let Some(best) = levels.last() else { continue };
-            let top = levels[levels.len().saturating_sub(4)..].as_ptr_range();
-            let first = top.start as usize & !63;
-            let last = (top.end as usize - 1) & !63;
-            debug_assert_eq!(top.end as usize - (best as *const Level as usize), size_of::<Level>());
-            for at in (first..=last).step_by(64) {
-                // The line's address, kept a pointer into the levels (at may lie below them,
-                // within their first line).
-                line(top.start.cast::<u8>().wrapping_add(at.wrapping_sub(top.start as usize)));
-            }
+            let top = &levels[levels.len().saturating_sub(4)..];
+            each_line(top.as_ptr().cast(), size_of_val(top), &mut line);
             for r in [best.head, best.tail] {
                 if let Some(o) = self.orders.get(&r) {
-                    // A 32-byte order in a 48-byte slot may straddle two lines: both.
-                    let start = (o as *const Order).cast::<u8>();
-                    let end = start.wrapping_add(size_of::<Order>() - 1);
-                    line(start);
-                    if end as usize & !63 != start as usize & !63 {
-                        line(end);
-                    }
+                    // A 32-byte order in a 48-byte slot may straddle two lines.
+                    each_line((o as *const Order).cast(), size_of::<Order>(), &mut line);
                 }
             }
         }
+    }
+}
+
+/// Calls `line` once for each cache line the `len` bytes from `start` touch (an address in
+/// it; `len` > 0).
+#[inline(always)]
+fn each_line(start: *const u8, len: usize, line: &mut impl FnMut(*const u8)) {
+    let first = start as usize & !63;
+    let last = (start as usize + len - 1) & !63;
+    for at in (first..=last).step_by(64) {
+        // The line's address, kept a pointer into the range (at may lie below it, within its
+        // first line).
+        line(start.wrapping_add(at.wrapping_sub(start as usize)));
     }
 }
 
@@ -113,7 +114,7 @@ impl HotStocks {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Side;
+    use super::super::{Level, Side};
     use super::*;
     use crate::itch::{AddOrder, ItchHeader, ItchMessage};
     use zerocopy::big_endian::{U32, U64};
