@@ -59,7 +59,10 @@ pub struct Spec<'a> {
 /// the same ratio, not as a different verdict. The run's figures are the median round's.
 pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
     check(s)?;
-    let (book_p50, book_warmth) = book_cost(s.itch, s.ticks_per_ns, true)?;
+    let mds = normalised_day(s.itch)?;
+    let mut back_to_back = histogram();
+    let book_p50 = book_p50(&mds, s.ticks_per_ns, &mut back_to_back);
+    let book_warmth = book_warmth(&mds, s.ticks_per_ns, &back_to_back)?;
     let mut runs: Vec<Run> = Vec::new();
     let mut rounds = Vec::new();
     for k in 0..s.rounds.max(1) {
@@ -390,19 +393,8 @@ impl Drop for Kill {
     }
 }
 
-/// The order book's p50 cost per normalised message of the day (in process, TSC-timed), as the
-/// trader's book applies them back to back (the budget's figure); and, over the day's first
-/// [`APART_MESSAGES`], its cost on the messages that move a top of book: back to back, and
-/// [`APART_NS`] apart (as ticks come at 100k msg/s) with the book left alone between them or
-/// warmed meanwhile as the trader's idle cycles warm it (`HotStocks`, prefetched). A spaced
-/// message is timed from when it was due, so a warming step it had to wait for counts (and so
-/// does the wait loop's overshoot, up to one spin-loop pause: part of what "apart" costs over
-/// back to back is that, in both spaced kinds alike). The wait loop warms on every turn, where
-/// the trader warms once per idle duty cycle, which also polls its rings. The two spaced kinds
-/// run twice each, in the order apart, warmed, warmed, apart; `spaced: false` skips them (the
-/// RDMA pipeline needs only the p50).
-fn book_cost(itch: &Path, ticks_per_ns: f64, spaced: bool) -> Result<(u64, BookWarmth), Box<dyn Error>> {
-    use tickbus_codecs::book::{HotStocks, OrderBook};
+/// The lab's day as the trader gets it: its first 500,000 ITCH messages, normalised.
+fn normalised_day(itch: &Path) -> Result<Vec<Vec<u8>>, Box<dyn Error>> {
     use tickbus_codecs::normalize::Normalizer;
     let file = std::fs::File::open(itch).map_err(|e| format!("{}: {e}", itch.display()))?;
     // SAFETY: the lab's own ITCH file, not changed while mapped (a file truncated under the map
@@ -413,58 +405,88 @@ fn book_cost(itch: &Path, ticks_per_ns: f64, spaced: bool) -> Result<(u64, BookW
     for f in tickbus_codecs::itch::frames(&map).take(500_000) {
         norm.apply(&f?.message, &mut |m| mds.push(m.as_bytes().to_vec()));
     }
+    Ok(mds)
+}
+
+/// One pass of the day's messages `mds` over a fresh book, reserved and touched as the
+/// trader's is (`Strategy::pre_touch`), each message after its wait and TSC-timed (a spaced
+/// one from when it was due). Records every message in `all` and those among the first
+/// [`APART_MESSAGES`] that moved a top in `top`; a spaced pass applies only those.
+fn book_pass(mds: &[Vec<u8>], wait: Wait, ticks_per_ns: f64, all: &mut Histogram<u64>, top: &mut Histogram<u64>) {
+    use tickbus_codecs::book::{HotStocks, OrderBook};
     let (tsc, scale) = (Tsc::new(), TscScale { ticks_per_ns });
     let apart = (ticks_per_ns * APART_NS as f64) as u64;
-    // One pass over a fresh book, reserved and touched as the trader's is
-    // (`Strategy::pre_touch`): every message, each after its wait. Records every message in
-    // `all` and those among the first APART_MESSAGES that moved a top in `top`.
-    let pass = |wait: Wait, all: &mut Histogram<u64>, top: &mut Histogram<u64>| {
-        let mut book = OrderBook::with_capacity(1 << 20, 8192);
-        book.pre_touch();
-        let mut hot = HotStocks::default();
-        let take = if wait == Wait::None { mds.len() } else { APART_MESSAGES };
-        for (i, m) in mds.iter().take(take).enumerate() {
-            let Ok(msg) = tickbus_codecs::decode(m) else { continue };
-            let t0 = if wait == Wait::None {
-                tsc.now()
-            } else {
-                let due = tsc.now() + apart;
-                while tsc.now() < due {
-                    if wait == Wait::Warmed {
-                        hot.warm(&book, tickbus::cache::prefetch_l2);
-                    }
-                    std::hint::spin_loop();
+    let mut book = OrderBook::with_capacity(1 << 20, 8192);
+    book.pre_touch();
+    let mut hot = HotStocks::default();
+    let take = if wait == Wait::None { mds.len() } else { APART_MESSAGES };
+    for (i, m) in mds.iter().take(take).enumerate() {
+        let Ok(msg) = tickbus_codecs::decode(m) else { continue };
+        let t0 = if wait == Wait::None {
+            tsc.now()
+        } else {
+            let due = tsc.now() + apart;
+            while tsc.now() < due {
+                if wait == Wait::Warmed {
+                    hot.warm(&book, tickbus::cache::prefetch_l2);
                 }
-                due
-            };
-            let r = std::hint::black_box(book.apply_md(&msg));
-            let ns = scale.delta_ns(t0, tsc.now()).max(1);
-            all.saturating_record(ns);
-            if let Ok(Some(u)) = r {
-                hot.note(u.locate);
-                if u.top_changed && i < APART_MESSAGES {
-                    top.saturating_record(ns);
-                }
+                std::hint::spin_loop();
+            }
+            due
+        };
+        let r = std::hint::black_box(book.apply_md(&msg));
+        let ns = scale.delta_ns(t0, tsc.now()).max(1);
+        all.saturating_record(ns);
+        if let Ok(Some(u)) = r {
+            hot.note(u.locate);
+            if u.top_changed && i < APART_MESSAGES {
+                top.saturating_record(ns);
             }
         }
-    };
-    let (mut all, mut back_to_back) = (histogram(), histogram());
-    pass(Wait::None, &mut all, &mut back_to_back);
+    }
+}
+
+/// The order book's p50 cost per normalised message of the day (in process), as the trader's
+/// book applies them back to back: the budget's figure. The pass also records, in `top`, the
+/// messages among the first [`APART_MESSAGES`] that moved a top (for [`book_warmth`]).
+fn book_p50(mds: &[Vec<u8>], ticks_per_ns: f64, top: &mut Histogram<u64>) -> u64 {
+    let mut all = histogram();
+    book_pass(mds, Wait::None, ticks_per_ns, &mut all, top);
+    if all.is_empty() {
+        0
+    } else {
+        all.value_at_quantile(0.5)
+    }
+}
+
+/// The book's cost on the messages among the day's first [`APART_MESSAGES`] that move a top
+/// of book: back to back (`back_to_back`, recorded by [`book_p50`]'s pass), and [`APART_NS`]
+/// apart (as ticks come at 100k msg/s) with the book left alone between them or warmed
+/// meanwhile as the trader's idle cycles warm it (`HotStocks`, prefetched). A spaced message
+/// is timed from when it was due, so a warming step it had to wait for counts (and so does the
+/// wait loop's overshoot, up to one spin-loop pause: part of what "apart" costs over back to
+/// back is that, in both spaced kinds alike). The wait loop warms on every turn, where the
+/// trader warms once per idle duty cycle, which also polls its rings. The two spaced kinds run
+/// twice each, in the order apart, warmed, warmed, apart.
+fn book_warmth(
+    mds: &[Vec<u8>],
+    ticks_per_ns: f64,
+    back_to_back: &Histogram<u64>,
+) -> Result<BookWarmth, Box<dyn Error>> {
     let (mut cold, mut warmed, mut unused) = (histogram(), histogram(), histogram());
-    let kinds = if spaced { &[Wait::Idle, Wait::Warmed, Wait::Warmed, Wait::Idle][..] } else { &[] };
-    for &wait in kinds {
-        pass(wait, &mut unused, if wait == Wait::Idle { &mut cold } else { &mut warmed });
+    for wait in [Wait::Idle, Wait::Warmed, Wait::Warmed, Wait::Idle] {
+        book_pass(mds, wait, ticks_per_ns, &mut unused, if wait == Wait::Idle { &mut cold } else { &mut warmed });
     }
     let p50_p90 = |h: &Histogram<u64>| (h.value_at_quantile(0.5), h.value_at_quantile(0.9));
     let warmth = BookWarmth {
         apart_ns: APART_NS,
         messages: back_to_back.len(),
-        back_to_back: p50_p90(&back_to_back),
+        back_to_back: p50_p90(back_to_back),
         apart: p50_p90(&cold),
         warmed: p50_p90(&warmed),
     };
     // The same messages on the same book: the same ones move a top in every pass.
-    if spaced && (cold.len(), warmed.len()) != (2 * warmth.messages, 2 * warmth.messages) {
+    if (cold.len(), warmed.len()) != (2 * warmth.messages, 2 * warmth.messages) {
         return Err(format!(
             "the book's spaced passes moved a top {} and {} times, not twice {}",
             cold.len(),
@@ -473,14 +495,14 @@ fn book_cost(itch: &Path, ticks_per_ns: f64, spaced: bool) -> Result<(u64, BookW
         )
         .into());
     }
-    Ok((if all.is_empty() { 0 } else { all.value_at_quantile(0.5) }, warmth))
+    Ok(warmth)
 }
 
-/// How far apart [`book_cost`]'s spaced messages come (100k msg/s), and how many it applies so.
+/// How far apart [`book_warmth`]'s spaced messages come (100k msg/s), and how many it applies so.
 const APART_NS: u64 = 10_000;
 const APART_MESSAGES: usize = 30_000;
 
-/// What [`book_cost`] does between two messages.
+/// What [`book_pass`] does between two messages.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Wait {
     None,
@@ -638,7 +660,7 @@ pub fn rdma_rounds(
     ticks_per_ns: f64,
 ) -> Result<RdmaRun, Box<dyn Error>> {
     let RdmaPipeline { rounds, rate, messages } = *pipe;
-    let (book_p50, _) = book_cost(itch, ticks_per_ns, false)?;
+    let book_p50 = book_p50(&normalised_day(itch)?, ticks_per_ns, &mut histogram());
     let mut out = Vec::new();
     let mut hops = Vec::new();
     for round in 0..rounds {
