@@ -153,7 +153,14 @@ fn run(tool: &str, extra: &[&str], devices: (&str, &str), size: usize, iters: u6
 
 /// perftest's one-way latency in ns, typical (median) and p99: `ib_write_lat` or
 /// `ib_send_lat` (whose table is bytes, iterations, t_min, t_max, t_typical, t_avg, t_stdev,
-/// p99, p99.9 in µs).
+/// p99, p99.9).
+///
+/// perftest is asked for TSC cycles (`-C`) and the cycles are converted here with
+/// `ticks_per_ns`, the rate the lab measured for its own figures. Left to convert them itself,
+/// perftest fits its own cycles-per-µs line over 1,000 short `gettimeofday` samples and, when
+/// the fit is poor (r² < 0.9, as under TCG with two perftests at once), divides by zero and
+/// prints `inf` for every figure: CI saw three such runs in a row. Both programs read RDTSC in
+/// the same guest, so one conversion also puts perftest and tickbus on one clock.
 #[cfg(feature = "rdma")]
 pub fn one_way(
     tool: &str,
@@ -161,22 +168,36 @@ pub fn one_way(
     devices: (&str, &str),
     size: usize,
     iters: u64,
+    ticks_per_ns: f64,
 ) -> Result<(u64, u64), Box<dyn Error>> {
-    // A figure perftest could not have measured (zero, not finite, or over a second: its UD
-    // client under TCG has printed all three) is no figure: run again, up to three times.
-    let sane = |us: f64| us.is_finite() && us > 0.0 && us < 1e6;
+    if !(ticks_per_ns.is_finite() && ticks_per_ns > 0.0) {
+        return Err(
+            format!("{tool} {size} B: no TSC rate to convert perftest's cycles ({ticks_per_ns} ticks/ns)").into()
+        );
+    }
+    let args: Vec<&str> = extra.iter().copied().chain(["-C"]).collect();
     let mut last = Vec::new();
     for _ in 0..3 {
-        let f = run(tool, extra, devices, size, iters)?;
+        let f = run(tool, &args, devices, size, iters)?;
         match f[..] {
-            [_, _, _, _, typical, _, _, p99, ..] if sane(typical) && sane(p99) => {
-                return Ok(((typical * 1000.0) as u64, (p99 * 1000.0) as u64))
+            [_, _, _, _, typical, _, _, p99, ..] => {
+                match (cycles_to_ns(typical, ticks_per_ns), cycles_to_ns(p99, ticks_per_ns)) {
+                    (Some(t), Some(p)) => return Ok((t, p)),
+                    _ => last = f,
+                }
             }
-            [_, _, _, _, _, _, _, _, ..] => last = f,
             _ => return Err(format!("{tool} {size} B: unexpected result line {f:?}").into()),
         }
     }
-    Err(format!("{tool} {size} B: no believable latency in 3 runs (last result line {last:?})").into())
+    Err(format!("{tool} {size} B: no believable latency in 3 runs (last result line {last:?}, in TSC cycles)").into())
+}
+
+/// perftest's figure in cycles as ns, or `None` for one it could not have measured (zero, not
+/// finite, or over a second: its UD client under TCG has printed all three).
+#[cfg(any(feature = "rdma", test))]
+fn cycles_to_ns(cycles: f64, ticks_per_ns: f64) -> Option<u64> {
+    let ns = cycles / ticks_per_ns;
+    (ns.is_finite() && ns > 0.0 && ns < 1e9).then_some(ns.round() as u64)
 }
 
 /// A one-way latency's (typical, p99), ns.
@@ -194,10 +215,11 @@ pub fn one_way_together(
     b: (&str, &[&str], usize),
     devices: (&str, &str),
     iters: u64,
+    ticks_per_ns: f64,
 ) -> Result<(TypicalP99, TypicalP99), Box<dyn Error>> {
     let go = |(tool, extra, size): (&str, &[&str], usize), port: &str| {
         let args: Vec<&str> = extra.iter().copied().chain(["-p", port]).collect();
-        one_way(tool, &args, devices, size, iters).map_err(|e| e.to_string())
+        one_way(tool, &args, devices, size, iters, ticks_per_ns).map_err(|e| e.to_string())
     };
     let (ra, rb) = std::thread::scope(|s| {
         let ha = s.spawn(|| go(a, "18515"));
@@ -237,6 +259,16 @@ pub fn msg_rate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn perftest_cycles_become_ns_on_the_labs_clock_and_impossible_figures_none() {
+        assert_eq!(cycles_to_ns(2500.0, 2.5), Some(1000));
+        assert_eq!(cycles_to_ns(30_000.0, 3.0), Some(10_000));
+        // What perftest printed when its own clock fit failed, and what else it has printed.
+        for bad in [f64::INFINITY, f64::NAN, 0.0, -5.0, 3e9 * 2.0] {
+            assert_eq!(cycles_to_ns(bad, 3.0), None, "{bad}");
+        }
+    }
 
     #[test]
     fn reads_the_rig_perftest_json() {

@@ -666,14 +666,24 @@ pub fn rdma_rounds(
     for round in 0..rounds {
         // One at a time (for reference), then the same-load floor: both at once, as the
         // pipeline's two hops run.
-        let ud_alone =
-            crate::bench::perftest::one_way("ib_send_lat", &["-c", "UD"], devices, MD_PAYLOAD, perftest_iters)?.0;
-        let rc_alone = crate::bench::perftest::one_way("ib_write_lat", &[], devices, ORDER_PAYLOAD, perftest_iters)?.0;
+        let ud_alone = crate::bench::perftest::one_way(
+            "ib_send_lat",
+            &["-c", "UD"],
+            devices,
+            MD_PAYLOAD,
+            perftest_iters,
+            ticks_per_ns,
+        )?
+        .0;
+        let rc_alone =
+            crate::bench::perftest::one_way("ib_write_lat", &[], devices, ORDER_PAYLOAD, perftest_iters, ticks_per_ns)?
+                .0;
         let (ud, rc) = crate::bench::perftest::one_way_together(
             ("ib_send_lat", &["-c", "UD"], MD_PAYLOAD),
             ("ib_write_lat", &[], ORDER_PAYLOAD),
             devices,
             perftest_iters,
+            ticks_per_ns,
         )?;
         let (ud, rc) = (ud.0, rc.0);
         let (ex, tr) = rdma_pipeline(tickbus, itch, devices, rate, messages, round)?;

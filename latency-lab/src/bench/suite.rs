@@ -150,9 +150,16 @@ pub fn rdma(
         let mut rows = Vec::new();
         for round in 1..=rounds {
             let perftest = || -> Result<(u64, u64), Box<dyn Error>> {
-                let (write, _) = crate::bench::perftest::one_way("ib_write_lat", &[], (da, db), size, iterations)?;
-                let (send, _) =
-                    crate::bench::perftest::one_way("ib_send_lat", &["-c", "UD"], (da, db), size, iterations)?;
+                let (write, _) =
+                    crate::bench::perftest::one_way("ib_write_lat", &[], (da, db), size, iterations, ticks_per_ns)?;
+                let (send, _) = crate::bench::perftest::one_way(
+                    "ib_send_lat",
+                    &["-c", "UD"],
+                    (da, db),
+                    size,
+                    iterations,
+                    ticks_per_ns,
+                )?;
                 Ok((write, send))
             };
             let tickbus = || -> Result<Vec<Row>, Box<dyn Error>> {
