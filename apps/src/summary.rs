@@ -254,6 +254,11 @@ pub struct TraderSummary {
     pub publish_hop_ns: Option<HopStats>,
     /// What the loop counted.
     pub counts: TraderCounts,
+    /// The median ns of one empty duty cycle, whole (`tickbus::agent::PollPeriod`: windows of
+    /// 64 empty cycles in a row): a tick waits on average half of one before it is seen.
+    /// None when no window was timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_pass_ns: Option<u64>,
     /// ud-mcast: market data recovered from the publisher's history.
     pub md_recovered: u64,
     /// What the strategy did.

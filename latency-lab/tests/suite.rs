@@ -264,6 +264,10 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     for k in ["back_to_back", "apart", "warmed"] {
         assert!(w[k][0].as_u64().unwrap() > 0, "{k}: {w}");
     }
+    // One empty pass of the trader's loop beside one of the floor's bare reader, timed the same
+    // way: the trader's does more (reports, warming the book), so it cannot be the shorter.
+    let (trader, floor) = (p["poll_pass"]["trader"].as_u64().unwrap(), p["poll_pass"]["floor"].as_u64().unwrap());
+    assert!(floor > 0 && trader >= floor, "{}", p["poll_pass"]);
     // Paired rounds: the pipeline and its floors back to back, the floors first in the second.
     let rounds = p["rounds"].as_array().expect("the pipeline's rounds");
     assert_eq!(rounds.iter().map(|r| r["floors_first"].as_bool().unwrap()).collect::<Vec<_>>(), [false, true]);
@@ -285,6 +289,7 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     assert!(text.contains("SNAPSHOT COST") && text.contains("the venue's publish latency while it makes snapshots"));
     assert!(text.contains("TRADING PIPELINE") && text.contains("order published -> gateway receive"), "{text}");
     assert!(text.contains("warmed meanwhile as the trader's idle cycles warm it"), "{text}");
+    assert!(text.contains("one empty pass of the trader's loop"), "{text}");
     let svg = std::fs::read_to_string(out.join("pipeline-hops.svg")).unwrap();
     assert!(
         svg.contains("50k msg/s: hops") && svg.contains("book applied -&gt; decision") && svg.contains(">\np99\n<"),

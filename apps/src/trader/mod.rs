@@ -145,6 +145,9 @@ pub struct Trader {
     pub publish_hop: hdrhistogram::Histogram<u64>,
     /// The ingress stamp of the last tick received.
     last_ingress: u64,
+    /// How long an empty duty cycle takes, all of it (the streams polled, the book warmed, the
+    /// idle pause): a tick waits on average half of one before the trader looks.
+    pub poll: tickbus::agent::PollPeriod,
     scale: tickbus::time::TscScale,
     /// When the trader started, and (a late joiner) when it went live: TSC.
     started_tsc: u64,
@@ -193,6 +196,7 @@ impl Trader {
             tick_hop,
             publish_hop,
             last_ingress: 0,
+            poll: tickbus::agent::PollPeriod::new(),
             scale,
             recovery: None,
         }
@@ -217,6 +221,7 @@ impl Trader {
             tick_hop,
             publish_hop,
             last_ingress,
+            poll,
             scale,
             recovery,
             ..
@@ -345,6 +350,9 @@ impl Trader {
         if work == 0 {
             // Nothing came: keep the book's next stock warm for the tick to come.
             strategy.warm();
+            poll.empty(tsc);
+        } else {
+            poll.busy();
         }
         work
     }
@@ -437,7 +445,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
             );
         }
     }
-    let Trader { orders, strategy, counts: c, tick_hop: h, publish_hop, .. } = t;
+    let Trader { orders, strategy, counts: c, tick_hop: h, publish_hop, poll, scale, .. } = t;
     drop(orders); // closes the order stream: the gateway sees the trader finished
     if a.json {
         let summary = tickbus_apps::summary::TraderSummary {
@@ -452,6 +460,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
                 )
             }),
             counts: c.clone(),
+            poll_pass_ns: poll.median_ns(scale.ticks_per_ns).map(|ns| ns.round() as u64),
             md_recovered: recovered,
             strategy: strategy.stats,
             in_flight: strategy.in_flight(),

@@ -6,9 +6,11 @@
 mod idle;
 #[cfg(not(loom))]
 pub mod lifecycle;
+mod poll_period;
 mod runner;
 
 pub use idle::{IdleAction, IdleStrategy, Idler};
+pub use poll_period::PollPeriod;
 pub use runner::{pin_current_thread, run_until, AgentPanicked, AgentRunner, Pinning};
 
 /// A unit of work polled by a runner.

@@ -23,7 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::cleanup::Rings;
-use crate::model::pipeline::{BookWarmth, Hop, Round, Run, SnapshotCost, SnapshotRound};
+use crate::model::pipeline::{BookWarmth, Hop, PollPasses, Round, Run, SnapshotCost, SnapshotRound};
 #[cfg(feature = "rdma")]
 use crate::model::pipeline::{RdmaRound, RdmaRun};
 use hdrhistogram::Histogram;
@@ -73,12 +73,16 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
         };
         let (ex, tr, layout) = pipeline(s, &[])?;
         let counts = (ex.md.published, tr.counts.orders);
-        let (md_floor, order_floor) = match early {
+        let (md_floor, order_floor, floor_pass) = match early {
             Some(f) => f,
             None => floors(s, counts)?,
         };
-        let r =
-            Run { book_warmth: Some(book_warmth), ..assemble(s, &ex, &tr, layout, (md_floor, order_floor), book_p50)? };
+        let poll_pass = tr.poll_pass_ns.zip(floor_pass).map(|(trader, floor)| PollPasses { trader, floor });
+        let r = Run {
+            book_warmth: Some(book_warmth),
+            poll_pass,
+            ..assemble(s, &ex, &tr, layout, (md_floor, order_floor), book_p50)?
+        };
         let worst = r.crossings().fold(0.0f64, |m, (a, b)| m.max(a).max(b));
         rounds.push(Round {
             ttt_p50: r.hops[5].p50,
@@ -88,6 +92,7 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
             order_floor_p50: order_floor.0,
             floors_first: early.is_some(),
             backlog: r.backlog.clone(),
+            poll_pass,
         });
         eprintln!(
             "latency-lab: pipeline at {} msg/s, round {}: tick-to-trade p50 {} ns against {} ns; worst crossing {:.2}x its floor{}",
@@ -128,18 +133,21 @@ fn check(s: &Spec<'_>) -> Result<(), Box<dyn Error>> {
 /// A floor's (p50, p99), ns.
 type P50P99 = (u64, u64);
 
+/// The two hop floors and the market-data floor reader's empty poll (median ns, if timed).
+type Floors = (P50P99, P50P99, Option<u64>);
+
 /// The two process-crossing hops' floors, (p50, p99) each: the same payloads between the same
 /// cores, at the rates and counts the pipeline produced (market data: the normalised messages
 /// of the replay's span; orders: what the trader sent over it).
-fn floors(s: &Spec<'_>, (published, orders): (u64, u64)) -> Result<(P50P99, P50P99), Box<dyn Error>> {
+fn floors(s: &Spec<'_>, (published, orders): (u64, u64)) -> Result<Floors, Box<dyn Error>> {
     let span = s.messages as f64 / s.rate as f64;
     // (At least 100 messages, over no longer than the replay's span.)
     let count = |n: u64| n.clamp(100, 2_000_000);
     let at = |n: u64| ((n.max(100) as f64 / span) as u64).max(1);
     let gateway_core = if s.cores.len() >= 3 { s.cores[2] } else { s.cores[0] };
-    let md =
+    let (md, md_pass) =
         hop_floor(MD_PAYLOAD, Mode::Lossy, at(published), count(published), (s.cores[0], s.cores[1]), s.ticks_per_ns)?;
-    let order = hop_floor(
+    let (order, _) = hop_floor(
         ORDER_PAYLOAD,
         Mode::Reliable,
         at(orders),
@@ -147,7 +155,7 @@ fn floors(s: &Spec<'_>, (published, orders): (u64, u64)) -> Result<(P50P99, P50P
         (s.cores[1], gateway_core),
         s.ticks_per_ns,
     )?;
-    Ok((md, order))
+    Ok((md, order, md_pass))
 }
 
 /// One round's figures from the apps' summaries and the floors measured beside them.
@@ -190,6 +198,7 @@ fn assemble(
         feed: to_hop(&ex.feed_ns),
         book_p50,
         book_warmth: None,
+        poll_pass: None,
         budget_p50,
         hops_met: false,
         backlog: ex.md.backlog(s.rate as f64),
@@ -513,7 +522,8 @@ enum Wait {
 /// A bare tickbus ring hop across two processes: this process publishes `count` messages of
 /// `payload` bytes at `rate` from core `cores.0`, each stamped with the TSC as its publish
 /// begins (at its intended send time, or as soon after as the publisher gets there); a
-/// child (`latency-lab __hop-floor`) on `cores.1` reads them. Returns its (p50, p99) in ns.
+/// child (`latency-lab __hop-floor`) on `cores.1` reads them. Returns its (p50, p99) in ns and
+/// the median ns of the reader's empty poll (its loop's whole pass, as the trader's is timed).
 pub fn hop_floor(
     payload: usize,
     mode: Mode,
@@ -521,7 +531,7 @@ pub fn hop_floor(
     count: u64,
     cores: (usize, usize),
     ticks_per_ns: f64,
-) -> Result<(u64, u64), Box<dyn Error>> {
+) -> Result<(P50P99, Option<u64>), Box<dyn Error>> {
     let name = format!("lab-hop-{}-{payload}-{rate}", std::process::id());
     let opts = ShmOptions::default();
     let _ring = Rings::new(&[&name]);
@@ -577,7 +587,7 @@ pub fn hop_floor(
     drop(p);
     let v: FloorReading = serde_json::from_str(line.trim())
         .map_err(|e| format!("the hop floor's reader failed ({}): {e}: {line}", status.status))?;
-    Ok((v.p50, v.p99))
+    Ok(((v.p50, v.p99), v.poll_pass_ns))
 }
 
 /// What the hop floor's reading process prints (one JSON line).
@@ -588,6 +598,8 @@ struct FloorReading {
     p99: u64,
     count: u64,
     missed: u64,
+    /// The median ns of one empty poll, whole ([`tickbus::agent::PollPeriod`]).
+    poll_pass_ns: Option<u64>,
 }
 
 /// The hop floor's reading side (`latency-lab __hop-floor`): prints "ready", reads `count`
@@ -605,6 +617,8 @@ pub fn hop_floor_reader(ring: &str, count: u64, consumer: bool, core: usize) -> 
     // Quiet since (checked every 64k empty polls, so the clock stays out of the measured loop).
     let mut quiet_since: Option<Instant> = None;
     let mut spins = 0u32;
+    // Timed as the trader times its empty duty cycles, so the two loops' passes compare.
+    let mut poll = tickbus::agent::PollPeriod::new();
     while seen + missed < count {
         match s.try_recv() {
             Some(Recv::Message(m)) => {
@@ -612,9 +626,14 @@ pub fn hop_floor_reader(ring: &str, count: u64, consumer: bool, core: usize) -> 
                 h.saturating_record(scale.delta_ns(due, tsc.now()).max(1));
                 seen += 1;
                 quiet_since = None;
+                poll.busy();
             }
-            Some(Recv::Gap(g)) => missed += g.missed(),
+            Some(Recv::Gap(g)) => {
+                missed += g.missed();
+                poll.busy();
+            }
             None => {
+                poll.empty(&tsc);
                 spins = spins.wrapping_add(1);
                 if spins.is_multiple_of(1 << 16) {
                     let since = *quiet_since.get_or_insert_with(Instant::now);
@@ -627,7 +646,11 @@ pub fn hop_floor_reader(ring: &str, count: u64, consumer: bool, core: usize) -> 
         }
     }
     let q = |q: f64| h.value_at_quantile(q);
-    println!("{}", serde_json::to_string(&FloorReading { p50: q(0.5), p99: q(0.99), count: seen, missed })?);
+    let poll_pass_ns = poll.median_ns(scale.ticks_per_ns).map(|ns| ns.round() as u64);
+    println!(
+        "{}",
+        serde_json::to_string(&FloorReading { p50: q(0.5), p99: q(0.99), count: seen, missed, poll_pass_ns })?
+    );
     Ok(())
 }
 

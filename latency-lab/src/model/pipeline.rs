@@ -63,6 +63,11 @@ pub struct Run {
     /// ticks are, left alone or warmed between them. None in an older report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub book_warmth: Option<BookWarmth>,
+    /// How long one empty pass of the trader's loop takes beside one of the market-data floor's
+    /// reader: a tick waits on average half a pass before it is seen, so half the difference is
+    /// what the trader's longer loop adds to its market-data crossing. None in an older report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_pass: Option<PollPasses>,
     /// Tick-to-trade p50's budget: the two floors' p50s + the book's p50 + 100 ns.
     pub budget_p50: u64,
     /// Hops within 1.15x of their floor at p50 and p99, and tick-to-trade within its budget.
@@ -107,6 +112,26 @@ pub struct Round {
     /// The exchange fell behind its schedule this round: left out of the verdicts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<String>,
+    /// This round's empty passes, trader and floor reader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_pass: Option<PollPasses>,
+}
+
+/// The median ns of one empty pass of a poll loop, whole (`tickbus::agent::PollPeriod`): the
+/// trader's duty cycle (market data, reports, warming the book, the idle pause) and the hop
+/// floor's bare reader (market data, the pause).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PollPasses {
+    pub trader: u64,
+    pub floor: u64,
+}
+
+impl PollPasses {
+    /// What the trader's longer pass adds, on average, to the time a tick waits to be seen:
+    /// half the difference (ns; negative if the trader's pass is the shorter).
+    pub fn expected_wait_excess(&self) -> f64 {
+        (self.trader as f64 - self.floor as f64) / 2.0
+    }
 }
 
 /// The venue's publish latency (tick due -> market data publish begins) with the whole-book

@@ -527,6 +527,7 @@ mod tests {
             from_publish: None,
             book_p50: 100,
             book_warmth: None,
+            poll_pass: None,
             budget_p50: 1_000,
             hops_met: true,
             ttt_met,
@@ -669,6 +670,7 @@ mod tests {
             order_floor_p50: 0,
             floors_first: false,
             backlog: backlog.then(|| "BACKLOGGED".into()),
+            poll_pass: None,
         }
     }
 

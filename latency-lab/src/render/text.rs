@@ -181,7 +181,7 @@ pub fn pipeline_table(runs: &[Run]) -> String {
             for (k, x) in r.rounds.iter().enumerate() {
                 let _ = writeln!(
                     s,
-                    "    round {}{}: {} / {} ns ({:.2}x), worst crossing {:.2}x, market-data floor p50 {} ns{}",
+                    "    round {}{}: {} / {} ns ({:.2}x), worst crossing {:.2}x, market-data floor p50 {} ns{}{}",
                     k + 1,
                     if x.floors_first { " (floors first)" } else { "" },
                     x.ttt_p50,
@@ -189,6 +189,10 @@ pub fn pipeline_table(runs: &[Run]) -> String {
                     x.ttt_p50 as f64 / x.budget_p50.max(1) as f64,
                     x.hops_x,
                     x.md_floor_p50,
+                    x.poll_pass.map_or(String::new(), |p| format!(
+                        ", empty pass trader/floor reader {}/{} ns",
+                        p.trader, p.floor
+                    )),
                     x.backlog.as_ref().map_or(String::new(), |b| format!("; BACKLOGGED, left out: {b}"))
                 );
             }
@@ -200,6 +204,17 @@ pub fn pipeline_table(runs: &[Run]) -> String {
             "  tick-to-trade's budget: the two hop floors' p50 + the book's p50 ({} ns) + 100 ns",
             r.book_p50
         );
+        if let Some(p) = &r.poll_pass {
+            let _ = writeln!(
+                s,
+                "  one empty pass of the trader's loop (market data, reports, warming the book, the pause) {} ns against \
+                 {} ns of the floor's bare reader (median of windows of 64 empty passes in a row): a tick waits on average half \
+                 a pass to be seen, so the trader's longer loop adds about {:.0} ns to its market-data crossing",
+                p.trader,
+                p.floor,
+                p.expected_wait_excess()
+            );
+        }
         if let Some(w) = &r.book_warmth {
             let _ = writeln!(
                 s,
