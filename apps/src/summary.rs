@@ -255,7 +255,8 @@ pub struct TraderSummary {
     /// What the loop counted.
     pub counts: TraderCounts,
     /// The median ns of one empty duty cycle, whole (`tickbus::agent::PollPeriod`: windows of
-    /// 64 empty cycles in a row): a tick waits on average half of one before it is seen.
+    /// 64 empty cycles in a row): a tick that lands while the loop is idle waits for its next
+    /// look, typically about half a cycle.
     /// None when no window was timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_pass_ns: Option<u64>,

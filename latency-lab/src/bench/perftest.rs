@@ -33,13 +33,15 @@ pub fn parse(json: &str) -> Vec<Lat> {
         let at = line.find("\"tool\": \"")? + 9;
         Some(line[at..].split('"').next()?.to_owned())
     };
+    // A figure perftest could not have measured (its clock fit failed: `inf`) is no entry.
+    let sane = |us: f64| (us.is_finite() && us > 0.0).then_some(us);
     json.lines()
         .filter_map(|l| {
             Some(Lat {
                 tool: tool(l)?,
                 bytes: field(l, "bytes")? as usize,
-                typical_us: field(l, "typical_us")?,
-                p99_us: field(l, "p99_us")?,
+                typical_us: sane(field(l, "typical_us")?)?,
+                p99_us: sane(field(l, "p99_us")?)?,
             })
         })
         .collect()
@@ -157,10 +159,11 @@ fn run(tool: &str, extra: &[&str], devices: (&str, &str), size: usize, iters: u6
 ///
 /// perftest is asked for TSC cycles (`-C`) and the cycles are converted here with
 /// `ticks_per_ns`, the rate the lab measured for its own figures. Left to convert them itself,
-/// perftest fits its own cycles-per-µs line over 1,000 short `gettimeofday` samples and, when
+/// perftest fits its cycle counter against `gettimeofday` over a fraction of a second and, when
 /// the fit is poor (r² < 0.9, as under TCG with two perftests at once), divides by zero and
 /// prints `inf` for every figure: CI saw three such runs in a row. Both programs read RDTSC in
-/// the same guest, so one conversion also puts perftest and tickbus on one clock.
+/// the same guest, so one conversion also puts these figures and tickbus's on one clock (the
+/// optional `--perftest` file from `tools/rig/guest-perftest.sh` is still in perftest's own µs).
 #[cfg(feature = "rdma")]
 pub fn one_way(
     tool: &str,
@@ -192,12 +195,14 @@ pub fn one_way(
     Err(format!("{tool} {size} B: no believable latency in 3 runs (last result line {last:?}, in TSC cycles)").into())
 }
 
-/// perftest's figure in cycles as ns, or `None` for one it could not have measured (zero, not
-/// finite, or over a second: its UD client under TCG has printed all three).
+/// perftest's figure in cycles as ns, or `None` for one it could not have measured: not finite,
+/// zero, or over a second (its UD client under TCG has printed all three), or under 100 ns (no
+/// verbs round trip is that short; it is what a perftest that ignored `-C` and printed µs would
+/// give).
 #[cfg(any(feature = "rdma", test))]
 fn cycles_to_ns(cycles: f64, ticks_per_ns: f64) -> Option<u64> {
-    let ns = cycles / ticks_per_ns;
-    (ns.is_finite() && ns > 0.0 && ns < 1e9).then_some(ns.round() as u64)
+    let ns = (cycles / ticks_per_ns).round();
+    (ns.is_finite() && (100.0..1e9).contains(&ns)).then_some(ns as u64)
 }
 
 /// A one-way latency's (typical, p99), ns.
@@ -268,6 +273,9 @@ mod tests {
         for bad in [f64::INFINITY, f64::NAN, 0.0, -5.0, 3e9 * 2.0] {
             assert_eq!(cycles_to_ns(bad, 3.0), None, "{bad}");
         }
+        // 20 µs printed as µs by a perftest that ignored -C: 20 cycles, 7 ns. Refused.
+        assert_eq!(cycles_to_ns(20.0, 3.0), None);
+        assert_eq!(cycles_to_ns(299.0, 3.0), Some(100), "the bound is on the ns, rounded");
     }
 
     #[test]
@@ -278,5 +286,8 @@ mod tests {
 ]}"#;
         let lat = |tool: &str, typical_us, p99_us| Lat { tool: tool.into(), bytes: 64, typical_us, p99_us };
         assert_eq!(parse(json), vec![lat("ib_write_lat", 20.14, 95.54), lat("ib_send_lat_ud", 27.68, 97.58)]);
+        // perftest's `inf` (its clock fit failed) is no entry: `compare` then says none was found.
+        let inf = json.replace("\"typical_us\": 27.68", "\"typical_us\": inf");
+        assert_eq!(parse(&inf), vec![lat("ib_write_lat", 20.14, 95.54)]);
     }
 }

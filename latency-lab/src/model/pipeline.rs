@@ -64,8 +64,10 @@ pub struct Run {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub book_warmth: Option<BookWarmth>,
     /// How long one empty pass of the trader's loop takes beside one of the market-data floor's
-    /// reader: a tick waits on average half a pass before it is seen, so half the difference is
-    /// what the trader's longer loop adds to its market-data crossing. None in an older report.
+    /// reader: a tick that lands while a loop is idle waits for its next look, typically about
+    /// half a pass, so half the difference models what the trader's longer loop adds to its
+    /// market-data crossing (a model: passes of uneven length make the wait longer). None in an
+    /// older report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_pass: Option<PollPasses>,
     /// Tick-to-trade p50's budget: the two floors' p50s + the book's p50 + 100 ns.

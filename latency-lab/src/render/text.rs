@@ -205,14 +205,20 @@ pub fn pipeline_table(runs: &[Run]) -> String {
             r.book_p50
         );
         if let Some(p) = &r.poll_pass {
+            let model = match p.expected_wait_excess() {
+                x if x > 0.0 => format!(
+                    "by that model the trader's longer loop adds about {x:.0} ns to its market-data crossing (a model, not a \
+                     measurement: the passes are timed in quiet spells, and passes of uneven length make the wait longer)"
+                ),
+                _ => "the trader's loop is no longer than the floor's, so its loop adds nothing to the crossing by that model".into(),
+            };
             let _ = writeln!(
                 s,
                 "  one empty pass of the trader's loop (market data, reports, warming the book, the pause) {} ns against \
-                 {} ns of the floor's bare reader (median of windows of 64 empty passes in a row): a tick waits on average half \
-                 a pass to be seen, so the trader's longer loop adds about {:.0} ns to its market-data crossing",
+                 {} ns of the floor's bare reader (median of windows of 64 empty passes in a row): a tick that lands while a \
+                 loop is idle waits for its next look, typically about half a pass; {model}",
                 p.trader,
                 p.floor,
-                p.expected_wait_excess()
             );
         }
         if let Some(w) = &r.book_warmth {
