@@ -146,7 +146,8 @@ pub struct Trader {
     /// The ingress stamp of the last tick received.
     last_ingress: u64,
     /// How long an empty duty cycle takes, all of it (the streams polled, the book warmed, the
-    /// idle pause): a tick waits on average half of one before the trader looks.
+    /// idle pause): a tick that lands while the trader is idle waits for its next look,
+    /// typically about half of one.
     pub poll: tickbus::agent::PollPeriod,
     scale: tickbus::time::TscScale,
     /// When the trader started, and (a late joiner) when it went live: TSC.
