@@ -129,8 +129,9 @@ pub struct PollPasses {
 }
 
 impl PollPasses {
-    /// What the trader's longer pass adds, on average, to the time a tick waits to be seen:
-    /// half the difference (ns; negative if the trader's pass is the shorter).
+    /// What the trader's longer pass adds, by the model, to the time a tick waits to be seen
+    /// (typically about half a pass): half the difference (ns; negative if the trader's pass is
+    /// the shorter).
     pub fn expected_wait_excess(&self) -> f64 {
         (self.trader as f64 - self.floor as f64) / 2.0
     }
