@@ -180,6 +180,11 @@ pub struct GatewaySummary {
     pub timed: u64,
     /// The six hops of a traced order, tick to order published last.
     pub hops_ns: Vec<HopStats>,
+    /// Tick-to-trade from the tick's publish, for orders whose trace said when it began
+    /// (`OrderTrace::md_publish_tsc`): the rows above start at the feed's ingress and hold its
+    /// work before the publish. None from a gateway before the field, or with no such order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttt_from_publish_ns: Option<HopStats>,
     /// Traces whose stamps were out of order (a clock or a bug; recorded as 1 ns).
     pub unordered_traces: u64,
     /// Traces whose stamps crossed cores with skewed TSCs.

@@ -105,6 +105,18 @@ impl Header {
         (self.flags & both == both).then_some(u64::from(self.flags >> PUBLISH_LAG_SHIFT))
     }
 
+    /// When the message's publish began (TSC ticks): the stamp itself without an ingress stamp,
+    /// else the ingress plus the publish lag at `ticks_per_ns`. None when the publisher did
+    /// not say, or its lag was too long to store (65,535 ns means "at least").
+    #[inline]
+    pub fn publish_begin_tsc(&self, ticks_per_ns: f64) -> Option<u64> {
+        if self.flags & FLAG_INGRESS_TSC == 0 {
+            return Some(self.publish_tsc);
+        }
+        let lag = self.publish_lag_ns().filter(|&l| l < u64::from(u16::MAX))?;
+        Some(self.publish_tsc + (lag as f64 * ticks_per_ns) as u64)
+    }
+
     /// Reads the header at the start of `bytes` without any alignment requirement.
     pub fn peek(bytes: &[u8]) -> Option<Header> {
         Header::read_from_prefix(bytes).ok().map(|(h, _)| h)
@@ -159,6 +171,21 @@ mod tests {
         h.flags = FLAG_INGRESS_TSC | FLAG_RECORDING_GAP;
         h.set_publish_lag_ns(7);
         assert_eq!(h.flags & 0xffff, FLAG_INGRESS_TSC | FLAG_RECORDING_GAP | FLAG_PUBLISH_LAG);
+    }
+
+    #[test]
+    fn the_publish_begins_at_the_stamp_or_the_ingress_plus_a_lag_that_fit() {
+        let mut h = Header::new(MsgType::Quote, 1, 80);
+        h.publish_tsc = 1_000;
+        assert_eq!(h.publish_begin_tsc(3.0), Some(1_000), "no ingress stamp: the stamp is the publish");
+        h.flags = FLAG_INGRESS_TSC;
+        assert_eq!(h.publish_begin_tsc(3.0), None, "an ingress stamp and no lag: not known");
+        h.set_publish_lag_ns(65);
+        assert_eq!(h.publish_begin_tsc(3.0), Some(1_195), "65 ns at 3 ticks a ns after the ingress");
+        h.set_publish_lag_ns(65_534);
+        assert_eq!(h.publish_begin_tsc(1.0), Some(66_534));
+        h.set_publish_lag_ns(70_000); // stored as 65,535: "at least", so no time
+        assert_eq!(h.publish_begin_tsc(1.0), None);
     }
 
     #[test]

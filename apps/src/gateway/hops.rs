@@ -14,9 +14,15 @@ pub const HOPS: [&str; 6] = [
     "tick-to-trade (feed ingress or publish -> gateway receive)",
 ];
 
+/// Tick-to-trade from the tick's publish, beside the rows from its ingress.
+pub const FROM_PUBLISH: &str = "tick-to-trade from the market data's publish (-> gateway receive)";
+
 pub struct Hops {
     scale: TscScale,
     hist: Vec<Histogram<u64>>,
+    /// Tick-to-trade from when the tick's publish began (orders whose trace says): what the
+    /// chained hops' floors compare with, without the feed's own work before the publish.
+    from_publish: Histogram<u64>,
     /// Orders whose stamps were missing or went backwards by more than a millisecond (a trace
     /// from another host's TSC, or a bad one): not timed.
     pub unordered: u64,
@@ -28,7 +34,13 @@ impl Hops {
     /// Histograms up to an hour in ns, 3 significant digits, allocated up front.
     pub fn new(ticks_per_ns: f64) -> Hops {
         let h = || Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
-        Hops { scale: TscScale { ticks_per_ns }, hist: HOPS.iter().map(|_| h()).collect(), unordered: 0, skewed: 0 }
+        Hops {
+            scale: TscScale { ticks_per_ns },
+            hist: HOPS.iter().map(|_| h()).collect(),
+            from_publish: h(),
+            unordered: 0,
+            skewed: 0,
+        }
     }
 
     /// Records one order's hops; `arrival_tsc` is when the gateway took it.
@@ -52,6 +64,12 @@ impl Hops {
             self.hist[k].saturating_record(self.scale.delta_ns(w[0], w[1]).max(1));
         }
         self.hist[5].saturating_record(self.scale.delta_ns(points[0], points[5]).max(1));
+        // From the publish: only a stamp not before the ingress and not after the receive (by
+        // more than the bound above on cross-core order) is this tick's publish.
+        let publish = t.md_publish_tsc;
+        if publish != 0 && publish.saturating_sub(t.receive_tsc) <= far && t.ingress_tsc <= publish {
+            self.from_publish.saturating_record(self.scale.delta_ns(publish, arrival_tsc).max(1));
+        }
     }
 
     /// Orders timed end to end.
@@ -62,6 +80,11 @@ impl Hops {
     /// Percentiles per hop (ns), for the summary.
     pub fn summary(&self) -> Vec<tickbus_apps::summary::HopStats> {
         HOPS.iter().zip(&self.hist).map(|(name, h)| tickbus_apps::summary::HopStats::of(name, h)).collect()
+    }
+
+    /// Tick-to-trade from the tick's publish (ns), if any order's trace carried its publish.
+    pub fn ttt_from_publish(&self) -> Option<tickbus_apps::summary::HopStats> {
+        (!self.from_publish.is_empty()).then(|| tickbus_apps::summary::HopStats::of(FROM_PUBLISH, &self.from_publish))
     }
 }
 
@@ -74,7 +97,7 @@ mod tests {
     fn traced(points: [u64; 5]) -> TracedOrder {
         let mut o = TracedOrder { order: tickbus_codecs::orders::NewOrder::new(), trace: OrderTrace::default() };
         let [ingress_tsc, receive_tsc, book_tsc, decision_tsc, publish] = points;
-        o.trace = OrderTrace { tick_sequence: 1, ingress_tsc, receive_tsc, book_tsc, decision_tsc };
+        o.trace = OrderTrace { tick_sequence: 1, ingress_tsc, receive_tsc, book_tsc, decision_tsc, md_publish_tsc: 0 };
         o.order.header.publish_tsc = publish;
         o
     }
@@ -91,5 +114,23 @@ mod tests {
         h.record(&traced([5_000_000, 1400, 1500, 1600, 1700]), 2000); // 5 ms backwards
         h.record(&traced([0, 1400, 1500, 1600, 1700]), 2000); // no ingress stamp
         assert_eq!((h.timed(), h.skewed, h.unordered), (2, 1, 2));
+        assert!(h.ttt_from_publish().is_none(), "no trace said when its tick's publish began");
+    }
+
+    #[test]
+    fn tick_to_trade_from_the_publish_leaves_out_the_feed_work_before_it_and_takes_only_a_stamp_in_place() {
+        let mut h = Hops::new(1.0);
+        let with = |publish: u64| {
+            let mut o = traced([1000, 1400, 1500, 1600, 1700]);
+            o.trace.md_publish_tsc = publish;
+            o
+        };
+        h.record(&with(1065), 2000); // 65 ns of normalising before the publish
+        assert_eq!(h.ttt_from_publish().map(|s| (s.count, s.p50)), Some((1, 935)));
+        assert_eq!(h.summary()[5].p50, 1000, "the row from the ingress still holds it");
+        h.record(&with(900), 2000); // before the ingress: not a publish of this tick
+        h.record(&with(5_000_000), 2000); // long after the receive
+        h.record(&with(0), 2000); // not known
+        assert_eq!((h.timed(), h.ttt_from_publish().map(|s| s.count)), (4, Some(1)));
     }
 }

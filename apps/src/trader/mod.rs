@@ -267,6 +267,9 @@ impl Trader {
                                         receive_tsc,
                                         book_tsc,
                                         decision_tsc: tsc.now(),
+                                        md_publish_tsc: head
+                                            .and_then(|h| h.publish_begin_tsc(scale.ticks_per_ns))
+                                            .unwrap_or(0),
                                     };
                                     if !send(orders, order, tsc, c, stop) {
                                         strategy.unsent();

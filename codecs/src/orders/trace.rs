@@ -2,17 +2,20 @@
 //! each order's tick-to-trade went.
 //!
 //! ```text
-//!  order stream payload:  | NewOrder (72 B) | OrderTrace (40 B) |
+//!  order stream payload:  | NewOrder (72 B) | OrderTrace (48 B) |
 //!
-//!  0              8             16             24           32             40
-//!  +--------------+-------------+--------------+------------+--------------+
-//!  | tick_sequence| ingress_tsc | receive_tsc  | book_tsc   | decision_tsc |
-//!  +--------------+-------------+--------------+------------+--------------+
+//!  0              8             16             24           32             40              48
+//!  +--------------+-------------+--------------+------------+--------------+---------------+
+//!  | tick_sequence| ingress_tsc | receive_tsc  | book_tsc   | decision_tsc | md_publish_tsc|
+//!  +--------------+-------------+--------------+------------+--------------+---------------+
 //! ```
 //! All TSCs are raw ticks of the host's invariant TSC, comparable across processes on one host
 //! only; convert with the ring header's ticks per ns. The order's own header carries the order's
 //! publish TSC, and the gateway stamps its arrival, which makes six points and five hops:
 //! ingress (feed) -> receive (strategy) -> book applied -> decision -> order publish -> gateway.
+//! `md_publish_tsc`, when known, is when the tick's own publish began: tick-to-trade from there
+//! leaves out the feed's work before it (its normalising), which is the chained hops' floors'
+//! starting point.
 use core::mem::{offset_of, size_of};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -33,10 +36,14 @@ pub struct OrderTrace {
     pub book_tsc: u64,
     /// When the strategy had decided to send this order.
     pub decision_tsc: u64,
+    /// When the tick's publish began, if its publisher said ([`crate::Header::publish_lag_ns`]
+    /// after the ingress, or the publish itself when the header carries no ingress stamp);
+    /// 0 when not known.
+    pub md_publish_tsc: u64,
 }
 
 /// Bytes of an [`OrderTrace`].
-pub const TRACE_LEN: usize = 40;
+pub const TRACE_LEN: usize = 48;
 /// Bytes of a traced order: the [`NewOrder`] and its [`OrderTrace`].
 pub const TRACED_ORDER_LEN: usize = NewOrder::LEN + TRACE_LEN;
 
@@ -47,6 +54,7 @@ const _: () = {
     assert!(offset_of!(OrderTrace, receive_tsc) == 16);
     assert!(offset_of!(OrderTrace, book_tsc) == 24);
     assert!(offset_of!(OrderTrace, decision_tsc) == 32);
+    assert!(offset_of!(OrderTrace, md_publish_tsc) == 40);
 };
 
 /// A [`NewOrder`] followed by its [`OrderTrace`], as one order-stream payload.
@@ -85,12 +93,20 @@ mod tests {
     fn a_traced_order_round_trips_and_a_bare_or_foreign_one_is_refused() {
         let mut t = TracedOrder { order: NewOrder::new(), trace: OrderTrace::default() };
         t.order.client_order_id = 5;
-        t.trace = OrderTrace { tick_sequence: 1, ingress_tsc: 2, receive_tsc: 3, book_tsc: 4, decision_tsc: 5 };
+        t.trace = OrderTrace {
+            tick_sequence: 1,
+            ingress_tsc: 2,
+            receive_tsc: 3,
+            book_tsc: 4,
+            decision_tsc: 5,
+            md_publish_tsc: 6,
+        };
         let mut buf = [0u64; TRACED_ORDER_LEN / 8];
         buf.as_mut_bytes().copy_from_slice(t.as_bytes());
         let got = TracedOrder::parse(buf.as_bytes()).unwrap();
         assert_eq!(*got, t);
         assert_eq!(&buf.as_bytes()[72..80], &1u64.to_le_bytes());
+        assert_eq!(&buf.as_bytes()[112..120], &6u64.to_le_bytes());
         assert!(TracedOrder::parse(&buf.as_bytes()[..NewOrder::LEN]).is_err(), "an order without its trace");
         let mut foreign = buf;
         foreign[0] = 0; // the header's type is no longer NewOrder

@@ -136,10 +136,14 @@ pub fn run(
 /// The section's verdicts in a sentence: xdp ingest against the bare AF_XDP floor and against
 /// the udp ingest (target <= 0.5x), the udp ingest against the kernel's bare recv.
 pub fn verdict(sec: &Section) -> String {
-    let p50 = |w: Way| sec.rows.iter().find(|r| r.name == w.name() && r.backlog.is_none()).map(|r| r.ns[0] as f64);
-    let ratio = |a: Way, b: Way| match (p50(a), p50(b)) {
-        (Some(x), Some(y)) => format!("{:.2}x", x / y.max(1.0)),
-        _ => "- (backlogged: no verdict)".into(),
+    // Per round, the rounds where either way fell behind left out (as the targets do).
+    let row = |w: Way| sec.rows.iter().find(|r| r.name == w.name());
+    let ratio = |a: Way, b: Way| match row(a).zip(row(b)).and_then(|(x, y)| crate::model::verdict::steady_pairs(x, y)) {
+        Some((rounds, kept)) => match rounds.judge(kept, |_| true) {
+            (Some(r), how, _) => format!("{r} ({how})"),
+            (None, why, _) => format!("- (no verdict: {why})"),
+        },
+        None => "- (no paired rounds)".into(),
     };
     format!(
         "wire at {}/s: xdp ingest p50 {} the bare AF_XDP floor (it adds MoldUDP64, arbitration, normalising and a publish); {} the udp ingest (target <= 0.5x); udp ingest {} the kernel's bare recv",

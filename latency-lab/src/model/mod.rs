@@ -63,6 +63,11 @@ pub struct Row {
     /// a slow phase in some rounds, the per-round ratios a verdict is drawn from do not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub round_p50: Vec<u64>,
+    /// Which of those rounds fell behind (the row's `backlog` says the merge holds at least
+    /// one): a verdict from paired rounds leaves out those rounds instead of the whole row. Empty
+    /// when no round was flagged apart (read [`Row::round_backlog`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub round_backlogged: Vec<bool>,
     #[serde(skip)]
     pub hist: Option<Histogram<u64>>,
 }
@@ -166,6 +171,7 @@ impl Row {
     /// Adds another run of the same transport (interleaved rounds); see [`merge_round`].
     pub fn merge(&mut self, other: Row) {
         debug_assert_eq!(self.name, other.name, "rows are merged by name");
+        let other_late = other.round_backlog();
         if let (Some(a), Some(b)) = (self.hist.as_mut(), other.hist) {
             a.add(&b).expect("histograms with the same bounds");
             let h = a.clone();
@@ -173,6 +179,8 @@ impl Row {
                 (Some(x), Some(y)) => Some(x.union(y)),
                 (x, y) => x.or(y),
             };
+            let mut round_backlogged = self.round_backlog();
+            round_backlogged.extend(other_late);
             let mut round_p50 = std::mem::take(&mut self.round_p50);
             round_p50.extend(other.round_p50);
             *self = Row {
@@ -180,6 +188,7 @@ impl Row {
                 backlog: self.backlog.or(other.backlog),
                 span,
                 round_p50,
+                round_backlogged,
                 ..Row::new(self.name.clone(), self.kind, self.note.clone(), h)
             };
         }
@@ -202,7 +211,18 @@ impl Row {
             suspect: None,
             span: None,
             round_p50: vec![h.value_at_percentile(50.0)],
+            round_backlogged: Vec::new(),
             hist: Some(h),
+        }
+    }
+
+    /// Per round in `round_p50`, whether it fell behind: as flagged when the rounds were
+    /// merged, else (one round, or a report from before the flags) the whole row's backlog for
+    /// every round.
+    pub fn round_backlog(&self) -> Vec<bool> {
+        match self.round_backlogged.len() == self.round_p50.len() {
+            true => self.round_backlogged.clone(),
+            false => vec![self.backlog.is_some(); self.round_p50.len()],
         }
     }
 

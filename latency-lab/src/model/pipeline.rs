@@ -57,6 +57,12 @@ pub struct Run {
     /// well; the floor's clock starts at its publish). None from an older trader.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_publish: Option<Hop>,
+    /// Tick-to-trade from the market data's publish (orders whose trace said when it began):
+    /// the figure the budget judges when present, since the chained floors start at a publish
+    /// and the venue's work before it (due -> publish begins) is its own row. The last hop row
+    /// (from the tick's due time) holds that work as well. None from an older gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttt_from_publish: Option<Hop>,
     /// The order book's own p50 cost per market-data message (in process, same messages).
     pub book_p50: u64,
     /// The book's cost on the messages that move a top of book, back to back and spaced as
@@ -94,14 +100,25 @@ impl Run {
     pub fn crossings(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
         self.from_publish.iter().chain(&self.hops).filter_map(|h| h.x_floor)
     }
+
+    /// The tick-to-trade row the budget judges: from the market data's publish when the
+    /// gateway timed it, else from the tick's due time (the last hop row).
+    pub fn ttt_judged(&self) -> Option<&Hop> {
+        self.ttt_from_publish.as_ref().or_else(|| self.hops.iter().find(|h| h.name.starts_with("tick-to-trade")))
+    }
 }
 
 /// One round of the pipeline beside its floors, measured back to back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Round {
-    /// Tick-to-trade p50 and its budget (the two floors' p50s + the book's p50 + 100 ns).
+    /// Tick-to-trade p50 (the row judged: from the market data's publish when timed) and its
+    /// budget (the two floors' p50s + the book's p50 + 100 ns).
     pub ttt_p50: u64,
     pub budget_p50: u64,
+    /// Tick-to-trade p50 from the tick's due time, when the judged one is from the publish
+    /// (the difference is the venue's own work before its publish).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttt_from_due_p50: Option<u64>,
     /// The worst process-crossing hop's ratio to its floor, at p50 or p99.
     pub hops_x: f64,
     /// The two hop floors' p50s (ns): what says whether the machine moved this round (0: a
@@ -195,8 +212,13 @@ pub struct JoinRound {
 /// before it in the same boot.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RdmaRound {
+    /// Tick-to-trade p50 and p99: from the market data's publish when the gateway timed it,
+    /// else from the tick's due time.
     pub ttt_p50: u64,
     pub ttt_p99: u64,
+    /// Tick-to-trade p50 from the tick's due time, when the figures above are from the publish.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttt_from_due_p50: Option<u64>,
     /// perftest's typical one-way latency (ns): `ib_send_lat` UD (market data) and
     /// `ib_write_lat` RC (orders), at the payloads the pipeline sends, both running at once
     /// (the same-load floor: the pipeline's two hops share the devices and the guest's CPUs).

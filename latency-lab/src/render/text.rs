@@ -160,7 +160,7 @@ pub fn pipeline_table(runs: &[Run]) -> String {
             "{:<62}{:>10}{:>10}{:>10}{:>12}{:>26}",
             "hop (ns)", "p50", "p99", "p99.9", "max", "floor p50/p99 (x)"
         );
-        for h in [&r.feed, &r.every_tick].into_iter().chain(&r.from_publish).chain(&r.hops) {
+        for h in [&r.feed, &r.every_tick].into_iter().chain(&r.from_publish).chain(&r.hops).chain(&r.ttt_from_publish) {
             let f = match (h.floor, h.x_floor) {
                 (Some((a, b)), Some((x, y))) => format!("{a}/{b} ({x:.2}x/{y:.2}x)"),
                 _ => "-".into(),
@@ -181,12 +181,13 @@ pub fn pipeline_table(runs: &[Run]) -> String {
             for (k, x) in r.rounds.iter().enumerate() {
                 let _ = writeln!(
                     s,
-                    "    round {}{}: {} / {} ns ({:.2}x), worst crossing {:.2}x, market-data floor p50 {} ns{}{}",
+                    "    round {}{}: {} / {} ns ({:.2}x{}), worst crossing {:.2}x, market-data floor p50 {} ns{}{}",
                     k + 1,
                     if x.floors_first { " (floors first)" } else { "" },
                     x.ttt_p50,
                     x.budget_p50,
                     x.ttt_p50 as f64 / x.budget_p50.max(1) as f64,
+                    x.ttt_from_due_p50.map_or(String::new(), |d| format!("; {d} ns from the tick's due time")),
                     x.hops_x,
                     x.md_floor_p50,
                     x.poll_pass.map_or(String::new(), |p| format!(
@@ -201,8 +202,13 @@ pub fn pipeline_table(runs: &[Run]) -> String {
         }
         let _ = writeln!(
             s,
-            "  tick-to-trade's budget: the two hop floors' p50 + the book's p50 ({} ns) + 100 ns",
-            r.book_p50
+            "  tick-to-trade's budget: the two hop floors' p50 + the book's p50 ({} ns) + 100 ns, held against {}",
+            r.book_p50,
+            if r.ttt_from_publish.is_some() {
+                "tick-to-trade from the market data's publish (the floors start at a publish; the venue's work before it is the first row)"
+            } else {
+                "tick-to-trade from the tick's due time (this gateway did not time it from the publish)"
+            }
         );
         if let Some(p) = &r.poll_pass {
             let model = match p.expected_wait_excess() {
@@ -354,10 +360,13 @@ pub fn rdma_table(r: &RdmaRun) -> String {
     for (k, x) in r.rounds.iter().enumerate() {
         let _ = writeln!(
             s,
-            "  round {}: tick-to-trade p50 {} ns, p99 {} ns; ib_send_lat UD {} + ib_write_lat {} + book {} = {} ns; {:.2}x ({} ticks, {} orders){}",
+            "  round {}: tick-to-trade p50 {} ns, p99 {} ns{}; ib_send_lat UD {} + ib_write_lat {} + book {} = {} ns; {:.2}x ({} ticks, {} orders){}",
             k + 1,
             x.ttt_p50,
             x.ttt_p99,
+            x.ttt_from_due_p50.map_or(String::new(), |d| format!(
+                " from the market data's publish (p50 {d} ns from the tick's due time)"
+            )),
             x.ud_one_way,
             x.rc_one_way,
             r.book_p50,
