@@ -168,6 +168,9 @@ fn every_tick_is_seen_and_every_order_gets_exactly_one_report() {
     for hop in gateway["hops_ns"].as_array().unwrap() {
         assert_eq!(hop["count"].as_u64(), Some(orders), "every order timed on every hop: {hop}");
     }
+    // The feed handler stamps its ingress and says nothing of when its publish began: no
+    // order is timed from a publish it cannot know.
+    assert!(gateway.get("ttt_from_publish_ns").is_none(), "{gateway}");
 }
 
 #[test]
@@ -260,6 +263,15 @@ fn the_exchange_process_trades_with_the_trader_in_both_layouts() {
         for hop in gateway["hops_ns"].as_array().unwrap() {
             assert_eq!(hop["count"].as_u64(), Some(orders), "{layout}: every order timed on every hop: {hop}");
         }
+        // Tick-to-trade from the market data's publish as well: every order (the venue says
+        // when each publish began), and shorter than from the tick's due time by the venue's
+        // own work before the publish.
+        let from_publish = &gateway["ttt_from_publish_ns"];
+        assert_eq!(from_publish["count"].as_u64(), Some(orders), "{layout}: {from_publish}");
+        assert!(
+            n(&gateway, &["ttt_from_publish_ns", "p50"]) < gateway["hops_ns"][5]["p50"].as_u64().unwrap(),
+            "{layout}: {gateway}"
+        );
         assert_eq!(n(&exchange, &["feed_ns", "count"]), published, "{layout}");
     }
 }

@@ -105,16 +105,19 @@ impl Header {
         (self.flags & both == both).then_some(u64::from(self.flags >> PUBLISH_LAG_SHIFT))
     }
 
-    /// When the message's publish began (TSC ticks): the stamp itself without an ingress stamp,
-    /// else the ingress plus the publish lag at `ticks_per_ns`. None when the publisher did
-    /// not say, or its lag was too long to store (65,535 ns means "at least").
+    /// When the message's publish began (TSC ticks), for timing from there: without an ingress
+    /// stamp, the stamp itself (the publisher's own stamp; there is no earlier work in it to
+    /// leave out); with one, the ingress plus the publish lag at `ticks_per_ns`, rounded down, and
+    /// a lag stored as 65,535 ns taken as that ("at least"): either way never after the true
+    /// start, so a hop timed from it errs long, never short. None when the publisher gave an
+    /// ingress stamp and no lag.
     #[inline]
     pub fn publish_begin_tsc(&self, ticks_per_ns: f64) -> Option<u64> {
         if self.flags & FLAG_INGRESS_TSC == 0 {
             return Some(self.publish_tsc);
         }
-        let lag = self.publish_lag_ns().filter(|&l| l < u64::from(u16::MAX))?;
-        Some(self.publish_tsc + (lag as f64 * ticks_per_ns) as u64)
+        let lag = self.publish_lag_ns()?;
+        Some(self.publish_tsc.saturating_add((lag as f64 * ticks_per_ns) as u64))
     }
 
     /// Reads the header at the start of `bytes` without any alignment requirement.
@@ -184,8 +187,15 @@ mod tests {
         assert_eq!(h.publish_begin_tsc(3.0), Some(1_195), "65 ns at 3 ticks a ns after the ingress");
         h.set_publish_lag_ns(65_534);
         assert_eq!(h.publish_begin_tsc(1.0), Some(66_534));
-        h.set_publish_lag_ns(70_000); // stored as 65,535: "at least", so no time
-        assert_eq!(h.publish_begin_tsc(1.0), None);
+        // Stored as 65,535 ("at least"): the publish taken as no later than that, so the hop
+        // from it is never short.
+        h.set_publish_lag_ns(70_000);
+        assert_eq!(h.publish_begin_tsc(1.0), Some(66_535));
+        // Rounded down, never past the true start; a stamp near the top saturates, not wraps.
+        h.set_publish_lag_ns(3);
+        assert_eq!(h.publish_begin_tsc(2.9), Some(1_008));
+        h.publish_tsc = u64::MAX - 1;
+        assert_eq!(h.publish_begin_tsc(2.9), Some(u64::MAX));
     }
 
     #[test]

@@ -279,9 +279,9 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     // the row from the tick's due time beside it: the venue's work before the publish is in
     // that one only, so it is not the shorter.
     let judged = &p["ttt_from_publish"];
-    assert!(judged["count"].as_u64().unwrap() > 0 && judged["p50"].as_u64().unwrap() > 0, "{p}");
+    assert!(judged["count"] == hops[5]["count"] && judged["p50"].as_u64().unwrap() > 0, "every order: {p}");
     for r in rounds {
-        assert!(r["ttt_from_due_p50"].as_u64().unwrap() >= r["ttt_p50"].as_u64().unwrap(), "{r}");
+        assert!(r["ttt_from_due_p50"].as_u64().unwrap() > r["ttt_p50"].as_u64().unwrap(), "{r}");
     }
     assert!(
         rounds.iter().any(|r| r["ttt_p50"] == judged["p50"] && r["ttt_from_due_p50"] == hops[5]["p50"]),

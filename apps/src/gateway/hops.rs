@@ -64,10 +64,11 @@ impl Hops {
             self.hist[k].saturating_record(self.scale.delta_ns(w[0], w[1]).max(1));
         }
         self.hist[5].saturating_record(self.scale.delta_ns(points[0], points[5]).max(1));
-        // From the publish: only a stamp not before the ingress and not after the receive (by
-        // more than the bound above on cross-core order) is this tick's publish.
+        // From the publish: a stamp before the ingress or after the order arrived is not this
+        // tick's publish, and the order is left out of this row (the lab then judges the row
+        // from the ingress, whose count is the larger).
         let publish = t.md_publish_tsc;
-        if publish != 0 && publish.saturating_sub(t.receive_tsc) <= far && t.ingress_tsc <= publish {
+        if publish != 0 && t.ingress_tsc <= publish && publish <= arrival_tsc {
             self.from_publish.saturating_record(self.scale.delta_ns(publish, arrival_tsc).max(1));
         }
     }
@@ -119,18 +120,20 @@ mod tests {
 
     #[test]
     fn tick_to_trade_from_the_publish_leaves_out_the_feed_work_before_it_and_takes_only_a_stamp_in_place() {
-        let mut h = Hops::new(1.0);
+        let mut h = Hops::new(2.0); // 2 ticks per ns: the points are ticks, the rows ns
         let with = |publish: u64| {
             let mut o = traced([1000, 1400, 1500, 1600, 1700]);
             o.trace.md_publish_tsc = publish;
             o
         };
-        h.record(&with(1065), 2000); // 65 ns of normalising before the publish
-        assert_eq!(h.ttt_from_publish().map(|s| (s.count, s.p50)), Some((1, 935)));
-        assert_eq!(h.summary()[5].p50, 1000, "the row from the ingress still holds it");
+        h.record(&with(1130), 2000); // 65 ns (130 ticks) of normalising before the publish
+        assert_eq!(h.ttt_from_publish().map(|s| (s.count, s.p50)), Some((1, 435)));
+        assert_eq!(h.summary()[5].p50, 500, "the row from the ingress still holds it");
+        h.record(&with(1800), 2000); // after the receive (cross-core skew) but before arrival
+        assert_eq!(h.ttt_from_publish().map(|s| s.count), Some(2));
         h.record(&with(900), 2000); // before the ingress: not a publish of this tick
-        h.record(&with(5_000_000), 2000); // long after the receive
+        h.record(&with(2001), 2000); // after the order arrived
         h.record(&with(0), 2000); // not known
-        assert_eq!((h.timed(), h.ttt_from_publish().map(|s| s.count)), (4, Some(1)));
+        assert_eq!((h.timed(), h.ttt_from_publish().map(|s| s.count)), (5, Some(2)));
     }
 }

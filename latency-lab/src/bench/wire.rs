@@ -106,6 +106,9 @@ pub fn run(
                 let sender_behind = backlog.sustained_msgs_per_s < 0.95 * backlog.asked_msgs_per_s
                     || backlog.late_sends * 100 > backlog.sends;
                 r.backlog = (receiver_behind || sender_behind).then_some(backlog);
+                // Per round, apart: a sender behind leaves the round out of a verdict; a
+                // receiver that lost is held against it (see `verdict::steady_pairs`).
+                (r.round_backlogged, r.round_lost) = (vec![sender_behind], vec![receiver_behind]);
                 if lost > 0 {
                     r.note = format!(
                         "{}; {lost} of {n} datagrams not taken{}",
@@ -139,10 +142,16 @@ pub fn verdict(sec: &Section) -> String {
     // Per round, the rounds where either way fell behind left out (as the targets do).
     let row = |w: Way| sec.rows.iter().find(|r| r.name == w.name());
     let ratio = |a: Way, b: Way| match row(a).zip(row(b)).and_then(|(x, y)| crate::model::verdict::steady_pairs(x, y)) {
-        Some((rounds, kept)) => match rounds.judge(kept, |_| true) {
-            (Some(r), how, _) => format!("{r} ({how})"),
-            (None, why, _) => format!("- (no verdict: {why})"),
-        },
+        Some(p) => {
+            let lost = match p.ours_lost {
+                0 => String::new(),
+                n => format!("; it lost datagrams in {n} of those rounds"),
+            };
+            match p.rounds.judge(p.kept, |_| true) {
+                (Some(r), how, _) => format!("{r} ({how}{lost})"),
+                (None, why, _) => format!("- (no verdict: {why})"),
+            }
+        }
         None => "- (no paired rounds)".into(),
     };
     format!(

@@ -68,6 +68,12 @@ pub struct Row {
     /// when no round was flagged apart (read [`Row::round_backlog`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub round_backlogged: Vec<bool>,
+    /// Which of those rounds the receiver fell behind in and lost messages (its queue
+    /// overflowed), apart from a sender that fell behind: a yardstick that lost flatters the row
+    /// held against it, and a row under test that lost is not met. Empty when not recorded
+    /// (read [`Row::round_losses`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub round_lost: Vec<bool>,
     #[serde(skip)]
     pub hist: Option<Histogram<u64>>,
 }
@@ -171,7 +177,7 @@ impl Row {
     /// Adds another run of the same transport (interleaved rounds); see [`merge_round`].
     pub fn merge(&mut self, other: Row) {
         debug_assert_eq!(self.name, other.name, "rows are merged by name");
-        let other_late = other.round_backlog();
+        let (other_late, other_lost) = (other.round_backlog(), other.round_losses());
         if let (Some(a), Some(b)) = (self.hist.as_mut(), other.hist) {
             a.add(&b).expect("histograms with the same bounds");
             let h = a.clone();
@@ -181,6 +187,8 @@ impl Row {
             };
             let mut round_backlogged = self.round_backlog();
             round_backlogged.extend(other_late);
+            let mut round_lost = self.round_losses();
+            round_lost.extend(other_lost);
             let mut round_p50 = std::mem::take(&mut self.round_p50);
             round_p50.extend(other.round_p50);
             *self = Row {
@@ -189,6 +197,7 @@ impl Row {
                 span,
                 round_p50,
                 round_backlogged,
+                round_lost,
                 ..Row::new(self.name.clone(), self.kind, self.note.clone(), h)
             };
         }
@@ -212,6 +221,7 @@ impl Row {
             span: None,
             round_p50: vec![h.value_at_percentile(50.0)],
             round_backlogged: Vec::new(),
+            round_lost: Vec::new(),
             hist: Some(h),
         }
     }
@@ -223,6 +233,15 @@ impl Row {
         match self.round_backlogged.len() == self.round_p50.len() {
             true => self.round_backlogged.clone(),
             false => vec![self.backlog.is_some(); self.round_p50.len()],
+        }
+    }
+
+    /// Per round in `round_p50`, whether its receiver lost messages, as recorded; none when not
+    /// recorded (a whole-row `backlog` stands for it then, through [`Row::round_backlog`]).
+    pub fn round_losses(&self) -> Vec<bool> {
+        match self.round_lost.len() == self.round_p50.len() {
+            true => self.round_lost.clone(),
+            false => vec![false; self.round_p50.len()],
         }
     }
 

@@ -102,9 +102,25 @@ impl Run {
     }
 
     /// The tick-to-trade row the budget judges: from the market data's publish when the
-    /// gateway timed it, else from the tick's due time (the last hop row).
+    /// gateway timed every order so (see [`Run::judged_from_publish`]), else from the tick's
+    /// due time (the last hop row).
     pub fn ttt_judged(&self) -> Option<&Hop> {
-        self.ttt_from_publish.as_ref().or_else(|| self.hops.iter().find(|h| h.name.starts_with("tick-to-trade")))
+        match self.judged_from_publish() {
+            true => self.ttt_from_publish.as_ref(),
+            false => self.ttt_from_due(),
+        }
+    }
+
+    /// Whether tick-to-trade is judged from the market data's publish: the gateway timed it
+    /// so for every order it timed from the due time (the counts agree). A figure that left
+    /// some orders out is not judged: the row from the due time is, which holds them all.
+    pub fn judged_from_publish(&self) -> bool {
+        matches!((&self.ttt_from_publish, self.ttt_from_due()), (Some(p), Some(d)) if p.count == d.count)
+    }
+
+    /// The gateway's last row, tick-to-trade from the tick's due time (the sixth, by name).
+    fn ttt_from_due(&self) -> Option<&Hop> {
+        self.hops.iter().find(|h| h.name.starts_with("tick-to-trade")).or_else(|| self.hops.get(5))
     }
 }
 
