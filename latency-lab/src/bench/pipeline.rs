@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use tickbus::shm::{self, ShmOptions};
 use tickbus::time::{Tsc, TscScale};
 use tickbus::{Mode, Recv, RingConfig, StartAt};
-use tickbus_apps::summary::{ExchangeSummary, HopStats, TraderSummary};
+use tickbus_apps::summary::{ExchangeSummary, GatewaySummary, HopStats, TraderSummary};
 
 use crate::bench::harness::{histogram, pin, spin_until};
 
@@ -716,16 +716,12 @@ pub fn rdma_rounds(
         let (ex, tr) = rdma_pipeline(tickbus, itch, devices, rate, messages, round)?;
         let gw = ex.gateway.as_ref().ok_or("the exchange (rdma) printed no gateway summary")?;
         let h: Vec<Hop> = gw.hops_ns.iter().map(to_hop).collect();
-        let from_due = h.get(5).ok_or("the gateway reported no tick-to-trade")?;
-        // Judged from the market data's publish when the gateway timed every order so, as on
-        // shm: the perftest floors start at their post, and the venue's work before is its own.
-        let from_publish = gw.ttt_from_publish_ns.as_ref().map(to_hop).filter(|p| p.count == from_due.count);
-        let ttt = from_publish.as_ref().unwrap_or(from_due);
+        let (ttt, from_due_p50) = judged_ttt(gw)?;
         let budget = ud.saturating_add(rc).saturating_add(book_p50);
         out.push(RdmaRound {
             ttt_p50: ttt.p50,
             ttt_p99: ttt.p99,
-            ttt_from_due_p50: from_publish.as_ref().map(|_| from_due.p50),
+            ttt_from_due_p50: from_due_p50,
             ud_one_way: ud,
             rc_one_way: rc,
             alone: Some((ud_alone, rc_alone)),
@@ -746,6 +742,19 @@ pub fn rdma_rounds(
     r.sort_by(f64::total_cmp);
     let ratio = (r[r.len() / 2], r[0], r[r.len() - 1]);
     Ok(RdmaRun { rate, rounds: out, book_p50, hops, ratio })
+}
+
+/// The tick-to-trade row an RDMA round judges, as on shm: from the market data's publish when
+/// the gateway timed every order so (the perftest floors start at their post, and the venue's
+/// work before is its own), with the p50 from the tick's due time beside it; else from the due
+/// time.
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+fn judged_ttt(gw: &GatewaySummary) -> Result<(Hop, Option<u64>), Box<dyn Error>> {
+    let from_due = gw.hops_ns.get(5).map(to_hop).ok_or("the gateway reported no tick-to-trade")?;
+    match gw.ttt_from_publish_ns.as_ref().map(to_hop).filter(|p| p.count == from_due.count) {
+        Some(p) => Ok((p, Some(from_due.p50))),
+        None => Ok((from_due, None)),
+    }
 }
 
 /// One run of `tickbus exchange` and `tickbus trader` over RDMA; returns their summaries.
@@ -797,7 +806,6 @@ fn rdma_pipeline(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tickbus_apps::summary::GatewaySummary;
 
     fn hop(name: &str, p50: u64) -> HopStats {
         HopStats { hop: name.into(), count: 10, p50, p99: 2 * p50, p99_9: 3 * p50, max: 4 * p50 }
@@ -878,5 +886,12 @@ mod tests {
         g.ttt_from_publish_ns.as_mut().unwrap().count = 9;
         let r = assemble(&spec, &ex(g), &tr, "x".into(), floors, 50).unwrap();
         assert_eq!((r.ttt_judged().map(|h| h.p50), r.ttt_met, r.judged_from_publish()), (Some(700), false, false));
+        // The RDMA rounds take the same rule.
+        let pick = |g: &GatewaySummary| judged_ttt(g).map(|(h, due)| (h.p50, due)).unwrap();
+        assert_eq!(pick(&gw(550)), (550, Some(700)));
+        let mut g = gw(550);
+        g.ttt_from_publish_ns.as_mut().unwrap().count = 9;
+        assert_eq!(pick(&g), (700, None));
+        assert!(judged_ttt(&GatewaySummary::default()).is_err(), "no tick-to-trade row");
     }
 }

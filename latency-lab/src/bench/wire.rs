@@ -101,13 +101,14 @@ pub fn run(
                 r.late_sends = Some(backlog.late_sends);
                 // Latency runs from each datagram's real send, so a sender late on its schedule
                 // does not inflate it; a receiver that fell behind does (its ring or socket
-                // buffer overflowed: what it took had queued). Either way no verdict.
+                // buffer overflowed: what it took had queued). Per round, apart: a sender behind
+                // leaves the round out of a verdict (the row says BACKLOGGED); a receiver that
+                // lost over 0.1% is held against the row under test, and a yardstick's round
+                // is noisy (the row says LOST; see `verdict::steady_pairs`).
                 let receiver_behind = lost * 1000 > n;
                 let sender_behind = backlog.sustained_msgs_per_s < 0.95 * backlog.asked_msgs_per_s
                     || backlog.late_sends * 100 > backlog.sends;
-                r.backlog = (receiver_behind || sender_behind).then_some(backlog);
-                // Per round, apart: a sender behind leaves the round out of a verdict; a
-                // receiver that lost is held against it (see `verdict::steady_pairs`).
+                r.backlog = sender_behind.then_some(backlog);
                 (r.round_backlogged, r.round_lost) = (vec![sender_behind], vec![receiver_behind]);
                 if lost > 0 {
                     r.note = format!(
@@ -139,7 +140,8 @@ pub fn run(
 /// The section's verdicts in a sentence: xdp ingest against the bare AF_XDP floor and against
 /// the udp ingest (target <= 0.5x), the udp ingest against the kernel's bare recv.
 pub fn verdict(sec: &Section) -> String {
-    // Per round, the rounds where either way fell behind left out (as the targets do).
+    // Per round, as the targets judge: rounds whose sender fell behind left out, a yardstick
+    // that lost makes its round noisy, and the row's own losses are named.
     let row = |w: Way| sec.rows.iter().find(|r| r.name == w.name());
     let ratio = |a: Way, b: Way| match row(a).zip(row(b)).and_then(|(x, y)| crate::model::verdict::steady_pairs(x, y)) {
         Some(p) => {

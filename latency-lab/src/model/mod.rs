@@ -237,7 +237,8 @@ impl Row {
     }
 
     /// Per round in `round_p50`, whether its receiver lost messages, as recorded; none when not
-    /// recorded (a whole-row `backlog` stands for it then, through [`Row::round_backlog`]).
+    /// recorded (in a report from before the flags, the whole-row `backlog` stood for a loss
+    /// too, and [`Row::round_backlog`] leaves every round out through it).
     pub fn round_losses(&self) -> Vec<bool> {
         match self.round_lost.len() == self.round_p50.len() {
             true => self.round_lost.clone(),
@@ -335,7 +336,7 @@ impl Backlog {
     /// What the report prints beside a backlogged run.
     pub fn says(&self) -> String {
         format!(
-            "BACKLOGGED: the sender fell up to {:.1} ms behind its schedule ({} of {} sends over {} µs late): these percentiles measure the queue, not latency; no verdict. Sustained {:.0} msg/s of {:.0} asked",
+            "BACKLOGGED: the sender fell up to {:.1} ms behind its schedule ({} of {} sends over {} µs late): these percentiles measure the queue, not latency, and no verdict is drawn from a round that fell behind. Sustained {:.0} msg/s of {:.0} asked",
             self.max_behind_ns as f64 / 1e6,
             self.late_sends,
             self.sends,

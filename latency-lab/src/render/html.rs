@@ -38,7 +38,8 @@ fn section_table(sec: &Section, out: &mut String) {
             (None, Some(_)) => " [SUSPECT floor]",
             (None, None) => "",
         };
-        let _ = write!(out, "<tr class=\"{class}\"><td title=\"{}\">{}{mark}</td>", esc(&r.note), esc(&r.name));
+        let lost = if r.round_lost.contains(&true) { " [LOST DATAGRAMS]" } else { "" };
+        let _ = write!(out, "<tr class=\"{class}\"><td title=\"{}\">{}{mark}{lost}</td>", esc(&r.note), esc(&r.name));
         for (k, v) in r.ns.iter().enumerate() {
             let f = r.x_floor.as_ref().map_or("-".into(), |x| format!("{:.2}", x[k]));
             let b = r.x_best_peer.as_ref().map_or("-".into(), |x| format!("{:.2}", x[k]));

@@ -30,10 +30,11 @@ impl Section {
         }
         let _ = writeln!(s, "{:>22}", "max");
         for r in &self.rows {
+            let lost = if r.round_lost.contains(&true) { " [LOST DATAGRAMS]" } else { "" };
             let name = match (&r.suspect, &r.backlog) {
-                (_, Some(_)) => format!("{} [BACKLOGGED]", r.name),
-                (Some(_), None) => format!("{} [SUSPECT]", r.name),
-                (None, None) => r.name.clone(),
+                (_, Some(_)) => format!("{} [BACKLOGGED]{lost}", r.name),
+                (Some(_), None) => format!("{} [SUSPECT]{lost}", r.name),
+                (None, None) => format!("{}{lost}", r.name),
             };
             let _ = write!(s, "{name:<50}");
             for (k, v) in r.ns.iter().enumerate() {
@@ -204,11 +205,7 @@ pub fn pipeline_table(runs: &[Run]) -> String {
             s,
             "  tick-to-trade's budget: the two hop floors' p50 + the book's p50 ({} ns) + 100 ns, held against {}",
             r.book_p50,
-            if r.ttt_from_publish.is_some() {
-                "tick-to-trade from the market data's publish (the floors start at a publish; the venue's work before it is the first row)"
-            } else {
-                "tick-to-trade from the tick's due time (this gateway did not time it from the publish)"
-            }
+            judged_row(r)
         );
         if let Some(p) = &r.poll_pass {
             let model = match p.expected_wait_excess() {
@@ -346,6 +343,21 @@ pub fn wire_trade_table(runs: &[crate::model::wire_trade::WireTrade]) -> String 
         let _ = writeln!(s);
     }
     s
+}
+
+/// Which tick-to-trade row the budget was held against, over the rounds (or the one run).
+fn judged_row(r: &crate::model::pipeline::Run) -> String {
+    const PUBLISH: &str =
+        "tick-to-trade from the market data's publish (the floors start at a publish; the venue's work before it is the first row)";
+    const DUE: &str =
+        "tick-to-trade from the tick's due time (the gateway timed no order, or not every order, from its publish)";
+    let n = r.rounds.iter().filter(|x| x.ttt_from_due_p50.is_some()).count();
+    match (r.rounds.len(), n) {
+        (0, _) if r.judged_from_publish() => PUBLISH.into(),
+        (0, _) | (_, 0) => DUE.into(),
+        (m, n) if m == n => PUBLISH.into(),
+        (m, n) => format!("{PUBLISH} in {n} of {m} rounds, else {DUE}"),
+    }
 }
 
 /// The RDMA pipeline's table.
