@@ -135,8 +135,9 @@ mod tests {
     fn a_window_is_its_ticks_over_its_passes_and_the_figure_the_median_window() {
         let mut p = PollPeriod::new();
         let mut now = 1_000;
-        p.window_at(now); // begins the first window
-                          // Four windows of 10 ticks a pass, two of 40, one a host stretched past the table.
+        // The first window begins; then four windows of 10 ticks a pass, two of 40, and one a
+        // host stretched past the table.
+        p.window_at(now);
         for ticks in [640, 640, 2_560, 640, 2_560, 640, 64 * 5_000_000] {
             window(&mut p, &mut now, ticks);
         }

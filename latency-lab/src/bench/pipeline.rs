@@ -751,10 +751,9 @@ pub fn rdma_rounds(
 #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
 fn judged_ttt(gw: &GatewaySummary) -> Result<(Hop, Option<u64>), Box<dyn Error>> {
     let from_due = gw.hops_ns.get(5).map(to_hop).ok_or("the gateway reported no tick-to-trade")?;
-    match gw.ttt_from_publish_ns.as_ref().map(to_hop).filter(|p| p.count == from_due.count) {
-        Some(p) => Ok((p, Some(from_due.p50))),
-        None => Ok((from_due, None)),
-    }
+    let from_publish = gw.ttt_from_publish_ns.as_ref().map(to_hop);
+    let (ttt, is_from_publish) = crate::model::pipeline::pick_ttt(&from_due, from_publish.as_ref());
+    Ok((ttt.clone(), is_from_publish.then_some(from_due.p50)))
 }
 
 /// One run of `tickbus exchange` and `tickbus trader` over RDMA; returns their summaries.

@@ -105,22 +105,38 @@ impl Run {
     /// gateway timed every order so (see [`Run::judged_from_publish`]), else from the tick's
     /// due time (the last hop row).
     pub fn ttt_judged(&self) -> Option<&Hop> {
-        match self.judged_from_publish() {
-            true => self.ttt_from_publish.as_ref(),
-            false => self.ttt_from_due(),
-        }
+        self.ttt_from_due().map(|d| pick_ttt(d, self.ttt_from_publish.as_ref()).0)
     }
 
-    /// Whether tick-to-trade is judged from the market data's publish: the gateway timed it
-    /// so for every order it timed from the due time (the counts agree). A figure that left
-    /// some orders out is not judged: the row from the due time is, which holds them all.
+    /// Whether tick-to-trade is judged from the market data's publish ([`pick_ttt`]).
     pub fn judged_from_publish(&self) -> bool {
-        matches!((&self.ttt_from_publish, self.ttt_from_due()), (Some(p), Some(d)) if p.count == d.count)
+        self.ttt_from_due().is_some_and(|d| pick_ttt(d, self.ttt_from_publish.as_ref()).1)
     }
 
     /// The gateway's last row, tick-to-trade from the tick's due time (the sixth, by name).
     fn ttt_from_due(&self) -> Option<&Hop> {
         self.hops.iter().find(|h| h.name.starts_with("tick-to-trade")).or_else(|| self.hops.get(5))
+    }
+}
+
+/// The tick-to-trade row a budget judges, and whether it is the one from the market data's
+/// publish: that one when the gateway timed every order so (its count is the row from the due
+/// time's), else the row from the tick's due time. A figure from the publish that left some
+/// orders out is not judged: the row from the due time holds them all.
+pub fn pick_ttt<'a>(from_due: &'a Hop, from_publish: Option<&'a Hop>) -> (&'a Hop, bool) {
+    match from_publish.filter(|p| p.count == from_due.count) {
+        Some(p) => (p, true),
+        None => (from_due, false),
+    }
+}
+
+/// Which tick-to-trade row `from_publish` of `rounds` judged, in words: from the market data's
+/// publish, from the tick's due time, or a mix.
+pub fn judged_from(from_publish: usize, rounds: usize) -> String {
+    match from_publish {
+        0 => "from the tick's due time".into(),
+        n if n == rounds => "from the market data's publish".into(),
+        n => format!("from the market data's publish in {n} of {rounds} rounds, else from the tick's due time"),
     }
 }
 

@@ -350,15 +350,7 @@ impl super::pipeline::Run {
                 ttt.0.map_or(ttt.1.clone(), |r| {
                     // Which row each kept round judged: the figure says, and a mix says so.
                     let n = kept.iter().filter(|r| r.ttt_from_due_p50.is_some()).count();
-                    let from = match n {
-                        0 => "from the tick's due time".to_string(),
-                        n if n == kept.len() => "from the market data's publish".to_string(),
-                        n => format!(
-                            "from the market data's publish in {n} of {} rounds, else from the tick's due time",
-                            kept.len()
-                        ),
-                    };
-                    format!("p50 {from} {r} its budget ({})", ttt.1)
+                    format!("p50 {} {r} its budget ({})", super::pipeline::judged_from(n, kept.len()), ttt.1)
                 }),
                 goals.0,
                 ttt.2,
@@ -506,11 +498,7 @@ impl super::pipeline::RdmaRun {
         }
         let k = Spread::of(kept.clone());
         // Which tick-to-trade row the rounds judged, as on shm.
-        let from = match self.rounds.iter().filter(|x| x.ttt_from_due_p50.is_some()).count() {
-            0 => "from the tick's due time".to_string(),
-            m if m == n => "from the market data's publish".to_string(),
-            m => format!("from the market data's publish in {m} of {n} rounds, else from the tick's due time"),
-        };
+        let from = super::pipeline::judged_from(self.rounds.iter().filter(|x| x.ttt_from_due_p50.is_some()).count(), n);
         target(
             what,
             format!(

@@ -347,17 +347,15 @@ pub fn wire_trade_table(runs: &[crate::model::wire_trade::WireTrade]) -> String 
 
 /// Which tick-to-trade row the budget was held against, over the rounds (or the one run).
 fn judged_row(r: &crate::model::pipeline::Run) -> String {
-    const PUBLISH: &str =
-        "tick-to-trade from the market data's publish (the floors start at a publish; the venue's work before it is the first row)";
-    const DUE: &str =
-        "tick-to-trade from the tick's due time (the gateway timed no order, or not every order, from its publish)";
-    let n = r.rounds.iter().filter(|x| x.ttt_from_due_p50.is_some()).count();
-    match (r.rounds.len(), n) {
-        (0, _) if r.judged_from_publish() => PUBLISH.into(),
-        (0, _) | (_, 0) => DUE.into(),
-        (m, n) if m == n => PUBLISH.into(),
-        (m, n) => format!("{PUBLISH} in {n} of {m} rounds, else {DUE}"),
-    }
+    let (n, m) = match r.rounds.len() {
+        0 => (usize::from(r.judged_from_publish()), 1),
+        m => (r.rounds.iter().filter(|x| x.ttt_from_due_p50.is_some()).count(), m),
+    };
+    format!(
+        "tick-to-trade {} (the floors start at a publish, and the venue's work before it is the first row; a run is \
+         judged from the due time when the gateway did not time every order from its publish)",
+        crate::model::pipeline::judged_from(n, m)
+    )
 }
 
 /// The RDMA pipeline's table.
