@@ -112,8 +112,10 @@ pub struct SuiteArgs {
     #[arg(long, default_value_t = 11)]
     pub snapshot_rounds: usize,
     /// Paired rounds of the venue with a late joiner catching up from the journal and without
-    /// (at the lowest of --rates, a recorder in both; 0: none). Part of the pipeline part.
-    #[arg(long, default_value_t = 3)]
+    /// (at the lowest of --rates, a recorder in both; 0: none). Part of the pipeline part. Five
+    /// (from three): one round's ratio of the two p99s ran from 0.75x to 3.19x in one run; a
+    /// round is about 10 s.
+    #[arg(long, default_value_t = 5)]
     pub join_rounds: usize,
     /// The `tickbus` binary the pipeline runs (default: beside latency-lab).
     #[arg(long)]
@@ -124,9 +126,19 @@ pub struct SuiteArgs {
     /// Seconds per fan-out run (one per subscriber count).
     #[arg(long, default_value_t = 2.0)]
     pub fanout_seconds: f64,
-    /// Seconds per wire run (each of --rates, each way of taking datagrams, each round).
+    /// Seconds per wire-to-trade run (each of --rates, each way of taking datagrams).
     #[arg(long, default_value_t = 1.0)]
     pub wire_seconds: f64,
+    /// Paired rounds of the wire ingest ways (each way in turn, order alternating). Many short
+    /// rounds, not a few long ones: sending into a veth runs the receiving side's kernel path on
+    /// the sender's core, so a host gap of a few ms puts a 100k/s sender behind, and a round it
+    /// falls behind in is left out. With three rounds of 1 s, no udp round kept its schedule in
+    /// four runs; rounds of 0.2 s between the host's gaps do.
+    #[arg(long, default_value_t = 9)]
+    pub wire_rounds: usize,
+    /// Seconds per wire ingest round (each of --rates, each way).
+    #[arg(long, default_value_t = 0.2)]
+    pub wire_round_seconds: f64,
     /// Skip parts of the suite (a misspelt part is an error, not ignored).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub skip: Vec<Part>,

@@ -11,7 +11,7 @@ mod runner;
 
 pub use idle::{IdleAction, IdleStrategy, Idler};
 pub use poll_period::PollPeriod;
-pub use runner::{pin_current_thread, run_until, AgentPanicked, AgentRunner, Pinning};
+pub use runner::{on_core, pin_current_thread, run_until, AgentPanicked, AgentRunner, Pinning};
 
 /// A unit of work polled by a runner.
 pub trait Agent: Send {

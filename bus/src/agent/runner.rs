@@ -29,6 +29,38 @@ pub fn pin_current_thread(core: usize) -> io::Result<Pinning> {
     Ok(Pinning { core, isolated: isolated_cpus().contains(&core) })
 }
 
+/// Runs `f` with the calling thread pinned to `core`, then gives the thread back the cores it
+/// could run on before (also if `f` panics). For set-up that touches memory a pinned loop will
+/// use: its pages are first touched on that core (and so placed on its NUMA node, on a machine
+/// with several), and their page faults take no time slice from the app that owns another core,
+/// while the threads the rest of the set-up starts (an acceptor, a recovery helper) do not
+/// inherit that one core. `f` itself should start none.
+pub fn on_core<R>(core: usize, f: impl FnOnce() -> R) -> io::Result<R> {
+    struct Restore(libc::cpu_set_t);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            // SAFETY: pid 0 is the calling thread; the set is a whole cpu_set_t the kernel
+            // filled in `affinity` for this thread, and its size is passed with it.
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.0) };
+        }
+    }
+    let _restore = Restore(affinity()?);
+    pin_current_thread(core)?;
+    Ok(f())
+}
+
+/// The cores the calling thread may run on.
+fn affinity() -> io::Result<libc::cpu_set_t> {
+    // SAFETY: cpu_set_t is plain data; all zeroes is a valid (empty) set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is the calling thread; the kernel writes at most the size passed, that of
+    // the set it is given.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(set)
+}
+
 /// A running agent thread. Dropping it stops the agent and waits for its thread, so a runner
 /// never leaks a pinned, spinning thread.
 pub struct AgentRunner {
@@ -160,6 +192,33 @@ mod tests {
         }
         let err = runner.stop().unwrap_err();
         assert_eq!((err.agent.as_str(), err.message.as_str()), ("boom", "order book corrupt"));
+    }
+
+    /// The cores the calling thread may run on, listed.
+    fn allowed() -> Vec<usize> {
+        let set = affinity().unwrap();
+        // SAFETY: CPU_ISSET reads a bit of a whole cpu_set_t; every index is below its 1024.
+        (0..1024).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+    }
+
+    #[test]
+    fn on_core_pins_for_the_set_up_only_and_a_thread_started_after_is_not_pinned() {
+        std::thread::spawn(|| {
+            let before = allowed();
+            assert!(before.len() >= 2, "this test needs two cores to tell pinned from not; it may run on {before:?}");
+            let core = *before.last().unwrap();
+            assert_eq!(on_core(core, allowed).unwrap(), [core], "inside, the set-up runs on its core alone");
+            assert_eq!(allowed(), before, "after, the thread has its cores back");
+            assert_eq!(std::thread::spawn(allowed).join().unwrap(), before, "a thread started after inherits them all");
+            let panicked = std::panic::catch_unwind(|| on_core(core, || panic!("set-up failed")));
+            assert!(panicked.is_err());
+            assert_eq!(allowed(), before, "a set-up that panicked gave the cores back too");
+            let err = on_core(4096, || unreachable!("a missing core runs nothing")).unwrap_err();
+            assert!(err.to_string().contains("4096"), "{err}");
+            assert_eq!(allowed(), before);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

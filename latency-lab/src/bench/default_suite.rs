@@ -347,11 +347,6 @@ fn book(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Rounds of the wire part, each way in turn (order alternating): three, so that one round the
-/// host held the sender in leaves two to judge (a verdict needs more than half the rounds).
-#[cfg(feature = "xdp")]
-const WIRE_ROUNDS: usize = 3;
-
 /// From the wire: datagrams over a veth into a namespace the lab makes, four ways of taking
 /// them (see `bench::wire`).
 fn wire(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {
@@ -359,7 +354,7 @@ fn wire(c: &mut Ctx<'_>) -> Result<(), Box<dyn Error>> {
     #[cfg(feature = "xdp")]
     {
         let (a, cores, ticks_per_ns) = (c.a, c.cores, c.ticks_per_ns);
-        match crate::bench::wire::run(&a.rates, a.wire_seconds, WIRE_ROUNDS, cores, ticks_per_ns) {
+        match crate::bench::wire::run(&a.rates, a.wire_round_seconds, a.wire_rounds, cores, ticks_per_ns) {
             Ok(secs) => {
                 c.rep.notes.extend(secs.iter().map(crate::bench::wire::verdict));
                 c.rep.sections.extend(secs);
