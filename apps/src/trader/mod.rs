@@ -416,16 +416,20 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         ));
     }
     let stop = pipeline::stop_flag()?;
-    let mut strategy = Strategy::new(a.qty, a.max_in_flight);
-    // Before attaching (the feed starts once we are attached), and on the trader's core: the
-    // book's pages are first touched where its loop will use them, and a late joiner's page
-    // faults take no time slice from the app that owns another core. The loop itself is pinned
-    // once the streams are up, so the threads they start keep every core.
-    match a.core {
-        Some(core) => tickbus::agent::on_core(core, || strategy.pre_touch())
-            .map_err(|e| format!("pinning to core {core}: {e}"))?,
-        None => strategy.pre_touch(),
-    }
+    // Made and touched before attaching (the feed starts once we are attached), and on the
+    // trader's core: the book's pages are first touched where its loop will use them, and a
+    // late joiner's page faults for its book take no time slice from the app that owns another
+    // core. The loop itself is pinned once the streams are up, so the threads they start keep
+    // every core (and so does a snapshot's load, which opens a stream).
+    let made = || {
+        let mut s = Strategy::new(a.qty, a.max_in_flight);
+        s.pre_touch();
+        s
+    };
+    let mut strategy = match a.core {
+        Some(core) => tickbus::agent::on_core(core, made).map_err(|e| format!("pinning to core {core}: {e}"))?,
+        None => made(),
+    };
     let (mut snapshot, mut refused) = (None, None);
     let (orders, md, execs, recovery) = open(&a, &stop, &mut strategy, &mut snapshot, &mut refused)?;
     let mut t = Trader::new(md, orders, execs, strategy);

@@ -30,35 +30,33 @@ pub fn pin_current_thread(core: usize) -> io::Result<Pinning> {
 }
 
 /// Runs `f` with the calling thread pinned to `core`, then gives the thread back the cores it
-/// could run on before (also if `f` panics). For set-up that touches memory a pinned loop will
-/// use: its pages are first touched on that core (and so placed on its NUMA node, on a machine
-/// with several), and their page faults take no time slice from the app that owns another core,
-/// while the threads the rest of the set-up starts (an acceptor, a recovery helper) do not
-/// inherit that one core. `f` itself should start none.
+/// could run on before. For set-up that touches memory a pinned loop will use: its pages are
+/// first touched on that core (and so placed on its NUMA node, on a machine with several), and
+/// their page faults take no time slice from the app that owns another core, while the threads
+/// the rest of the set-up starts (an acceptor, a recovery helper) do not inherit that one core.
+/// `f` itself should start none: they would. A mask that cannot be given back is an error (the
+/// thread would stay on one core); if `f` panics, the mask is given back as it unwinds.
 pub fn on_core<R>(core: usize, f: impl FnOnce() -> R) -> io::Result<R> {
-    struct Restore(libc::cpu_set_t);
-    impl Drop for Restore {
+    /// Gives the mask back if `f` unwinds; on the normal path it is given back, and its error
+    /// returned, below.
+    struct OnUnwind(Option<crate::sys::cpu::Affinity>);
+    impl Drop for OnUnwind {
         fn drop(&mut self) {
-            // SAFETY: pid 0 is the calling thread; the set is a whole cpu_set_t the kernel
-            // filled in `affinity` for this thread, and its size is passed with it.
-            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.0) };
+            if let Some(Err(e)) = self.0.as_ref().map(crate::sys::cpu::set_affinity) {
+                log::warn!("a set-up pinned to one core panicked and its thread's cores could not be given back: {e}");
+            }
         }
     }
-    let _restore = Restore(affinity()?);
+    let before = crate::sys::cpu::affinity()
+        .map_err(|e| io::Error::new(e.kind(), format!("reading this thread's cores before pinning it: {e}")))?;
+    let mut guard = OnUnwind(Some(before));
     pin_current_thread(core)?;
-    Ok(f())
-}
-
-/// The cores the calling thread may run on.
-fn affinity() -> io::Result<libc::cpu_set_t> {
-    // SAFETY: cpu_set_t is plain data; all zeroes is a valid (empty) set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: pid 0 is the calling thread; the kernel writes at most the size passed, that of
-    // the set it is given.
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(set)
+    let r = f();
+    let before = guard.0.take().expect("taken only here");
+    crate::sys::cpu::set_affinity(&before).map_err(|e| {
+        io::Error::new(e.kind(), format!("giving the thread its cores back after its set-up on core {core}: {e}"))
+    })?;
+    Ok(r)
 }
 
 /// A running agent thread. Dropping it stops the agent and waits for its thread, so a runner
@@ -194,11 +192,8 @@ mod tests {
         assert_eq!((err.agent.as_str(), err.message.as_str()), ("boom", "order book corrupt"));
     }
 
-    /// The cores the calling thread may run on, listed.
     fn allowed() -> Vec<usize> {
-        let set = affinity().unwrap();
-        // SAFETY: CPU_ISSET reads a bit of a whole cpu_set_t; every index is below its 1024.
-        (0..1024).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+        crate::sys::cpu::affinity().unwrap().cores()
     }
 
     #[test]
@@ -215,7 +210,6 @@ mod tests {
             assert_eq!(allowed(), before, "a set-up that panicked gave the cores back too");
             let err = on_core(4096, || unreachable!("a missing core runs nothing")).unwrap_err();
             assert!(err.to_string().contains("4096"), "{err}");
-            assert_eq!(allowed(), before);
         })
         .join()
         .unwrap();

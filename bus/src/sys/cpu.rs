@@ -24,6 +24,41 @@ pub fn parse_cpu_list(s: &str) -> Vec<usize> {
     out
 }
 
+/// The calling thread's CPU affinity, to be given back with [`set_affinity`].
+pub struct Affinity(libc::cpu_set_t);
+
+impl Affinity {
+    /// The cores in the set, listed (what the tests check).
+    #[cfg(test)]
+    pub fn cores(&self) -> Vec<usize> {
+        // SAFETY: CPU_ISSET reads one bit of a whole cpu_set_t; every index is below its
+        // CPU_SETSIZE (1024) bits.
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &self.0) }).collect()
+    }
+}
+
+/// The cores the calling thread may run on.
+pub fn affinity() -> std::io::Result<Affinity> {
+    // SAFETY: cpu_set_t is plain data; all zeroes is a valid (empty) set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is the calling thread; the kernel writes at most the size passed, that of
+    // the set it is given.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(Affinity(set))
+}
+
+/// Gives the calling thread the cores of `a` (as [`affinity`] read them).
+pub fn set_affinity(a: &Affinity) -> std::io::Result<()> {
+    // SAFETY: pid 0 is the calling thread; the set is a whole cpu_set_t and its size is passed
+    // with it.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &a.0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,9 +9,12 @@
 //! the joiner and its gateway run on the trader's core (and the lab thread that starts them, so
 //! no start-up takes a slice of the venue's core). What the figure holds is what a joiner costs
 //! the publisher from another core (the ring it reads, the journal's pages, the caches and memory
-//! they share), not the scheduler's slices: on two cores with the joiner unpinned, its catch-up
-//! took those from the venue and every round was backlogged. The trader shares its core, so its
-//! own latency in these days is not a figure of this benchmark.
+//! they share, and kernel work the processes cause that lands on the venue's core, a journal's
+//! writeback say), not time slices its processes take: on two cores with the joiner unpinned,
+//! its catch-up took the venue's and every round was backlogged. The exchange starts on the
+//! trader's core too and moves itself before its day: its set-up (one NUMA node here) is the
+//! same in both days. The trader shares its core, so its own latency in these days is not a
+//! figure of this benchmark.
 use std::error::Error;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

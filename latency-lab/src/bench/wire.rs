@@ -89,7 +89,7 @@ pub fn run(
     for &rate in rates {
         let n = ((rate as f64 * seconds) as u64).max(1000);
         let mut rows: Vec<Row> = Vec::new();
-        for round in 0..rounds {
+        for round in 0..rounds.max(1) {
             let mut order = Way::ALL.to_vec();
             if round % 2 == 1 {
                 order.reverse();

@@ -274,7 +274,7 @@ pub fn join_cost_table(c: &crate::model::pipeline::JoinCost) -> String {
     let _ = writeln!(s, "  target: {}: {} ({})", t.figure, t.status.says(), t.goal);
     let _ = writeln!(
         s,
-        "  the venue's core is its own: the recorder (in both days, parking when the ring is empty), the joiner and its gateway (yielding when idle) share the trader's core, so the figure is the joiner's cost to the publisher from another core, not the scheduler's slices"
+        "  the venue's core is its own: the recorder (in both days, parking when the ring is empty), the joiner and its gateway (yielding when idle) share the trader's core, so the figure is the joiner's cost to the publisher from another core (kernel work they cause may still land on the venue's core)"
     );
     s
 }
