@@ -113,7 +113,8 @@ impl Report {
                     .map(|f| (f.kept.len(), Spread::of(f.kept).median))
                     .filter(|&(_, x)| x > 0.5)
                     .map_or(String::new(), |(n, x)| {
-                        format!("; the bare AF_XDP floor is itself {x:.2}x the udp ingest on this path (median of the {n} rounds where both senders kept up and neither receiver lost datagrams): no ingest could meet 0.5x on it")
+                        let of = if n == 1 { "in the one round".to_string() } else { format!("median of the {n} rounds") };
+                        format!("; the bare AF_XDP floor is itself {x:.2}x the udp ingest on this path ({of} where both senders kept up and neither receiver lost datagrams): no ingest could meet 0.5x on it")
                     });
                 t.push(target(
                     format!("AF_XDP feed ingest at {}/s", sec.rate.map(rate_name).unwrap_or_default()),
@@ -720,6 +721,19 @@ mod tests {
         assert!(t[0].figure.ends_with(said), "{t:?}");
         let t = with_floor(2_000, 3_700, 0, false);
         assert!(!t[0].figure.contains("floor is itself"), "{t:?}");
+        // One round left to tell: said as one round, not a median.
+        let t = {
+            let mut rows = Vec::new();
+            for k in 0..3u64 {
+                let mut f = row("floor: bare AF_XDP RX loop", Kind::Floor, 3_500);
+                (f.round_backlogged, f.round_lost) = (vec![k > 0], vec![false]);
+                let x = row("tickbus feed ingest (xdp)", Kind::Tickbus, 3_700);
+                merge_round(&mut rows, vec![f, x, row("tickbus feed ingest (udp)", Kind::Tickbus, 4_800)]).unwrap();
+            }
+            let sec = Section { mode: "wire".into(), size: 64, rate: Some(100_000), rows };
+            Report { sections: vec![sec], ..Default::default() }.targets()
+        };
+        assert!(t[0].figure.contains("itself 0.73x the udp ingest on this path (in the one round where both"), "{t:?}");
         let t = with_floor(3_490, 3_700, 0, true);
         assert!(!t[0].figure.contains("floor is itself"), "a floor that lost datagrams: {t:?}");
         let t = with_floor(3_490, 2_000, 0, false);
