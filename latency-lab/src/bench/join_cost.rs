@@ -30,20 +30,13 @@ pub fn run(s: &Spec<'_>) -> Result<JoinCost, Box<dyn Error>> {
     if s.cores.len() < 2 || !s.tickbus.is_file() {
         return Err(format!("the join benchmark needs two cores and {}", s.tickbus.display()).into());
     }
-    // The rounds run on a lab thread pinned to the trader's core, so every process they start
-    // begins there (the venue moves itself to its own core): neither the lab's waking nor a
-    // child's start-up takes a time slice of the venue's core.
+    // The rounds run with this thread on the trader's core, so every process they start begins
+    // there (the venue moves itself to its own core): neither the lab's waking nor a child's
+    // start-up takes a time slice of the venue's core. The children (and the thread reading
+    // the recorder's stderr) inherit that core, as wanted; the lab's cores come back after.
     let trader_core = s.cores[1];
-    std::thread::scope(|sc| {
-        sc.spawn(move || -> Result<JoinCost, String> {
-            tickbus::agent::pin_current_thread(trader_core)
-                .map_err(|e| format!("pinning the lab to core {trader_core}: {e}"))?;
-            rounds(s).map_err(|e| e.to_string())
-        })
-        .join()
-    })
-    .map_err(|_| "the late joiner's rounds panicked")?
-    .map_err(Into::into)
+    tickbus::agent::on_core(trader_core, || rounds(s))
+        .map_err(|e| format!("pinning the lab to core {trader_core}: {e}"))?
 }
 
 fn rounds(s: &Spec<'_>) -> Result<JoinCost, Box<dyn Error>> {

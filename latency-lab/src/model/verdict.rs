@@ -698,12 +698,14 @@ mod tests {
         // A bare AF_XDP floor over the target beside the udp ingest (a veth's copy mode) is
         // said when the target is not met, with or without a verdict; not when it is met, nor
         // when the floor is under 0.5x, nor when the floor lost datagrams (its p50 then held a
-        // queue).
-        let with_floor = |floor: u64, xdp: u64, behind: usize, floor_lost: bool| {
+        // queue). Three rounds: (the floor's p50, the xdp ingest's, how many rounds the xdp
+        // sender fell behind in (the first ones), how many the floor's did (the last ones),
+        // whether the floor lost datagrams in its first); the udp ingest at 4,800 ns.
+        let with_floor = |floor: u64, xdp: u64, behind: usize, floor_behind: usize, floor_lost: bool| {
             let mut rows = Vec::new();
             for k in 0..3u64 {
                 let mut f = row("floor: bare AF_XDP RX loop", Kind::Floor, floor + 10 * k);
-                (f.round_backlogged, f.round_lost) = (vec![false], vec![floor_lost && k == 0]);
+                (f.round_backlogged, f.round_lost) = (vec![k as usize + floor_behind >= 3], vec![floor_lost && k == 0]);
                 let mut x = row("tickbus feed ingest (xdp)", Kind::Tickbus, xdp + 10 * k);
                 (x.round_backlogged, x.round_lost) = (vec![(k as usize) < behind], vec![false]);
                 merge_round(&mut rows, vec![f, x, row("tickbus feed ingest (udp)", Kind::Tickbus, 4_800)]).unwrap();
@@ -712,31 +714,22 @@ mod tests {
             Report { sections: vec![sec], ..Default::default() }.targets()
         };
         let said = "; the bare AF_XDP floor is itself 0.73x the udp ingest on this path (median of the 3 rounds where both senders kept up and neither receiver lost datagrams): no ingest could meet 0.5x on it";
-        let t = with_floor(3_490, 3_700, 0, false);
+        let t = with_floor(3_490, 3_700, 0, 0, false);
         assert_eq!(t[0].status, Status::NotMet, "{t:?}");
         assert!(t[0].figure.ends_with(&format!("{said})")), "{t:?}");
         // No verdict (two of three rounds' xdp sender fell behind): still said.
-        let t = with_floor(3_490, 3_700, 2, false);
+        let t = with_floor(3_490, 3_700, 2, 0, false);
         assert_eq!(t[0].status, Status::Backlogged, "{t:?}");
         assert!(t[0].figure.ends_with(said), "{t:?}");
-        let t = with_floor(2_000, 3_700, 0, false);
+        let t = with_floor(2_000, 3_700, 0, 0, false);
         assert!(!t[0].figure.contains("floor is itself"), "{t:?}");
-        // One round left to tell: said as one round, not a median.
-        let t = {
-            let mut rows = Vec::new();
-            for k in 0..3u64 {
-                let mut f = row("floor: bare AF_XDP RX loop", Kind::Floor, 3_500);
-                (f.round_backlogged, f.round_lost) = (vec![k > 0], vec![false]);
-                let x = row("tickbus feed ingest (xdp)", Kind::Tickbus, 3_700);
-                merge_round(&mut rows, vec![f, x, row("tickbus feed ingest (udp)", Kind::Tickbus, 4_800)]).unwrap();
-            }
-            let sec = Section { mode: "wire".into(), size: 64, rate: Some(100_000), rows };
-            Report { sections: vec![sec], ..Default::default() }.targets()
-        };
+        // One round left to tell (the floor's sender fell behind in the other two): said as one
+        // round, not a median.
+        let t = with_floor(3_490, 3_700, 0, 2, false);
         assert!(t[0].figure.contains("itself 0.73x the udp ingest on this path (in the one round where both"), "{t:?}");
-        let t = with_floor(3_490, 3_700, 0, true);
+        let t = with_floor(3_490, 3_700, 0, 0, true);
         assert!(!t[0].figure.contains("floor is itself"), "a floor that lost datagrams: {t:?}");
-        let t = with_floor(3_490, 2_000, 0, false);
+        let t = with_floor(3_490, 2_000, 0, 0, false);
         assert_eq!(t[0].status, Status::Met, "{t:?}");
         assert!(!t[0].figure.contains("floor is itself"), "{t:?}");
         // A row from before the per-round flags: its backlog stands for every round.
