@@ -174,6 +174,20 @@ pub fn merge_round(rows: &mut Vec<Row>, round: Vec<Row>) -> Result<(), String> {
 }
 
 impl Row {
+    /// The marks after the row's name in every rendering: " [BACKLOGGED]" (its sender fell
+    /// behind: shown, not latency) or else " [SUSPECT]" (a floor that a measured row beat),
+    /// then " [LOST DATAGRAMS]" when a round of it lost any. Built here once, so the text and
+    /// the HTML tables cannot mark a row differently.
+    pub fn marks(&self) -> String {
+        let state = match (&self.backlog, &self.suspect) {
+            (Some(_), _) => " [BACKLOGGED]",
+            (None, Some(_)) => " [SUSPECT]",
+            (None, None) => "",
+        };
+        let lost = if self.round_lost.contains(&true) { " [LOST DATAGRAMS]" } else { "" };
+        format!("{state}{lost}")
+    }
+
     /// Adds another run of the same transport (interleaved rounds); see [`merge_round`].
     pub fn merge(&mut self, other: Row) {
         debug_assert_eq!(self.name, other.name, "rows are merged by name");
@@ -492,6 +506,28 @@ pub(crate) mod tests {
         assert_eq!(sec.rows[2].suspect, None, "within 10% is noise, not a broken floor");
         let json = serde_json::to_value(&sec).unwrap();
         assert!(json["rows"][1]["suspect"].is_string() && json["rows"][0].get("suspect").is_none());
+    }
+
+    /// The text and HTML tables mark a row from one place: a backlog wins over a suspect floor,
+    /// and lost datagrams are said beside either, or alone.
+    #[test]
+    fn a_rows_marks_say_backlogged_before_suspect_and_lost_datagrams_beside_either() {
+        let mut r = row("tickbus feed ingest (udp)", Kind::Tickbus, 100);
+        assert_eq!(r.marks(), "");
+        r.round_lost = vec![false, true];
+        assert_eq!(r.marks(), " [LOST DATAGRAMS]");
+        r.suspect = Some("beaten".into());
+        assert_eq!(r.marks(), " [SUSPECT] [LOST DATAGRAMS]");
+        r.backlog = Some(Backlog {
+            max_behind_ns: 2_000_000,
+            late_sends: 50,
+            sends: 1000,
+            asked_msgs_per_s: 1e6,
+            sustained_msgs_per_s: 9e5,
+        });
+        assert_eq!(r.marks(), " [BACKLOGGED] [LOST DATAGRAMS]");
+        r.round_lost = vec![false, false];
+        assert_eq!(r.marks(), " [BACKLOGGED]");
     }
 
     #[test]

@@ -168,6 +168,14 @@ pub struct Round {
     pub poll_pass: Option<PollPasses>,
 }
 
+impl Round {
+    /// Whether this round's tick-to-trade was judged from the market data's publish: its
+    /// figure from the tick's due time is kept beside it only then (`bench::pipeline`).
+    pub fn from_publish(&self) -> bool {
+        self.ttt_from_due_p50.is_some()
+    }
+}
+
 /// The median ns of one empty pass of a poll loop, whole (`tickbus::agent::PollPeriod`): the
 /// trader's duty cycle (market data, reports, warming the book, the idle pause) and the hop
 /// floor's bare reader (market data, the pause).
@@ -268,6 +276,13 @@ pub struct RdmaRound {
     /// The exchange fell behind its schedule this round (what it said): no verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<String>,
+}
+
+impl RdmaRound {
+    /// Whether this round's figures are from the market data's publish (as [`Round::from_publish`]).
+    pub fn from_publish(&self) -> bool {
+        self.ttt_from_due_p50.is_some()
+    }
 }
 
 /// The pipeline over RDMA (exchange on one device, trader on the other), rounds interleaved

@@ -33,13 +33,7 @@ fn section_table(sec: &Section, out: &mut String) {
         } else {
             ""
         };
-        let mark = match (&r.backlog, &r.suspect) {
-            (Some(_), _) => " [BACKLOGGED]",
-            (None, Some(_)) => " [SUSPECT floor]",
-            (None, None) => "",
-        };
-        let lost = if r.round_lost.contains(&true) { " [LOST DATAGRAMS]" } else { "" };
-        let _ = write!(out, "<tr class=\"{class}\"><td title=\"{}\">{}{mark}{lost}</td>", esc(&r.note), esc(&r.name));
+        let _ = write!(out, "<tr class=\"{class}\"><td title=\"{}\">{}{}</td>", esc(&r.note), esc(&r.name), r.marks());
         for (k, v) in r.ns.iter().enumerate() {
             let f = r.x_floor.as_ref().map_or("-".into(), |x| format!("{:.2}", x[k]));
             let b = r.x_best_peer.as_ref().map_or("-".into(), |x| format!("{:.2}", x[k]));

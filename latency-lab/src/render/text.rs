@@ -30,12 +30,7 @@ impl Section {
         }
         let _ = writeln!(s, "{:>22}", "max");
         for r in &self.rows {
-            let lost = if r.round_lost.contains(&true) { " [LOST DATAGRAMS]" } else { "" };
-            let name = match (&r.suspect, &r.backlog) {
-                (_, Some(_)) => format!("{} [BACKLOGGED]{lost}", r.name),
-                (Some(_), None) => format!("{} [SUSPECT]{lost}", r.name),
-                (None, None) => format!("{}{lost}", r.name),
-            };
+            let name = format!("{}{}", r.name, r.marks());
             let _ = write!(s, "{name:<50}");
             for (k, v) in r.ns.iter().enumerate() {
                 let f = r.x_floor.as_ref().map_or("-".into(), |x| format!("{:.2}", x[k]));
@@ -349,7 +344,7 @@ pub fn wire_trade_table(runs: &[crate::model::wire_trade::WireTrade]) -> String 
 fn judged_row(r: &crate::model::pipeline::Run) -> String {
     let (n, m) = match r.rounds.len() {
         0 => (usize::from(r.judged_from_publish()), 1),
-        m => (r.rounds.iter().filter(|x| x.ttt_from_due_p50.is_some()).count(), m),
+        m => (r.rounds.iter().filter(|x| x.from_publish()).count(), m),
     };
     format!(
         "tick-to-trade {} (the floors start at a publish, and the venue's work before it is the first row; a run is \
