@@ -171,7 +171,7 @@ pub struct Round {
 impl Round {
     /// Whether this round's tick-to-trade was judged from the market data's publish: its
     /// figure from the tick's due time is kept beside it only then (`bench::pipeline`).
-    pub fn from_publish(&self) -> bool {
+    pub fn judged_from_publish(&self) -> bool {
         self.ttt_from_due_p50.is_some()
     }
 }
@@ -279,8 +279,8 @@ pub struct RdmaRound {
 }
 
 impl RdmaRound {
-    /// Whether this round's figures are from the market data's publish (as [`Round::from_publish`]).
-    pub fn from_publish(&self) -> bool {
+    /// Whether this round's figures are from the market data's publish (as [`Round::judged_from_publish`]).
+    pub fn judged_from_publish(&self) -> bool {
         self.ttt_from_due_p50.is_some()
     }
 }

@@ -366,7 +366,7 @@ impl super::pipeline::Run {
                 what.0,
                 ttt.0.map_or(ttt.1.clone(), |r| {
                     // Which row each kept round judged: the figure says, and a mix says so.
-                    let n = kept.iter().filter(|r| r.from_publish()).count();
+                    let n = kept.iter().filter(|r| r.judged_from_publish()).count();
                     format!("p50 {} {r} its budget ({})", super::pipeline::judged_from(n, kept.len()), ttt.1)
                 }),
                 goals.0,
@@ -515,7 +515,7 @@ impl super::pipeline::RdmaRun {
         }
         let k = Spread::of(kept.clone());
         // Which tick-to-trade row the rounds judged, as on shm.
-        let from = super::pipeline::judged_from(self.rounds.iter().filter(|x| x.from_publish()).count(), n);
+        let from = super::pipeline::judged_from(self.rounds.iter().filter(|x| x.judged_from_publish()).count(), n);
         target(
             what,
             format!(

@@ -344,7 +344,7 @@ pub fn wire_trade_table(runs: &[crate::model::wire_trade::WireTrade]) -> String 
 fn judged_row(r: &crate::model::pipeline::Run) -> String {
     let (n, m) = match r.rounds.len() {
         0 => (usize::from(r.judged_from_publish()), 1),
-        m => (r.rounds.iter().filter(|x| x.from_publish()).count(), m),
+        m => (r.rounds.iter().filter(|x| x.judged_from_publish()).count(), m),
     };
     format!(
         "tick-to-trade {} (the floors start at a publish, and the venue's work before it is the first row; a run is \
