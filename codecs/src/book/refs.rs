@@ -88,6 +88,15 @@ impl<V: Copy + FromZeros> RefTable<V> {
         self.spill.get_mut(key)
     }
 
+    /// Where `key`'s value lives when its slot holds it, found without reading the table (the
+    /// slot's address is the key's low bits): for a prefetch, which must not wait on the line it
+    /// asks for as a lookup's read of the slot's key does. A key the spill map holds, or one not
+    /// held at all, still gets its slot's address, whatever that holds.
+    #[inline]
+    pub fn home_of(&self, key: u64) -> *const V {
+        &self.slots[self.slot(key)].value
+    }
+
     /// Whether a value is held for `key`.
     #[inline]
     pub fn contains_key(&self, key: &u64) -> bool {
@@ -246,6 +255,22 @@ mod tests {
         assert_eq!(t.remove(&19), Some(192));
         assert_eq!(t.remove(&19), None);
         assert_eq!((t.len(), t.spilled()), (1, 1));
+    }
+
+    /// The warming's address: a key its slot holds is at the address a lookup returns; one
+    /// spilled (or not held) gets its slot's address, the slot's holder's value, never the spill
+    /// map's copy.
+    #[test]
+    fn a_keys_home_is_where_its_slot_holds_it_and_a_spilled_key_gets_its_slot() {
+        let mut t = RefTable::<u32>::with_capacity(16);
+        t.insert(3, 30);
+        t.insert(19, 190); // spilled: 3 holds the slot
+        let at = |v: Option<&u32>| v.map(|v| v as *const u32);
+        assert_eq!(Some(t.home_of(3)), at(t.get(&3)));
+        assert_eq!(t.home_of(19), t.home_of(3), "a spilled key's home is its slot");
+        assert_ne!(Some(t.home_of(19)), at(t.get(&19)));
+        assert_eq!(t.home_of(51), t.home_of(3), "a key not held: its slot all the same");
+        assert_ne!(t.home_of(4), t.home_of(3));
     }
 
     #[test]

@@ -12,9 +12,10 @@
 //! stray locate would stretch the walk for the rest of the day.
 //!
 //! This crate has no `unsafe`, which a prefetch needs: the caller brings it
-//! (`tickbus::cache::prefetch_l2`). Finding the lines reads the stock's entry, its best level
-//! and the two order slots, one after another; those reads are the warming's main cost, and
-//! they bring their lines in as reads do.
+//! (`tickbus::cache::prefetch_l2`). Finding the lines reads the stock's entry and its best level,
+//! one after the other; those reads are the warming's main cost, and they bring their lines in
+//! as reads do. The order slots at the queue's ends are found by address, not read
+//! ([`super::RefTable::home_of`]): only the prefetch asks for their lines.
 use std::mem::{size_of, size_of_val};
 
 use super::{Order, OrderBook, StockBook};
@@ -41,10 +42,12 @@ impl OrderBook {
             let top = &levels[levels.len().saturating_sub(4)..];
             each_line(top.as_ptr().cast(), size_of_val(top), &mut line);
             for r in [best.head, best.tail] {
-                if let Some(o) = self.orders.get(&r) {
-                    // A 32-byte order in a 48-byte slot may straddle two lines.
-                    each_line((o as *const Order).cast(), size_of::<Order>(), &mut line);
-                }
+                // The order's slot by its address alone: looking the order up would read the
+                // slot's key, and an idle pass would wait there on the very line it asks for
+                // (in the trader's loop, the pass's longest stall). An order the table spilled
+                // is not warmed, and its slot's line is asked for instead: harmless.
+                // A 32-byte order in a 48-byte slot may straddle two lines.
+                each_line(self.orders.home_of(r).cast(), size_of::<Order>(), &mut line);
             }
         }
     }
@@ -107,7 +110,12 @@ impl HotStocks {
         if n == 0 {
             return;
         }
-        self.warmed = (self.warmed + 1) % n;
+        // The next in turn, wrapping by a compare: `% n` was a division on every idle pass (n
+        // only grows, so `warmed` is always below it).
+        self.warmed += 1;
+        if self.warmed >= n {
+            self.warmed = 0;
+        }
         book.hot_lines(self.ring[self.warmed], line);
     }
 }
