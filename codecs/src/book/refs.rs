@@ -88,13 +88,15 @@ impl<V: Copy + FromZeros> RefTable<V> {
         self.spill.get_mut(key)
     }
 
-    /// Where `key`'s value lives when its slot holds it, found without reading the table (the
-    /// slot's address is the key's low bits): for a prefetch, which must not wait on the line it
-    /// asks for as a lookup's read of the slot's key does. A key the spill map holds, or one not
-    /// held at all, still gets its slot's address, whatever that holds.
+    /// The bytes of `key`'s home slot (its address and length), found without reading the table
+    /// (the slot is the key's low bits): for a prefetch, which must not wait on the line it asks
+    /// for, as a lookup's read of the slot's key does. The whole slot, because a lookup reads the
+    /// key before the value and a 48-byte slot may put them on different lines. A key the spill
+    /// map holds, or one not held at all, gets its home slot all the same, whatever that holds.
     #[inline]
-    pub fn home_of(&self, key: u64) -> *const V {
-        &self.slots[self.slot(key)].value
+    pub fn home_of(&self, key: u64) -> (*const u8, usize) {
+        let s: *const Slot<V> = &self.slots[self.slot(key)];
+        (s.cast(), std::mem::size_of::<Slot<V>>())
     }
 
     /// Whether a value is held for `key`.
@@ -230,6 +232,7 @@ impl<V> std::fmt::Debug for RefTable<V> {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+    use std::mem::size_of;
 
     #[test]
     fn a_reference_whose_slot_is_held_spills_and_both_stay_found() {
@@ -257,20 +260,24 @@ mod tests {
         assert_eq!((t.len(), t.spilled()), (1, 1));
     }
 
-    /// The warming's address: a key its slot holds is at the address a lookup returns; one
-    /// spilled (or not held) gets its slot's address, the slot's holder's value, never the spill
-    /// map's copy.
+    /// The warming's bytes: a key its slot holds has its key and value inside them; one spilled
+    /// (or not held) gets its home slot, the slot's holder, never the spill map's copy.
     #[test]
-    fn a_keys_home_is_where_its_slot_holds_it_and_a_spilled_key_gets_its_slot() {
-        let mut t = RefTable::<u32>::with_capacity(16);
+    fn a_keys_home_is_the_slot_holding_it_and_a_spilled_key_gets_its_slot() {
+        let mut t = RefTable::<u64>::with_capacity(16);
         t.insert(3, 30);
         t.insert(19, 190); // spilled: 3 holds the slot
-        let at = |v: Option<&u32>| v.map(|v| v as *const u32);
-        assert_eq!(Some(t.home_of(3)), at(t.get(&3)));
+        let inside = |(at, len): (*const u8, usize), v: &u64| {
+            let (a, v) = (at as usize, v as *const u64 as usize);
+            a <= v && v + 8 <= a + len
+        };
+        assert_eq!(t.home_of(3).1, size_of::<Slot<u64>>());
+        assert!(inside(t.home_of(3), t.get(&3).unwrap()), "the value is in its home slot");
         assert_eq!(t.home_of(19), t.home_of(3), "a spilled key's home is its slot");
-        assert_ne!(Some(t.home_of(19)), at(t.get(&19)));
+        assert!(!inside(t.home_of(19), t.get(&19).unwrap()), "not the spill map's copy");
         assert_eq!(t.home_of(51), t.home_of(3), "a key not held: its slot all the same");
-        assert_ne!(t.home_of(4), t.home_of(3));
+        let (a3, a4) = (t.home_of(3).0 as usize, t.home_of(4).0 as usize);
+        assert_eq!(a4 - a3, size_of::<Slot<u64>>(), "slots side by side");
     }
 
     #[test]

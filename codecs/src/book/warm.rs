@@ -16,9 +16,9 @@
 //! one after the other; those reads are the warming's main cost, and they bring their lines in
 //! as reads do. The order slots at the queue's ends are found by address, not read
 //! ([`super::RefTable::home_of`]): only the prefetch asks for their lines.
-use std::mem::{size_of, size_of_val};
+use std::mem::size_of_val;
 
-use super::{Order, OrderBook, StockBook};
+use super::{OrderBook, StockBook};
 
 /// How many recent updates [`HotStocks`] remembers.
 const HOT_STOCKS: usize = 64;
@@ -29,9 +29,11 @@ impl OrderBook {
     /// Calls `line` with an address in each hot cache line of stock `locate` (nothing for a
     /// locate the book never grew to): the stock's entry; for each side that holds orders,
     /// every line from the fourth-best level to the end of the best (`Levels::find` scans the
-    /// top four 32-byte levels, which may straddle three lines) and the lines of the orders at
-    /// the head and the tail of the best level. Reads the book to find them; no allocation, no
-    /// syscall, no change.
+    /// top four 32-byte levels, which may straddle three lines) and the lines of the order
+    /// slots of the orders at the head and the tail of the best level (their home slots,
+    /// [`super::RefTable::home_of`], found by address: a spilled order's home slot holds
+    /// another order). Reads the stock's entry and levels to find them, not the order slots; no
+    /// allocation, no syscall, no change.
     #[inline]
     pub fn hot_lines(&self, locate: u16, mut line: impl FnMut(*const u8)) {
         let Some(stock) = self.stocks.get(usize::from(locate)) else { return };
@@ -43,11 +45,11 @@ impl OrderBook {
             each_line(top.as_ptr().cast(), size_of_val(top), &mut line);
             for r in [best.head, best.tail] {
                 // The order's slot by its address alone: looking the order up would read the
-                // slot's key, and an idle pass would wait there on the very line it asks for
-                // (in the trader's loop, the pass's longest stall). An order the table spilled
-                // is not warmed, and its slot's line is asked for instead: harmless.
-                // A 32-byte order in a 48-byte slot may straddle two lines.
-                each_line(self.orders.home_of(r).cast(), size_of::<Order>(), &mut line);
+                // slot's key, and an idle pass would wait there on a cold slot's line before
+                // asking for it. The whole slot (a 48-byte slot may straddle two lines, key and
+                // order apart). An order the table spilled is not warmed; its home slot is.
+                let (at, len) = self.orders.home_of(r);
+                each_line(at, len, &mut line);
             }
         }
     }
@@ -122,9 +124,10 @@ impl HotStocks {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Level, Side};
+    use super::super::{Level, Order, Side};
     use super::*;
     use crate::itch::{AddOrder, ItchHeader, ItchMessage};
+    use std::mem::size_of;
     use zerocopy::big_endian::{U32, U64};
 
     fn add(book: &mut OrderBook, locate: u16, reference: u64, side: u8, price: u32) {
@@ -162,7 +165,14 @@ mod tests {
             add(&mut book, 2, r, b'S', price);
         }
         let stock = book.stock(2).unwrap();
-        let order = |r: u64| lines_of(book.order(r).unwrap() as *const Order as usize, size_of::<Order>());
+        // An order's home slot's lines, which hold the order itself.
+        let order = |r: u64| {
+            let (at, len) = book.orders.home_of(r);
+            let slot = lines_of(at as usize, len);
+            let own = lines_of(book.order(r).unwrap() as *const Order as usize, size_of::<Order>());
+            assert!(own.iter().all(|l| slot.contains(l)), "order {r}'s lines are its slot's");
+            slot
+        };
         let top_four = |side: Side| {
             let levels = stock.side(side).as_slice();
             // The best is last: the top four are the last four, 128 bytes.
@@ -181,6 +191,32 @@ mod tests {
         // A stock with no orders: its entry only; one beyond the book: nothing.
         assert_eq!(lines(&book, 3), [book.stock(3).unwrap() as *const StockBook as usize]);
         assert_eq!(lines(&book, 9_000), Vec::<usize>::new());
+    }
+
+    /// The queue ends are named by their home slots, unread: an order the table spilled (its
+    /// slot held by an older live order) gets that slot's lines, not its own, and nothing reads
+    /// the spill map to find it.
+    #[test]
+    fn a_spilled_order_at_the_queue_end_names_its_home_slot() {
+        // 16 slots: 19 lands on 3's slot while 3 rests, and spills.
+        let mut book = OrderBook::with_capacity(16, 4);
+        add(&mut book, 1, 3, b'B', 100);
+        add(&mut book, 1, 19, b'B', 100);
+        assert_eq!(book.spilled_orders(), 1);
+        let home = |r: u64| {
+            let (at, len) = book.orders.home_of(r);
+            lines_of(at as usize, len)
+        };
+        let stock = book.stock(1).unwrap();
+        let levels = stock.side(Side::Bid).as_slice();
+        let mut want = vec![stock as *const StockBook as usize];
+        want.extend(lines_of(levels.as_ptr() as usize, size_of_val(levels)));
+        want.extend(home(3)); // the head
+        want.extend(home(3)); // the tail, 19: its home is 3's slot
+        let spilled = lines_of(book.order(19).unwrap() as *const Order as usize, size_of::<Order>());
+        assert!(spilled.iter().all(|l| !home(3).contains(l)), "the spill map's copy is elsewhere");
+        let got: Vec<usize> = lines(&book, 1).iter().map(|a| a & !63).collect();
+        assert_eq!(got, want.iter().map(|a| a & !63).collect::<Vec<_>>());
     }
 
     #[test]

@@ -235,12 +235,15 @@ fn record_synthetic(dir: &Path, n: u64, writer_core: usize, ticks_per_ns: f64) -
     ropts.writer_core = Some(writer_core);
     let mut rec = Recorder::start(journal, ropts)?;
     let mut tap = Synthetic::new(n);
-    // A poll that took nothing (the queue full: the writer is behind) idles as an agent runner
-    // on a core of its own does, with a spin-loop hint. Polling again at once without one is
-    // not what a recorder does: rounds that filled the queue then mostly took 70-100 ms, and
-    // 48-63 ms with the hint (a few took 150-330 ms either way), so the hot re-polling slowed
-    // the writer on the other core (how is not known: no hardware counters on this VM). The
-    // median ratio went from 0.78-0.88x to 0.88-1.02x in journal-only runs.
+    // A poll that took nothing (the queue full: the writer is behind) idles with a spin-loop
+    // hint, as `tickbus record` does for its first 10,000 empty polls in a row (then it yields
+    // and parks) and an agent runner with `BusySpin` does always. Polling again at once without
+    // one is not what a recorder does: in journal-only runs (rounds timed by a print since
+    // removed; the report keeps the last round's queue-full count only), rounds that filled the
+    // queue then mostly took 70-100 ms, and 48-63 ms with the hint (a few 150-330 ms either
+    // way), so the hot re-polling slowed the writer on the other core (how is not known: no
+    // hardware counters on this VM). The median ratio was 0.78x and 0.88x before, 1.02x and
+    // 0.88x after. With the hint, the queue-full count counts the hinted polls too.
     let mut idler = Idler::new(IdleStrategy::BusySpin);
     let t0 = Instant::now();
     while tap.next < n {

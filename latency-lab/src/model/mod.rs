@@ -174,10 +174,10 @@ pub fn merge_round(rows: &mut Vec<Row>, round: Vec<Row>) -> Result<(), String> {
 }
 
 impl Row {
-    /// The marks after the row's name in every rendering: " [BACKLOGGED]" (its sender fell
-    /// behind: shown, not latency) or else " [SUSPECT]" (a floor that a measured row beat),
-    /// then " [LOST DATAGRAMS]" when a round of it lost any. Built here once, so the text and
-    /// the HTML tables cannot mark a row differently.
+    /// The marks after the row's name in the text and HTML tables: `" [BACKLOGGED]"` (its sender
+    /// fell behind: shown, not latency) or else `" [SUSPECT]"` (a floor that a measured row beat),
+    /// then `" [LOST DATAGRAMS]"` when a round of it lost any. Built here once, so those two
+    /// tables cannot mark a row differently.
     pub fn marks(&self) -> String {
         let state = match (&self.backlog, &self.suspect) {
             (Some(_), _) => " [BACKLOGGED]",

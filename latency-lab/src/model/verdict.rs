@@ -514,8 +514,9 @@ impl super::pipeline::RdmaRun {
             );
         }
         let k = Spread::of(kept.clone());
-        // Which tick-to-trade row the rounds judged, as on shm.
-        let from = super::pipeline::judged_from(self.rounds.iter().filter(|x| x.judged_from_publish()).count(), n);
+        // Which tick-to-trade row the kept rounds judged, as on shm.
+        let from_publish = self.rounds.iter().filter(|x| !broken(x) && x.judged_from_publish()).count();
+        let from = super::pipeline::judged_from(from_publish, kept.len());
         target(
             what,
             format!(
