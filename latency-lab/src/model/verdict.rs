@@ -492,7 +492,8 @@ impl super::pipeline::RdmaRun {
         let broken = |x: &super::pipeline::RdmaRound| {
             x.alone.is_some_and(|(u, c)| (x.ud_one_way + x.rc_one_way) as f64 > NOISY_FLOOR_MOVE * (u + c) as f64)
         };
-        let kept: Vec<f64> = self.rounds.iter().filter(|x| !broken(x)).map(|x| x.ratio).collect();
+        let kept_rounds: Vec<&super::pipeline::RdmaRound> = self.rounds.iter().filter(|x| !broken(x)).collect();
+        let kept: Vec<f64> = kept_rounds.iter().map(|x| x.ratio).collect();
         let alone: Vec<f64> = self
             .rounds
             .iter()
@@ -515,7 +516,7 @@ impl super::pipeline::RdmaRun {
         }
         let k = Spread::of(kept.clone());
         // Which tick-to-trade row the kept rounds judged, as on shm.
-        let from_publish = self.rounds.iter().filter(|x| !broken(x) && x.judged_from_publish()).count();
+        let from_publish = kept_rounds.iter().filter(|x| x.judged_from_publish()).count();
         let from = super::pipeline::judged_from(from_publish, kept.len());
         target(
             what,
