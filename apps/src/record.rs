@@ -135,7 +135,7 @@ pub fn run(mut a: RecordArgs) -> Result<(), String> {
         let opts = ShmOptions::default();
         let wait = Duration::from_secs_f64(a.wait_secs);
         let started = std::time::Instant::now();
-        let mut said = false;
+        let (mut said, mut ring) = (false, tickbus::shm::RingWait::new());
         let mut tap = loop {
             match open_tap(&a, name, &opts)? {
                 // The ring is not there (or not ready) yet: its publisher may be starting. (A full
@@ -148,7 +148,9 @@ pub fn run(mut a: RecordArgs) -> Result<(), String> {
                             a.wait_secs
                         );
                     }
-                    std::thread::sleep(Duration::from_millis(50));
+                    // On the ring's folders, not by looking again and again (each look makes
+                    // dentries the kernel frees through RCU: `RingWait` says what that costs).
+                    ring.pause(&e, wait.saturating_sub(started.elapsed()), Some(&stop));
                 }
                 Err(e) if e.is_retryable() && a.wait_secs > 0.0 => {
                     return Err(format!("{e}; waited {:.1} s for it (--wait-secs)", started.elapsed().as_secs_f64()))

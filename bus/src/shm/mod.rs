@@ -20,6 +20,7 @@ mod publisher;
 mod subscriber;
 #[cfg(test)]
 pub(crate) mod tests;
+mod wait;
 
 /// Whether process `pid` exists (a ring's publisher or a consumer line's owner, as
 /// [`ShmSubscriber`] and `tickbus ring` report them).
@@ -30,6 +31,7 @@ pub use options::{HugepagePolicy, ShmOptions};
 pub(crate) use publisher::hugetlbfs_problem;
 pub use publisher::{open_publisher, ConsumerStatus, ShmPublisher};
 pub use subscriber::{open_consumer, open_observer, open_observer_uncounted, PublisherState, ShmSubscriber};
+pub use wait::{RingWait, LOOK_AGAIN};
 
 /// Deletes the ring `name` wherever it lives. Refuses a ring whose publisher is alive (it holds
 /// the ring's lock): stop the publisher first. Mapped subscribers keep their mapping until they

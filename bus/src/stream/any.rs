@@ -129,11 +129,13 @@ pub enum OpenError {
     },
 }
 
-/// Retries `f` while its error is retryable, until `o.wait` passes or `o.stop` is set.
+/// Retries `f` while its error is retryable, until `o.wait` passes or `o.stop` is set;
+/// `pause(e, most)` waits before the next try (at most `most`, the time left).
 fn waiting<T, E: std::fmt::Display>(
     c: &Channel,
     o: &OpenOptions,
     mut retryable: impl FnMut(&E) -> bool,
+    mut pause: impl FnMut(&E, Duration),
     mut f: impl FnMut() -> Result<T, E>,
     fail: impl FnOnce(E) -> OpenError,
 ) -> Result<T, OpenError> {
@@ -145,14 +147,21 @@ fn waiting<T, E: std::fmt::Display>(
                 if o.stop.as_ref().is_some_and(|s| s.load(Ordering::Acquire)) {
                     return Err(OpenError::Stopped { channel: c.to_string() });
                 }
-                if Instant::now() >= deadline {
+                let now = Instant::now();
+                if now >= deadline {
                     return Err(OpenError::Timeout { channel: c.to_string(), waited: o.wait, last: e.to_string() });
                 }
-                std::thread::sleep(Duration::from_millis(5));
+                pause(&e, deadline - now);
             }
             Err(e) => return Err(fail(e)),
         }
     }
+}
+
+/// The pause between an RDMA peer's tries: each try is a handshake, not a folder lookup.
+#[cfg(feature = "rdma")]
+fn pause_5ms<E>(_: &E, most: Duration) {
+    std::thread::sleep(Duration::from_millis(5).min(most));
 }
 
 fn ring_config(c: &Channel, o: &OpenOptions, stream: u32) -> RingConfig {
@@ -245,10 +254,13 @@ pub fn open_subscriber(c: &Channel, o: &OpenOptions) -> Result<AnySubscriber, Op
         Endpoint::Shm { name, .. } => {
             let reliable = c.reliability.unwrap_or(o.reliability) == Reliability::Reliable;
             let fail = |source| OpenError::Shm { channel: c.to_string(), source };
+            // Waits on the ring's folders, not by looking every few ms (`shm::RingWait`).
+            let mut ring = shm::RingWait::new();
             let s = waiting(
                 c,
                 o,
                 ShmError::is_retryable,
+                |e, most| ring.pause(e, most, o.stop.as_deref()),
                 || match reliable {
                     true => shm::open_consumer(name, &o.shm),
                     false => shm::open_observer(name, o.start_at, &o.shm),
@@ -262,7 +274,8 @@ pub fn open_subscriber(c: &Channel, o: &OpenOptions) -> Result<AnySubscriber, Op
             let mut so = crate::rdma::SubscriberOptions::new(token(c, o)?);
             so.device = device(c, o).or(so.device);
             let fail = |source| OpenError::Rdma { channel: c.to_string(), source };
-            let s = waiting(c, o, not_yet, || crate::rdma::RdmaSubscriber::connect(*addr, *stream, &so), fail)?;
+            let s =
+                waiting(c, o, not_yet, pause_5ms, || crate::rdma::RdmaSubscriber::connect(*addr, *stream, &so), fail)?;
             Ok(AnySubscriber::RdmaRc(s))
         }
         #[cfg(feature = "rdma")]
@@ -278,7 +291,14 @@ pub fn open_subscriber(c: &Channel, o: &OpenOptions) -> Result<AnySubscriber, Op
             let mut s = crate::mcast::McastSubscriber::join(*group, *stream, &mo).map_err(fail)?;
             if let Some(at) = recovery {
                 let not_there = |e: &crate::mcast::McastError| matches!(e, crate::mcast::McastError::Setup(r) if r.may_work_later());
-                waiting(c, o, not_there, || s.connect_recovery(*at, &token, 64, Duration::from_secs(5)), fail)?;
+                waiting(
+                    c,
+                    o,
+                    not_there,
+                    pause_5ms,
+                    || s.connect_recovery(*at, &token, 64, Duration::from_secs(5)),
+                    fail,
+                )?;
             }
             Ok(AnySubscriber::UdMcast(s))
         }

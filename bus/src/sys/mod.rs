@@ -11,3 +11,4 @@ pub mod process;
 pub mod random;
 #[cfg(feature = "rdma")]
 pub mod verbs;
+pub mod watch;
