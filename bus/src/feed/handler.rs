@@ -2,12 +2,15 @@
 //! benchmark and an embedding app all call: a MoldUDP64 datagram from line A or B goes to the
 //! [`Arbiter`]; each message it delivers is parsed as ITCH, normalised into tickbus market data
 //! (or passed on as it is, `raw`) and published on any stream ([`Publish`]), stamped with the
-//! TSC at which its datagram was taken; what both lines lost is published as a `FeedGap`.
-//! Re-requests go back to the caller, who owns the socket they are sent on (off the hot path).
+//! TSC at which its datagram was taken and how long after it its publish began (the header's
+//! publish lag: a reader times the hop from the publish as well as from the ingress, as from
+//! the venue's own messages); what both lines lost is published as a `FeedGap`. Re-requests go
+//! back to the caller, who owns the socket they are sent on (off the hot path).
 //!
 //! Owns: the arbiter, the normaliser and the output stream. Never: reads a socket or a clock
-//! (the caller passes the datagram, its ingress TSC and the arbiter's clock), allocates, or
-//! makes a syscall of its own (the output stream's transport may: see its docs).
+//! other than the TSC as each message's publish begins (the caller passes the datagram, its
+//! ingress TSC and the arbiter's clock), allocates, or makes a syscall of its own (the output
+//! stream's transport may: see its docs).
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -21,6 +24,7 @@ use super::arbiter::{Arbiter, ArbiterStats, Line, Out};
 use super::repair::{BookRepair, RepairCounts};
 use crate::snapshot::tap::SnapshotTap;
 use crate::stream::{Publish, Retry};
+use crate::time::{Tsc, TscScale};
 
 /// What the handler counted besides the arbiter's own statistics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -81,6 +85,24 @@ pub struct FeedHandler<P: Publish> {
     stop: Option<Arc<AtomicBool>>,
     counts: HandlerCounts,
     extras: Extras,
+    lag: Lag,
+}
+
+/// How a message's publish lag is taken: the TSC as its publish begins, less its ingress, in ns
+/// at the output stream's own calibration (the one its readers convert with).
+struct Lag {
+    tsc: Tsc,
+    scale: TscScale,
+}
+
+impl Lag {
+    /// Stamps `h` (already stamped with its ingress) with the time since: read as the
+    /// publish begins, so the lag never runs past the true start and a hop timed from it errs
+    /// long, never short.
+    #[inline(always)]
+    fn stamp(&self, h: &mut Header, ingress: u64) {
+        h.set_publish_lag_ns(self.scale.delta_ns(ingress, self.tsc.now()));
+    }
 }
 
 /// What the handler hands on besides publishing, when asked to.
@@ -111,6 +133,7 @@ impl<P: Publish> FeedHandler<P> {
     /// [`Normalizer::with_capacity`]; `pre_touch` it first so page faults stay out of the first
     /// ticks), publishing on `out`.
     pub fn new(arb: Arbiter, norm: Normalizer, out: P) -> FeedHandler<P> {
+        let out_ticks_per_ns = out.ticks_per_ns();
         FeedHandler {
             arb,
             norm,
@@ -119,6 +142,7 @@ impl<P: Publish> FeedHandler<P> {
             stop: None,
             counts: HandlerCounts::default(),
             extras: Extras::default(),
+            lag: Lag { tsc: Tsc::new(), scale: TscScale { ticks_per_ns: out_ticks_per_ns } },
         }
     }
 
@@ -194,10 +218,10 @@ impl<P: Publish> FeedHandler<P> {
             return Ok(());
         };
         let session = pk.header.session;
-        let FeedHandler { arb, norm, out, raw, stop, counts, extras, .. } = self;
+        let FeedHandler { arb, norm, out, raw, stop, counts, extras, lag } = self;
         let mut failed = None;
         arb.on_packet(line, &pk, now_ns, &mut |o| {
-            let r = emit(o, norm, out, *raw, stop.as_deref(), counts, extras, &session, ingress, rerequest);
+            let r = emit(o, norm, out, *raw, stop.as_deref(), counts, extras, lag, &session, ingress, rerequest);
             if let Err(e) = r {
                 failed.get_or_insert(e);
             }
@@ -215,10 +239,11 @@ impl<P: Publish> FeedHandler<P> {
         rerequest: &mut impl Rerequest,
     ) -> Result<(), PublishFailed<P::Error>> {
         let session = self.arb.session().unwrap_or(*b"          ");
-        let FeedHandler { arb, norm, out, raw, stop, counts, extras, .. } = self;
+        let FeedHandler { arb, norm, out, raw, stop, counts, extras, lag } = self;
         let mut failed = None;
         arb.poll(now_ns, &mut |o| {
-            if let Err(e) = emit(o, norm, out, *raw, stop.as_deref(), counts, extras, &session, ingress, rerequest) {
+            if let Err(e) = emit(o, norm, out, *raw, stop.as_deref(), counts, extras, lag, &session, ingress, rerequest)
+            {
                 failed.get_or_insert(e);
             }
         });
@@ -229,8 +254,8 @@ impl<P: Publish> FeedHandler<P> {
     /// One ITCH message already in order (a file, a capture put in order), bypassing the
     /// arbiter.
     pub fn on_message(&mut self, itch: &[u8], sequence: u64, ingress: u64) -> Result<(), PublishFailed<P::Error>> {
-        let FeedHandler { norm, out, raw, stop, counts, extras, .. } = self;
-        message(norm, out, *raw, stop.as_deref(), counts, extras, itch, sequence, ingress)
+        let FeedHandler { norm, out, raw, stop, counts, extras, lag, .. } = self;
+        message(norm, out, *raw, stop.as_deref(), counts, extras, lag, itch, sequence, ingress)
     }
 
     /// Messages `[from, to)` of MoldUDP64 session `session` (None: not known, as in an ITCH
@@ -243,8 +268,8 @@ impl<P: Publish> FeedHandler<P> {
         session: Option<&[u8; 10]>,
         ingress: u64,
     ) -> Result<(), PublishFailed<P::Error>> {
-        let FeedHandler { out, stop, counts, extras, .. } = self;
-        gap(out, stop.as_deref(), counts, extras, from, to, session, ingress)
+        let FeedHandler { out, stop, counts, extras, lag, .. } = self;
+        gap(out, stop.as_deref(), counts, extras, lag, from, to, session, ingress)
     }
 
     /// The normaliser's book (whole unless messages were lost and not yet repaired).
@@ -289,15 +314,18 @@ fn emit<P: Publish>(
     stop: Option<&AtomicBool>,
     counts: &mut HandlerCounts,
     extras: &mut Extras,
+    lag: &Lag,
     session: &[u8; 10],
     ingress: u64,
     rerequest: &mut impl Rerequest,
 ) -> Result<(), PublishFailed<P::Error>> {
     match o {
-        Out::Message { sequence, message: m } => message(norm, out, raw, stop, counts, extras, m, sequence, ingress),
+        Out::Message { sequence, message: m } => {
+            message(norm, out, raw, stop, counts, extras, lag, m, sequence, ingress)
+        }
         Out::Lost { from, to } => {
             let of = extras.session;
-            gap(out, stop, counts, extras, from, to, of.as_ref(), ingress)
+            gap(out, stop, counts, extras, lag, from, to, of.as_ref(), ingress)
         }
         Out::Rerequest { sequence, count } => {
             rerequest.rerequest(session, sequence, count);
@@ -323,6 +351,7 @@ fn message<P: Publish>(
     stop: Option<&AtomicBool>,
     counts: &mut HandlerCounts,
     extras: &mut Extras,
+    lag: &Lag,
     itch: &[u8],
     sequence: u64,
     ingress: u64,
@@ -348,6 +377,7 @@ fn message<P: Publish>(
         let position = out.position();
         h.stamp(stream, position, ingress);
         h.flags |= FLAG_INGRESS_TSC;
+        lag.stamp(h, ingress);
         match put(out, stop, counts, m.as_bytes()) {
             Ok(()) => {
                 counts.published += 1;
@@ -369,6 +399,7 @@ fn gap<P: Publish>(
     stop: Option<&AtomicBool>,
     counts: &mut HandlerCounts,
     extras: &mut Extras,
+    lag: &Lag,
     from: u64,
     to: u64,
     session: Option<&[u8; 10]>,
@@ -380,6 +411,7 @@ fn gap<P: Publish>(
     let position = out.position();
     g.header.stamp(out.stream_id(), position, ingress);
     g.header.flags |= FLAG_INGRESS_TSC;
+    lag.stamp(&mut g.header, ingress);
     // The book is wrong from here whether or not the gap is published.
     if let Some(r) = &mut extras.repair {
         r.on_lost(to, session.copied());

@@ -255,7 +255,12 @@ fn assemble(
     };
     let every_tick = named(to_hop(&tr.tick_hop_ns), "wire send -> strategy receive, every tick (trader)");
     let ordered_tick = named(gw[0].clone(), "wire send -> strategy receive, ticks that led to an order");
-    let ring = ring_hop(&every_tick, &wire, &feed);
+    // Measured where the feed says when each publish began (its publish lag: this release's
+    // does); by difference from a feed that does not.
+    let ring = match &tr.publish_hop_ns {
+        Some(h) => named(to_hop(h), "market data publish begins -> strategy receive (trader)"),
+        None => ring_hop(&every_tick, &wire, &feed),
+    };
     let mut hops = vec![wire, feed, ring];
     hops.extend(gw[1..5].iter().cloned());
     let total = named(gw[5].clone(), "wire-to-trade (wire send -> gateway receive)");

@@ -14,9 +14,10 @@ pub struct WireTrade {
     /// Which process ran on which core, and whether cores were shared.
     pub layout: String,
     /// The hops in pipeline order, each its own percentiles: wire send -> feed ingress, feed
-    /// ingress -> market data published (the feed, every datagram), market data published ->
-    /// strategy receive (by difference, see [`ring_hop`]), then the trader's and the gateway's
-    /// (per order).
+    /// ingress -> market data published (the feed, every datagram), market data publish begins
+    /// -> strategy receive (the trader's, from each message's publish lag; by difference, see
+    /// [`ring_hop`], from a feed that gives none), then the trader's and the gateway's (per
+    /// order).
     pub hops: Vec<Hop>,
     /// Wire send -> gateway receive, per order: wire-to-trade.
     pub total: Hop,
@@ -45,8 +46,9 @@ pub struct WireTrade {
     pub backlog: Option<String>,
 }
 
-/// The market-data ring hop, which no process stamps at both ends (the message carries one
-/// stamp, the wire send): every tick's wire send -> strategy receive less the feed's two hops,
+/// The market-data ring hop from a feed that gives no publish lag (none before this release),
+/// which then no process stamps at both ends (the message carries one stamp, the wire send):
+/// every tick's wire send -> strategy receive less the feed's two hops,
 /// percentile by percentile, at least 0. Percentiles do not subtract exactly; the name says so.
 /// Its max is 0, shown as "-": maxima of different messages subtract to nothing.
 #[cfg_attr(not(feature = "xdp"), allow(dead_code))]

@@ -326,7 +326,7 @@ pub fn wire_trade_table(runs: &[crate::model::wire_trade::WireTrade]) -> String 
         );
         let _ = writeln!(
             s,
-            "  the feed's two hops are per stamped datagram (the second over those that published); the every-tick row and the ring hop per market-data message (a datagram may make several); the rest per order{}",
+            "  the feed's two hops are per stamped datagram (the second over those that published); the every-tick row per market-data message (a datagram may make several), the ring hop per datagram (its first message, timed by the trader from the feed's publish lag); the rest per order{}",
             if r.ingest == "udp" { "; udp: one ingress stamp per recvmmsg batch, so a batch's later datagrams wait for the earlier ones in the feed hop" } else { "" }
         );
         if let Some(h) = &r.halted {

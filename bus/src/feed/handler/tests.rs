@@ -84,6 +84,35 @@ fn both_lines_give_one_message_per_sequence_each_stamped_with_its_datagrams_ingr
     assert_eq!(seen, want);
 }
 
+/// The publish lag: read as each publish begins, so ingress + lag lies between the ingress and
+/// a TSC read after the call, for messages and gaps alike (the ring's scale is 1 tick a ns).
+#[test]
+fn every_message_and_gap_says_when_its_publish_began() {
+    let (itch, _) = packets(40);
+    let (out, mut r) = ring(Mode::Lossy, 1024);
+    let mut h = FeedHandler::new(Arbiter::new(ArbiterOptions::default()), Normalizer::new(), out);
+    let tsc = crate::time::Tsc::new();
+    // Taken 20,000 ticks before the handler sees it: every lag is at least that.
+    let ingress = tsc.now() - 20_000;
+    for (k, m) in itch.iter().enumerate() {
+        h.on_message(m, k as u64 + 1, ingress).unwrap();
+    }
+    h.on_gap(41, 44, Some(&S), ingress).unwrap();
+    let after = tsc.now();
+    let (mut messages, mut gaps) = (0, 0);
+    while let Some(Recv::Message(d)) = r.try_recv() {
+        let head = Header::peek(d.payload).expect("a message header");
+        let lag = head.publish_lag_ns().unwrap_or_else(|| panic!("no publish lag at {}", d.position));
+        let begun = head.publish_begin_tsc(1.0).expect("ingress and lag");
+        assert!(lag >= 20_000 && begun <= after, "lag {lag} ns, begun {begun}, read after {after}");
+        match decode(d.payload) {
+            Ok(AnyMessage::FeedGap(_)) => gaps += 1,
+            _ => messages += 1,
+        }
+    }
+    assert_eq!((messages, gaps), (expected(&itch), 1));
+}
+
 #[test]
 fn what_both_lines_lost_is_rerequested_then_published_as_a_gap() {
     let (_, pks) = packets(20);
