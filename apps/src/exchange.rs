@@ -693,20 +693,31 @@ impl Agent for GatewayPart {
 /// starts observing the market data.
 fn wait_for_trader(execs: &str, wait: Duration, stop: &AtomicBool) -> Result<(), String> {
     let deadline = Instant::now() + wait;
-    let mut ring = None;
+    let (mut ring, mut absent) = (None, shm::RingWait::new());
     loop {
+        let mut not_there = None;
         if ring.is_none() {
-            ring = shm::open_observer(execs, StartAt::Latest, &ShmOptions::default()).ok();
+            match shm::open_observer(execs, StartAt::Latest, &ShmOptions::default()) {
+                Ok(r) => ring = Some(r),
+                Err(e) => not_there = Some(e),
+            }
         }
         if ring.as_ref().is_some_and(|r| r.has_live_consumer()) {
             return Ok(());
         }
-        if Instant::now() >= deadline || stop.load(Ordering::Acquire) {
+        let now = Instant::now();
+        if now >= deadline || stop.load(Ordering::Acquire) {
             return Err(format!(
                 "no trader attached to the report ring {execs:?} within {wait:?}: start `tickbus trader --execs {execs}` (and, with --no-gateway, `tickbus gateway`)"
             ));
         }
-        std::thread::sleep(Duration::from_millis(2));
+        match not_there {
+            // No ring yet: wait on its folders (`RingWait`: looking every 2 ms keeps the kernel
+            // freeing lookups through RCU, on whichever core is busy).
+            Some(e) => absent.pause(&e, deadline - now, Some(stop)),
+            // The ring is there; its consumer line is a word in it, read without a syscall.
+            None => std::thread::sleep(Duration::from_millis(2)),
+        }
     }
 }
 

@@ -158,6 +158,7 @@ pub fn run(mut a: RecordArgs) -> Result<(), String> {
                 r => break r.map_err(|e| e.to_string())?,
             }
         };
+        drop(ring); // the watch's descriptor: not kept through the recording
         let source =
             format!("shm ring {name} ({}) on {}", if tap.reliable() { "consumer" } else { "observer" }, host());
         let cfg = *tap.config();

@@ -253,8 +253,10 @@ pub struct StrategyStats {
 pub struct TraderSummary {
     /// Feed ingress (or publish) -> strategy receive, every tick.
     pub tick_hop_ns: HopStats,
-    /// Publish -> strategy receive, every tick whose publisher said when its publish began
-    /// (`FLAG_PUBLISH_LAG`); None when none did.
+    /// Publish -> strategy receive, over the first tick of each ingress stamp (a venue's due
+    /// time, a feed's datagram) whose publisher said when its publish began
+    /// (`FLAG_PUBLISH_LAG`); None when none did. A lag stored as 65,535 ns ("at least") is
+    /// taken as that, so the hop errs long.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publish_hop_ns: Option<HopStats>,
     /// What the loop counted.

@@ -98,10 +98,13 @@ struct Lag {
 impl Lag {
     /// Stamps `h` (already stamped with its ingress) with the time since: read as the
     /// publish begins, so the lag never runs past the true start and a hop timed from it errs
-    /// long, never short.
+    /// long, never short. An ingress of 0 (a caller with no clock) gets no lag: time since the
+    /// TSC's origin is no lag.
     #[inline(always)]
     fn stamp(&self, h: &mut Header, ingress: u64) {
-        h.set_publish_lag_ns(self.scale.delta_ns(ingress, self.tsc.now()));
+        if ingress != 0 {
+            h.set_publish_lag_ns(self.scale.delta_ns(ingress, self.tsc.now()));
+        }
     }
 }
 
@@ -411,11 +414,11 @@ fn gap<P: Publish>(
     let position = out.position();
     g.header.stamp(out.stream_id(), position, ingress);
     g.header.flags |= FLAG_INGRESS_TSC;
-    lag.stamp(&mut g.header, ingress);
     // The book is wrong from here whether or not the gap is published.
     if let Some(r) = &mut extras.repair {
         r.on_lost(to, session.copied());
     }
+    lag.stamp(&mut g.header, ingress); // the repair's work is the feed's, not the reader's hop
     put(out, stop, counts, g.as_bytes())?;
     counts.gaps_published += 1;
     if let Some(t) = &mut extras.tap {

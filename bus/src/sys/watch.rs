@@ -7,7 +7,7 @@
 //! 80 times a second (a gateway waiting beside two spinning cores: 241 preemptions in 3 s,
 //! against 7 without it). Waiting on a watch costs nothing until the folder changes.
 //!
-//! Three calls, so no crate: the wait needs a timeout, which a crate's blocking read leaves to
+//! A few calls, so no crate: the wait needs a timeout, which a crate's blocking read leaves to
 //! `poll(2)` anyway.
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -19,11 +19,26 @@ use std::time::Duration;
 /// going away).
 pub struct FolderWatch {
     fd: OwnedFd,
+    /// Whether every folder asked for is watched (one that could not be is seen only by looking).
+    whole: bool,
+}
+
+/// What ended a [`FolderWatch::wait`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Woke {
+    /// The time ran out with no change.
+    Timeout,
+    /// A name was made or moved into a watched folder (or a signal arrived): look again.
+    Changed,
+    /// A watched folder was removed or moved away, or events were lost: the watch no longer
+    /// covers the path; make a new one.
+    Stale,
 }
 
 impl FolderWatch {
     /// Watches each of `folders` that exists. An error if none could be watched (none exists, or
-    /// the user's inotify instances or watches are used up).
+    /// the user's inotify instances or watches are used up); [`FolderWatch::whole`] says whether
+    /// all were.
     pub fn new(folders: &[PathBuf]) -> io::Result<FolderWatch> {
         // SAFETY: no pointer arguments; the result is checked below.
         let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
@@ -47,39 +62,63 @@ impl FolderWatch {
         if watched == 0 {
             return Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no folder to watch")));
         }
-        Ok(FolderWatch { fd })
+        Ok(FolderWatch { fd, whole: watched == folders.len() })
     }
 
-    /// Waits until a watched folder changed or `timeout` passed; true if it changed. The events
-    /// are read and dropped: the caller looks again at what it was waiting for.
-    pub fn wait(&self, timeout: Duration) -> io::Result<bool> {
+    /// Whether every folder asked for is watched.
+    pub fn whole(&self) -> bool {
+        self.whole
+    }
+
+    /// Waits until a watched folder changed or `timeout` passed (rounded up to whole ms: a
+    /// sub-ms remainder waits 1 ms rather than returning at once). The events are read and
+    /// dropped: the caller looks again at what it was waiting for.
+    pub fn wait(&self, timeout: Duration) -> io::Result<Woke> {
         let mut p = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
         // SAFETY: `p` is one valid pollfd for the duration of the call.
         let n = unsafe { libc::poll(&mut p, 1, ms) };
         if n < 0 {
             let e = io::Error::last_os_error();
             // A signal (Ctrl-C's handler) woke us: the caller checks its stop flag and looks again.
-            return if e.kind() == io::ErrorKind::Interrupted { Ok(true) } else { Err(e) };
+            return if e.kind() == io::ErrorKind::Interrupted { Ok(Woke::Changed) } else { Err(e) };
         }
         if n == 0 {
-            return Ok(false);
+            return Ok(Woke::Timeout);
         }
-        let mut buf = [0u8; 4096];
+        let gone = libc::IN_DELETE_SELF | libc::IN_MOVE_SELF | libc::IN_IGNORED | libc::IN_Q_OVERFLOW;
+        let (mut buf, mut woke) = ([0u8; 4096], Woke::Changed);
         loop {
             // SAFETY: `buf` is writable for its whole length; the descriptor is non-blocking.
             let r = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
             if r <= 0 {
-                return Ok(true); // drained (EAGAIN) or nothing more to say
+                return Ok(woke); // drained (EAGAIN) or nothing more to say
+            }
+            if event_masks(&buf[..r as usize]).any(|m| m & gone != 0) {
+                woke = Woke::Stale;
             }
         }
     }
 }
 
+/// The masks of the inotify events in `bytes` (each a 16-byte `inotify_event` and its name).
+fn event_masks(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let head = bytes.get(at..at + 16)?;
+        let mask = u32::from_ne_bytes(head[4..8].try_into().expect("4 bytes"));
+        let name_len = u32::from_ne_bytes(head[12..16].try_into().expect("4 bytes")) as usize;
+        at += 16 + name_len;
+        Some(mask)
+    })
+}
+
 /// The folder to watch for `path` to appear in: its parent if that exists, else the nearest
 /// ancestor that does (the parent may itself be made later).
+/// (A relative path's last ancestor, the empty path, is the current folder.)
 pub fn nearest_existing_parent(path: &Path) -> Option<PathBuf> {
-    path.ancestors().skip(1).find(|a| !a.as_os_str().is_empty() && a.is_dir()).map(Path::to_path_buf)
+    let here = |a: &Path| if a.as_os_str().is_empty() { Path::new(".").to_path_buf() } else { a.to_path_buf() };
+    path.ancestors().skip(1).map(here).find(|a| a.is_dir())
 }
 
 #[cfg(test)]
@@ -102,8 +141,8 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
             std::fs::write(made, b"x").unwrap();
         });
-        // A timeout returns false: true is the creation, seen.
-        assert!(w.wait(Duration::from_secs(60)).unwrap(), "the creation was not seen");
+        // A timeout returns Timeout: Changed is the creation, seen.
+        assert_eq!(w.wait(Duration::from_secs(60)).unwrap(), Woke::Changed, "the creation was not seen");
         t.join().unwrap();
         std::fs::remove_dir_all(&d).unwrap();
     }
@@ -113,9 +152,22 @@ mod tests {
         let d = folder("quiet");
         let gone = d.join("not-there");
         let w = FolderWatch::new(&[gone.clone(), d.clone()]).unwrap();
-        assert!(!w.wait(Duration::from_millis(20)).unwrap());
+        assert!(!w.whole());
+        assert_eq!(w.wait(Duration::from_millis(20)).unwrap(), Woke::Timeout);
         assert!(FolderWatch::new(std::slice::from_ref(&gone)).is_err());
         assert_eq!(nearest_existing_parent(&gone.join("ring")), Some(d.clone()));
+        assert_eq!(nearest_existing_parent(Path::new("not-made-here/ring")), Some(PathBuf::from(".")));
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A folder removed under its watch: the wait says the watch is stale (a folder made again
+    /// at the same path is another folder, which this watch would never see).
+    #[test]
+    fn a_watched_folder_removed_makes_the_watch_stale() {
+        let d = folder("removed");
+        let w = FolderWatch::new(std::slice::from_ref(&d)).unwrap();
+        assert!(w.whole());
+        std::fs::remove_dir(&d).unwrap();
+        assert_eq!(w.wait(Duration::from_secs(60)).unwrap(), Woke::Stale);
     }
 }

@@ -326,7 +326,12 @@ pub fn wire_trade_table(runs: &[crate::model::wire_trade::WireTrade]) -> String 
         );
         let _ = writeln!(
             s,
-            "  the feed's two hops are per stamped datagram (the second over those that published); the every-tick row per market-data message (a datagram may make several), the ring hop per datagram (its first message, timed by the trader from the feed's publish lag); the rest per order{}",
+            "  the feed's two hops are per stamped datagram (the second over those that published; it ends when the datagram's last message is published, the ring hop starts as its first one's publish begins, so the two overlap by that); the every-tick row per market-data message (a datagram may make several), {}; the rest per order{}",
+            if r.hops.iter().any(|h| h.name.contains("by difference")) {
+                "the ring hop by difference of percentiles (this feed gave no publish lag)"
+            } else {
+                "the ring hop per datagram (its first message, timed by the trader from the feed's publish lag, which counts from the wire send; a lag over 65,535 ns is stored as that, so the hop's tail errs long)"
+            },
             if r.ingest == "udp" { "; udp: one ingress stamp per recvmmsg batch, so a batch's later datagrams wait for the earlier ones in the feed hop" } else { "" }
         );
         if let Some(h) = &r.halted {
