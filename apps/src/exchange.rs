@@ -699,16 +699,23 @@ fn wait_for_trader(execs: &str, wait: Duration, stop: &AtomicBool) -> Result<(),
         if ring.is_none() {
             match shm::open_observer(execs, StartAt::Latest, &ShmOptions::default()) {
                 Ok(r) => ring = Some(r),
+                // What waiting cannot mend (an unsafe folder, a ring of another layout) is said
+                // as it is, not as a trader that never came.
+                Err(e) if !e.is_retryable() => return Err(format!("the report ring {execs:?}: {e}")),
                 Err(e) => not_there = Some(e),
             }
         }
         if ring.as_ref().is_some_and(|r| r.has_live_consumer()) {
             return Ok(());
         }
+        if stop.load(Ordering::Acquire) {
+            return Err(format!("stopped while waiting for a trader on the report ring {execs:?}"));
+        }
         let now = Instant::now();
-        if now >= deadline || stop.load(Ordering::Acquire) {
+        if now >= deadline {
+            let last = not_there.as_ref().map(|e| format!(" (last: {e})")).unwrap_or_default();
             return Err(format!(
-                "no trader attached to the report ring {execs:?} within {wait:?}: start `tickbus trader --execs {execs}` (and, with --no-gateway, `tickbus gateway`)"
+                "no trader attached to the report ring {execs:?} within {wait:?}{last}: start `tickbus trader --execs {execs}` (and, with --no-gateway, `tickbus gateway`)"
             ));
         }
         match not_there {

@@ -254,7 +254,7 @@ pub struct TraderSummary {
     /// Feed ingress (or publish) -> strategy receive, every tick.
     pub tick_hop_ns: HopStats,
     /// Publish -> strategy receive, over the first tick of each ingress stamp (a venue's due
-    /// time, a feed's datagram) whose publisher said when its publish began
+    /// time; a feed's datagram, or its recvmmsg batch without `--wire-stamps`) whose publisher said when its publish began
     /// (`FLAG_PUBLISH_LAG`); None when none did. A lag stored as 65,535 ns ("at least") is
     /// taken as that, so the hop errs long.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -169,7 +169,8 @@ fn every_tick_is_seen_and_every_order_gets_exactly_one_report() {
         assert_eq!(hop["count"].as_u64(), Some(orders), "every order timed on every hop: {hop}");
     }
     // The feed handler stamps its ingress and when each publish began (its publish lag): every
-    // order is timed from the publish too, which comes after the ingress, so never longer.
+    // order is timed from the publish too. (The p50 check below holds by construction once the
+    // count does: a publish begins after its ingress. What can fail here is the count.)
     let from_publish = &gateway["ttt_from_publish_ns"];
     assert_eq!(from_publish["count"].as_u64(), Some(orders), "every order timed from its tick's publish: {gateway}");
     let whole = gateway["hops_ns"].as_array().unwrap().last().unwrap();

@@ -2,7 +2,8 @@
 //!
 //! A ring not there yet: a watch on the folders it was looked for in (their nearest existing
 //! ancestor, for a folder not made yet), so the next look comes when something is created
-//! there, or after [`LOOK_AGAIN`] at the latest (100 ms without a watch); a stop flag is seen
+//! there, or after [`LOOK_AGAIN`] at the latest (100 ms while a folder is not watched); a stop
+//! flag is seen
 //! within 100 ms. A ring there but not ready (its publisher still laying it out, or every
 //! consumer line taken): looks again after a pause that doubles from 2 ms to 100 ms. Either way
 //! a wait costs next to nothing: a look every 5 ms on tmpfs or hugetlbfs kept RCU grace periods
@@ -46,15 +47,16 @@ impl RingWait {
         RingWait::default()
     }
 
-    /// Pauses after a retryable `e`, for at most `most`, before the caller tries again; ends
-    /// within 100 ms of `stop` being set. Returns at once when it has just set up a watch (a
+    /// Pauses after a retryable `e`, for at most `most` (give or take the 1 ms a wait rounds
+    /// up to), before the caller tries again; ends within 100 ms of `stop` being set. Returns at once when it has just set up a watch (a
     /// ring made meanwhile would not wake it).
     pub fn pause(&mut self, e: &ShmError, most: Duration, stop: Option<&AtomicBool>) {
         let stopped = || stop.is_some_and(|s| s.load(Ordering::Acquire));
         if let ShmError::NotFound { searched, .. } = e {
             let mut folders: Vec<PathBuf> = searched.iter().filter_map(|p| nearest_existing_parent(p)).collect();
             folders.dedup();
-            if folders != self.asked {
+            // A new folder set, or no watch yet (one that could not be had is tried again).
+            if folders != self.asked || self.watch.is_none() {
                 self.watch = FolderWatch::new(&folders).ok();
                 self.asked = folders;
                 if self.watch.is_some() {
@@ -152,6 +154,9 @@ mod tests {
         assert!(w.watch.is_none() && w.asked.is_empty(), "the stale watch was kept");
         w.pause(&e, Duration::from_secs(5), None);
         assert!(w.watch.is_some(), "no new watch on the folder made again");
+        // And it is a watch on the folder made again: a ring made there wakes it.
+        std::fs::write(d.0.fallback_dir.join("r"), b"x").unwrap();
+        assert_eq!(w.watch.as_ref().unwrap().wait(Duration::from_secs(60)).unwrap(), Woke::Changed);
     }
 
     #[test]

@@ -26,9 +26,9 @@ pub struct FolderWatch {
 /// What ended a [`FolderWatch::wait`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Woke {
-    /// The time ran out with no change.
+    /// The time ran out with no change (or a signal ended the wait early).
     Timeout,
-    /// A name was made or moved into a watched folder (or a signal arrived): look again.
+    /// A name was made or moved into a watched folder: look again.
     Changed,
     /// A watched folder was removed or moved away, or events were lost: the watch no longer
     /// covers the path; make a new one.
@@ -80,8 +80,9 @@ impl FolderWatch {
         let n = unsafe { libc::poll(&mut p, 1, ms) };
         if n < 0 {
             let e = io::Error::last_os_error();
-            // A signal (Ctrl-C's handler) woke us: the caller checks its stop flag and looks again.
-            return if e.kind() == io::ErrorKind::Interrupted { Ok(Woke::Changed) } else { Err(e) };
+            // A signal woke us: a slice that ended early, no change (the caller checks its stop
+            // flag; a profiler's signals must not turn the wait back into looking).
+            return if e.kind() == io::ErrorKind::Interrupted { Ok(Woke::Timeout) } else { Err(e) };
         }
         if n == 0 {
             return Ok(Woke::Timeout);
@@ -108,7 +109,7 @@ fn event_masks(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
         let head = bytes.get(at..at + 16)?;
         let mask = u32::from_ne_bytes(head[4..8].try_into().expect("4 bytes"));
         let name_len = u32::from_ne_bytes(head[12..16].try_into().expect("4 bytes")) as usize;
-        at += 16 + name_len;
+        at = at.checked_add(16)?.checked_add(name_len)?;
         Some(mask)
     })
 }
@@ -158,6 +159,25 @@ mod tests {
         assert_eq!(nearest_existing_parent(&gone.join("ring")), Some(d.clone()));
         assert_eq!(nearest_existing_parent(Path::new("not-made-here/ring")), Some(PathBuf::from(".")));
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Events as the kernel lays them out (16-byte head, then the name padded), and a buffer
+    /// cut short: the mask of every event whose head is there, then the end, never a panic.
+    #[test]
+    fn event_masks_reads_whole_events_and_stops_at_a_cut() {
+        let event = |mask: u32, name_len: u32| {
+            let mut b = Vec::new();
+            for w in [7u32, mask, 0, name_len] {
+                b.extend_from_slice(&w.to_ne_bytes());
+            }
+            b.resize(16 + name_len as usize, 0);
+            b
+        };
+        let mut bytes = event(libc::IN_CREATE, 16);
+        bytes.extend(event(libc::IN_IGNORED, 0));
+        bytes.extend(&event(libc::IN_MOVED_TO, 32)[..20]);
+        assert_eq!(event_masks(&bytes).collect::<Vec<_>>(), vec![libc::IN_CREATE, libc::IN_IGNORED, libc::IN_MOVED_TO]);
+        assert_eq!(event_masks(&bytes[..10]).count(), 0);
     }
 
     /// A folder removed under its watch: the wait says the watch is stale (a folder made again
