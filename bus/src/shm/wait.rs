@@ -3,11 +3,10 @@
 //! A ring not there yet: a watch on the folders it was looked for in (their nearest existing
 //! ancestor, for a folder not made yet), so the next look comes when something is created
 //! there, or after [`LOOK_AGAIN`] at the latest (100 ms while a folder is not watched); a stop
-//! flag is seen
-//! within 100 ms. A ring there but not ready (its publisher still laying it out, or every
-//! consumer line taken): looks again after a pause that doubles from 2 ms to 100 ms. Either way
-//! a wait costs next to nothing: a look every 5 ms on tmpfs or hugetlbfs kept RCU grace periods
-//! running, whose kthread then preempted a publisher busy on another core (see
+//! flag is seen within 100 ms. A ring there but not ready (its publisher still laying it out,
+//! or every consumer line taken): looks again after a pause that doubles from 2 ms to 100 ms.
+//! Either way a wait costs next to nothing: a look every 5 ms on tmpfs or hugetlbfs kept RCU
+//! grace periods running, whose kthread then preempted a publisher busy on another core (see
 //! [`crate::sys::watch`]).
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,8 +47,8 @@ impl RingWait {
     }
 
     /// Pauses after a retryable `e`, for at most `most` (give or take the 1 ms a wait rounds
-    /// up to), before the caller tries again; ends within 100 ms of `stop` being set. Returns at once when it has just set up a watch (a
-    /// ring made meanwhile would not wake it).
+    /// up to), before the caller tries again; ends within 100 ms of `stop` being set. Returns
+    /// at once when it has just set up a watch (a ring made meanwhile would not wake it).
     pub fn pause(&mut self, e: &ShmError, most: Duration, stop: Option<&AtomicBool>) {
         let stopped = || stop.is_some_and(|s| s.load(Ordering::Acquire));
         if let ShmError::NotFound { searched, .. } = e {
