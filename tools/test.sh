@@ -39,7 +39,7 @@ section "loom model checks of the ring's synchronisation"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p tickbus --lib --release loom
 section "fuzz: every target (codecs: ITCH file, MoldUDP64, pcap, book; bus: control lines, ring memory, ud-mcast frames, journal records, journal folders, feed arbitration and forgery, channel URIs, AF_XDP frames, venue glimpses) for a bounded time"
 # The product build is fuzzed: no fault or crash points compiled in.
-env -u RUSTFLAGS tools/fuzz.sh "${TICKBUS_FUZZ_SECONDS:-20}"
+env -u RUSTFLAGS tools/fuzz.sh "${TICKBUS_FUZZ_SECONDS:-15}"
 
 section "Soft-RoCE guest: rig self-test"
 tools/rig/selftest.sh
