@@ -26,7 +26,7 @@ fn add(id: u64, side: Side, price: i64) -> OrderAdd {
 /// The real trading loop over shm rings in this process, and the ends the test plays: the
 /// feed's market data, the gateway's side of the orders and the reports.
 struct Rig {
-    opts: ShmOptions,
+    gone: Gone,
     md: shm::ShmPublisher,
     execs: shm::ShmPublisher,
     gateway_in: shm::ShmSubscriber,
@@ -45,13 +45,26 @@ impl Rig {
         let t_md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
         let t_execs = shm::open_consumer("execs", &opts).unwrap();
         let t = Trader::new(In::shm(t_md), Out::shm(orders), In::shm(t_execs), Strategy::new(100, max_in_flight));
-        Rig { opts, md, execs, gateway_in, t }
+        Rig { gone: Gone(opts), md, execs, gateway_in, t }
+    }
+}
+
+/// The test's two ring folders, removed with their rings when the test ends, passed or not.
+/// Removing the rings one by one left them (and their hugepages) behind: `shm::remove` refuses a
+/// ring whose publisher is alive, and the test's own publishers were.
+struct Gone(ShmOptions);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        // Unlinked while still mapped is fine: the pages go when the last mapping does.
+        let _ = std::fs::remove_dir_all(&self.0.hugepage_dir);
+        let _ = std::fs::remove_dir_all(&self.0.fallback_dir);
     }
 }
 
 #[test]
 fn after_a_feed_gap_no_order_goes_out_but_ticks_and_reports_are_still_taken() {
-    let Rig { opts, mut md, mut execs, mut gateway_in, mut t } = Rig::new("gap", 8);
+    let Rig { gone: _gone, mut md, mut execs, mut gateway_in, mut t } = Rig::new("gap", 8);
     let stop = AtomicBool::new(false);
     let run = |t: &mut Trader| while t.duty(&stop) > 0 {};
 
@@ -78,9 +91,6 @@ fn after_a_feed_gap_no_order_goes_out_but_ticks_and_reports_are_still_taken() {
     execs.send(&mut ack).unwrap();
     run(&mut t);
     assert_eq!((t.counts.reports, t.counts.reports_unexpected, t.strategy.in_flight()), (1, 0, 0));
-    for n in ["md", "orders", "execs"] {
-        let _ = shm::remove(n, &opts);
-    }
 }
 
 /// Issue 25 review: every in-flight order's report lost, and no later report to show it. The
@@ -89,7 +99,7 @@ fn after_a_feed_gap_no_order_goes_out_but_ticks_and_reports_are_still_taken() {
 /// trades on; a report that comes after all is a duplicate, not a second settlement.
 #[test]
 fn orders_whose_reports_never_come_are_expired_and_trading_goes_on() {
-    let Rig { opts, mut md, mut execs, mut gateway_in, mut t } = Rig::new("expire", 1);
+    let Rig { gone: _gone, mut md, mut execs, mut gateway_in, mut t } = Rig::new("expire", 1);
     let stop = AtomicBool::new(false);
     let run = |t: &mut Trader| while t.duty(&stop) > 0 {};
 
@@ -112,7 +122,4 @@ fn orders_whose_reports_never_come_are_expired_and_trading_goes_on() {
     execs.send(&mut ack).unwrap();
     run(&mut t);
     assert_eq!((t.counts.reports_duplicate, t.counts.reports, t.strategy.in_flight()), (1, 0, 1));
-    for n in ["md", "orders", "execs"] {
-        let _ = shm::remove(n, &opts);
-    }
 }
