@@ -267,6 +267,10 @@ pub struct TraderSummary {
     /// None when no window was timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_pass_ns: Option<u64>,
+    /// Looks at the market data in one empty duty cycle (`poll_pass_ns`): a tick waits for the
+    /// next of them, so more looks a cycle make the wait shorter. 1 in an older summary.
+    #[serde(default = "one_look")]
+    pub md_looks_per_pass: u32,
     /// ud-mcast: market data recovered from the publisher's history.
     pub md_recovered: u64,
     /// What the strategy did.
@@ -358,6 +362,11 @@ pub struct SnapshotSummary {
     pub waited_us: u64,
     /// The market-data stream's incarnation it is of (0: its maker did not know).
     pub source: u64,
+}
+
+/// An older trader's summary: one look at the market data per duty cycle.
+fn one_look() -> u32 {
+    1
 }
 
 #[cfg(test)]

@@ -77,7 +77,11 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
             Some(f) => f,
             None => floors(s, counts)?,
         };
-        let poll_pass = tr.poll_pass_ns.zip(floor_pass).map(|(trader, floor)| PollPasses { trader, floor });
+        let poll_pass = tr.poll_pass_ns.zip(floor_pass).map(|(trader, floor)| PollPasses {
+            trader,
+            floor,
+            trader_looks: tr.md_looks_per_pass,
+        });
         let r = Run {
             book_warmth: Some(book_warmth),
             poll_pass,
@@ -167,7 +171,7 @@ fn assemble(
     tr: &TraderSummary,
     layout: String,
     (md_floor, order_floor): (P50P99, P50P99),
-    book_p50: u64,
+    book: BookP50,
 ) -> Result<Run, Box<dyn Error>> {
     let gw = ex.gateway.as_ref().ok_or("the exchange ran its gateway yet printed no gateway summary")?;
     let mut hops: Vec<Hop> = gw.hops_ns.iter().map(to_hop).collect();
@@ -184,7 +188,7 @@ fn assemble(
     }
     beside(&mut hops[4], order_floor);
     let every_tick = to_hop(&tr.tick_hop_ns);
-    let budget_p50 = md_floor.0 + order_floor.0 + book_p50 + 100;
+    let budget_p50 = md_floor.0 + order_floor.0 + book.top_movers + 100;
     let mut r = Run {
         rate: s.rate,
         layout,
@@ -199,7 +203,8 @@ fn assemble(
         every_tick,
         from_publish,
         feed: to_hop(&ex.feed_ns),
-        book_p50,
+        book_p50: book.top_movers,
+        book_all_p50: Some(book.all),
         book_warmth: None,
         poll_pass: None,
         budget_p50,
@@ -425,7 +430,13 @@ fn normalised_day(itch: &Path) -> Result<Vec<Vec<u8>>, Box<dyn Error>> {
 /// trader's is (`Strategy::pre_touch`), each message after its wait and TSC-timed (a spaced
 /// one from when it was due). Records every message in `all` and those among the first
 /// [`APART_MESSAGES`] that moved a top in `top`; a spaced pass applies only those.
-fn book_pass(mds: &[Vec<u8>], wait: Wait, ticks_per_ns: f64, all: &mut Histogram<u64>, top: &mut Histogram<u64>) {
+fn book_pass(
+    mds: &[Vec<u8>],
+    wait: Wait,
+    ticks_per_ns: f64,
+    all: &mut Histogram<u64>,
+    (top, movers): (&mut Histogram<u64>, &mut Histogram<u64>),
+) {
     use tickbus_codecs::book::{HotStocks, OrderBook};
     let (tsc, scale) = (Tsc::new(), TscScale { ticks_per_ns });
     let apart = (ticks_per_ns * APART_NS as f64) as u64;
@@ -452,24 +463,37 @@ fn book_pass(mds: &[Vec<u8>], wait: Wait, ticks_per_ns: f64, all: &mut Histogram
         all.saturating_record(ns);
         if let Ok(Some(u)) = r {
             hot.note(u.locate);
-            if u.top_changed && i < APART_MESSAGES {
-                top.saturating_record(ns);
+            if u.top_changed {
+                movers.saturating_record(ns);
+                if i < APART_MESSAGES {
+                    top.saturating_record(ns);
+                }
             }
         }
     }
 }
 
-/// The order book's p50 cost per normalised message of the day (in process), as the trader's
-/// book applies them back to back: the budget's figure. The pass also records, in `top`, the
-/// messages among the first [`APART_MESSAGES`] that moved a top (for [`book_warmth`]).
-fn book_p50(mds: &[Vec<u8>], ticks_per_ns: f64, top: &mut Histogram<u64>) -> u64 {
-    let mut all = histogram();
-    book_pass(mds, Wait::None, ticks_per_ns, &mut all, top);
-    if all.is_empty() {
-        0
-    } else {
-        all.value_at_quantile(0.5)
-    }
+/// The order book's p50 cost (in process, back to back, as the trader's book applies them):
+/// over the messages of the day that move a top of book, the budget's figure, and over every
+/// message. Tick-to-trade is timed per order, and the trader sends one only on a message that
+/// moved a top, so the book's work inside it is that of those messages: they cost more than the
+/// rest (a level's best changes), and the p50 over every message left that out. The pass also
+/// records, in `top`, the messages among the first [`APART_MESSAGES`] that moved a top (for
+/// [`book_warmth`]).
+fn book_p50(mds: &[Vec<u8>], ticks_per_ns: f64, top: &mut Histogram<u64>) -> BookP50 {
+    let (mut all, mut movers) = (histogram(), histogram());
+    book_pass(mds, Wait::None, ticks_per_ns, &mut all, (top, &mut movers));
+    let p50 = |h: &Histogram<u64>| if h.is_empty() { 0 } else { h.value_at_quantile(0.5) };
+    BookP50 { top_movers: p50(&movers), all: p50(&all) }
+}
+
+/// [`book_p50`]'s two figures (ns).
+#[derive(Debug, Clone, Copy)]
+struct BookP50 {
+    /// Over the messages that moved a top of book: the tick-to-trade budget's.
+    top_movers: u64,
+    /// Over every message of the day.
+    all: u64,
 }
 
 /// The book's cost on the messages among the day's first [`APART_MESSAGES`] that move a top
@@ -488,7 +512,8 @@ fn book_warmth(
 ) -> Result<BookWarmth, Box<dyn Error>> {
     let (mut cold, mut warmed, mut unused) = (histogram(), histogram(), histogram());
     for wait in [Wait::Idle, Wait::Warmed, Wait::Warmed, Wait::Idle] {
-        book_pass(mds, wait, ticks_per_ns, &mut unused, if wait == Wait::Idle { &mut cold } else { &mut warmed });
+        let into = if wait == Wait::Idle { &mut cold } else { &mut warmed };
+        book_pass(mds, wait, ticks_per_ns, &mut unused, (into, &mut histogram()));
     }
     let p50_p90 = |h: &Histogram<u64>| (h.value_at_quantile(0.5), h.value_at_quantile(0.9));
     let warmth = BookWarmth {
@@ -687,7 +712,7 @@ pub fn rdma_rounds(
     ticks_per_ns: f64,
 ) -> Result<RdmaRun, Box<dyn Error>> {
     let RdmaPipeline { rounds, rate, messages } = *pipe;
-    let book_p50 = book_p50(&normalised_day(itch)?, ticks_per_ns, &mut histogram());
+    let book_p50 = book_p50(&normalised_day(itch)?, ticks_per_ns, &mut histogram()).top_movers;
     let mut out = Vec::new();
     let mut hops = Vec::new();
     for round in 0..rounds {
@@ -826,6 +851,9 @@ mod tests {
     /// The market-data crossing beside its floor is the trader's hop from each message's publish
     /// when the venue said when that began, else the per-order hop from the due time; orders are
     /// judged from their publish either way; only the rows judged carry a floor.
+    /// The book's two p50s in the tests: on the messages that move a top, and over all.
+    const BOOK: BookP50 = BookP50 { top_movers: 50, all: 30 };
+
     #[test]
     fn the_market_data_crossing_is_judged_from_its_publish_when_the_venue_said_when_that_began() {
         let spec = spec();
@@ -839,21 +867,24 @@ mod tests {
         let floors = ((200, 400), (200, 400));
         // From the due time only (a trader that got no lag): the per-order hop at 1.5x fails.
         let tr = TraderSummary { tick_hop_ns: hop("tick", 320), ..Default::default() };
-        let r = assemble(&spec, &ex, &tr, "x".into(), floors, 50).unwrap();
+        let r = assemble(&spec, &ex, &tr, "x".into(), floors, BOOK).unwrap();
         assert_eq!((r.hops[0].x_floor, r.hops[4].x_floor), (Some((1.5, 1.5)), Some((1.15, 1.15))));
         assert!(r.every_tick.floor.is_none() && r.from_publish.is_none() && !r.hops_met);
         assert_eq!(r.crossings().count(), 2);
         // From the publish, 220 ns: the crossing judged is that one (1.10x), and both are met.
         let tr = TraderSummary { publish_hop_ns: Some(hop("publish", 220)), ..tr };
-        let r = assemble(&spec, &ex, &tr, "x".into(), floors, 50).unwrap();
+        let r = assemble(&spec, &ex, &tr, "x".into(), floors, BOOK).unwrap();
         let p = r.from_publish.as_ref().expect("the hop from the publish");
         assert_eq!((p.floor, p.x_floor), (Some((200, 400)), Some((1.1, 1.1))));
         assert!(r.hops[0].floor.is_none() && r.every_tick.floor.is_none());
         assert!(r.hops_met, "{:?}", r.crossings().collect::<Vec<_>>());
         // One crossing over 1.15x at p99 fails them.
         let tr = TraderSummary { publish_hop_ns: Some(HopStats { p99: 461, ..hop("publish", 220) }), ..tr };
-        assert!(!assemble(&spec, &ex, &tr, "x".into(), floors, 50).unwrap().hops_met);
+        assert!(!assemble(&spec, &ex, &tr, "x".into(), floors, BOOK).unwrap().hops_met);
+        // The book's figure in the budget is its p50 on the messages that move a top (50 ns),
+        // the ones orders are sent on, not over every message (30 ns).
         assert_eq!(r.budget_p50, 200 + 200 + 50 + 100);
+        assert_eq!((r.book_p50, r.book_all_p50), (50, Some(30)));
         // Tick-to-trade from the due time, 700 ns, is over that budget of 550.
         assert!(!r.ttt_met && r.ttt_from_publish.is_none() && r.hops[5].p50 == 700);
     }
@@ -870,17 +901,17 @@ mod tests {
         let tr = TraderSummary { tick_hop_ns: hop("tick", 320), ..Default::default() };
         let floors = ((200, 400), (200, 400));
         // 65 ns of the venue's own work before the publish: 635 from there, over 550.
-        let r = assemble(&spec, &ex(gw(635)), &tr, "x".into(), floors, 50).unwrap();
+        let r = assemble(&spec, &ex(gw(635)), &tr, "x".into(), floors, BOOK).unwrap();
         assert_eq!((r.ttt_judged().map(|h| h.p50), r.ttt_met), (Some(635), false));
         // At the budget exactly: met, though the row from the due time (700) is over it.
-        let r = assemble(&spec, &ex(gw(550)), &tr, "x".into(), floors, 50).unwrap();
+        let r = assemble(&spec, &ex(gw(550)), &tr, "x".into(), floors, BOOK).unwrap();
         assert_eq!((r.ttt_judged().map(|h| h.p50), r.ttt_met, r.hops[5].p50), (Some(550), true, 700));
         assert!(r.judged_from_publish());
         // A figure from the publish that left an order out (9 of 10 timed) is not judged: the
         // row from the due time is, and it is over.
         let mut g = gw(550);
         g.ttt_from_publish_ns.as_mut().unwrap().count = 9;
-        let r = assemble(&spec, &ex(g), &tr, "x".into(), floors, 50).unwrap();
+        let r = assemble(&spec, &ex(g), &tr, "x".into(), floors, BOOK).unwrap();
         assert_eq!((r.ttt_judged().map(|h| h.p50), r.ttt_met, r.judged_from_publish()), (Some(700), false, false));
         // The RDMA rounds take the same rule.
         let pick = |g: &GatewaySummary| judged_ttt(g).map(|(h, due)| (h.p50, due)).unwrap();

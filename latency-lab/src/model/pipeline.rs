@@ -63,8 +63,13 @@ pub struct Run {
     /// (from the tick's due time) holds that work as well. None from an older gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttt_from_publish: Option<Hop>,
-    /// The order book's own p50 cost per market-data message (in process, same messages).
+    /// The order book's own p50 cost (in process, back to back, the same day) over the
+    /// messages that move a top of book, the ones the trader sends its orders on: the budget's
+    /// figure. Before 2026-12-07 this was the p50 over every message.
     pub book_p50: u64,
+    /// The same over every message of the day (shown beside it). None in an older report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub book_all_p50: Option<u64>,
     /// The book's cost on the messages that move a top of book, back to back and spaced as
     /// ticks are, left alone or warmed between them. None in an older report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -183,14 +188,22 @@ impl Round {
 pub struct PollPasses {
     pub trader: u64,
     pub floor: u64,
+    /// The trader's looks at the market data per empty pass (the floor's reader makes one). 1
+    /// in an older report.
+    #[serde(default = "one_look")]
+    pub trader_looks: u32,
+}
+
+fn one_look() -> u32 {
+    1
 }
 
 impl PollPasses {
     /// What the trader's longer pass adds, by the model, to the time a tick waits to be seen
-    /// (typically about half a pass): half the difference (ns; negative if the trader's pass is
-    /// the shorter).
+    /// (typically about half the span between two looks, taking the looks as evenly spaced):
+    /// half the difference of the spans (ns; negative if the trader's is the shorter).
     pub fn expected_wait_excess(&self) -> f64 {
-        (self.trader as f64 - self.floor as f64) / 2.0
+        (self.trader as f64 / f64::from(self.trader_looks.max(1)) - self.floor as f64) / 2.0
     }
 }
 
@@ -291,8 +304,27 @@ impl RdmaRound {
 pub struct RdmaRun {
     pub rate: u64,
     pub rounds: Vec<RdmaRound>,
+    /// The book's p50 on the messages that move a top of book (as [`Run::book_p50`]).
     pub book_p50: u64,
     pub hops: Vec<Hop>,
     /// Median, min and max of the rounds' ratios; the target is median <= 1.25.
     pub ratio: (f64, f64, f64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_look_halves_the_span_the_model_takes_a_tick_to_wait_through() {
+        // One look in a 56 ns pass against a 28 ns bare reader: half of 28 ns more.
+        let one = PollPasses { trader: 56, floor: 28, trader_looks: 1 };
+        assert_eq!(one.expected_wait_excess(), 14.0);
+        // Two looks in a 62 ns pass: spans of 31 ns, 3 ns longer than the reader's, so 1.5 ns.
+        let two = PollPasses { trader: 62, floor: 28, trader_looks: 2 };
+        assert_eq!(two.expected_wait_excess(), 1.5);
+        // An older report has no looks: read as one.
+        let old: PollPasses = serde_json::from_str(r#"{"trader":56,"floor":28}"#).unwrap();
+        assert_eq!(old.trader_looks, 1);
+    }
 }

@@ -602,6 +602,7 @@ mod tests {
             from_publish: None,
             ttt_from_publish: None,
             book_p50: 100,
+            book_all_p50: None,
             book_warmth: None,
             poll_pass: None,
             budget_p50: 1_000,

@@ -198,8 +198,9 @@ pub fn pipeline_table(runs: &[Run]) -> String {
         }
         let _ = writeln!(
             s,
-            "  tick-to-trade's budget: the two hop floors' p50 + the book's p50 ({} ns) + 100 ns, held against {}",
+            "  tick-to-trade's budget: the two hop floors' p50 + the book's p50 ({} ns, in process and back to back, on the messages that move a top of book: the ones the trader sends its orders on{}) + 100 ns, held against {}",
             r.book_p50,
+            r.book_all_p50.map_or(String::new(), |a| format!("; {a} ns over every message")),
             judged_row(r)
         );
         if let Some(p) = &r.poll_pass {
@@ -212,9 +213,14 @@ pub fn pipeline_table(runs: &[Run]) -> String {
             };
             let _ = writeln!(
                 s,
-                "  one empty pass of the trader's loop (market data, reports, warming the book, the pause) {} ns against \
-                 {} ns of the floor's bare reader (median of windows of 64 empty passes in a row): a tick that lands while a \
-                 loop is idle waits for its next look, typically about half a pass; {model}",
+                "  one empty pass of the trader's loop (market data, reports, warming the book, {}the pause) {} ns against \
+                 {} ns of the floor's bare reader (one look and the pause; median of windows of 64 empty passes in a row): a \
+                 tick that lands while a loop is idle waits for its next look, typically about half the span between two; \
+                 {model}",
+                match p.trader_looks {
+                    1 => String::new(),
+                    n => format!("the market data again: {n} looks a pass, "),
+                },
                 p.trader,
                 p.floor,
             );
