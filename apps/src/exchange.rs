@@ -19,7 +19,7 @@ use hdrhistogram::Histogram;
 use tickbus::agent::{Agent, IdleStrategy, Pair};
 use tickbus::replay::{self, Pace, Pacer};
 use tickbus::shm::{self, ShmOptions};
-use tickbus::time::{Tsc, TscScale};
+use tickbus::time::{FastNs, Tsc, TscScale};
 use tickbus::{Mode, RingConfig, StartAt};
 use tickbus_codecs::md::Quote;
 use tickbus_codecs::normalize::{Md, Normalizer};
@@ -386,6 +386,9 @@ pub struct MdAgent {
     pacer: Pacer,
     tsc: Tsc,
     scale: TscScale,
+    /// `scale` by a multiply and a shift: the publish lag is converted between the TSC read it
+    /// measures from and the publish ([`send`]).
+    fast: FastNs,
     pub counts: MdCounts,
     /// Due -> published, per market-data message: the loop's lateness plus the normalising.
     pub feed_ns: Histogram<u64>,
@@ -424,6 +427,7 @@ impl MdAgent {
             pacer: Pacer::new(Pace::Rate(1.0), scale.ticks_per_ns, 0),
             tsc: Tsc::new(),
             scale,
+            fast: FastNs::new(scale),
             counts: MdCounts::default(),
             // Up to an hour in ns, allocated up front: recording never allocates.
             feed_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
@@ -485,6 +489,7 @@ impl MdAgent {
             pacer,
             tsc,
             scale,
+            fast,
             counts: c,
             feed_ns,
             due,
@@ -530,7 +535,7 @@ impl MdAgent {
             // that makes its quote); one the stream cannot take now waits, and so does every
             // one after it.
             Ok(msg) => norm.apply(&msg, &mut |mut m| {
-                if !staged.is_empty() || !send(md, &mut m, at, tsc, scale, c, feed_ns, quotes, snapshot_tap) {
+                if !staged.is_empty() || !send(md, &mut m, at, tsc, fast, c, feed_ns, quotes, snapshot_tap) {
                     staged.push(m);
                 }
             }),
@@ -546,10 +551,21 @@ impl MdAgent {
     #[inline]
     fn publish_staged(&mut self) {
         let MdAgent {
-            md, tsc, scale, counts: c, feed_ns, staged, staged_due, full_since, quotes, snapshot_tap, ..
+            md,
+            tsc,
+            scale,
+            fast,
+            counts: c,
+            feed_ns,
+            staged,
+            staged_due,
+            full_since,
+            quotes,
+            snapshot_tap,
+            ..
         } = self;
         while let Some(m) = staged.peek() {
-            if !send(md, m, *staged_due, tsc, scale, c, feed_ns, quotes, snapshot_tap) {
+            if !send(md, m, *staged_due, tsc, fast, c, feed_ns, quotes, snapshot_tap) {
                 let now = tsc.now();
                 let since = *full_since.get_or_insert(now);
                 if now - since < (scale.ticks_per_ns * 1e9) as u64 {
@@ -575,7 +591,7 @@ fn send(
     m: &mut Md,
     due: u64,
     tsc: &Tsc,
-    scale: &TscScale,
+    fast: &FastNs,
     c: &mut MdCounts,
     feed_ns: &mut Histogram<u64>,
     quotes: &mut Option<rtrb::Producer<Quote>>,
@@ -586,7 +602,8 @@ fn send(
     // The publish begins: the time since the tick was due (the loop seeing it due, the
     // normalising) is the venue's own row; the ring's write belongs to the hop to the trader,
     // as it does in that hop's floor, which the trader times from here (`FLAG_PUBLISH_LAG`).
-    let lag = scale.delta_ns(due, tsc.now());
+    // By a multiply and a shift: the conversion is inside the hop this lag starts.
+    let lag = fast.delta_ns(due, tsc.now());
     let h: &mut Header = m.header_mut();
     h.stamp(stream, position, due);
     h.flags |= FLAG_INGRESS_TSC;

@@ -263,12 +263,14 @@ pub struct TraderSummary {
     pub counts: TraderCounts,
     /// The median ns of one empty duty cycle, whole (`tickbus::agent::PollPeriod`: windows of
     /// 64 empty cycles in a row): a tick that lands while the loop is idle waits for its next
-    /// look, typically about half a cycle.
+    /// look at the market data, typically about half the span between two
+    /// (`md_looks_per_pass`).
     /// None when no window was timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_pass_ns: Option<u64>,
-    /// Looks at the market data in one empty duty cycle (`poll_pass_ns`): a tick waits for the
-    /// next of them, so more looks a cycle make the wait shorter. 1 in an older summary.
+    /// Looks at the market data per empty duty cycle (`poll_pass_ns`), as counted over the
+    /// run: a tick waits for the next of them, so more looks a cycle make the wait shorter. 0:
+    /// no empty cycle; 1 in an older summary, whose trader looked once.
     #[serde(default = "one_look")]
     pub md_looks_per_pass: u32,
     /// ud-mcast: market data recovered from the publisher's history.
@@ -392,6 +394,16 @@ mod tests {
             "{b}"
         );
         assert!(c(200_000, 2).backlog(1e5).is_some(), "2% over 100 us late");
+    }
+
+    /// A trader's summary from before the second look has no `md_looks_per_pass`: read as the
+    /// one look that trader made, not as none.
+    #[test]
+    fn an_older_trader_summary_without_the_looks_reads_as_one_look() {
+        let mut v = serde_json::to_value(TraderSummary { md_looks_per_pass: 2, ..TraderSummary::default() }).unwrap();
+        assert_eq!(serde_json::from_value::<TraderSummary>(v.clone()).unwrap().md_looks_per_pass, 2);
+        v.as_object_mut().unwrap().remove("md_looks_per_pass");
+        assert_eq!(serde_json::from_value::<TraderSummary>(v).unwrap().md_looks_per_pass, 1);
     }
 
     /// A reader refuses a summary with a field it does not know (another version's), instead of

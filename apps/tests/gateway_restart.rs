@@ -58,6 +58,7 @@ fn a_gateway_restarted_after_dying_between_report_and_release_answers_no_order_t
     }
     let tag = format!("tickbus-gw-restart-{}", std::process::id());
     let opts = ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred);
+    let _gone = Gone(opts.clone());
     let mut md = shm::open_publisher("md", &RingConfig::for_payload(Mode::Lossy, 1, 128, 64), &opts).unwrap();
     let mut ocfg = RingConfig::for_payload(Mode::Reliable, 2, 128, 4096);
     ocfg.max_consumers = 1;
@@ -109,8 +110,17 @@ fn a_gateway_restarted_after_dying_between_report_and_release_answers_no_order_t
     assert_eq!(exec_ids.len(), 10, "execution ids unique across the restart: {reports:?}");
     assert_eq!(summary["counts"]["already_answered"], 1, "{summary}");
     assert_eq!(summary["counts"]["reports"], 5, "{summary}");
-    // The folders go with their rings: `shm::remove` one by one refused the market-data ring
-    // (its publisher, `md`, is this test's and alive) and left it and its hugepage behind.
-    let _ = std::fs::remove_dir_all(&opts.hugepage_dir);
-    let _ = std::fs::remove_dir_all(&opts.fallback_dir);
+}
+
+/// The test's two ring folders, removed with their rings when the test ends, passed or not:
+/// `shm::remove` one by one refused the market-data ring (its publisher is the test's own, and
+/// alive) and left it and its hugepage behind.
+struct Gone(ShmOptions);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        // Unlinked while still mapped is fine: the pages go when the last mapping does.
+        let _ = std::fs::remove_dir_all(&self.0.hugepage_dir);
+        let _ = std::fs::remove_dir_all(&self.0.fallback_dir);
+    }
 }

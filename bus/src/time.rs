@@ -103,9 +103,62 @@ impl TscScale {
     }
 }
 
+/// Nanoseconds from TSC ticks by a multiply and a shift, for a path where the conversion sits
+/// between a timestamp and what it times: a publisher that writes "how long after the ingress
+/// my publish began" into the header it is about to publish reads the TSC, converts, and only
+/// then publishes, so the conversion is inside the hop it stamps. [`TscScale::delta_ns`]'s
+/// float conversion and division take about 25 cycles there; this takes about 4. The same
+/// figure to within a nanosecond (the fixed-point rounding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FastNs {
+    /// Nanoseconds per tick, times 2^32.
+    mul: u64,
+}
+
+impl FastNs {
+    /// The conversion at `scale`'s calibration.
+    pub fn new(scale: TscScale) -> FastNs {
+        let mul = if scale.ticks_per_ns > 0.0 { ((1u64 << 32) as f64 / scale.ticks_per_ns).round() } else { 0.0 };
+        // A float past u64 saturates in `as`: a scale so small is no clock.
+        FastNs { mul: mul as u64 }
+    }
+
+    /// Nanoseconds from `start` to `end`, 0 if `end` is earlier (a clock that stepped back).
+    #[inline(always)]
+    pub fn delta_ns(&self, start: u64, end: u64) -> u64 {
+        let ticks = end.saturating_sub(start);
+        match ticks.checked_mul(self.mul) {
+            Some(p) => p >> 32,
+            // Over about 2^31 ticks (most of a second): off the hot path by then.
+            None => ((u128::from(ticks) * u128::from(self.mul)) >> 32).min(u128::from(u64::MAX)) as u64,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The multiply-and-shift agrees with the float conversion to within a ns, from a tick to
+    /// hours, at a slow, this machine's and a fast TSC; a clock that stepped back is 0.
+    #[test]
+    fn the_fixed_point_conversion_agrees_with_the_float_one() {
+        for ticks_per_ns in [0.9, 2.446, 3.7] {
+            let (scale, fast) = (TscScale { ticks_per_ns }, FastNs::new(TscScale { ticks_per_ns }));
+            let mut ticks = 1u64;
+            while ticks < 40_000_000_000_000 {
+                for t in [ticks, ticks + 7, ticks * 3 + 1] {
+                    let (want, got) = (scale.delta_ns(1000, 1000 + t), fast.delta_ns(1000, 1000 + t));
+                    assert!(
+                        want.abs_diff(got) <= 1 + want / 1_000_000_000,
+                        "{ticks_per_ns}: {t} ticks: {want} vs {got}"
+                    );
+                }
+                ticks *= 10;
+            }
+            assert_eq!(fast.delta_ns(10, 5), 0);
+        }
+    }
 
     #[test]
     fn measured_scale_converts_a_sleep_to_about_its_length() {

@@ -123,3 +123,20 @@ fn orders_whose_reports_never_come_are_expired_and_trading_goes_on() {
     run(&mut t);
     assert_eq!((t.counts.reports_duplicate, t.counts.reports, t.strategy.in_flight()), (1, 0, 1));
 }
+
+/// An idle duty cycle looks at the market data twice (once more after the reports and the
+/// warming, before the idle pause), and the summary's figure counts it; a cycle that took a
+/// message is not an idle one.
+#[test]
+fn an_idle_duty_cycle_looks_at_the_market_data_twice() {
+    let Rig { gone: _gone, mut md, mut t, .. } = Rig::new("looks", 8);
+    let stop = AtomicBool::new(false);
+    assert_eq!(t.md_looks_per_idle_cycle(), 0, "no idle cycle yet");
+    md.publish(add(1, Side::Buy, 10).as_bytes()).unwrap();
+    assert_eq!(t.duty(&stop), 1);
+    assert_eq!(t.md_looks_per_idle_cycle(), 0, "a cycle that took a message is not idle");
+    for _ in 0..10 {
+        assert_eq!(t.duty(&stop), 0);
+    }
+    assert_eq!(t.md_looks_per_idle_cycle(), 2);
+}

@@ -146,9 +146,14 @@ pub struct Trader {
     /// The ingress stamp of the last tick received.
     last_ingress: u64,
     /// How long an empty duty cycle takes, all of it (the streams polled, the book warmed, the
-    /// idle pause): a tick that lands while the trader is idle waits for its next look,
-    /// typically about half of one.
+    /// idle pause): a tick that lands while the trader is idle waits for its next look at the
+    /// market data, typically about half the span between two looks.
     pub poll: tickbus::agent::PollPeriod,
+    /// Looks at the market data so far; and, over the duty cycles that found nothing, how many
+    /// cycles and how many looks they made ([`Trader::md_looks_per_idle_cycle`]).
+    md_looks: u64,
+    idle_cycles: u64,
+    idle_looks: u64,
     scale: tickbus::time::TscScale,
     /// When the trader started, and (a late joiner) when it went live: TSC.
     started_tsc: u64,
@@ -170,9 +175,6 @@ fn run_id_base() -> u64 {
         }
     }
 }
-
-/// Looks at the market data in a duty cycle that found nothing ([`Trader::duty`]).
-pub const MD_LOOKS_PER_IDLE_CYCLE: u32 = 2;
 
 impl Trader {
     pub fn new(md: In, orders: Out, execs: In, strategy: Strategy) -> Trader {
@@ -201,6 +203,9 @@ impl Trader {
             publish_hop,
             last_ingress: 0,
             poll: tickbus::agent::PollPeriod::new(),
+            md_looks: 0,
+            idle_cycles: 0,
+            idle_looks: 0,
             scale,
             recovery: None,
         }
@@ -218,6 +223,7 @@ impl Trader {
     /// the floor's hop. A second look splits the cycle into two spans of about the floor's.
     #[inline]
     pub fn duty(&mut self, stop: &AtomicBool) -> usize {
+        let looks_before = self.md_looks;
         let mut work = self.take_md(stop);
         work += self.upkeep();
         if work == 0 {
@@ -227,6 +233,8 @@ impl Trader {
             work = self.take_md(stop);
         }
         if work == 0 {
+            self.idle_cycles += 1;
+            self.idle_looks += self.md_looks - looks_before;
             self.poll.empty(&self.tsc);
         } else {
             self.poll.busy();
@@ -238,6 +246,7 @@ impl Trader {
     /// (or held, while a recovery is under way). Returns 1 if a message or a gap was taken.
     #[inline]
     fn take_md(&mut self, stop: &AtomicBool) -> usize {
+        self.md_looks += 1;
         // A late joiner rebuilds its book from the journal and trades only once live.
         let catching_up = self.md.catching_up();
         let Trader {
@@ -281,6 +290,10 @@ impl Trader {
                             // The feed's ingress TSC (FLAG_INGRESS_TSC), else the publisher's commit.
                             let head = tickbus_codecs::Header::peek(m.payload);
                             let ingress_tsc = head.map_or(0, |h| h.publish_tsc);
+                            // Converted before the book's work, which it overlaps, not between
+                            // the decision and the order's publish, which it would lengthen.
+                            let md_publish_tsc =
+                                head.and_then(|h| h.publish_begin_tsc(scale.ticks_per_ns)).unwrap_or(0);
                             if let Some(moved) = strategy.apply(&msg).filter(|_| !catching_up) {
                                 let book_tsc = tsc.now();
                                 if let Some(i) = strategy.decide(moved) {
@@ -294,9 +307,7 @@ impl Trader {
                                         receive_tsc,
                                         book_tsc,
                                         decision_tsc: tsc.now(),
-                                        md_publish_tsc: head
-                                            .and_then(|h| h.publish_begin_tsc(scale.ticks_per_ns))
-                                            .unwrap_or(0),
+                                        md_publish_tsc,
                                     };
                                     if !send(orders, order, tsc, c, stop) {
                                         strategy.unsent();
@@ -327,7 +338,9 @@ impl Trader {
                 }
             }
         }
-        if catching_up && !md.catching_up() {
+        // The first cut-over only: a merge that fills a later gap from the journal goes back
+        // to catching up and live again.
+        if catching_up && *live_tsc == 0 && !md.catching_up() {
             *live_tsc = tsc.now();
         }
         work
@@ -367,7 +380,9 @@ impl Trader {
                 r.stats.orders_before_last = c.orders;
             }
         }
-        if catching_up && !md.catching_up() {
+        // The first cut-over only: a merge that fills a later gap from the journal goes back
+        // to catching up and live again.
+        if catching_up && *live_tsc == 0 && !md.catching_up() {
             *live_tsc = tsc.now();
         }
         while let Some(Recv::Message(m)) = execs.try_recv() {
@@ -397,6 +412,16 @@ impl Trader {
 }
 
 impl Trader {
+    /// Looks at the market data per duty cycle that found nothing, over the run (rounded; 0
+    /// before the first such cycle): the summary's `md_looks_per_pass`, beside the cycle's
+    /// length (`poll`).
+    pub fn md_looks_per_idle_cycle(&self) -> u32 {
+        if self.idle_cycles == 0 {
+            return 0;
+        }
+        u32::try_from((self.idle_looks + self.idle_cycles / 2) / self.idle_cycles).unwrap_or(u32::MAX)
+    }
+
     /// Counts every order still awaiting its report as lost (the wait for them timed out:
     /// [`reports::Silence`]); returns how many. Idle path.
     pub fn expire_reports(&mut self) -> u64 {
@@ -495,6 +520,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
             );
         }
     }
+    let looks_per_pass = t.md_looks_per_idle_cycle();
     let Trader { orders, strategy, counts: c, tick_hop: h, publish_hop, poll, scale, .. } = t;
     drop(orders); // closes the order stream: the gateway sees the trader finished
     if a.json {
@@ -511,7 +537,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
             }),
             counts: c.clone(),
             poll_pass_ns: poll.median_ns(scale.ticks_per_ns).map(|ns| ns.round() as u64),
-            md_looks_per_pass: MD_LOOKS_PER_IDLE_CYCLE,
+            md_looks_per_pass: looks_per_pass,
             md_recovered: recovered,
             strategy: strategy.stats,
             in_flight: strategy.in_flight(),

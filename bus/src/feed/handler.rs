@@ -24,7 +24,7 @@ use super::arbiter::{Arbiter, ArbiterStats, Line, Out};
 use super::repair::{BookRepair, RepairCounts};
 use crate::snapshot::tap::SnapshotTap;
 use crate::stream::{Publish, Retry};
-use crate::time::{Tsc, TscScale};
+use crate::time::{FastNs, Tsc, TscScale};
 
 /// What the handler counted besides the arbiter's own statistics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -92,7 +92,9 @@ pub struct FeedHandler<P: Publish> {
 /// at the output stream's own calibration (the one its readers convert with).
 struct Lag {
     tsc: Tsc,
-    scale: TscScale,
+    /// The output's calibration, by a multiply and a shift: the conversion lies between the
+    /// TSC read and the publish it times.
+    fast: FastNs,
 }
 
 impl Lag {
@@ -103,7 +105,7 @@ impl Lag {
     #[inline(always)]
     fn stamp(&self, h: &mut Header, ingress: u64) {
         if ingress != 0 {
-            h.set_publish_lag_ns(self.scale.delta_ns(ingress, self.tsc.now()));
+            h.set_publish_lag_ns(self.fast.delta_ns(ingress, self.tsc.now()));
         }
     }
 }
@@ -145,7 +147,7 @@ impl<P: Publish> FeedHandler<P> {
             stop: None,
             counts: HandlerCounts::default(),
             extras: Extras::default(),
-            lag: Lag { tsc: Tsc::new(), scale: TscScale { ticks_per_ns: out_ticks_per_ns } },
+            lag: Lag { tsc: Tsc::new(), fast: FastNs::new(TscScale { ticks_per_ns: out_ticks_per_ns }) },
         }
     }
 

@@ -428,8 +428,9 @@ fn normalised_day(itch: &Path) -> Result<Vec<Vec<u8>>, Box<dyn Error>> {
 
 /// One pass of the day's messages `mds` over a fresh book, reserved and touched as the
 /// trader's is (`Strategy::pre_touch`), each message after its wait and TSC-timed (a spaced
-/// one from when it was due). Records every message in `all` and those among the first
-/// [`APART_MESSAGES`] that moved a top in `top`; a spaced pass applies only those.
+/// one from when it was due). Records every message in `all`, those that moved a top in
+/// `movers`, and those among the first [`APART_MESSAGES`] that moved a top in `top`; a spaced
+/// pass applies only the first [`APART_MESSAGES`].
 fn book_pass(
     mds: &[Vec<u8>],
     wait: Wait,
@@ -848,12 +849,31 @@ mod tests {
         }
     }
 
-    /// The market-data crossing beside its floor is the trader's hop from each message's publish
-    /// when the venue said when that began, else the per-order hop from the due time; orders are
-    /// judged from their publish either way; only the rows judged carry a floor.
     /// The book's two p50s in the tests: on the messages that move a top, and over all.
     const BOOK: BookP50 = BookP50 { top_movers: 50, all: 30 };
 
+    /// The book's pass puts in `movers` exactly the messages that moved a top of book (the
+    /// ones the trader sends orders on), every message in `all`: a worse bid moves no top.
+    #[test]
+    fn the_books_budget_figure_is_over_the_messages_that_moved_a_top() {
+        use tickbus_codecs::md::OrderAdd;
+        use tickbus_codecs::{Side, PRICE_SCALE};
+        use zerocopy::IntoBytes;
+        let add = |id: u64, side: Side, price: i64| {
+            let mut a = OrderAdd::new();
+            (a.instrument_id, a.order_id, a.side, a.price, a.qty) = (2, id, side as u8, price * PRICE_SCALE, 100);
+            a.as_bytes().to_vec()
+        };
+        // A first bid (a top), a worse one (none), a better one (a top), a first offer (a top).
+        let day = [add(1, Side::Buy, 10), add(2, Side::Buy, 9), add(3, Side::Buy, 11), add(4, Side::Sell, 20)];
+        let (mut all, mut top, mut movers) = (histogram(), histogram(), histogram());
+        book_pass(&day, Wait::None, 1.0, &mut all, (&mut top, &mut movers));
+        assert_eq!((all.len(), movers.len(), top.len()), (4, 3, 3));
+    }
+
+    /// The market-data crossing beside its floor is the trader's hop from each message's publish
+    /// when the venue said when that began, else the per-order hop from the due time; orders are
+    /// judged from their publish either way; only the rows judged carry a floor.
     #[test]
     fn the_market_data_crossing_is_judged_from_its_publish_when_the_venue_said_when_that_began() {
         let spec = spec();
