@@ -857,7 +857,7 @@ mod tests {
     #[test]
     fn the_books_budget_figure_is_over_the_messages_that_moved_a_top() {
         use tickbus_codecs::md::OrderAdd;
-        use tickbus_codecs::{Side, PRICE_SCALE};
+        use tickbus_codecs::{Message, Side, PRICE_SCALE};
         use zerocopy::IntoBytes;
         let add = |id: u64, side: Side, price: i64| {
             let mut a = OrderAdd::new();
