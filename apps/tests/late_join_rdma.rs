@@ -143,8 +143,8 @@ fn killed_and_restarted() -> Result<(), Failed> {
     // six local CI runs (an 18,000-message day: 2,250 records at the kill, about 30,500
     // published), D restarted cut over at 5,400-8,400 published: 3,200-6,200 after its kill.
     // A 14,000-message day (about 23,700 published; 1,750 at the kill; `--rate` paces ITCH
-    // messages: 70 s at 200 a second, 75-80 s where the guest sustains 180-190) leaves room for a
-    // restart three times the slowest seen (1,750 + 18,600 published), and takes about 25 s
+    // messages: 70 s at 200 a second, 74-78 s where the guest sustains 180-190) leaves room for a
+    // restart three times the slowest seen (1,750 + 18,600 published), and takes about 20 s
     // less of CI than the 18,000-message day. (An early run's 90 s restart, before the start-up
     // work since, would not fit: that is the margin this trades.)
     const ITCH: u32 = 14_000;
@@ -177,8 +177,9 @@ fn killed_and_restarted() -> Result<(), Failed> {
     let gateway_d = common::spawn_env(&g_args, &small_pages);
     let d1 = trader(d_net, None);
 
-    // An eighth of the day's ITCH messages in (the exchange publishes more than that: trades
-    // and quotes besides): D dies where it stands, and comes back reading the journal.
+    // The journal holds as many records (published messages) as an eighth of the day's ITCH
+    // count, about 7% of what the exchange publishes: D dies where it stands, and comes back
+    // reading the journal.
     let t0 = std::time::Instant::now();
     wait_for_journal(journal, u64::from(ITCH) / 8, &exchange)?;
     if d1.exited() {

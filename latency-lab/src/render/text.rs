@@ -201,7 +201,7 @@ pub fn pipeline_table(runs: &[Run]) -> String {
             "  tick-to-trade's budget: the two hop floors' p50 + the book's p50 ({} ns, in process and back to back, {}) + 100 ns, held against {}",
             r.book_p50,
             // An older report's figure is over every message.
-            r.book_all_p50.map_or("over every message (a report from before 2026-12-07)".into(), |a| format!(
+            r.book_all_p50.map_or("over every message (an older report)".into(), |a| format!(
                 "on the messages that move a top of book: the ones the trader sends its orders on; {a} ns over every message"
             )),
             judged_row(r)
