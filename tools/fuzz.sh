@@ -12,13 +12,21 @@ if ! rustup toolchain list | grep -q '^nightly'; then
   exit 1
 fi
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-cargo build -q --release -p tickbus-apps
+# The seed day's generator: TICKBUS_BIN if set (tools/test.sh passes the debug build it has),
+# else a release build of the apps.
+bin=${TICKBUS_BIN:-}
+if [ -z "$bin" ]; then
+  cargo build -q --release -p tickbus-apps
+  bin=$PWD/target/release/tickbus
+fi
 seeds=$PWD/target/fuzz-seeds
 rm -rf "$seeds" && mkdir -p "$seeds"/{itch,pcap}
-target/release/tickbus itch generate --seed 3 --stocks 4 --messages 300 --itch "$seeds/itch/day.itch" --pcap "$seeds/pcap/day.pcap" >/dev/null
+"$bin" itch generate --seed 3 --stocks 4 --messages 300 --itch "$seeds/itch/day.itch" --pcap "$seeds/pcap/day.pcap" >/dev/null
 head -c 4096 ../shared/data/itch/ex20101224.TEST_ITCH_50 > "$seeds/itch/third-party-head.itch" 2>/dev/null || true
 for s in bus/fuzz/seeds/*; do cp -r "$s" "$seeds/"; done
-# crate:target:seed-folder
+fuzz_build=$PWD/target/fuzz
+# crate:target:seed-folder. Both fuzz crates build into one target folder: they share libFuzzer
+# and most dependencies, built once (each crate's own folder built them twice).
 for t in codecs:itch_file:itch codecs:book:itch codecs:pcap_capture:pcap codecs:moldudp64:pcap \
   bus:control_lines:control_lines bus:ring_memory:ring_memory bus:mcast_frames:mcast_frames \
   bus:journal_records:journal_records bus:journal_folder:journal_folder bus:feed_arbiter:feed_arbiter \
@@ -27,7 +35,7 @@ for t in codecs:itch_file:itch codecs:book:itch codecs:pcap_capture:pcap codecs:
   mkdir -p "$crate/fuzz/corpus/$target"
   echo "fuzz: $crate/$target for ${secs}s"
   log=$PWD/target/fuzz-$target.log
-  if ! (cd "$crate/fuzz" && cargo +nightly fuzz run -O "$target" "corpus/$target" "$seeds/$seed" -- \
+  if ! (cd "$crate/fuzz" && cargo +nightly fuzz run -O --target-dir "$fuzz_build" "$target" "corpus/$target" "$seeds/$seed" -- \
     -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1); then
     tail -40 "$log" >&2
     echo "fuzz: $target found a failure (input saved in $crate/fuzz/artifacts/$target)" >&2

@@ -144,8 +144,16 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
             ]
         );
         for r in wire["rows"].as_array().unwrap() {
-            assert!(r["count"].as_u64().unwrap() > 10_000, "most of 30,000 datagrams (three rounds) taken: {r}");
-            assert!(r["ns"][0].as_u64().unwrap() > 0, "{r}");
+            // Most of the 30,000 datagrams (three rounds) taken, or the row says how many were
+            // not and that its receiver fell behind: a debug build on a slow phase of this
+            // two-core VM has taken 4,324 (its socket's queue overflowed), and the report must
+            // say so, not time it as if whole.
+            let (count, note) = (r["count"].as_u64().unwrap(), r["note"].as_str().unwrap());
+            assert!(count > 0 && r["ns"][0].as_u64().unwrap() > 0, "{r}");
+            assert!(
+                count > 10_000 || (note.contains("datagrams not taken") && note.contains("fell behind")),
+                "most of 30,000 datagrams taken, or the row says its receiver fell behind: {r}"
+            );
         }
         let notes = rep["notes"].as_array().unwrap();
         assert!(notes.iter().any(|n| n.as_str().unwrap().starts_with("wire at 50k/s: xdp ingest p50 ")), "{notes:?}");
