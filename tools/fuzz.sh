@@ -12,9 +12,14 @@ if ! rustup toolchain list | grep -q '^nightly'; then
   exit 1
 fi
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-# The seed day's generator: TICKBUS_BIN if set (tools/test.sh passes the debug build it has),
-# else a release build of the apps.
-bin=${TICKBUS_BIN:-}
+# The seed day's generator: TICKBUS_FUZZ_SEED_BIN if set (tools/test.sh passes the debug build
+# it has; its own name, so a TICKBUS_BIN left in a shell for the Python tests is not taken), else
+# a release build of the apps.
+bin=${TICKBUS_FUZZ_SEED_BIN:-}
+if [ -n "$bin" ] && [ ! -x "$bin" ]; then
+  echo "fuzz: TICKBUS_FUZZ_SEED_BIN=$bin is not an executable (a tickbus binary, to generate the seed day)" >&2
+  exit 1
+fi
 if [ -z "$bin" ]; then
   cargo build -q --release -p tickbus-apps
   bin=$PWD/target/release/tickbus

@@ -149,7 +149,8 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
             // two-core VM has taken 4,324 (its socket's queue overflowed), and the report must
             // say so, not time it as if whole.
             let (count, note) = (r["count"].as_u64().unwrap(), r["note"].as_str().unwrap());
-            assert!(count > 0 && r["ns"][0].as_u64().unwrap() > 0, "{r}");
+            // Even then a tenth: a steering or ingest fault that drops nearly everything fails.
+            assert!(count > 3_000 && r["ns"][0].as_u64().unwrap() > 0, "{r}");
             assert!(
                 count > 10_000 || (note.contains("datagrams not taken") && note.contains("fell behind")),
                 "most of 30,000 datagrams taken, or the row says its receiver fell behind: {r}"
