@@ -5,6 +5,8 @@
 # frames, journal records, whole journal folders damaged, MoldUDP64 into the feed's arbitration, channel URIs, raw frames off AF_XDP, a venue's whole book over TCP). Seed corpora: generated ITCH files and captures, and bus/fuzz/seeds.
 # A finding fails the script and leaves the input in <crate>/fuzz/artifacts/<target>/.
 set -euo pipefail
+# Resolved before the cd below: a relative path names a file from where the script was run.
+seed_bin=${TICKBUS_FUZZ_SEED_BIN:+$(realpath -m -- "$TICKBUS_FUZZ_SEED_BIN")}
 cd "$(dirname "$0")/.."
 secs=${1:-20}
 if ! rustup toolchain list | grep -q '^nightly'; then
@@ -15,8 +17,8 @@ command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 # The seed day's generator: TICKBUS_FUZZ_SEED_BIN if set (tools/test.sh passes the debug build
 # it has; its own name, so a TICKBUS_BIN left in a shell for the Python tests is not taken), else
 # a release build of the apps.
-bin=${TICKBUS_FUZZ_SEED_BIN:-}
-if [ -n "$bin" ] && [ ! -x "$bin" ]; then
+bin=$seed_bin
+if [ -n "$bin" ] && { [ ! -f "$bin" ] || [ ! -x "$bin" ]; }; then
   echo "fuzz: TICKBUS_FUZZ_SEED_BIN=$bin is not an executable (a tickbus binary, to generate the seed day)" >&2
   exit 1
 fi
