@@ -272,6 +272,21 @@ enum Cmd {
         #[arg(long)]
         consumer: bool,
     },
+    /// The relay of tick-to-trade's chained floor (started by the pipeline's floor): reads
+    /// market data, answers one message in `every` with an order carrying its stamp.
+    #[command(hide = true, name = "__hop-relay")]
+    HopRelay {
+        #[arg(long)]
+        md: String,
+        #[arg(long)]
+        orders: String,
+        #[arg(long)]
+        count: u64,
+        #[arg(long)]
+        every: u64,
+        #[arg(long)]
+        core: usize,
+    },
     /// A soak consumer (started by the soak itself).
     #[command(hide = true, name = "__soak-consumer")]
     SoakConsumer {
@@ -348,6 +363,9 @@ fn main() -> ExitCode {
             soak::run(minutes, rate, consumers, (s.core_a, s.core_b), &s.out.join("soak"))
         }
         Some(Cmd::HopFloor { ring, count, core, consumer }) => pipeline::hop_floor_reader(&ring, count, consumer, core),
+        Some(Cmd::HopRelay { md, orders, count, every, core }) => {
+            bench::chain_floor::relay(&md, &orders, count, every, core)
+        }
         Some(Cmd::SoakConsumer { ring, index, total, core }) => soak::consumer(&ring, index, total, core),
         Some(Cmd::Echo { peer, ping, pong, size, total, core, ticks_per_ns }) => {
             suite::echo(&peer, &ping, &pong, size, total, core, ticks_per_ns)

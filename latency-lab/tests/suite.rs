@@ -287,7 +287,13 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     for r in rounds {
         let (ttt, budget) = (r["ttt_p50"].as_u64().unwrap(), r["budget_p50"].as_u64().unwrap());
         assert!(ttt > 0 && budget > p["book_p50"].as_u64().unwrap() && r["hops_x"].as_f64().unwrap() > 0.0, "{r}");
+        // The budget is the round's chained floor (measured: a relay's order timed end to end)
+        // plus the book's p50 and 100 ns.
+        let chain = r["chain_floor_p50"].as_u64().unwrap();
+        assert!(chain > 0 && budget == chain + p["book_p50"].as_u64().unwrap() + 100, "{r}");
     }
+    let chain = (p["chain_floor"][0].as_u64().unwrap(), p["chain_floor"][1].as_u64().unwrap());
+    assert!(chain.0 > 0 && chain.1 >= chain.0, "{p}");
     // Tick-to-trade judged from the market data's publish (the gateway timed it from the trace),
     // the row from the tick's due time beside it: the venue's work before the publish is in
     // that one only, so it is not the shorter.
@@ -314,6 +320,7 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
     assert!(text.contains("TRADING PIPELINE") && text.contains("order published -> gateway receive"), "{text}");
     assert!(text.contains("warmed meanwhile as the trader's idle cycles warm it"), "{text}");
     assert!(text.contains("one empty pass of the trader's loop"), "{text}");
+    assert!(text.contains("tick-to-trade's budget: the chained floor's p50") && text.contains("/ chained "), "{text}");
     let svg = std::fs::read_to_string(out.join("pipeline-hops.svg")).unwrap();
     assert!(
         svg.contains("50k msg/s: hops") && svg.contains("book applied -&gt; decision") && svg.contains(">\np99\n<"),

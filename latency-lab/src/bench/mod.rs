@@ -3,6 +3,7 @@
 //! values. Never formats a report (the render layer does).
 pub mod book_scale;
 pub mod catch_up;
+pub mod chain_floor;
 pub mod cleanup;
 pub mod default_suite;
 pub mod fanout;

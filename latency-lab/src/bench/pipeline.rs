@@ -8,7 +8,9 @@
 //! processes (market data to the trader, orders to the gateway) beside a bare tickbus ring hop
 //! across two processes on the same cores with the same payload, at the rate and count the
 //! pipeline produced on that hop, open loop at their intended send times and each timed from
-//! its publish; and tick-to-trade beside the chained floors plus the book's own apply cost.
+//! its publish; and tick-to-trade beside the chained floor (the two hops with a bare relay
+//! between them, timed end to end in the same run: [`super::chain_floor`]) plus the book's own
+//! apply cost.
 //! The crossings beside the floors are timed from their publish too: an order's stamp is taken
 //! as it is published, and the venue says in each market-data message when its publish began
 //! (`FLAG_PUBLISH_LAG`). The market-data crossing is the first message of each tick's due time:
@@ -73,20 +75,17 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
         };
         let (ex, tr, layout) = pipeline(s, &[])?;
         let counts = (ex.md.published, tr.counts.orders);
-        let (md_floor, order_floor, floor_pass) = match early {
+        let floors_first = early.is_some();
+        let f = match early {
             Some(f) => f,
             None => floors(s, counts)?,
         };
-        let poll_pass = tr.poll_pass_ns.zip(floor_pass).map(|(trader, floor)| PollPasses {
+        let poll_pass = tr.poll_pass_ns.zip(f.md_pass).map(|(trader, floor)| PollPasses {
             trader,
             floor,
             trader_looks: tr.md_looks_per_pass,
         });
-        let r = Run {
-            book_warmth: Some(book_warmth),
-            poll_pass,
-            ..assemble(s, &ex, &tr, layout, (md_floor, order_floor), book_p50)?
-        };
+        let r = Run { book_warmth: Some(book_warmth), poll_pass, ..assemble(s, &ex, &tr, layout, &f, book_p50)? };
         let worst = r.crossings().fold(0.0f64, |m, (a, b)| m.max(a).max(b));
         let ttt = r.ttt_judged().ok_or("the gateway reported no tick-to-trade")?.p50;
         rounds.push(Round {
@@ -94,9 +93,10 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
             budget_p50: r.budget_p50,
             ttt_from_due_p50: r.judged_from_publish().then_some(r.hops[5].p50),
             hops_x: worst,
-            md_floor_p50: md_floor.0,
-            order_floor_p50: order_floor.0,
-            floors_first: early.is_some(),
+            md_floor_p50: f.md.0,
+            order_floor_p50: f.order.0,
+            chain_floor_p50: f.chain.0,
+            floors_first,
             backlog: r.backlog.clone(),
             poll_pass,
         });
@@ -139,12 +139,21 @@ fn check(s: &Spec<'_>) -> Result<(), Box<dyn Error>> {
 /// A floor's (p50, p99), ns.
 type P50P99 = (u64, u64);
 
-/// The two hop floors and the market-data floor reader's empty poll (median ns, if timed).
-type Floors = (P50P99, P50P99, Option<u64>);
+/// One round's floors.
+struct Floors {
+    /// The two hop floors, (p50, p99) ns each.
+    md: P50P99,
+    order: P50P99,
+    /// The two chained through a bare relay, timed end to end ([`super::chain_floor`]).
+    chain: P50P99,
+    /// The market-data floor reader's empty poll (median ns, if timed).
+    md_pass: Option<u64>,
+}
 
 /// The two process-crossing hops' floors, (p50, p99) each: the same payloads between the same
 /// cores, at the rates and counts the pipeline produced (market data: the normalised messages
-/// of the replay's span; orders: what the trader sent over it).
+/// of the replay's span; orders: what the trader sent over it); and the two as one chain, the
+/// relay answering the same share of the market data as the trader did.
 fn floors(s: &Spec<'_>, (published, orders): (u64, u64)) -> Result<Floors, Box<dyn Error>> {
     let span = s.messages as f64 / s.rate as f64;
     // (At least 100 messages, over no longer than the replay's span.)
@@ -161,7 +170,15 @@ fn floors(s: &Spec<'_>, (published, orders): (u64, u64)) -> Result<Floors, Box<d
         (s.cores[1], gateway_core),
         s.ticks_per_ns,
     )?;
-    Ok((md, order, md_pass))
+    let every = (published as f64 / orders.max(1) as f64).round().max(1.0) as u64;
+    let chain = super::chain_floor::chain_floor(
+        at(published),
+        count(published),
+        every,
+        (s.cores[0], s.cores[1], gateway_core),
+        s.ticks_per_ns,
+    )?;
+    Ok(Floors { md, order, chain: (chain.p50, chain.p99), md_pass })
 }
 
 /// One round's figures from the apps' summaries and the floors measured beside them.
@@ -170,9 +187,10 @@ fn assemble(
     ex: &ExchangeSummary,
     tr: &TraderSummary,
     layout: String,
-    (md_floor, order_floor): (P50P99, P50P99),
+    f: &Floors,
     book: BookP50,
 ) -> Result<Run, Box<dyn Error>> {
+    let (md_floor, order_floor) = (f.md, f.order);
     let gw = ex.gateway.as_ref().ok_or("the exchange ran its gateway yet printed no gateway summary")?;
     let mut hops: Vec<Hop> = gw.hops_ns.iter().map(to_hop).collect();
     if hops.len() != 6 {
@@ -188,7 +206,7 @@ fn assemble(
     }
     beside(&mut hops[4], order_floor);
     let every_tick = to_hop(&tr.tick_hop_ns);
-    let budget_p50 = md_floor.0 + order_floor.0 + book.top_movers + 100;
+    let budget_p50 = f.chain.0 + book.top_movers + 100;
     let mut r = Run {
         rate: s.rate,
         layout,
@@ -208,6 +226,7 @@ fn assemble(
         book_warmth: None,
         poll_pass: None,
         budget_p50,
+        chain_floor: Some(f.chain),
         hops_met: false,
         backlog: ex.md.backlog(s.rate as f64),
         rounds: Vec::new(),
@@ -884,28 +903,29 @@ mod tests {
             }),
             ..Default::default()
         };
-        let floors = ((200, 400), (200, 400));
+        let floors = Floors { md: (200, 400), order: (200, 400), chain: (450, 900), md_pass: None };
         // From the due time only (a trader that got no lag): the per-order hop at 1.5x fails.
         let tr = TraderSummary { tick_hop_ns: hop("tick", 320), ..Default::default() };
-        let r = assemble(&spec, &ex, &tr, "x".into(), floors, BOOK).unwrap();
+        let r = assemble(&spec, &ex, &tr, "x".into(), &floors, BOOK).unwrap();
         assert_eq!((r.hops[0].x_floor, r.hops[4].x_floor), (Some((1.5, 1.5)), Some((1.15, 1.15))));
         assert!(r.every_tick.floor.is_none() && r.from_publish.is_none() && !r.hops_met);
         assert_eq!(r.crossings().count(), 2);
         // From the publish, 220 ns: the crossing judged is that one (1.10x), and both are met.
         let tr = TraderSummary { publish_hop_ns: Some(hop("publish", 220)), ..tr };
-        let r = assemble(&spec, &ex, &tr, "x".into(), floors, BOOK).unwrap();
+        let r = assemble(&spec, &ex, &tr, "x".into(), &floors, BOOK).unwrap();
         let p = r.from_publish.as_ref().expect("the hop from the publish");
         assert_eq!((p.floor, p.x_floor), (Some((200, 400)), Some((1.1, 1.1))));
         assert!(r.hops[0].floor.is_none() && r.every_tick.floor.is_none());
         assert!(r.hops_met, "{:?}", r.crossings().collect::<Vec<_>>());
         // One crossing over 1.15x at p99 fails them.
         let tr = TraderSummary { publish_hop_ns: Some(HopStats { p99: 461, ..hop("publish", 220) }), ..tr };
-        assert!(!assemble(&spec, &ex, &tr, "x".into(), floors, BOOK).unwrap().hops_met);
-        // The book's figure in the budget is its p50 on the messages that move a top (50 ns),
-        // the ones orders are sent on, not over every message (30 ns).
-        assert_eq!(r.budget_p50, 200 + 200 + 50 + 100);
+        assert!(!assemble(&spec, &ex, &tr, "x".into(), &floors, BOOK).unwrap().hops_met);
+        // The budget starts from the chained floor (450 ns), not the hops' sum (400); the
+        // book's figure in it is its p50 on the messages that move a top (50 ns), the ones
+        // orders are sent on, not over every message (30 ns).
+        assert_eq!(r.budget_p50, 450 + 50 + 100);
         assert_eq!((r.book_p50, r.book_all_p50), (50, Some(30)));
-        // Tick-to-trade from the due time, 700 ns, is over that budget of 550.
+        // Tick-to-trade from the due time, 700 ns, is over that budget of 600.
         assert!(!r.ttt_met && r.ttt_from_publish.is_none() && r.hops[5].p50 == 700);
     }
 
@@ -919,19 +939,19 @@ mod tests {
         };
         let ex = |g| ExchangeSummary { gateway: Some(g), ..Default::default() };
         let tr = TraderSummary { tick_hop_ns: hop("tick", 320), ..Default::default() };
-        let floors = ((200, 400), (200, 400));
-        // 65 ns of the venue's own work before the publish: 635 from there, over 550.
-        let r = assemble(&spec, &ex(gw(635)), &tr, "x".into(), floors, BOOK).unwrap();
+        let floors = Floors { md: (200, 400), order: (200, 400), chain: (450, 900), md_pass: None };
+        // 65 ns of the venue's own work before the publish: 635 from there, over 600.
+        let r = assemble(&spec, &ex(gw(635)), &tr, "x".into(), &floors, BOOK).unwrap();
         assert_eq!((r.ttt_judged().map(|h| h.p50), r.ttt_met), (Some(635), false));
         // At the budget exactly: met, though the row from the due time (700) is over it.
-        let r = assemble(&spec, &ex(gw(550)), &tr, "x".into(), floors, BOOK).unwrap();
-        assert_eq!((r.ttt_judged().map(|h| h.p50), r.ttt_met, r.hops[5].p50), (Some(550), true, 700));
+        let r = assemble(&spec, &ex(gw(600)), &tr, "x".into(), &floors, BOOK).unwrap();
+        assert_eq!((r.ttt_judged().map(|h| h.p50), r.ttt_met, r.hops[5].p50), (Some(600), true, 700));
         assert!(r.judged_from_publish());
         // A figure from the publish that left an order out (9 of 10 timed) is not judged: the
         // row from the due time is, and it is over.
-        let mut g = gw(550);
+        let mut g = gw(600);
         g.ttt_from_publish_ns.as_mut().unwrap().count = 9;
-        let r = assemble(&spec, &ex(g), &tr, "x".into(), floors, BOOK).unwrap();
+        let r = assemble(&spec, &ex(g), &tr, "x".into(), &floors, BOOK).unwrap();
         assert_eq!((r.ttt_judged().map(|h| h.p50), r.ttt_met, r.judged_from_publish()), (Some(700), false, false));
         // The RDMA rounds take the same rule.
         let pick = |g: &GatewaySummary| judged_ttt(g).map(|(h, due)| (h.p50, due)).unwrap();

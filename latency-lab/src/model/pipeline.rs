@@ -81,8 +81,15 @@ pub struct Run {
     /// older report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_pass: Option<PollPasses>,
-    /// Tick-to-trade p50's budget: the two floors' p50s + the book's p50 + 100 ns.
+    /// Tick-to-trade p50's budget: the chained floor's p50 + the book's p50 + 100 ns (in a
+    /// report from before 2026-12-07's afternoon, the two hop floors' p50s summed in its place).
     pub budget_p50: u64,
+    /// The chained floor, (p50, p99) ns: market data to a bare relay on the trader's core, an
+    /// order from it to the gateway's core, timed end to end from the market data's publish.
+    /// The p50 of that sum is above the sum of the two hops' p50s, as tick-to-trade's is. None
+    /// in an older report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_floor: Option<(u64, u64)>,
     /// Hops within 1.15x of their floor at p50 and p99, and tick-to-trade within its budget.
     pub hops_met: bool,
     pub ttt_met: bool,
@@ -149,7 +156,8 @@ pub fn judged_from(from_publish: usize, rounds: usize) -> String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Round {
     /// Tick-to-trade p50 (the row judged: from the market data's publish when timed) and its
-    /// budget (the two floors' p50s + the book's p50 + 100 ns).
+    /// budget (the chained floor's p50 + the book's p50 + 100 ns; in an older report the two
+    /// hop floors' p50s in the chain's place).
     pub ttt_p50: u64,
     pub budget_p50: u64,
     /// Tick-to-trade p50 from the tick's due time, when the judged one is from the publish
@@ -163,6 +171,10 @@ pub struct Round {
     pub md_floor_p50: u64,
     #[serde(default)]
     pub order_floor_p50: u64,
+    /// The chained floor's p50 (ns; 0: a report from before it was measured). A tick-to-trade
+    /// below it beat a path doing less than the pipeline: the floor is broken that round.
+    #[serde(default)]
+    pub chain_floor_p50: u64,
     /// The floors ran before the pipeline this round.
     pub floors_first: bool,
     /// The exchange fell behind its schedule this round: left out of the verdicts.

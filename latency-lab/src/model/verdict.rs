@@ -311,7 +311,10 @@ impl super::pipeline::Run {
             format!("tick-to-trade over shm across processes at {at} msg/s"),
             format!("pipeline hops across processes at {at} msg/s"),
         );
-        let goals = ("p50 <= the hops' floors + the book's p50 + 100 ns", "<= 1.15x the floor");
+        let goals = (
+            "p50 <= the chained floor (the two hops through a bare relay, end to end) + the book's p50 + 100 ns",
+            "<= 1.15x the floor",
+        );
         if self.rounds.is_empty() {
             let backlogged = self.backlog.is_some();
             let Some(h) = self.ttt_judged().or(self.hops.last()) else {
@@ -348,26 +351,35 @@ impl super::pipeline::Run {
         let steady: Vec<&super::pipeline::Round> = self.rounds.iter().filter(|r| r.backlog.is_none()).collect();
         let med =
             |f: &dyn Fn(&super::pipeline::Round) -> u64| noise_reference(steady.iter().map(|r| f(r) as f64).collect());
-        let (md_mid, order_mid) = (med(&|r| r.md_floor_p50), med(&|r| r.order_floor_p50));
+        let mids = (med(&|r| r.md_floor_p50), med(&|r| r.order_floor_p50), med(&|r| r.chain_floor_p50));
         let moved =
             |x: u64, mid: f64| mid > 0.0 && !(1.0 / NOISY_FLOOR_MOVE..=NOISY_FLOOR_MOVE).contains(&(x as f64 / mid));
-        let kept: Vec<&&super::pipeline::Round> =
-            steady.iter().filter(|r| !moved(r.md_floor_p50, md_mid) && !moved(r.order_floor_p50, order_mid)).collect();
+        let kept: Vec<&&super::pipeline::Round> = steady
+            .iter()
+            .filter(|r| {
+                !moved(r.md_floor_p50, mids.0) && !moved(r.order_floor_p50, mids.1) && !moved(r.chain_floor_p50, mids.2)
+            })
+            .collect();
         let rounds = Rounds {
             all: self.rounds.len(),
             left_out: self.rounds.len() - steady.len(),
             noisy: steady.len() - kept.len(),
+            broken: 0,
         };
-        let ttt =
-            rounds.judge(kept.iter().map(|r| r.ttt_p50 as f64 / r.budget_p50.max(1) as f64).collect(), |x| x <= 1.0);
+        // A round whose tick-to-trade beat its chained floor beat a path doing less than the
+        // pipeline does: the floor is broken there, and that round judges nothing.
+        let (whole, broken): (Vec<&&super::pipeline::Round>, Vec<_>) =
+            kept.iter().partition(|r| r.chain_floor_p50 == 0 || r.ttt_p50 >= r.chain_floor_p50);
+        let ttt = Rounds { broken: broken.len(), ..rounds }
+            .judge(whole.iter().map(|r| r.ttt_p50 as f64 / r.budget_p50.max(1) as f64).collect(), |x| x <= 1.0);
         let hops = rounds.judge(kept.iter().map(|r| r.hops_x).collect(), |x| x <= 1.15);
         [
             target(
                 what.0,
                 ttt.0.map_or(ttt.1.clone(), |r| {
                     // Which row each kept round judged: the figure says, and a mix says so.
-                    let n = kept.iter().filter(|r| r.judged_from_publish()).count();
-                    format!("p50 {} {r} its budget ({})", super::pipeline::judged_from(n, kept.len()), ttt.1)
+                    let n = whole.iter().filter(|r| r.judged_from_publish()).count();
+                    format!("p50 {} {r} its budget ({})", super::pipeline::judged_from(n, whole.len()), ttt.1)
                 }),
                 goals.0,
                 ttt.2,
@@ -391,10 +403,13 @@ impl super::pipeline::Run {
 
 /// How a paired-round target's rounds fell out: all of them, those left out before judging
 /// (backlogged, or for a joiner, never live) and those noisy (their yardstick moved over 2x).
+#[derive(Clone, Copy)]
 pub(crate) struct Rounds {
     all: usize,
     left_out: usize,
     noisy: usize,
+    /// Rounds whose measured row beat its floor (a floor doing less work): left out.
+    broken: usize,
 }
 
 impl Rounds {
@@ -403,9 +418,13 @@ impl Rounds {
     /// rounds must be kept: otherwise backlogged if those left out are half or more, else noisy.
     pub(crate) fn judge(&self, kept: Vec<f64>, met: impl Fn(f64) -> bool) -> (Option<String>, String, Status) {
         let n = kept.len();
+        let broken = match self.broken {
+            0 => String::new(),
+            b => format!(", {b} with a broken floor (beaten by the row it bounds)"),
+        };
         if !enough_kept(n, self.all) {
             let why = format!(
-                "{} of {} rounds kept ({} backlogged, {} noisy): too few to judge",
+                "{} of {} rounds kept ({} backlogged, {} noisy{broken}): too few to judge",
                 n, self.all, self.left_out, self.noisy
             );
             let status = if self.left_out * 2 >= self.all { Status::Backlogged } else { Status::Noisy };
@@ -413,8 +432,11 @@ impl Rounds {
         }
         let r = Spread::of(kept);
         let how = match self.left_out {
-            0 => format!("median of {n} paired rounds' ratios, {} noisy left out", self.noisy),
-            b => format!("median of {n} paired rounds' ratios, {} noisy left out, {b} backlogged left out", self.noisy),
+            0 => format!("median of {n} paired rounds' ratios, {} noisy{broken} left out", self.noisy),
+            b => format!(
+                "median of {n} paired rounds' ratios, {} noisy{broken} left out, {b} backlogged left out",
+                self.noisy
+            ),
         };
         (Some(r.as_ratio()), how, Status::of(met(r.median)))
     }
@@ -469,7 +491,12 @@ fn publish_cost(what: String, rounds: &[(Pct, Pct, bool)], anchor: &str) -> Targ
         .iter()
         .filter(|r| (1.0 / NOISY_FLOOR_MOVE..=NOISY_FLOOR_MOVE).contains(&(r.1 .1 as f64 / mid)))
         .collect();
-    let n = Rounds { all: rounds.len(), left_out: rounds.len() - steady.len(), noisy: steady.len() - kept.len() };
+    let n = Rounds {
+        all: rounds.len(),
+        left_out: rounds.len() - steady.len(),
+        noisy: steady.len() - kept.len(),
+        broken: 0,
+    };
     let p99 = n.judge(kept.iter().map(|r| r.0 .1 as f64 / r.1 .1.max(1) as f64).collect(), |x| x <= 1.10);
     let p50 = Spread::of(kept.iter().map(|r| r.0 .0 as f64 / r.1 .0.max(1) as f64).collect());
     let figure = match p99.0 {
@@ -565,7 +592,7 @@ pub(crate) fn steady_pairs(ours: &super::Row, yardstick: &super::Row) -> Option<
         .filter(|&i| (1.0 / NOISY_FLOOR_MOVE..=NOISY_FLOOR_MOVE).contains(&(b[i] as f64 / mid)))
         .collect();
     Some(SteadyPairs {
-        rounds: Rounds { all: a.len(), left_out: a.len() - steady.len(), noisy: steady.len() - kept.len() },
+        rounds: Rounds { all: a.len(), left_out: a.len() - steady.len(), noisy: steady.len() - kept.len(), broken: 0 },
         ours_lost: steady.iter().filter(|&&i| lost_a[i]).count(),
         kept: kept.iter().map(|&i| a[i] as f64 / b[i].max(1) as f64).collect(),
     })
@@ -606,6 +633,7 @@ mod tests {
             book_warmth: None,
             poll_pass: None,
             budget_p50: 1_000,
+            chain_floor: None,
             hops_met: true,
             ttt_met,
             backlog,
@@ -857,6 +885,7 @@ mod tests {
             hops_x,
             md_floor_p50: budget_p50 / 3,
             order_floor_p50: 0,
+            chain_floor_p50: 0,
             floors_first: false,
             backlog: backlog.then(|| "BACKLOGGED".into()),
             poll_pass: None,
@@ -918,6 +947,35 @@ mod tests {
             (ttt.status, ttt.figure.as_str()),
             (Status::Noisy, "2 of 5 rounds kept (2 backlogged, 1 noisy): too few to judge")
         );
+    }
+
+    /// The chained floor: a round whose tick-to-trade beat it (a floor doing less than the
+    /// pipeline) judges nothing and is counted as broken; one whose chain moved over 2x from
+    /// the rounds' median is noisy, as a hop floor's move makes it.
+    #[test]
+    fn a_round_that_beats_its_chained_floor_is_left_out_as_broken_and_a_moved_chain_is_noisy() {
+        let chained = |ttt: u64, chain: u64| crate::model::pipeline::Round {
+            chain_floor_p50: chain,
+            ..round(ttt, chain + 150, 1.1, false)
+        };
+        // Two rounds at 1.2x of budgets from a 500 ns chain; one whose 560 ns tick-to-trade is
+        // under its own chain's 600 (0.75x its budget: it would pull the median to met).
+        let rounds = vec![chained(780, 500), chained(560, 600), chained(790, 510), chained(770, 490)];
+        let [ttt, hops] = Run { rounds, ..run(None, false) }.targets();
+        assert_eq!(ttt.status, Status::NotMet, "{ttt:?}");
+        assert!(ttt.figure.contains("1 with a broken floor (beaten by the row it bounds) left out"), "{ttt:?}");
+        assert!(ttt.figure.contains("median of 3 paired rounds"), "{ttt:?}");
+        // The hops' verdict does not rest on the chain: all four rounds judge it.
+        assert!(hops.figure.contains("median of 4 paired rounds"), "{hops:?}");
+        // A chain that moved 3x from the median (its hop floors did not) makes the round noisy.
+        let rounds = vec![chained(780, 500), chained(770, 1_500), chained(790, 510)];
+        let [ttt, _] = Run { rounds, ..run(None, false) }.targets();
+        assert!(ttt.figure.contains("median of 2 paired rounds' ratios, 1 noisy left out"), "{ttt:?}");
+        // Beaten in most rounds: too few kept to judge, and the figure says why.
+        let rounds = vec![chained(400, 500), chained(560, 600), chained(790, 510)];
+        let [ttt, _] = Run { rounds, ..run(None, false) }.targets();
+        assert_eq!(ttt.status, Status::Noisy, "{ttt:?}");
+        assert!(ttt.figure.contains("2 with a broken floor"), "{ttt:?}");
     }
 
     #[test]

@@ -177,7 +177,7 @@ pub fn pipeline_table(runs: &[Run]) -> String {
             for (k, x) in r.rounds.iter().enumerate() {
                 let _ = writeln!(
                     s,
-                    "    round {}{}: {} / {} ns ({:.2}x{}), worst crossing {:.2}x, market-data floor p50 {} ns{}{}",
+                    "    round {}{}: {} / {} ns ({:.2}x{}), worst crossing {:.2}x, floors p50 market data {} / orders {} / chained {} ns{}{}{}",
                     k + 1,
                     if x.floors_first { " (floors first)" } else { "" },
                     x.ttt_p50,
@@ -186,6 +186,16 @@ pub fn pipeline_table(runs: &[Run]) -> String {
                     x.ttt_from_due_p50.map_or(String::new(), |d| format!("; {d} ns from the tick's due time")),
                     x.hops_x,
                     x.md_floor_p50,
+                    x.order_floor_p50,
+                    x.chain_floor_p50,
+                    match x.chain_floor_p50 {
+                        0 => String::new(),
+                        c if x.ttt_p50 < c => "; the pipeline BEAT its chained floor: a broken floor, left out".into(),
+                        c => format!(
+                            " (the chain {:+} ns from the hop floors' sum)",
+                            c as i64 - (x.md_floor_p50 + x.order_floor_p50) as i64
+                        ),
+                    },
                     x.poll_pass.map_or(String::new(), |p| format!(
                         ", empty pass trader/floor reader {}/{} ns",
                         p.trader, p.floor
@@ -198,7 +208,16 @@ pub fn pipeline_table(runs: &[Run]) -> String {
         }
         let _ = writeln!(
             s,
-            "  tick-to-trade's budget: the two hop floors' p50 + the book's p50 ({} ns, in process and back to back, {}) + 100 ns, held against {}",
+            "  tick-to-trade's budget: {} + the book's p50 ({} ns, in process and back to back, {}) + 100 ns, held against {}",
+            match r.chain_floor {
+                Some((p50, p99)) => format!(
+                    "the chained floor's p50 ({p50} ns, p99 {p99}: the market-data floor's publisher, a bare relay on the \
+                     trader's core answering the share of messages the trader answered, and the order floor's reader on \
+                     the gateway's core, timed end to end in the same round; the p50 of a sum of two skewed hops is \
+                     above the sum of their p50s, as tick-to-trade's is)"
+                ),
+                None => "the two hop floors' p50 (an older report)".into(),
+            },
             r.book_p50,
             // An older report's figure is over every message.
             r.book_all_p50.map_or("over every message (an older report)".into(), |a| format!(

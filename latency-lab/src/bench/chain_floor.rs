@@ -1,0 +1,239 @@
+//! Tick-to-trade's floor as one chain, timed end to end in the same run: the pipeline's two
+//! process crossings with nothing between them but a bare relay. The lab publishes market-data
+//! slots on the venue's core, stamped as each publish begins; a child on the trader's core
+//! (`latency-lab __hop-relay`) reads them and, for one message in `every` (the share the
+//! trader answers), publishes an order slot carrying that stamp; the lab, on the venue's core
+//! as the gateway is, reads the orders between its publishes and times each from the stamp.
+//!
+//! Why a chain, not the sum of the two hop floors' p50s: the p50 of a per-order sum of two
+//! skewed hops is above the sum of their p50s (by 60-90 ns in the rounds of 2026-12-07 on an
+//! Intel Xeon VM), so a budget summed from p50s holds the pipeline to a figure no chain of the
+//! same two hops reaches. The chain has that term; it has no book and no decision, which the
+//! budget adds as the book's p50 and 100 ns. A pipeline that beats the chain has beaten a path
+//! doing less than it does: the chain is then broken, and the verdict says so.
+use std::error::Error;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tickbus::shm::{self, ShmOptions};
+use tickbus::time::{Tsc, TscScale};
+use tickbus::{Mode, Recv, RingConfig, StartAt};
+
+use super::cleanup::Rings;
+use super::harness::{histogram, pin};
+use super::pipeline::{Kill, MD_PAYLOAD, ORDER_PAYLOAD};
+
+/// The relay's last order: stamp 0 (no publish is stamped 0), so the lab stops reading.
+const END: u64 = 0;
+
+/// What the chain measured: order p50 and p99 (ns, from the market data's publish to the
+/// order read), and how many orders were timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chain {
+    pub p50: u64,
+    pub p99: u64,
+    pub orders: u64,
+}
+
+/// Runs the chain: `count` market-data slots at `rate` from `cores.0`, the relay on `cores.1`
+/// answering one in `every`, the orders read on `cores.2` (between publishes when that is
+/// `cores.0`, as the exchange's gateway agent shares the venue's core on two cores).
+pub fn chain_floor(
+    rate: u64,
+    count: u64,
+    every: u64,
+    cores: (usize, usize, usize),
+    ticks_per_ns: f64,
+) -> Result<Chain, Box<dyn Error>> {
+    let md_name = format!("lab-chain-md-{}-{rate}", std::process::id());
+    let order_name = format!("lab-chain-orders-{}-{rate}", std::process::id());
+    let opts = ShmOptions::default();
+    // Dropped after the child (declared first): both rings go however the run ends.
+    let _rings = Rings::new(&[&md_name, &order_name]);
+    let cfg = RingConfig { ticks_per_ns, ..RingConfig::for_payload(Mode::Lossy, 9, MD_PAYLOAD, 1 << 16) };
+    let mut md = shm::open_publisher(&md_name, &cfg, &opts)?;
+    let mut child = Kill(Some(
+        Command::new(std::env::current_exe()?)
+            .args(["__hop-relay", "--md", &md_name, "--orders", &order_name])
+            .args(["--count", &count.to_string(), "--every", &every.max(1).to_string()])
+            .args(["--core", &cores.1.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?,
+    ));
+    let mut out = BufReader::new(child.0.as_mut().and_then(|c| c.stdout.take()).ok_or("no stdout")?);
+    let mut line = String::new();
+    out.read_line(&mut line)?;
+    if line.trim() != "ready" {
+        return Err(format!("the chained floor's relay did not start: {line}").into());
+    }
+    // The relay made the order ring; a reliable ring's publisher waits for this consumer.
+    let mut orders = shm::open_consumer(&order_name, &opts)?;
+    let scale = TscScale { ticks_per_ns };
+    let give_up = Instant::now() + Duration::from_secs_f64(count as f64 / rate as f64 + 30.0);
+    let mut reader = OrderReader { orders: &mut orders, scale, tsc: Tsc::new(), h: histogram(), ended: false };
+    let venue = |md: &mut shm::ShmPublisher, between: &mut dyn FnMut() -> Result<(), String>| -> Result<(), String> {
+        pin(cores.0).map_err(|e| e.to_string())?;
+        let tsc = Tsc::new();
+        let period = ticks_per_ns * 1e9 / rate as f64;
+        let start = tsc.now() + (ticks_per_ns * 1e6) as u64;
+        let mut buf = [0u8; MD_PAYLOAD];
+        for i in 0..count {
+            let due = start + (i as f64 * period) as u64;
+            while tsc.now() < due {
+                between()?;
+            }
+            // Stamped as its publish begins, as the venue says in each message.
+            buf[..8].copy_from_slice(&tsc.now().max(1).to_le_bytes());
+            buf[8..16].copy_from_slice(&i.to_le_bytes());
+            if md.publish(&buf).is_err() {
+                return Err("the chained floor's market-data ring refused a publish".into());
+            }
+        }
+        Ok(())
+    };
+    std::thread::scope(|sc| -> Result<(), String> {
+        if cores.2 == cores.0 {
+            // The gateway shares the venue's core (two cores): it looks between publishes.
+            sc.spawn(|| {
+                venue(&mut md, &mut || reader.look())?;
+                reader.drain(give_up)
+            })
+            .join()
+            .map_err(|_| "the chained floor's venue panicked")?
+        } else {
+            let v = sc.spawn(|| venue(&mut md, &mut || Ok(())));
+            let g = sc.spawn(|| {
+                pin(cores.2).map_err(|e| e.to_string())?;
+                reader.drain(give_up)
+            });
+            let v = v.join().map_err(|_| "the chained floor's venue panicked")?;
+            g.join().map_err(|_| "the chained floor's gateway panicked")??;
+            v
+        }
+    })?;
+    let h = reader.h;
+    line.clear();
+    out.read_line(&mut line)?;
+    let child = child.0.take().expect("a child");
+    let status = child.wait_with_output()?;
+    let v: RelayReading = serde_json::from_str(line.trim())
+        .map_err(|e| format!("the chained floor's relay failed ({}): {e}: {line}", status.status))?;
+    if h.len() != v.relayed {
+        return Err(format!("the chained floor's relay sent {} orders and {} were read", v.relayed, h.len()).into());
+    }
+    if h.is_empty() {
+        return Err(format!("the chained floor timed no order ({} market-data slots missed)", v.missed).into());
+    }
+    Ok(Chain { p50: h.value_at_quantile(0.5), p99: h.value_at_quantile(0.99), orders: h.len() })
+}
+
+/// The gateway's side: the order ring and what it has timed.
+struct OrderReader<'a> {
+    orders: &'a mut shm::ShmSubscriber,
+    scale: TscScale,
+    tsc: Tsc,
+    h: hdrhistogram::Histogram<u64>,
+    ended: bool,
+}
+
+impl OrderReader<'_> {
+    /// One look at the order ring, as the gateway's agent makes between the venue's turns.
+    fn look(&mut self) -> Result<(), String> {
+        match self.orders.try_recv() {
+            Some(Recv::Message(m)) => {
+                let now = self.tsc.now();
+                let stamp = u64::from_le_bytes(m.payload[..8].try_into().map_err(|_| "a short order")?);
+                if stamp == END {
+                    self.ended = true;
+                } else {
+                    self.h.saturating_record(self.scale.delta_ns(stamp, now).max(1));
+                }
+                Ok(())
+            }
+            Some(Recv::Gap(g)) => Err(format!("the chained floor's order ring lost {} orders", g.missed())),
+            None => Ok(()),
+        }
+    }
+
+    /// Looks until the relay's last order, or gives up at `give_up`.
+    fn drain(&mut self, give_up: Instant) -> Result<(), String> {
+        let mut spins = 0u32;
+        while !self.ended {
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(1 << 12) && Instant::now() >= give_up {
+                return Err("the chained floor's relay sent no last order in time".into());
+            }
+            self.look()?;
+        }
+        Ok(())
+    }
+}
+
+/// What the relay prints when done (one JSON line).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RelayReading {
+    relayed: u64,
+    missed: u64,
+}
+
+/// The relay (`latency-lab __hop-relay`): makes the order ring, prints "ready", reads `count`
+/// market-data slots (or gives up after the ring stays quiet for 10 s), answers each whose
+/// index is a multiple of `every` with an order carrying its stamp, then sends the last order.
+pub fn relay(md_ring: &str, order_ring: &str, count: u64, every: u64, core: usize) -> Result<(), Box<dyn Error>> {
+    let opts = ShmOptions::default();
+    let mut md = shm::open_observer(md_ring, StartAt::Latest, &opts)?;
+    let cfg = RingConfig {
+        ticks_per_ns: md.config().ticks_per_ns,
+        ..RingConfig::for_payload(Mode::Reliable, 9, ORDER_PAYLOAD, 4096)
+    };
+    let mut orders = shm::open_publisher(order_ring, &cfg, &opts)?;
+    pin(core)?;
+    println!("ready");
+    let mut order = [0u8; ORDER_PAYLOAD];
+    let (mut seen, mut missed, mut relayed) = (0u64, 0u64, 0u64);
+    let mut quiet_since: Option<Instant> = None;
+    let mut spins = 0u32;
+    let send = |orders: &mut shm::ShmPublisher, order: &[u8]| -> Result<(), String> {
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while orders.publish(order).is_err() {
+            if Instant::now() >= give_up {
+                return Err("the chained floor's order reader stopped taking orders".into());
+            }
+            std::hint::spin_loop();
+        }
+        Ok(())
+    };
+    while seen + missed < count {
+        match md.try_recv() {
+            Some(Recv::Message(m)) => {
+                let (stamp, index) = (&m.payload[..8], &m.payload[8..16]);
+                let answer = u64::from_le_bytes(index.try_into()?).is_multiple_of(every);
+                order[..8].copy_from_slice(stamp);
+                seen += 1;
+                quiet_since = None;
+                if answer {
+                    send(&mut orders, &order)?;
+                    relayed += 1;
+                }
+            }
+            Some(Recv::Gap(g)) => missed += g.missed(),
+            None => {
+                spins = spins.wrapping_add(1);
+                if spins.is_multiple_of(1 << 16) {
+                    let since = *quiet_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > Duration::from_secs(10) {
+                        return Err(format!("the chained floor's market data went quiet after {seen} slots").into());
+                    }
+                }
+                std::hint::spin_loop();
+            }
+        }
+    }
+    send(&mut orders, &[0u8; ORDER_PAYLOAD])?;
+    println!("{}", serde_json::to_string(&RelayReading { relayed, missed })?);
+    Ok(())
+}
