@@ -185,6 +185,11 @@ pub struct GatewaySummary {
     /// work before the publish. None from a gateway before the field, or with no such order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttt_from_publish_ns: Option<HopStats>,
+    /// The same orders' two process crossings summed per order (market data publish ->
+    /// strategy receive, order published -> gateway receive): tick-to-trade from the publish
+    /// less the trader's own work. None from an older gateway, or with no such order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crossings_ns: Option<HopStats>,
     /// Traces whose stamps were out of order (a clock or a bug; recorded as 1 ns).
     pub unordered_traces: u64,
     /// Traces whose stamps crossed cores with skewed TSCs.

@@ -17,12 +17,19 @@ pub const HOPS: [&str; 6] = [
 /// Tick-to-trade from the tick's publish, beside the rows from its ingress.
 pub const FROM_PUBLISH: &str = "tick-to-trade from the market data's publish (-> gateway receive)";
 
+/// The same orders' two process crossings, summed per order: tick-to-trade from the publish
+/// less the trader's own work (strategy receive -> order published).
+pub const CROSSINGS: &str = "the two crossings per order (market data publish -> receive + order published -> gateway)";
+
 pub struct Hops {
     scale: TscScale,
     hist: Vec<Histogram<u64>>,
     /// Tick-to-trade from when the tick's publish began (orders whose trace says): what the
     /// chained hops' floors compare with, without the feed's own work before the publish.
     from_publish: Histogram<u64>,
+    /// The two process crossings of the same orders, summed per order: what a floor of the
+    /// crossings alone (the lab's chain through a bare relay) must not be slower than.
+    crossings: Histogram<u64>,
     /// Orders whose stamps were missing or went backwards by more than a millisecond (a trace
     /// from another host's TSC, or a bad one): not timed.
     pub unordered: u64,
@@ -38,6 +45,7 @@ impl Hops {
             scale: TscScale { ticks_per_ns },
             hist: HOPS.iter().map(|_| h()).collect(),
             from_publish: h(),
+            crossings: h(),
             unordered: 0,
             skewed: 0,
         }
@@ -70,6 +78,10 @@ impl Hops {
         let publish = t.md_publish_tsc;
         if publish != 0 && t.ingress_tsc <= publish && publish <= arrival_tsc {
             self.from_publish.saturating_record(self.scale.delta_ns(publish, arrival_tsc).max(1));
+            // A receive stamp a few ns before the publish's (TSC skew) counts as 0 ns there.
+            let crossings = self.scale.delta_ns(publish, t.receive_tsc)
+                + self.scale.delta_ns(o.order.header.publish_tsc, arrival_tsc);
+            self.crossings.saturating_record(crossings.max(1));
         }
     }
 
@@ -86,6 +98,11 @@ impl Hops {
     /// Tick-to-trade from the tick's publish (ns), if any order's trace carried its publish.
     pub fn ttt_from_publish(&self) -> Option<tickbus_apps::summary::HopStats> {
         (!self.from_publish.is_empty()).then(|| tickbus_apps::summary::HopStats::of(FROM_PUBLISH, &self.from_publish))
+    }
+
+    /// The same orders' two crossings summed per order (ns), if any trace carried its publish.
+    pub fn crossings(&self) -> Option<tickbus_apps::summary::HopStats> {
+        (!self.crossings.is_empty()).then(|| tickbus_apps::summary::HopStats::of(CROSSINGS, &self.crossings))
     }
 }
 
@@ -116,6 +133,7 @@ mod tests {
         h.record(&traced([0, 1400, 1500, 1600, 1700]), 2000); // no ingress stamp
         assert_eq!((h.timed(), h.skewed, h.unordered), (2, 1, 2));
         assert!(h.ttt_from_publish().is_none(), "no trace said when its tick's publish began");
+        assert!(h.crossings().is_none(), "nor its crossings");
     }
 
     #[test]
@@ -128,6 +146,9 @@ mod tests {
         };
         h.record(&with(1130), 2000); // 65 ns (130 ticks) of normalising before the publish
         assert_eq!(h.ttt_from_publish().map(|s| (s.count, s.p50)), Some((1, 435)));
+        // Its two crossings: publish -> receive 135 ns (270 ticks) + order published -> gateway
+        // 150 ns (300 ticks); the trader's own 150 ns between them is not in the row.
+        assert_eq!(h.crossings().map(|s| (s.count, s.p50)), Some((1, 285)));
         assert_eq!(h.summary()[5].p50, 500, "the row from the ingress still holds it");
         h.record(&with(1800), 2000); // after the receive (cross-core skew) but before arrival
         assert_eq!(h.ttt_from_publish().map(|s| s.count), Some(2));
@@ -135,5 +156,7 @@ mod tests {
         h.record(&with(2001), 2000); // after the order arrived
         h.record(&with(0), 2000); // not known
         assert_eq!((h.timed(), h.ttt_from_publish().map(|s| s.count)), (5, Some(2)));
+        // The crossings are of the same orders (the skewed receive counted as 0 ns there).
+        assert_eq!(h.crossings().map(|s| (s.count, s.max)), Some((2, 285)));
     }
 }

@@ -358,6 +358,7 @@ pub fn summary(g: &Gateway) -> GatewaySummary {
         timed: g.hops.timed(),
         hops_ns: g.hops.summary(),
         ttt_from_publish_ns: g.hops.ttt_from_publish(),
+        crossings_ns: g.hops.crossings(),
         unordered_traces: g.hops.unordered,
         skewed_traces: g.hops.skewed,
     }
@@ -370,7 +371,7 @@ pub fn print(g: &Gateway) {
         "gateway: {} orders ({} untraced): {} filled, {} expired unfilled, {} rejected; {} reports; {} malformed; {} trader deaths",
         c.orders, c.untraced, c.fills, c.expired, c.rejects, c.reports, c.malformed, c.trader_deaths
     );
-    for h in g.hops.summary().into_iter().chain(g.hops.ttt_from_publish()) {
+    for h in g.hops.summary().into_iter().chain(g.hops.ttt_from_publish()).chain(g.hops.crossings()) {
         println!(
             "  {:<58} p50 {:>9} ns  p99 {:>9} ns  p99.9 {:>9} ns  max {:>9} ns  ({} orders)",
             h.hop, h.p50, h.p99, h.p99_9, h.max, h.count

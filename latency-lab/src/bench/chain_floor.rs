@@ -29,11 +29,14 @@ use super::pipeline::{Kill, MD_PAYLOAD, ORDER_PAYLOAD};
 const END: u64 = 0;
 
 /// What the chain measured: order p50 and p99 (ns, from the market data's publish to the
-/// order read), and how many orders were timed.
+/// order read), the p50 of the two crossings alone per order (the relay's own work between
+/// its receive and its publish left out, as the gateway's crossings row leaves the trader's
+/// out), and how many orders were timed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chain {
     pub p50: u64,
     pub p99: u64,
+    pub crossings_p50: u64,
     pub orders: u64,
 }
 
@@ -73,7 +76,14 @@ pub fn chain_floor(
     let mut orders = shm::open_consumer(&order_name, &opts)?;
     let scale = TscScale { ticks_per_ns };
     let give_up = Instant::now() + Duration::from_secs_f64(count as f64 / rate as f64 + 30.0);
-    let mut reader = OrderReader { orders: &mut orders, scale, tsc: Tsc::new(), h: histogram(), ended: false };
+    let mut reader = OrderReader {
+        orders: &mut orders,
+        scale,
+        tsc: Tsc::new(),
+        h: histogram(),
+        crossings: histogram(),
+        ended: false,
+    };
     let venue = |md: &mut shm::ShmPublisher, between: &mut dyn FnMut() -> Result<(), String>| -> Result<(), String> {
         pin(cores.0).map_err(|e| e.to_string())?;
         let tsc = Tsc::new();
@@ -87,7 +97,6 @@ pub fn chain_floor(
             }
             // Stamped as its publish begins, as the venue says in each message.
             buf[..8].copy_from_slice(&tsc.now().max(1).to_le_bytes());
-            buf[8..16].copy_from_slice(&i.to_le_bytes());
             if md.publish(&buf).is_err() {
                 return Err("the chained floor's market-data ring refused a publish".into());
             }
@@ -114,7 +123,7 @@ pub fn chain_floor(
             v
         }
     })?;
-    let h = reader.h;
+    let (h, crossings) = (reader.h, reader.crossings);
     line.clear();
     out.read_line(&mut line)?;
     let child = child.0.take().expect("a child");
@@ -127,7 +136,12 @@ pub fn chain_floor(
     if h.is_empty() {
         return Err(format!("the chained floor timed no order ({} market-data slots missed)", v.missed).into());
     }
-    Ok(Chain { p50: h.value_at_quantile(0.5), p99: h.value_at_quantile(0.99), orders: h.len() })
+    Ok(Chain {
+        p50: h.value_at_quantile(0.5),
+        p99: h.value_at_quantile(0.99),
+        crossings_p50: crossings.value_at_quantile(0.5),
+        orders: h.len(),
+    })
 }
 
 /// The gateway's side: the order ring and what it has timed.
@@ -136,6 +150,7 @@ struct OrderReader<'a> {
     scale: TscScale,
     tsc: Tsc,
     h: hdrhistogram::Histogram<u64>,
+    crossings: hdrhistogram::Histogram<u64>,
     ended: bool,
 }
 
@@ -145,11 +160,14 @@ impl OrderReader<'_> {
         match self.orders.try_recv() {
             Some(Recv::Message(m)) => {
                 let now = self.tsc.now();
-                let stamp = u64::from_le_bytes(m.payload[..8].try_into().map_err(|_| "a short order")?);
+                let word = |k: usize| u64::from_le_bytes(m.payload[8 * k..8 * k + 8].try_into().expect("8 bytes"));
+                let (stamp, received, published) = (word(0), word(1), word(2));
                 if stamp == END {
                     self.ended = true;
                 } else {
-                    self.h.saturating_record(self.scale.delta_ns(stamp, now).max(1));
+                    let d = |a, b| self.scale.delta_ns(a, b);
+                    self.h.saturating_record(d(stamp, now).max(1));
+                    self.crossings.saturating_record((d(stamp, received) + d(published, now)).max(1));
                 }
                 Ok(())
             }
@@ -181,8 +199,9 @@ struct RelayReading {
 }
 
 /// The relay (`latency-lab __hop-relay`): makes the order ring, prints "ready", reads `count`
-/// market-data slots (or gives up after the ring stays quiet for 10 s), answers each whose
-/// index is a multiple of `every` with an order carrying its stamp, then sends the last order.
+/// market-data slots (or gives up after the ring stays quiet for 10 s), answers the first it
+/// reads and one in `every` after it with an order carrying the slot's stamp, its receive and
+/// its own publish (TSC, as the trader's trace does), then sends the last order.
 pub fn relay(md_ring: &str, order_ring: &str, count: u64, every: u64, core: usize) -> Result<(), Box<dyn Error>> {
     let opts = ShmOptions::default();
     let mut md = shm::open_observer(md_ring, StartAt::Latest, &opts)?;
@@ -192,12 +211,21 @@ pub fn relay(md_ring: &str, order_ring: &str, count: u64, every: u64, core: usiz
     };
     let mut orders = shm::open_publisher(order_ring, &cfg, &opts)?;
     pin(core)?;
+    let tsc = Tsc::new();
     println!("ready");
     let mut order = [0u8; ORDER_PAYLOAD];
+    // Answers the first slot, then one in `every`.
+    let mut left = 1u64;
+    let every = every.max(1);
     let (mut seen, mut missed, mut relayed) = (0u64, 0u64, 0u64);
     let mut quiet_since: Option<Instant> = None;
     let mut spins = 0u32;
+    // The clock is read only once a publish was refused: a floor must not time what the
+    // trader does not do.
     let send = |orders: &mut shm::ShmPublisher, order: &[u8]| -> Result<(), String> {
+        if orders.publish(order).is_ok() {
+            return Ok(());
+        }
         let give_up = Instant::now() + Duration::from_secs(10);
         while orders.publish(order).is_err() {
             if Instant::now() >= give_up {
@@ -210,12 +238,17 @@ pub fn relay(md_ring: &str, order_ring: &str, count: u64, every: u64, core: usiz
     while seen + missed < count {
         match md.try_recv() {
             Some(Recv::Message(m)) => {
-                let (stamp, index) = (&m.payload[..8], &m.payload[8..16]);
-                let answer = u64::from_le_bytes(index.try_into()?).is_multiple_of(every);
-                order[..8].copy_from_slice(stamp);
+                let received = tsc.now();
+                order[..8].copy_from_slice(&m.payload[..8]);
                 seen += 1;
                 quiet_since = None;
-                if answer {
+                // A countdown, not the index modulo `every`: a 64-bit division is tens of
+                // cycles the trader does not spend, and a floor must not time them.
+                left -= 1;
+                if left == 0 {
+                    left = every;
+                    order[8..16].copy_from_slice(&received.to_le_bytes());
+                    order[16..24].copy_from_slice(&tsc.now().to_le_bytes());
                     send(&mut orders, &order)?;
                     relayed += 1;
                 }

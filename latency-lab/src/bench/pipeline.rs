@@ -96,6 +96,8 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
             md_floor_p50: f.md.0,
             order_floor_p50: f.order.0,
             chain_floor_p50: f.chain.0,
+            crossings_p50: r.crossings.as_ref().map_or(0, |c| c.p50),
+            chain_crossings_p50: f.chain_crossings,
             floors_first,
             backlog: r.backlog.clone(),
             poll_pass,
@@ -144,8 +146,10 @@ struct Floors {
     /// The two hop floors, (p50, p99) ns each.
     md: P50P99,
     order: P50P99,
-    /// The two chained through a bare relay, timed end to end ([`super::chain_floor`]).
+    /// The two chained through a bare relay, timed end to end ([`super::chain_floor`]), and
+    /// the p50 of its two crossings alone per order.
     chain: P50P99,
+    chain_crossings: u64,
     /// The market-data floor reader's empty poll (median ns, if timed).
     md_pass: Option<u64>,
 }
@@ -178,7 +182,7 @@ fn floors(s: &Spec<'_>, (published, orders): (u64, u64)) -> Result<Floors, Box<d
         (s.cores[0], s.cores[1], gateway_core),
         s.ticks_per_ns,
     )?;
-    Ok(Floors { md, order, chain: (chain.p50, chain.p99), md_pass })
+    Ok(Floors { md, order, chain: (chain.p50, chain.p99), chain_crossings: chain.crossings_p50, md_pass })
 }
 
 /// One round's figures from the apps' summaries and the floors measured beside them.
@@ -227,6 +231,8 @@ fn assemble(
         poll_pass: None,
         budget_p50,
         chain_floor: Some(f.chain),
+        crossings: gw.crossings_ns.as_ref().map(to_hop),
+        chain_crossings_p50: Some(f.chain_crossings),
         hops_met: false,
         backlog: ex.md.backlog(s.rate as f64),
         rounds: Vec::new(),
@@ -903,7 +909,8 @@ mod tests {
             }),
             ..Default::default()
         };
-        let floors = Floors { md: (200, 400), order: (200, 400), chain: (450, 900), md_pass: None };
+        let floors =
+            Floors { md: (200, 400), order: (200, 400), chain: (450, 900), chain_crossings: 430, md_pass: None };
         // From the due time only (a trader that got no lag): the per-order hop at 1.5x fails.
         let tr = TraderSummary { tick_hop_ns: hop("tick", 320), ..Default::default() };
         let r = assemble(&spec, &ex, &tr, "x".into(), &floors, BOOK).unwrap();
@@ -939,7 +946,8 @@ mod tests {
         };
         let ex = |g| ExchangeSummary { gateway: Some(g), ..Default::default() };
         let tr = TraderSummary { tick_hop_ns: hop("tick", 320), ..Default::default() };
-        let floors = Floors { md: (200, 400), order: (200, 400), chain: (450, 900), md_pass: None };
+        let floors =
+            Floors { md: (200, 400), order: (200, 400), chain: (450, 900), chain_crossings: 430, md_pass: None };
         // 65 ns of the venue's own work before the publish: 635 from there, over 600.
         let r = assemble(&spec, &ex(gw(635)), &tr, "x".into(), &floors, BOOK).unwrap();
         assert_eq!((r.ttt_judged().map(|h| h.p50), r.ttt_met), (Some(635), false));

@@ -90,6 +90,14 @@ pub struct Run {
     /// in an older report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chain_floor: Option<(u64, u64)>,
+    /// The gateway's row of the two process crossings summed per order (tick-to-trade from the
+    /// publish less the trader's own work), and the chain's p50 of the same (less the relay's
+    /// own work): a pipeline whose crossings beat the chain's beat a floor, which is then
+    /// broken. None in an older report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crossings: Option<Hop>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_crossings_p50: Option<u64>,
     /// Hops within 1.15x of their floor at p50 and p99, and tick-to-trade within its budget.
     pub hops_met: bool,
     pub ttt_met: bool,
@@ -175,6 +183,13 @@ pub struct Round {
     /// below it beat a path doing less than the pipeline: the floor is broken that round.
     #[serde(default)]
     pub chain_floor_p50: u64,
+    /// The p50s of the two crossings summed per order, the pipeline's and the chain's (each
+    /// without its own work between them; 0: not measured). The pipeline's below the chain's
+    /// says the chain is slower than the crossings it bounds: broken that round.
+    #[serde(default)]
+    pub crossings_p50: u64,
+    #[serde(default)]
+    pub chain_crossings_p50: u64,
     /// The floors ran before the pipeline this round.
     pub floors_first: bool,
     /// The exchange fell behind its schedule this round: left out of the verdicts.
@@ -186,6 +201,16 @@ pub struct Round {
 }
 
 impl Round {
+    /// Whether this round's chained floor is broken: the pipeline's crossings (when both were
+    /// timed), else its whole tick-to-trade, beat the chain's.
+    pub fn chain_broken(&self) -> bool {
+        match (self.crossings_p50, self.chain_crossings_p50, self.chain_floor_p50) {
+            (_, _, 0) => false,
+            (c, f, _) if c > 0 && f > 0 => c < f,
+            (_, _, chain) => self.ttt_p50 < chain,
+        }
+    }
+
     /// Whether this round's tick-to-trade was judged from the market data's publish: its
     /// figure from the tick's due time is kept beside it only then (`bench::pipeline`).
     pub fn judged_from_publish(&self) -> bool {

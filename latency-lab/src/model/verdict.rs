@@ -366,10 +366,10 @@ impl super::pipeline::Run {
             noisy: steady.len() - kept.len(),
             broken: 0,
         };
-        // A round whose tick-to-trade beat its chained floor beat a path doing less than the
-        // pipeline does: the floor is broken there, and that round judges nothing.
-        let (whole, broken): (Vec<&&super::pipeline::Round>, Vec<_>) =
-            kept.iter().partition(|r| r.chain_floor_p50 == 0 || r.ttt_p50 >= r.chain_floor_p50);
+        // A round whose crossings (or, untimed, whole tick-to-trade) beat its chained floor's beat
+        // a path doing less than the pipeline does: the floor is broken there, and that round
+        // judges nothing.
+        let (broken, whole): (Vec<&&super::pipeline::Round>, Vec<_>) = kept.iter().partition(|r| r.chain_broken());
         let ttt = Rounds { broken: broken.len(), ..rounds }
             .judge(whole.iter().map(|r| r.ttt_p50 as f64 / r.budget_p50.max(1) as f64).collect(), |x| x <= 1.0);
         let hops = rounds.judge(kept.iter().map(|r| r.hops_x).collect(), |x| x <= 1.15);
@@ -634,6 +634,8 @@ mod tests {
             poll_pass: None,
             budget_p50: 1_000,
             chain_floor: None,
+            crossings: None,
+            chain_crossings_p50: None,
             hops_met: true,
             ttt_met,
             backlog,
@@ -886,6 +888,8 @@ mod tests {
             md_floor_p50: budget_p50 / 3,
             order_floor_p50: 0,
             chain_floor_p50: 0,
+            crossings_p50: 0,
+            chain_crossings_p50: 0,
             floors_first: false,
             backlog: backlog.then(|| "BACKLOGGED".into()),
             poll_pass: None,
@@ -971,6 +975,18 @@ mod tests {
         let rounds = vec![chained(780, 500), chained(770, 1_500), chained(790, 510)];
         let [ttt, _] = Run { rounds, ..run(None, false) }.targets();
         assert!(ttt.figure.contains("median of 2 paired rounds' ratios, 1 noisy left out"), "{ttt:?}");
+        // Timed crossings decide: a round whose tick-to-trade is above its chain but whose two
+        // crossings (the trader's own work left out) beat the chain's is broken all the same.
+        let crossing = |r: crate::model::pipeline::Round, c: u64, f: u64| crate::model::pipeline::Round {
+            crossings_p50: c,
+            chain_crossings_p50: f,
+            ..r
+        };
+        let rounds =
+            vec![chained(780, 500), crossing(chained(650, 500), 420, 480), crossing(chained(790, 510), 500, 480)];
+        assert!(rounds[1].chain_broken() && !rounds[2].chain_broken() && !rounds[0].chain_broken());
+        let [ttt, _] = Run { rounds, ..run(None, false) }.targets();
+        assert!(ttt.figure.contains("median of 2 paired rounds' ratios, 0 noisy, 1 with a broken floor"), "{ttt:?}");
         // Beaten in most rounds: too few kept to judge, and the figure says why.
         let rounds = vec![chained(400, 500), chained(560, 600), chained(790, 510)];
         let [ttt, _] = Run { rounds, ..run(None, false) }.targets();

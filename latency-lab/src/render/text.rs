@@ -156,7 +156,13 @@ pub fn pipeline_table(runs: &[Run]) -> String {
             "{:<62}{:>10}{:>10}{:>10}{:>12}{:>26}",
             "hop (ns)", "p50", "p99", "p99.9", "max", "floor p50/p99 (x)"
         );
-        for h in [&r.feed, &r.every_tick].into_iter().chain(&r.from_publish).chain(&r.hops).chain(&r.ttt_from_publish) {
+        for h in [&r.feed, &r.every_tick]
+            .into_iter()
+            .chain(&r.from_publish)
+            .chain(&r.hops)
+            .chain(&r.ttt_from_publish)
+            .chain(&r.crossings)
+        {
             let f = match (h.floor, h.x_floor) {
                 (Some((a, b)), Some((x, y))) => format!("{a}/{b} ({x:.2}x/{y:.2}x)"),
                 _ => "-".into(),
@@ -190,10 +196,14 @@ pub fn pipeline_table(runs: &[Run]) -> String {
                     x.chain_floor_p50,
                     match x.chain_floor_p50 {
                         0 => String::new(),
-                        c if x.ttt_p50 < c => "; the pipeline BEAT its chained floor: a broken floor, left out".into(),
+                        _ if x.chain_broken() => "; the pipeline BEAT its chained floor: a broken floor, left out".into(),
                         c => format!(
-                            " (the chain {:+} ns from the hop floors' sum)",
-                            c as i64 - (x.md_floor_p50 + x.order_floor_p50) as i64
+                            " (the chain {:+} ns from the hop floors' sum{})",
+                            c as i64 - (x.md_floor_p50 + x.order_floor_p50) as i64,
+                            match (x.crossings_p50, x.chain_crossings_p50) {
+                                (a, b) if a > 0 && b > 0 => format!("; two crossings per order {a} ns against the chain's {b}"),
+                                _ => String::new(),
+                            }
                         ),
                     },
                     x.poll_pass.map_or(String::new(), |p| format!(
@@ -214,7 +224,8 @@ pub fn pipeline_table(runs: &[Run]) -> String {
                     "the chained floor's p50 ({p50} ns, p99 {p99}: the market-data floor's publisher, a bare relay on the \
                      trader's core answering the share of messages the trader answered, and the order floor's reader on \
                      the gateway's core, timed end to end in the same round; the p50 of a sum of two skewed hops is \
-                     above the sum of their p50s, as tick-to-trade's is)"
+                     above the sum of their p50s, as tick-to-trade's is; a round whose two crossings per order beat \
+                     the chain's is a broken floor and judges nothing)"
                 ),
                 None => "the two hop floors' p50 (an older report)".into(),
             },
