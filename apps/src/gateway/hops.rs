@@ -25,7 +25,7 @@ pub struct Hops {
     scale: TscScale,
     hist: Vec<Histogram<u64>>,
     /// Tick-to-trade from when the tick's publish began (orders whose trace says): what the
-    /// chained hops' floors compare with, without the feed's own work before the publish.
+    /// lab's chained floor compares with, without the feed's own work before the publish.
     from_publish: Histogram<u64>,
     /// The two process crossings of the same orders, summed per order: what a floor of the
     /// crossings alone (the lab's chain through a bare relay) must not be slower than.

@@ -14,8 +14,8 @@
 //! publish TSC, and the gateway stamps its arrival, which makes six points and five hops:
 //! ingress (feed) -> receive (strategy) -> book applied -> decision -> order publish -> gateway.
 //! `md_publish_tsc`, when known, is when the tick's own publish began: tick-to-trade from there
-//! leaves out the feed's work before it (its normalising), which is the chained hops' floors'
-//! starting point.
+//! leaves out the feed's work before it (its normalising), which is where the latency lab's
+//! chained floor starts too.
 use core::mem::{offset_of, size_of};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 

@@ -2,18 +2,19 @@
 //! process crossings with nothing between them but a bare relay. The lab publishes market-data
 //! slots on the venue's core, stamped as each publish begins; a child on the trader's core
 //! (`latency-lab __hop-relay`) reads them and, for one message in `every` (the share the
-//! trader answers), publishes an order slot carrying that stamp; the lab, on the venue's core
-//! as the gateway is, reads the orders between its publishes and times each from the stamp.
+//! trader answers), publishes an order slot carrying that stamp; the lab reads the orders on
+//! the gateway's core (on two cores the venue's, between its publishes and once after each, as
+//! the exchange's gateway agent does) and times each from the stamp. Both stamps are read on
+//! the same core, as tick-to-trade's are: no two cores' TSCs meet in the figure.
 //!
-//! Why a chain, not the sum of the two hop floors' p50s: the p50 of a per-order sum of two
-//! skewed hops is above the sum of their p50s (by 60-90 ns in the rounds of 2026-12-07 on an
-//! Intel Xeon VM), so a budget summed from p50s holds the pipeline to a figure no chain of the
-//! same two hops reaches. The chain has that term; it has no book and no decision, which the
-//! budget adds as the book's p50 and 100 ns. A pipeline that beats the chain has beaten a path
-//! doing less than it does: the chain is then broken, and the verdict says so.
+//! The relay also stamps its receive and its publish, as the trader's trace does, so the chain
+//! splits into its two crossings and the relay's own span like the pipeline's rows do. A
+//! pipeline that beats the chain, end to end or on its crossings, has beaten a path doing less
+//! than it does: the chain is then broken, and the verdict says so.
 use std::error::Error;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -29,15 +30,18 @@ use super::pipeline::{Kill, MD_PAYLOAD, ORDER_PAYLOAD};
 const END: u64 = 0;
 
 /// What the chain measured: order p50 and p99 (ns, from the market data's publish to the
-/// order read), the p50 of the two crossings alone per order (the relay's own work between
+/// order read), the p50 of the two crossings alone per order (the relay's own span between
 /// its receive and its publish left out, as the gateway's crossings row leaves the trader's
-/// out), and how many orders were timed.
+/// out), the relay's span p50, how many orders were timed, and how many market-data slots the
+/// relay lost (lapped while its core was away).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chain {
     pub p50: u64,
     pub p99: u64,
     pub crossings_p50: u64,
+    pub relay_span_p50: u64,
     pub orders: u64,
+    pub missed: u64,
 }
 
 /// Runs the chain: `count` market-data slots at `rate` from `cores.0`, the relay on `cores.1`
@@ -100,36 +104,50 @@ pub fn chain_floor(
             if md.publish(&buf).is_err() {
                 return Err("the chained floor's market-data ring refused a publish".into());
             }
+            // One look after every publish, as the exchange's pair gives its gateway a turn
+            // every cycle: behind its schedule the venue still lets orders in.
+            between()?;
         }
         Ok(())
     };
-    std::thread::scope(|sc| -> Result<(), String> {
+    let venue_failed = std::sync::atomic::AtomicBool::new(false);
+    // Whether the relay has exited (a failed relay sends no last order): checked by the
+    // reader's drain now and then, outside any order's timing.
+    let exited = |child: &mut Kill| child.0.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+    let ran = std::thread::scope(|sc| -> Result<(), String> {
         if cores.2 == cores.0 {
             // The gateway shares the venue's core (two cores): it looks between publishes.
             sc.spawn(|| {
                 venue(&mut md, &mut || reader.look())?;
-                reader.drain(give_up)
+                reader.drain(give_up, &mut || exited(&mut child))
             })
             .join()
             .map_err(|_| "the chained floor's venue panicked")?
         } else {
-            let v = sc.spawn(|| venue(&mut md, &mut || Ok(())));
+            let v = sc.spawn(|| {
+                let v = venue(&mut md, &mut || Ok(()));
+                venue_failed.store(v.is_err(), Relaxed);
+                v
+            });
             let g = sc.spawn(|| {
                 pin(cores.2).map_err(|e| e.to_string())?;
-                reader.drain(give_up)
+                reader.drain(give_up, &mut || exited(&mut child) || venue_failed.load(Relaxed))
             });
             let v = v.join().map_err(|_| "the chained floor's venue panicked")?;
-            g.join().map_err(|_| "the chained floor's gateway panicked")??;
-            v
+            let g = g.join().map_err(|_| "the chained floor's gateway panicked")?;
+            v.and(g)
         }
-    })?;
+    });
     let (h, crossings) = (reader.h, reader.crossings);
     line.clear();
     out.read_line(&mut line)?;
     let child = child.0.take().expect("a child");
     let status = child.wait_with_output()?;
+    let stderr = String::from_utf8_lossy(&status.stderr);
+    // A failed run says what the relay said.
+    ran.map_err(|e| format!("{e} (the relay: {}; {})", status.status, stderr.trim()))?;
     let v: RelayReading = serde_json::from_str(line.trim())
-        .map_err(|e| format!("the chained floor's relay failed ({}): {e}: {line}", status.status))?;
+        .map_err(|e| format!("the chained floor's relay failed ({}): {e}: {line} {}", status.status, stderr.trim()))?;
     if h.len() != v.relayed {
         return Err(format!("the chained floor's relay sent {} orders and {} were read", v.relayed, h.len()).into());
     }
@@ -140,7 +158,9 @@ pub fn chain_floor(
         p50: h.value_at_quantile(0.5),
         p99: h.value_at_quantile(0.99),
         crossings_p50: crossings.value_at_quantile(0.5),
+        relay_span_p50: v.span_p50,
         orders: h.len(),
+        missed: v.missed,
     })
 }
 
@@ -176,13 +196,25 @@ impl OrderReader<'_> {
         }
     }
 
-    /// Looks until the relay's last order, or gives up at `give_up`.
-    fn drain(&mut self, give_up: Instant) -> Result<(), String> {
+    /// Looks until the relay's last order; gives up at `give_up`, or once `stopped` says the
+    /// relay (or the venue) ended without it and the ring holds nothing more. `stopped` and
+    /// the clock are read every 65,536 looks, outside any order's timing.
+    fn drain(&mut self, give_up: Instant, stopped: &mut dyn FnMut() -> bool) -> Result<(), String> {
         let mut spins = 0u32;
         while !self.ended {
             spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(1 << 12) && Instant::now() >= give_up {
-                return Err("the chained floor's relay sent no last order in time".into());
+            if spins.is_multiple_of(1 << 16) {
+                if stopped() {
+                    // What it sent before it ended is read first.
+                    for _ in 0..(1 << 16) {
+                        self.look()?;
+                    }
+                    if !self.ended {
+                        return Err("the chained floor's relay (or its venue) ended without its last order".into());
+                    }
+                } else if Instant::now() >= give_up {
+                    return Err("the chained floor's relay sent no last order in time".into());
+                }
             }
             self.look()?;
         }
@@ -196,6 +228,8 @@ impl OrderReader<'_> {
 struct RelayReading {
     relayed: u64,
     missed: u64,
+    /// The p50 of its own span, receive to publish (ns).
+    span_p50: u64,
 }
 
 /// The relay (`latency-lab __hop-relay`): makes the order ring, prints "ready", reads `count`
@@ -212,6 +246,8 @@ pub fn relay(md_ring: &str, order_ring: &str, count: u64, every: u64, core: usiz
     let mut orders = shm::open_publisher(order_ring, &cfg, &opts)?;
     pin(core)?;
     let tsc = Tsc::new();
+    let scale = TscScale { ticks_per_ns: cfg.ticks_per_ns };
+    let mut span = histogram();
     println!("ready");
     let mut order = [0u8; ORDER_PAYLOAD];
     // Answers the first slot, then one in `every`.
@@ -247,13 +283,19 @@ pub fn relay(md_ring: &str, order_ring: &str, count: u64, every: u64, core: usiz
                 left -= 1;
                 if left == 0 {
                     left = every;
+                    let published = tsc.now();
                     order[8..16].copy_from_slice(&received.to_le_bytes());
-                    order[16..24].copy_from_slice(&tsc.now().to_le_bytes());
+                    order[16..24].copy_from_slice(&published.to_le_bytes());
                     send(&mut orders, &order)?;
                     relayed += 1;
+                    // Recorded after the publish, outside the chain's timing.
+                    span.saturating_record(scale.delta_ns(received, published).max(1));
                 }
             }
-            Some(Recv::Gap(g)) => missed += g.missed(),
+            Some(Recv::Gap(g)) => {
+                missed += g.missed();
+                quiet_since = None;
+            }
             None => {
                 spins = spins.wrapping_add(1);
                 if spins.is_multiple_of(1 << 16) {
@@ -267,6 +309,7 @@ pub fn relay(md_ring: &str, order_ring: &str, count: u64, every: u64, core: usiz
         }
     }
     send(&mut orders, &[0u8; ORDER_PAYLOAD])?;
-    println!("{}", serde_json::to_string(&RelayReading { relayed, missed })?);
+    let span_p50 = span.value_at_quantile(0.5);
+    println!("{}", serde_json::to_string(&RelayReading { relayed, missed, span_p50 })?);
     Ok(())
 }

@@ -56,8 +56,8 @@ pub struct Spec<'a> {
 }
 
 /// Runs the pipeline at one rate beside its floors in `s.rounds` rounds: each round runs the
-/// pipeline and its two hop floors back to back (the floors first in every second round, at the
-/// counts the round before produced), so a phase of the machine that slows both is seen as
+/// pipeline and its floors (the two hops', and the two chained through a bare relay) back to
+/// back (the floors first in every second round, at the counts the round before produced), so a phase of the machine that slows both is seen as
 /// the same ratio, not as a different verdict. The run's figures are the median round's.
 pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
     check(s)?;
@@ -98,6 +98,7 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
             chain_floor_p50: f.chain.0,
             crossings_p50: r.crossings.as_ref().map_or(0, |c| c.p50),
             chain_crossings_p50: f.chain_crossings,
+            relay_span_p50: f.relay_span,
             floors_first,
             backlog: r.backlog.clone(),
             poll_pass,
@@ -113,9 +114,10 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
         );
         runs.push(r);
     }
-    // The round shown: the median tick-to-trade ratio of the steady rounds (or of all, if every
-    // round was backlogged).
-    let steady: Vec<usize> = (0..runs.len()).filter(|&i| runs[i].backlog.is_none()).collect();
+    // The round shown: the median tick-to-trade ratio of the steady rounds whose chain held
+    // (or of all, if none did).
+    let steady: Vec<usize> =
+        (0..runs.len()).filter(|&i| runs[i].backlog.is_none() && !rounds[i].chain_broken()).collect();
     let mut pick = if steady.is_empty() { (0..runs.len()).collect() } else { steady };
     let x = |i: usize| rounds[i].ttt_p50 as f64 / rounds[i].budget_p50.max(1) as f64;
     pick.sort_by(|&a, &b| x(a).total_cmp(&x(b)));
@@ -150,6 +152,8 @@ struct Floors {
     /// the p50 of its two crossings alone per order.
     chain: P50P99,
     chain_crossings: u64,
+    /// The relay's own span's p50 (its receive to its publish, ns).
+    relay_span: u64,
     /// The market-data floor reader's empty poll (median ns, if timed).
     md_pass: Option<u64>,
 }
@@ -182,7 +186,20 @@ fn floors(s: &Spec<'_>, (published, orders): (u64, u64)) -> Result<Floors, Box<d
         (s.cores[0], s.cores[1], gateway_core),
         s.ticks_per_ns,
     )?;
-    Ok(Floors { md, order, chain: (chain.p50, chain.p99), chain_crossings: chain.crossings_p50, md_pass })
+    if chain.missed > 0 {
+        eprintln!(
+            "latency-lab: the chained floor's relay lost {} market-data slots (lapped while its core was away); its orders are timed",
+            chain.missed
+        );
+    }
+    Ok(Floors {
+        md,
+        order,
+        chain: (chain.p50, chain.p99),
+        chain_crossings: chain.crossings_p50,
+        relay_span: chain.relay_span_p50,
+        md_pass,
+    })
 }
 
 /// One round's figures from the apps' summaries and the floors measured beside them.
@@ -909,8 +926,14 @@ mod tests {
             }),
             ..Default::default()
         };
-        let floors =
-            Floors { md: (200, 400), order: (200, 400), chain: (450, 900), chain_crossings: 430, md_pass: None };
+        let floors = Floors {
+            md: (200, 400),
+            order: (200, 400),
+            chain: (450, 900),
+            chain_crossings: 430,
+            relay_span: 20,
+            md_pass: None,
+        };
         // From the due time only (a trader that got no lag): the per-order hop at 1.5x fails.
         let tr = TraderSummary { tick_hop_ns: hop("tick", 320), ..Default::default() };
         let r = assemble(&spec, &ex, &tr, "x".into(), &floors, BOOK).unwrap();
@@ -946,8 +969,14 @@ mod tests {
         };
         let ex = |g| ExchangeSummary { gateway: Some(g), ..Default::default() };
         let tr = TraderSummary { tick_hop_ns: hop("tick", 320), ..Default::default() };
-        let floors =
-            Floors { md: (200, 400), order: (200, 400), chain: (450, 900), chain_crossings: 430, md_pass: None };
+        let floors = Floors {
+            md: (200, 400),
+            order: (200, 400),
+            chain: (450, 900),
+            chain_crossings: 430,
+            relay_span: 20,
+            md_pass: None,
+        };
         // 65 ns of the venue's own work before the publish: 635 from there, over 600.
         let r = assemble(&spec, &ex(gw(635)), &tr, "x".into(), &floors, BOOK).unwrap();
         assert_eq!((r.ttt_judged().map(|h| h.p50), r.ttt_met), (Some(635), false));

@@ -58,7 +58,7 @@ pub struct Run {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_publish: Option<Hop>,
     /// Tick-to-trade from the market data's publish (orders whose trace said when it began):
-    /// the figure the budget judges when present, since the chained floors start at a publish
+    /// the figure the budget judges when present, since the chained floor starts at a publish
     /// and the venue's work before it (due -> publish begins) is its own row. The last hop row
     /// (from the tick's due time) holds that work as well. None from an older gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -190,6 +190,9 @@ pub struct Round {
     pub crossings_p50: u64,
     #[serde(default)]
     pub chain_crossings_p50: u64,
+    /// The chain's relay's own span, receive to publish (p50 ns; 0: not measured).
+    #[serde(default)]
+    pub relay_span_p50: u64,
     /// The floors ran before the pipeline this round.
     pub floors_first: bool,
     /// The exchange fell behind its schedule this round: left out of the verdicts.
@@ -201,14 +204,11 @@ pub struct Round {
 }
 
 impl Round {
-    /// Whether this round's chained floor is broken: the pipeline's crossings (when both were
-    /// timed), else its whole tick-to-trade, beat the chain's.
+    /// Whether this round's chained floor is broken: the pipeline's whole tick-to-trade beat
+    /// the whole chain, or its two crossings (when both sides timed them) beat the chain's.
     pub fn chain_broken(&self) -> bool {
-        match (self.crossings_p50, self.chain_crossings_p50, self.chain_floor_p50) {
-            (_, _, 0) => false,
-            (c, f, _) if c > 0 && f > 0 => c < f,
-            (_, _, chain) => self.ttt_p50 < chain,
-        }
+        let (c, f) = (self.crossings_p50, self.chain_crossings_p50);
+        self.chain_floor_p50 > 0 && (self.ttt_p50 < self.chain_floor_p50 || (c > 0 && f > 0 && c < f))
     }
 
     /// Whether this round's tick-to-trade was judged from the market data's publish: its

@@ -196,13 +196,21 @@ pub fn pipeline_table(runs: &[Run]) -> String {
                     x.chain_floor_p50,
                     match x.chain_floor_p50 {
                         0 => String::new(),
-                        _ if x.chain_broken() => "; the pipeline BEAT its chained floor: a broken floor, left out".into(),
                         c => format!(
-                            " (the chain {:+} ns from the hop floors' sum{})",
+                            " (the chain {:+} ns from the hop floors' sum{}{}){}",
                             c as i64 - (x.md_floor_p50 + x.order_floor_p50) as i64,
                             match (x.crossings_p50, x.chain_crossings_p50) {
                                 (a, b) if a > 0 && b > 0 => format!("; two crossings per order {a} ns against the chain's {b}"),
                                 _ => String::new(),
+                            },
+                            match x.relay_span_p50 {
+                                0 => String::new(),
+                                r => format!("; the relay's own span {r} ns"),
+                            },
+                            if x.chain_broken() {
+                                "; the pipeline BEAT its chained floor (whole, or on its crossings): a broken floor, left out"
+                            } else {
+                                ""
                             }
                         ),
                     },
