@@ -292,10 +292,10 @@ fn a_small_suite_reports_every_transport_and_compare_judges_it() {
         let chain = r["chain_floor_p50"].as_u64().unwrap();
         assert!(chain > 0 && budget == chain + p["book_p50"].as_u64().unwrap() + 100, "{r}");
         // Both sides' two crossings per order timed (each without its own work between them),
-        // the chain's inside its whole.
+        // and the relay's own span: the relay stamped both ends, and the gateway's row arrived.
         let (crossings, chain_crossings) =
             (r["crossings_p50"].as_u64().unwrap(), r["chain_crossings_p50"].as_u64().unwrap());
-        assert!(crossings > 0 && chain_crossings > 0 && chain_crossings <= chain, "{r}");
+        assert!(crossings > 0 && chain_crossings > 0 && r["relay_span_p50"].as_u64().unwrap() > 0, "{r}");
     }
     let chain = (p["chain_floor"][0].as_u64().unwrap(), p["chain_floor"][1].as_u64().unwrap());
     assert!(chain.0 > 0 && chain.1 >= chain.0, "{p}");

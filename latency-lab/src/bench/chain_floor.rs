@@ -8,9 +8,12 @@
 //! the same core, as tick-to-trade's are: no two cores' TSCs meet in the figure.
 //!
 //! The relay also stamps its receive and its publish, as the trader's trace does, so the chain
-//! splits into its two crossings and the relay's own span like the pipeline's rows do. A
-//! pipeline that beats the chain, end to end or on its crossings, has beaten a path doing less
-//! than it does: the chain is then broken, and the verdict says so.
+//! splits into its two crossings and the relay's own span like the pipeline's rows do. Its
+//! receive stamp is a plain RDTSC, as the trader's is, so the two splits compare: RDTSC waits
+//! for no load, and the end of the slot's read lands in the span (101-117 ns unfenced against
+//! 9-16 with an LFENCE before it, the whole chain unchanged; ARCHITECTURE.md). A pipeline that
+//! beats the chain, end to end or on its crossings, has beaten a path doing less than it does:
+//! the chain is then broken, and the verdict says so.
 use std::error::Error;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -231,9 +231,12 @@ pub fn pipeline_table(runs: &[Run]) -> String {
                 Some((p50, p99)) => format!(
                     "the chained floor's p50 ({p50} ns, p99 {p99}: the market-data floor's publisher, a bare relay on the \
                      trader's core answering the share of messages the trader answered, and the order floor's reader on \
-                     the gateway's core, timed end to end in the same round; the p50 of a sum of two skewed hops is \
-                     above the sum of their p50s, as tick-to-trade's is; a round whose two crossings per order beat \
-                     the chain's is a broken floor and judges nothing)"
+                     the gateway's core, timed end to end in the same round, both stamps on one core as tick-to-trade's \
+                     are; the hop floors' sum undercounts the market-data hop, whose reader's RDTSC stamp does not \
+                     wait for the slot's loads, while a relay must hold the data before it publishes: the same \
+                     ordering puts the end of that read in the relay's span and in the trader's receive -> book \
+                     row; a round whose tick-to-trade beat the whole chain, or whose two crossings per order beat \
+                     the chain's, is a broken floor and judges nothing)"
                 ),
                 None => "the two hop floors' p50 (an older report)".into(),
             },
