@@ -4,8 +4,8 @@
 //! (`latency-lab __hop-relay`) reads them and, for one message in `every` (the share the
 //! trader answers), publishes an order slot carrying that stamp; the lab reads the orders on
 //! the gateway's core (on two cores the venue's, between its publishes and once after each, as
-//! the exchange's gateway agent does) and times each from the stamp. Both stamps are read on
-//! the same core, as tick-to-trade's are: no two cores' TSCs meet in the figure.
+//! the exchange's gateway agent does) and times each from the stamp: on two cores both stamps
+//! are the venue's core's, on three the venue's and the gateway's, as tick-to-trade's are.
 //!
 //! The relay also stamps its receive and its publish, as the trader's trace does, so the chain
 //! splits into its two crossings and the relay's own span like the pipeline's rows do. Its
@@ -115,7 +115,8 @@ pub fn chain_floor(
     };
     let venue_failed = std::sync::atomic::AtomicBool::new(false);
     // Whether the relay has exited (a failed relay sends no last order): checked by the
-    // reader's drain now and then, outside any order's timing.
+    // reader's drain every 65,536 looks (a waitpid call: an order landing during it waits for
+    // it, once in a great many looks).
     let exited = |child: &mut Kill| child.0.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
     let ran = std::thread::scope(|sc| -> Result<(), String> {
         if cores.2 == cores.0 {
@@ -128,8 +129,18 @@ pub fn chain_floor(
             .map_err(|_| "the chained floor's venue panicked")?
         } else {
             let v = sc.spawn(|| {
+                // Set however the venue ends short, a panic included, so the reader stops.
+                struct Failed<'a>(&'a std::sync::atomic::AtomicBool, bool);
+                impl Drop for Failed<'_> {
+                    fn drop(&mut self) {
+                        if !self.1 {
+                            self.0.store(true, Relaxed);
+                        }
+                    }
+                }
+                let mut guard = Failed(&venue_failed, false);
                 let v = venue(&mut md, &mut || Ok(()));
-                venue_failed.store(v.is_err(), Relaxed);
+                guard.1 = v.is_ok();
                 v
             });
             let g = sc.spawn(|| {
@@ -142,12 +153,20 @@ pub fn chain_floor(
         }
     });
     let (h, crossings) = (reader.h, reader.crossings);
+    // A failure on the lab's side leaves the relay waiting for market data: stopped now, and
+    // its complaint (which would be about that wait) is not the cause.
+    if let Err(e) = &ran {
+        if !exited(&mut child) {
+            drop(child);
+            return Err(e.clone().into());
+        }
+    }
     line.clear();
     out.read_line(&mut line)?;
     let child = child.0.take().expect("a child");
     let status = child.wait_with_output()?;
     let stderr = String::from_utf8_lossy(&status.stderr);
-    // A failed run says what the relay said.
+    // A failed run whose relay had ended says what the relay said.
     ran.map_err(|e| format!("{e} (the relay: {}; {})", status.status, stderr.trim()))?;
     let v: RelayReading = serde_json::from_str(line.trim())
         .map_err(|e| format!("the chained floor's relay failed ({}): {e}: {line} {}", status.status, stderr.trim()))?;
@@ -201,7 +220,7 @@ impl OrderReader<'_> {
 
     /// Looks until the relay's last order; gives up at `give_up`, or once `stopped` says the
     /// relay (or the venue) ended without it and the ring holds nothing more. `stopped` and
-    /// the clock are read every 65,536 looks, outside any order's timing.
+    /// the clock are read every 65,536 looks.
     fn drain(&mut self, give_up: Instant, stopped: &mut dyn FnMut() -> bool) -> Result<(), String> {
         let mut spins = 0u32;
         while !self.ended {

@@ -114,11 +114,17 @@ pub fn run(s: &Spec<'_>) -> Result<Run, Box<dyn Error>> {
         );
         runs.push(r);
     }
-    // The round shown: the median tick-to-trade ratio of the steady rounds whose chain held
-    // (or of all, if none did).
-    let steady: Vec<usize> =
-        (0..runs.len()).filter(|&i| runs[i].backlog.is_none() && !rounds[i].chain_broken()).collect();
-    let mut pick = if steady.is_empty() { (0..runs.len()).collect() } else { steady };
+    // The round shown: the median tick-to-trade ratio of the steady rounds whose chain held,
+    // else of the steady ones, else of all (every round backlogged).
+    let steady = |i: &usize| runs[*i].backlog.is_none();
+    let held: Vec<usize> = (0..runs.len()).filter(|i| steady(i) && !rounds[*i].chain_broken()).collect();
+    let mut pick = if !held.is_empty() {
+        held
+    } else if (0..runs.len()).any(|i| steady(&i)) {
+        (0..runs.len()).filter(steady).collect()
+    } else {
+        (0..runs.len()).collect()
+    };
     let x = |i: usize| rounds[i].ttt_p50 as f64 / rounds[i].budget_p50.max(1) as f64;
     pick.sort_by(|&a, &b| x(a).total_cmp(&x(b)));
     let mut shown = runs.swap_remove(pick[pick.len() / 2]);

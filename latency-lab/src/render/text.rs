@@ -177,7 +177,7 @@ pub fn pipeline_table(runs: &[Run]) -> String {
         if !r.rounds.is_empty() {
             let _ = writeln!(
                 s,
-                "  the figures above are the median round's of {}; per round, tick-to-trade p50 / its budget and the worst crossing / its floor:",
+                "  the figures above are the median round's of {} (of the steady rounds whose chained floor held); per round, tick-to-trade p50 / its budget and the worst crossing / its floor:",
                 r.rounds.len()
             );
             for (k, x) in r.rounds.iter().enumerate() {
@@ -208,7 +208,7 @@ pub fn pipeline_table(runs: &[Run]) -> String {
                                 r => format!("; the relay's own span {r} ns"),
                             },
                             if x.chain_broken() {
-                                "; the pipeline BEAT its chained floor (whole, or on its crossings): a broken floor, left out"
+                                "; the pipeline BEAT its chained floor (whole, or on its crossings): a broken floor, left out of tick-to-trade's verdict"
                             } else {
                                 ""
                             }
@@ -231,12 +231,12 @@ pub fn pipeline_table(runs: &[Run]) -> String {
                 Some((p50, p99)) => format!(
                     "the chained floor's p50 ({p50} ns, p99 {p99}: the market-data floor's publisher, a bare relay on the \
                      trader's core answering the share of messages the trader answered, and the order floor's reader on \
-                     the gateway's core, timed end to end in the same round, both stamps on one core as tick-to-trade's \
-                     are; the hop floors' sum undercounts the market-data hop, whose reader's RDTSC stamp does not \
-                     wait for the slot's loads, while a relay must hold the data before it publishes: the same \
-                     ordering puts the end of that read in the relay's span and in the trader's receive -> book \
-                     row; a round whose tick-to-trade beat the whole chain, or whose two crossings per order beat \
-                     the chain's, is a broken floor and judges nothing)"
+                     the gateway's core, timed end to end in the same round between the same cores as tick-to-trade; \
+                     the hop floors' sum undercounts the market-data hop, whose reader's RDTSC stamp does not wait \
+                     for the slot's loads, while a relay must hold the data before it publishes: the same ordering \
+                     puts the end of that read in the relay's span, and likely in the trader's receive -> book row; \
+                     a round whose tick-to-trade beat the whole chain, or whose two crossings per order beat the \
+                     chain's, is a broken floor, left out of tick-to-trade's verdict)"
                 ),
                 None => "the two hop floors' p50 (an older report)".into(),
             },
