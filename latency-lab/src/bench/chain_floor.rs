@@ -15,8 +15,7 @@
 //! beats the chain, end to end or on its crossings, has beaten a path doing less than it does:
 //! the chain is then broken, and the verdict says so.
 use std::error::Error;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::io::BufRead;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
@@ -27,7 +26,7 @@ use tickbus::{Mode, Recv, RingConfig, StartAt};
 
 use super::cleanup::Rings;
 use super::harness::{histogram, pin};
-use super::pipeline::{Kill, MD_PAYLOAD, ORDER_PAYLOAD};
+use super::pipeline::{spawn_ready, Kill, MD_PAYLOAD, ORDER_PAYLOAD};
 
 /// The relay's last order: stamp 0 (no publish is stamped 0), so the lab stops reading.
 const END: u64 = 0;
@@ -64,21 +63,11 @@ pub fn chain_floor(
     let _rings = Rings::new(&[&md_name, &order_name]);
     let cfg = RingConfig { ticks_per_ns, ..RingConfig::for_payload(Mode::Lossy, 9, MD_PAYLOAD, 1 << 16) };
     let mut md = shm::open_publisher(&md_name, &cfg, &opts)?;
-    let mut child = Kill(Some(
-        Command::new(std::env::current_exe()?)
-            .args(["__hop-relay", "--md", &md_name, "--orders", &order_name])
-            .args(["--count", &count.to_string(), "--every", &every.max(1).to_string()])
-            .args(["--core", &cores.1.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?,
-    ));
-    let mut out = BufReader::new(child.0.as_mut().and_then(|c| c.stdout.take()).ok_or("no stdout")?);
+    let (count_arg, every_arg, core_arg) = (count.to_string(), every.max(1).to_string(), cores.1.to_string());
+    let args = ["__hop-relay", "--md", &md_name, "--orders", &order_name, "--count", &count_arg];
+    let (mut child, mut out) =
+        spawn_ready(&[&args[..], &["--every", &every_arg, "--core", &core_arg]].concat(), "the chained floor's relay")?;
     let mut line = String::new();
-    out.read_line(&mut line)?;
-    if line.trim() != "ready" {
-        return Err(format!("the chained floor's relay did not start: {line}").into());
-    }
     // The relay made the order ring; a reliable ring's publisher waits for this consumer.
     let mut orders = shm::open_consumer(&order_name, &opts)?;
     let scale = TscScale { ticks_per_ns };

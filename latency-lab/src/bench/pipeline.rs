@@ -21,7 +21,7 @@
 use std::error::Error;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::cleanup::Rings;
@@ -396,6 +396,22 @@ fn pipeline(s: &Spec<'_>, exchange: &[&str]) -> Result<(ExchangeSummary, TraderS
 /// A child process killed if the run is abandoned.
 pub(super) struct Kill(pub(super) Option<Child>);
 
+/// Starts this binary with `args` (a hidden subcommand: a floor's other side) and waits for the
+/// "ready" it prints once its rings are open; `what` names it in the error.
+pub(super) fn spawn_ready(args: &[&str], what: &str) -> Result<(Kill, BufReader<ChildStdout>), Box<dyn Error>> {
+    let mut child = Kill(Some(
+        Command::new(std::env::current_exe()?).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?,
+    ));
+    let mut out = BufReader::new(child.0.as_mut().and_then(|c| c.stdout.take()).ok_or("no stdout")?);
+    let mut line = String::new();
+    out.read_line(&mut line)?;
+    if line.trim() != "ready" {
+        // Dropping `child` kills it.
+        return Err(format!("{what} did not start: {line}").into());
+    }
+    Ok((child, out))
+}
+
 impl Kill {
     /// Waits (bounded) for the app to end, and parses the JSON summary it printed.
     /// Waits for the app to exit and reads its `--json` summary (its last line) as `T`: a field
@@ -616,21 +632,13 @@ pub fn hop_floor(
     let slots = if mode == Mode::Lossy { 1 << 16 } else { 4096 };
     let cfg = RingConfig { ticks_per_ns, ..RingConfig::for_payload(mode, 9, payload, slots) };
     let mut p = shm::open_publisher(&name, &cfg, &opts)?;
-    let mut child = Kill(Some(
-        Command::new(std::env::current_exe()?)
-            .args(["__hop-floor", "--ring", &name, "--count", &count.to_string(), "--core", &cores.1.to_string()])
-            .args(if mode == Mode::Reliable { &["--consumer"][..] } else { &[][..] })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?,
-    ));
-    let mut out = BufReader::new(child.0.as_mut().and_then(|c| c.stdout.take()).ok_or("no stdout")?);
-    let mut line = String::new();
-    out.read_line(&mut line)?;
-    if line.trim() != "ready" {
-        let _ = child.0.as_mut().map(|c| c.kill());
-        return Err(format!("the hop floor's reader did not start: {line}").into());
+    let (count_arg, core_arg) = (count.to_string(), cores.1.to_string());
+    let mut args = vec!["__hop-floor", "--ring", &name, "--count", &count_arg, "--core", &core_arg];
+    if mode == Mode::Reliable {
+        args.push("--consumer");
     }
+    let (mut child, mut out) = spawn_ready(&args, "the hop floor's reader")?;
+    let mut line = String::new();
     let publisher = std::thread::scope(|sc| {
         sc.spawn(|| -> Result<(), String> {
             pin(cores.0).map_err(|e| e.to_string())?;
@@ -897,6 +905,18 @@ mod tests {
         }
     }
 
+    /// The tests' floors: both hops 200/400 ns, the chain 450/900 (its crossings 430).
+    fn floors() -> Floors {
+        Floors {
+            md: (200, 400),
+            order: (200, 400),
+            chain: (450, 900),
+            chain_crossings: 430,
+            relay_span: 20,
+            md_pass: None,
+        }
+    }
+
     /// The book's two p50s in the tests: on the messages that move a top, and over all.
     const BOOK: BookP50 = BookP50 { top_movers: 50, all: 30 };
 
@@ -932,14 +952,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let floors = Floors {
-            md: (200, 400),
-            order: (200, 400),
-            chain: (450, 900),
-            chain_crossings: 430,
-            relay_span: 20,
-            md_pass: None,
-        };
+        let floors = floors();
         // From the due time only (a trader that got no lag): the per-order hop at 1.5x fails.
         let tr = TraderSummary { tick_hop_ns: hop("tick", 320), ..Default::default() };
         let r = assemble(&spec, &ex, &tr, "x".into(), &floors, BOOK).unwrap();
@@ -975,14 +988,7 @@ mod tests {
         };
         let ex = |g| ExchangeSummary { gateway: Some(g), ..Default::default() };
         let tr = TraderSummary { tick_hop_ns: hop("tick", 320), ..Default::default() };
-        let floors = Floors {
-            md: (200, 400),
-            order: (200, 400),
-            chain: (450, 900),
-            chain_crossings: 430,
-            relay_span: 20,
-            md_pass: None,
-        };
+        let floors = floors();
         // 65 ns of the venue's own work before the publish: 635 from there, over 600.
         let r = assemble(&spec, &ex(gw(635)), &tr, "x".into(), &floors, BOOK).unwrap();
         assert_eq!((r.ttt_judged().map(|h| h.p50), r.ttt_met), (Some(635), false));
