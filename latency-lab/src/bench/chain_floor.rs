@@ -34,15 +34,14 @@ const END: u64 = 0;
 /// What the chain measured: order p50 and p99 (ns, from the market data's publish to the
 /// order read), the p50 of the two crossings alone per order (the relay's own span between
 /// its receive and its publish left out, as the gateway's crossings row leaves the trader's
-/// out), the relay's span p50, how many orders were timed, and how many market-data slots the
-/// relay lost (lapped while its core was away).
+/// out), the relay's span p50, and how many market-data slots the relay lost (lapped while its
+/// core was away).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chain {
     pub p50: u64,
     pub p99: u64,
     pub crossings_p50: u64,
     pub relay_span_p50: u64,
-    pub orders: u64,
     pub missed: u64,
 }
 
@@ -170,7 +169,6 @@ pub fn chain_floor(
         p99: h.value_at_quantile(0.99),
         crossings_p50: crossings.value_at_quantile(0.5),
         relay_span_p50: v.span_p50,
-        orders: h.len(),
         missed: v.missed,
     })
 }
