@@ -1,7 +1,7 @@
 //! The order book at TotalView scale: a generated day over ~8,000 instruments whose book builds
 //! up to over a million live orders, applied message by message by tickbus's `OrderBook` and by
 //! a floor (the bare lookup and level update any book must do, in the simplest correct
-//! structure) in alternating rounds, each message timed with the TSC.
+//! structure) in alternating rounds, each message timed between fenced TSC reads (see `harness::fenced`).
 //!
 //! Both structures reserve room for the peak and touch it before the first round (no growth,
 //! no page fault while timed); between rounds they are cleared, keeping their memory. After
@@ -18,6 +18,7 @@ use tickbus_codecs::book::{OrderBook, RefTable, Side};
 use tickbus_codecs::itch::{frames, ItchMessage};
 use tickbus_codecs::synth::{write_itch, DayConfig};
 
+use crate::bench::harness::fenced;
 use crate::model::book::{ApplyCost, BookRound, BookScale, TypeCost};
 
 /// What the floor does per message, for the report.
@@ -196,9 +197,9 @@ pub(crate) fn pass(
     let start = Instant::now();
     for rec in frames(bytes) {
         let m = rec?.message;
-        let t0 = tsc.now();
+        let t0 = fenced::start(tsc);
         let r = black_box(apply(&m));
-        let t1 = tsc.now();
+        let t1 = fenced::end(tsc);
         r.map_err(|e| format!("message {k}: {e}"))?;
         let ns = scale.delta_ns(t0, t1).max(1);
         h.saturating_record(ns);
@@ -254,7 +255,7 @@ fn rounds_on(
 ) -> Result<BookScale, Box<dyn Error>> {
     let tsc = Tsc::new();
     let scale = TscScale { ticks_per_ns };
-    let timer_ns = crate::bench::harness::timer_pair_ns(&tsc, scale)?;
+    let timer_ns = fenced::pair_ns(&tsc, scale)?;
     let stocks = usize::from(cfg.stocks);
     let r0 = resident_bytes()?;
     let mut book = OrderBook::with_capacity(reserve, stocks);

@@ -165,7 +165,7 @@ pub fn run(cfg: DayConfig, passes: u32, ticks_per_ns: f64) -> Result<ItchReport,
 fn book_cost(bytes: &[u8], ticks_per_ns: f64) -> Result<BookResult, Box<dyn Error>> {
     let tsc = Tsc::new();
     let scale = TscScale { ticks_per_ns };
-    let timer_ns = crate::bench::harness::timer_pair_ns(&tsc, scale)?;
+    let timer_ns = crate::bench::harness::fenced::pair_ns(&tsc, scale)?;
     let mut book = OrderBook::with_capacity(1 << 16, 256);
     let apply = |m: &ItchMessage<'_>| book.apply(m).map(|_| ()).map_err(|e| e.to_string());
     let (c, k) = crate::bench::book_scale::pass(bytes, &tsc, scale, None, apply)?;
