@@ -30,9 +30,16 @@ impl OrderBook {
                 let (price, shares) = (itch_price(m.price, m.order_id)?, shares(m.qty, m.order_id)?);
                 self.add(locate, m.order_id, side, shares, price).map(Some)
             }
-            AnyMessage::OrderExecute(m) => self.take(b'E', m.order_id, shares(m.exec_qty, m.order_id)?).map(Some),
-            AnyMessage::OrderDelete(m) => self.delete(m.order_id).map(Some),
+            AnyMessage::OrderExecute(m) => {
+                self.touch_instrument(m.instrument_id);
+                self.take(b'E', m.order_id, shares(m.exec_qty, m.order_id)?).map(Some)
+            }
+            AnyMessage::OrderDelete(m) => {
+                self.touch_instrument(m.instrument_id);
+                self.delete(m.order_id).map(Some)
+            }
             AnyMessage::OrderModify(m) => {
+                self.touch_instrument(m.instrument_id);
                 let o = *self
                     .orders
                     .get(&m.order_id)
@@ -55,6 +62,17 @@ impl OrderBook {
                 Ok(Some(Update { top_changed: before != self.top(o.locate, o.side), ..u }))
             }
             _ => Ok(None),
+        }
+    }
+}
+
+impl OrderBook {
+    /// [`OrderBook::touch`] for a normalised message's instrument (nothing for one that is not
+    /// a locate: the order's own stock decides what changes).
+    #[inline(always)]
+    fn touch_instrument(&self, instrument: u32) {
+        if let Ok(locate) = u16::try_from(instrument) {
+            self.touch(locate);
         }
     }
 }

