@@ -65,7 +65,8 @@ const _: () = {
 
 /// Reads ITCH messages one at a time from any `Read`, without a per-message allocation or copy.
 ///
-/// Why the input is boxed and the slow paths take the reader's fields by value, not `&mut self`:
+/// Why the input is boxed and the slow paths take a copy of the position (a local, written back
+/// after), not `&mut self`:
 /// a caller's loop keeps the reader on its stack, and a pointer into it handed to a function
 /// that is not inlined (the refill) would pin the position in memory, so each message would
 /// store it and the next load it back. With no pointer into the reader taken, the compiler can
@@ -80,8 +81,15 @@ pub struct ItchFileReader<R: Read> {
     base: u64,
 }
 
-/// A reader's position, by value for the slow paths: `pos`, `end`, `eof` and `base`.
-type Cursor = (usize, usize, bool, u64);
+/// A reader's position, copied out for the slow paths: the next frame at `buf[pos]`, bytes
+/// buffered up to `end`, whether the input has ended, and the file offset of `buf[0]`.
+#[derive(Debug, Clone, Copy)]
+struct Cursor {
+    pos: usize,
+    end: usize,
+    eof: bool,
+    base: u64,
+}
 
 impl<R: Read> ItchFileReader<R> {
     /// A reader of `input`; it reads 64 KiB at a time, so an unbuffered `File` is fine.
@@ -101,8 +109,10 @@ impl<R: Read> ItchFileReader<R> {
         self.base + self.pos as u64
     }
 
-    /// The next message, `Ok(None)` at a clean end of file, or an error naming the offset (the
-    /// reader cannot resynchronise after one: framing is lost).
+    /// The next message, `Ok(None)` at a clean end of file, or an error naming the offset. A
+    /// malformed frame gives the same error on every later call (framing is lost: the reader
+    /// cannot resynchronise); after a read that failed (`WouldBlock`, say), a later call reads on
+    /// from the bytes already taken.
     ///
     /// Why it is two paths: while a whole largest frame is buffered, a frame is one bounds check,
     /// a table look-up of its length and a view, with nothing that can run short; everything
@@ -130,20 +140,17 @@ impl<R: Read> ItchFileReader<R> {
             let message = parse_sized(body, code).ok_or(ItchError::UnknownType { offset: offset + 2, code });
             return Ok(Some(Record { offset, message: message.map_err(invalid)? }));
         }
-        let c = self.cursor();
-        let (cursor, len) = next_frame_slow(&mut *self.input, &mut self.buf, c)?;
-        (self.pos, self.end, self.eof, self.base) = cursor;
-        let Some(len) = len else { return Ok(None) };
+        // A copy of the position for the slow path (a pointer to a local, not into the
+        // reader), written back whatever it returns: a refill may have moved the buffered bytes
+        // before an error, and a caller that retries must read on from where they now are.
+        let mut c = Cursor { pos, end: self.end, eof: self.eof, base: self.base };
+        let found = next_frame_slow(&mut *self.input, &mut self.buf, &mut c);
+        (self.pos, self.end, self.eof, self.base) = (c.pos, c.end, c.eof, c.base);
+        let Some(len) = found? else { return Ok(None) };
         let at = self.pos - 2 - len;
         let offset = self.base + at as u64;
         let message = parse(&self.buf[at + 2..at + 2 + len], offset + 2).map_err(invalid)?;
         Ok(Some(Record { offset, message }))
-    }
-
-    /// The position's fields by value.
-    #[inline(always)]
-    fn cursor(&self) -> Cursor {
-        (self.pos, self.end, self.eof, self.base)
     }
 
     /// Calls `f` with every remaining message, in order; returns how many. Stops at the first
@@ -161,44 +168,52 @@ impl<R: Read> ItchFileReader<R> {
 }
 
 /// [`ItchFileReader::next_record`] near the buffer's end, at the end of the file, or for a frame
-/// that is wrong: the cursor just past the next frame and that frame's message length (None at a
-/// clean end of file); the frame is the `2 + len` bytes before the cursor's `pos`.
+/// that is wrong: the next frame's message length, the cursor moved just past it (so the frame
+/// is the `2 + len` bytes before `c.pos`); None at a clean end of file. On an error `c` is where
+/// the buffered bytes now are, at the frame that failed (the same error again on a retry) or,
+/// for a failed read, at the bytes read so far.
 #[cold]
 #[inline(never)]
-fn next_frame_slow<R: Read>(input: &mut R, buf: &mut [u8], mut c: Cursor) -> std::io::Result<(Cursor, Option<usize>)> {
+fn next_frame_slow<R: Read>(input: &mut R, buf: &mut [u8], c: &mut Cursor) -> std::io::Result<Option<usize>> {
     loop {
-        let (pos, end, eof, base) = c;
-        let rest = &buf[pos..end];
-        let offset = base + pos as u64;
+        let rest = &buf[c.pos..c.end];
+        let offset = c.base + c.pos as u64;
         match frame_len(rest, offset) {
-            Ok(len) if rest.len() >= 2 + len => return Ok(((pos + 2 + len, end, eof, base), Some(len))),
+            Ok(len) if rest.len() >= 2 + len => {
+                c.pos += 2 + len;
+                return Ok(Some(len));
+            }
             Ok(_) | Err(ItchError::Truncated { .. }) => {}
             Err(e) => return Err(invalid(e)),
         }
-        if eof {
+        if c.eof {
             if rest.is_empty() {
-                return Ok((c, None));
+                return Ok(None);
             }
             let e = frame_at(rest, offset).err().unwrap_or(ItchError::Empty { offset });
             return Err(invalid(e));
         }
-        c = refill(input, buf, c)?;
+        refill(input, buf, c)?;
     }
 }
 
-/// Moves the unread tail to the front of `buf` and reads more: the cursor after (`eof` set when
-/// the input ended).
+/// Moves the unread tail to the front of `buf` and reads more, keeping `c` true to the buffer
+/// after every step (an error leaves it at the bytes read so far); sets `eof` when the input
+/// ended.
 #[cold]
-fn refill<R: Read>(input: &mut R, buf: &mut [u8], (pos, end, _, base): Cursor) -> std::io::Result<Cursor> {
-    buf.copy_within(pos..end, 0);
-    let (mut end, base) = (end - pos, base + pos as u64);
-    while end < buf.len() {
-        match input.read(&mut buf[end..]) {
-            Ok(0) => return Ok((0, end, true, base)),
+fn refill<R: Read>(input: &mut R, buf: &mut [u8], c: &mut Cursor) -> std::io::Result<()> {
+    buf.copy_within(c.pos..c.end, 0);
+    (c.end, c.base, c.pos) = (c.end - c.pos, c.base + c.pos as u64, 0);
+    while c.end < buf.len() {
+        match input.read(&mut buf[c.end..]) {
+            Ok(0) => {
+                c.eof = true;
+                break;
+            }
             Ok(n) => {
-                end += n;
+                c.end += n;
                 // More than the largest frame (52 bytes): decode now, read more later.
-                if end >= 64 {
+                if c.end >= 64 {
                     break;
                 }
             }
@@ -206,7 +221,7 @@ fn refill<R: Read>(input: &mut R, buf: &mut [u8], (pos, end, _, base): Cursor) -
             Err(e) => return Err(e),
         }
     }
-    Ok((0, end, false, base))
+    Ok(())
 }
 
 fn invalid(e: ItchError) -> std::io::Error {
@@ -323,6 +338,89 @@ mod tests {
             assert!(err.contains("file ends inside a message"), "chunk {chunk}: {err}");
             let err = ItchFileReader::new(Trickle(cut, chunk)).for_each(|_| {}).unwrap_err().to_string();
             assert!(err.contains("file ends inside a message"), "chunk {chunk}: {err}");
+        }
+    }
+
+    /// A `Read` over `bytes` in chunks of `chunk` that fails once, with `WouldBlock`, on its
+    /// first read at or past byte `fail_at`.
+    struct FailsOnce<'a> {
+        bytes: &'a [u8],
+        at: usize,
+        chunk: usize,
+        fail_at: usize,
+        failed: bool,
+    }
+
+    impl Read for FailsOnce<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            if !self.failed && self.at >= self.fail_at {
+                self.failed = true;
+                return Err(std::io::ErrorKind::WouldBlock.into());
+            }
+            let n = self.chunk.min(out.len()).min(self.bytes.len() - self.at);
+            out[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    /// Errors after refills name the same offset and say the same as the in-memory walk's,
+    /// whatever the reads' sizes, and a retry gives the same error again: a frame damaged across
+    /// the first buffer's end (file offset 64 KiB), one far past it, and a cut file. A read that
+    /// fails mid-refill loses nothing: the caller retries and every message arrives.
+    #[test]
+    fn errors_after_refills_match_the_walk_and_a_failed_read_loses_nothing() {
+        let mut day = Vec::new();
+        crate::synth::write_itch(crate::synth::DayConfig::new(9, 5, 20_000), &mut day).unwrap();
+        let straddling = crate::itch::frames(&day)
+            .map(|r| r.unwrap())
+            .find(|r| r.offset < BUF as u64 && r.offset + 2 + r.message.as_bytes().len() as u64 > BUF as u64)
+            .expect("a frame crosses 64 KiB")
+            .offset as usize;
+        let far = crate::itch::frames(&day).map(|r| r.unwrap().offset as usize).find(|&o| o > 3 * BUF + 1000).unwrap();
+        let mut cases: Vec<Vec<u8>> = [straddling, far]
+            .into_iter()
+            .map(|at| {
+                let mut bad = day.clone();
+                bad[at + 1] = bad[at + 1].wrapping_add(1); // the prefix contradicts the type
+                bad
+            })
+            .collect();
+        cases.push(day[..day.len() - 3].to_vec());
+        for bad in &cases {
+            let walk_err = crate::itch::frames(bad).find_map(|r| r.err()).expect("the walk refuses it").to_string();
+            for chunk in [1, 7, 4096, usize::MAX] {
+                let mut r = ItchFileReader::new(Trickle(bad, chunk));
+                let err = loop {
+                    match r.next_record() {
+                        Ok(Some(_)) => {}
+                        Ok(None) => panic!("chunk {chunk}: read to the end"),
+                        Err(e) => break e.to_string(),
+                    }
+                };
+                assert_eq!(err, walk_err, "chunk {chunk}");
+                assert_eq!(r.next_record().unwrap_err().to_string(), walk_err, "chunk {chunk}: a retry");
+            }
+        }
+        for (chunk, fail_at) in [(4096, BUF + 100), (7, BUF - 3), (usize::MAX, BUF), (1, 2 * BUF + 11)] {
+            let mut r = ItchFileReader::new(FailsOnce { bytes: &day, at: 0, chunk, fail_at, failed: false });
+            let mut walk = crate::itch::frames(&day);
+            let mut failures = 0;
+            loop {
+                match r.next_record() {
+                    Ok(Some(rec)) => {
+                        let w = walk.next().unwrap().unwrap();
+                        assert_eq!((rec.offset, rec.message.as_bytes()), (w.offset, w.message.as_bytes()), "chunk {chunk}");
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "chunk {chunk}: {e}");
+                        failures += 1;
+                    }
+                }
+            }
+            assert!(walk.next().is_none() && failures == 1, "chunk {chunk}: every message once, one failure");
+            assert_eq!(r.offset(), day.len() as u64, "chunk {chunk}");
         }
     }
 

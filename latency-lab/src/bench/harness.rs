@@ -64,24 +64,30 @@ pub fn spin_until(tsc: &Tsc, due: u64) -> u64 {
     now
 }
 
-/// TSC reads that hold the work between them, for per-message costs: the start waits for
-/// every earlier instruction to finish and lets no later one begin before it (LFENCE, RDTSC,
-/// LFENCE); the end waits for every earlier instruction, loads included, to finish (RDTSCP,
-/// then LFENCE). Why: a plain RDTSC waits for nothing, so the end stamp of a short piece of
-/// work is taken as soon as the core has read its instructions, and the cache misses it waits
-/// on land in a later message's figure or in none. Timed that way, the book's floor showed a
-/// p99 of 23-37 ns on partial cancels whose order slots were cold (800 ns once fenced): a floor
-/// that short is not the floor's work, and the longer book, whose later instructions fill the
-/// core's window behind its misses, paid for its misses where the floor did not.
+/// TSC reads that hold the work between them, for per-message costs: each is LFENCE, RDTSC,
+/// LFENCE, so a read waits for every earlier instruction to finish (loads included) and no
+/// later one begins before it. (On Intel LFENCE always does so; on AMD when the kernel has set
+/// it to, which Linux does on every CPU that has the setting, since the Spectre mitigations.
+/// RDTSCP would do for the end, but some virtual CPU models lack it.) Why: a plain RDTSC waits
+/// for nothing, so the end stamp of a short piece of work is taken as soon as the core has
+/// issued its instructions, and the cache misses it waits on land in a later message's figure
+/// or in none. Timed that way, the book's floor showed a p99 of 23-37 ns on partial cancels,
+/// whose order slots were often cold (855-943 ns fenced): that was not the floor's work. The
+/// book, with more instructions behind its misses, likely filled the core's window and paid for
+/// them where the floor did not.
 pub mod fenced {
-    /// The start of a timed piece of work (TSC ticks).
+    /// Whether [`start`] and [`end`] fence: elsewhere than x86_64 they are plain reads
+    /// (`Tsc::now`), and the report says so.
+    pub const FENCED: bool = cfg!(target_arch = "x86_64");
+
+    /// A TSC read once every earlier instruction has finished, before any later one begins.
     #[inline(always)]
-    pub fn start(tsc: &tickbus::time::Tsc) -> u64 {
+    fn read(tsc: &tickbus::time::Tsc) -> u64 {
         #[cfg(target_arch = "x86_64")]
         {
             let _ = tsc;
-            // SAFETY: LFENCE and RDTSC exist on every x86_64 CPU; they order instructions and
-            // read a counter, touching no memory.
+            // SAFETY: LFENCE and RDTSC exist on every x86_64 CPU (SSE2 is part of x86_64); they
+            // order instructions and read a counter, touching no memory.
             unsafe {
                 core::arch::x86_64::_mm_lfence();
                 let t = core::arch::x86_64::_rdtsc();
@@ -95,33 +101,21 @@ pub mod fenced {
         }
     }
 
+    /// The start of a timed piece of work (TSC ticks).
+    #[inline(always)]
+    pub fn start(tsc: &tickbus::time::Tsc) -> u64 {
+        read(tsc)
+    }
+
     /// The end of a timed piece of work (TSC ticks), once all of it has finished.
     #[inline(always)]
     pub fn end(tsc: &tickbus::time::Tsc) -> u64 {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let _ = tsc;
-            let mut core = 0u32;
-            // SAFETY: RDTSCP and LFENCE exist on every x86_64 CPU the lab runs on (RDTSCP since
-            // 2006); RDTSCP writes the core id into the local it is given, nothing else.
-            unsafe {
-                let t = core::arch::x86_64::__rdtscp(&mut core);
-                core::arch::x86_64::_mm_lfence();
-                t
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            tsc.now()
-        }
+        read(tsc)
     }
 
     /// The median cost of an empty fenced pair (ns): what every figure timed between the two
     /// carries on top of the work.
-    pub fn pair_ns(
-        tsc: &tickbus::time::Tsc,
-        scale: tickbus::time::TscScale,
-    ) -> Result<u64, Box<dyn std::error::Error>> {
+    pub fn pair_ns(tsc: &tickbus::time::Tsc, scale: tickbus::time::TscScale) -> Result<u64, Box<dyn std::error::Error>> {
         let mut timer = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1_000_000_000, 3)?;
         for _ in 0..100_000 {
             let t0 = start(tsc);

@@ -161,7 +161,8 @@ pub fn run(cfg: DayConfig, passes: u32, ticks_per_ns: f64) -> Result<ItchReport,
     })
 }
 
-/// Replays the day into a fresh book, timing every `apply` with the TSC.
+/// Replays the day into a fresh book, timing every `apply` between fenced TSC reads
+/// (`harness::fenced`).
 fn book_cost(bytes: &[u8], ticks_per_ns: f64) -> Result<BookResult, Box<dyn Error>> {
     let tsc = Tsc::new();
     let scale = TscScale { ticks_per_ns };
@@ -178,6 +179,7 @@ fn book_cost(bytes: &[u8], ticks_per_ns: f64) -> Result<BookResult, Box<dyn Erro
         p999_ns: c.p999_ns,
         max_ns: c.max_ns,
         timer_ns,
+        fenced: crate::bench::harness::fenced::FENCED,
         resting_orders_at_close: book.resting_orders(),
     })
 }

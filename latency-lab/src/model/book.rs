@@ -86,6 +86,10 @@ pub struct BookScale {
     pub most_spilled: Option<u64>,
     /// The empty timing pair's cost, inside every per-message figure.
     pub timer_ns: u64,
+    /// Whether each message was timed between fenced TSC reads (`bench::harness::fenced`);
+    /// false in a report from before the fences, whose figures do not compare.
+    #[serde(default)]
+    pub fenced: bool,
     /// What the floor does per message.
     pub floor_is: String,
     pub rounds: Vec<BookRound>,
@@ -156,6 +160,7 @@ pub(crate) mod tests {
             book_bytes_per_order: 1.0,
             floor_bytes_per_order: 1.0,
             timer_ns: 0,
+            fenced: true,
             floor_is: "x".into(),
             rounds: rounds
                 .iter()

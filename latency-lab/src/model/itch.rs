@@ -22,6 +22,9 @@ pub struct BookResult {
     pub max_ns: u64,
     /// Cost of the empty timing pair, included in every per-message sample above.
     pub timer_ns: u64,
+    /// Whether each message was timed between fenced TSC reads (false in an older report).
+    #[serde(default)]
+    pub fenced: bool,
     pub resting_orders_at_close: usize,
 }
 

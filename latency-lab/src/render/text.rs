@@ -589,10 +589,19 @@ impl ItchReport {
         let b = &self.book;
         let _ = writeln!(
             s,
-            "order book apply: mean {:.1} ns/msg over the whole day; per message p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns (each includes the {} ns timer pair); {} orders resting at the close",
-            b.mean_ns, b.p50_ns, b.p99_ns, b.p999_ns, b.max_ns, b.timer_ns, b.resting_orders_at_close
+            "order book apply: mean {:.1} ns/msg over the whole day; per message p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns (each includes the {} ns timer pair; {}); {} orders resting at the close",
+            b.mean_ns, b.p50_ns, b.p99_ns, b.p999_ns, b.max_ns, b.timer_ns, timing(b.fenced), b.resting_orders_at_close
         );
         s
+    }
+}
+
+/// How a book figure was timed, for its line.
+fn timing(fenced: bool) -> &'static str {
+    if fenced {
+        "timed between fenced TSC reads, so each holds its message's misses; the mean is the day's time per message, the fences' included"
+    } else {
+        "timed between plain TSC reads, before the fences: not comparable with fenced figures"
     }
 }
 
@@ -612,7 +621,7 @@ impl BookScale {
         );
         let _ = writeln!(
             s,
-            "  {:<8} {:>9} {:>9} {:>9} {:>10} {:>9}  (ns per message, median of {} rounds kept; each includes the {} ns timer pair)",
+            "  {:<8} {:>9} {:>9} {:>9} {:>10} {:>9}  (ns per message, median of {} rounds kept; each includes the {} ns timer pair; {})",
             "",
             "p50",
             "p99",
@@ -620,7 +629,8 @@ impl BookScale {
             "max",
             "mean",
             self.rounds.len() - self.noisy_rounds,
-            self.timer_ns
+            self.timer_ns,
+            timing(self.fenced)
         );
         for (name, c) in [("book", &self.book), ("floor", &self.floor)] {
             let _ = writeln!(
