@@ -286,7 +286,7 @@ impl OrderBook {
     /// these reads, whose values no later instruction needs, start the levels' lines while the
     /// slot is still coming. At TotalView scale (8,000 stocks, a million live orders) it took
     /// the lab's per-message p99 from 1,112-1,138 ns to 1,002-1,050 (partial cancels' from
-    /// 1,178-1,182 to 818-840, their floor's 855-943; fenced timing). Best effort: `best()`
+    /// 1,178-1,182 to 818-840, their floor's 843-943; fenced timing). Best effort: `best()`
     /// branches on the side's level count, itself a read of a cold line, and a mispredicted
     /// branch there discards the early reads. Only a read: a header that names another stock
     /// than the order's costs a wasted read and changes nothing.

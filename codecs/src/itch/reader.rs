@@ -410,7 +410,11 @@ mod tests {
                 match r.next_record() {
                     Ok(Some(rec)) => {
                         let w = walk.next().unwrap().unwrap();
-                        assert_eq!((rec.offset, rec.message.as_bytes()), (w.offset, w.message.as_bytes()), "chunk {chunk}");
+                        assert_eq!(
+                            (rec.offset, rec.message.as_bytes()),
+                            (w.offset, w.message.as_bytes()),
+                            "chunk {chunk}"
+                        );
                     }
                     Ok(None) => break,
                     Err(e) => {

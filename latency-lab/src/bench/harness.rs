@@ -72,7 +72,7 @@ pub fn spin_until(tsc: &Tsc, due: u64) -> u64 {
 /// for nothing, so the end stamp of a short piece of work is taken as soon as the core has
 /// issued its instructions, and the cache misses it waits on land in a later message's figure
 /// or in none. Timed that way, the book's floor showed a p99 of 23-37 ns on partial cancels,
-/// whose order slots were often cold (855-943 ns fenced): that was not the floor's work. The
+/// whose order slots were often cold (843-943 ns fenced): that was not the floor's work. The
 /// book, with more instructions behind its misses, likely filled the core's window and paid for
 /// them where the floor did not.
 pub mod fenced {
@@ -115,7 +115,10 @@ pub mod fenced {
 
     /// The median cost of an empty fenced pair (ns): what every figure timed between the two
     /// carries on top of the work.
-    pub fn pair_ns(tsc: &tickbus::time::Tsc, scale: tickbus::time::TscScale) -> Result<u64, Box<dyn std::error::Error>> {
+    pub fn pair_ns(
+        tsc: &tickbus::time::Tsc,
+        scale: tickbus::time::TscScale,
+    ) -> Result<u64, Box<dyn std::error::Error>> {
         let mut timer = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1_000_000_000, 3)?;
         for _ in 0..100_000 {
             let t0 = start(tsc);
