@@ -286,10 +286,12 @@ impl OrderBook {
     /// these reads, whose values no later instruction needs, start the levels' lines while the
     /// slot is still coming. At TotalView scale (8,000 stocks, a million live orders) it took
     /// the lab's per-message p99 from 1,112-1,138 ns to 1,002-1,050 (partial cancels' from
-    /// 1,178-1,182 to 818-840, their floor's 843-943; fenced timing). Best effort: `best()`
-    /// branches on the side's level count, itself a read of a cold line, and a mispredicted
-    /// branch there discards the early reads. Only a read: a header that names another stock
-    /// than the order's costs a wasted read and changes nothing.
+    /// 1,178-1,182 to 818-840, their floor's 843-943; fenced timing). Best effort: the levels'
+    /// address hangs on the stock's entry, a cold line too, and `best()` branches on the side's
+    /// level count read from it; a mispredicted branch there throws away the work after it
+    /// (the order's lookup among it), though the lines already asked for still come. Only a
+    /// read: a header that names another stock than the order's costs a wasted read and
+    /// changes nothing.
     #[inline(always)]
     fn touch(&self, locate: u16) {
         if let Some(s) = self.stocks.get(usize::from(locate)) {

@@ -327,14 +327,7 @@ mod tests {
                 .unwrap();
             assert!(walk.next().is_none() && n > 20_000, "chunk {chunk}: for_each delivered {n}");
             let cut = &day[..day.len() - 3];
-            let mut r = ItchFileReader::new(Trickle(cut, chunk));
-            let err = loop {
-                match r.next_record() {
-                    Ok(Some(_)) => {}
-                    Ok(None) => panic!("a cut file must not end cleanly"),
-                    Err(e) => break e.to_string(),
-                }
-            };
+            let err = read_to_error(&mut ItchFileReader::new(Trickle(cut, chunk)), "a cut file");
             assert!(err.contains("file ends inside a message"), "chunk {chunk}: {err}");
             let err = ItchFileReader::new(Trickle(cut, chunk)).for_each(|_| {}).unwrap_err().to_string();
             assert!(err.contains("file ends inside a message"), "chunk {chunk}: {err}");
@@ -364,10 +357,41 @@ mod tests {
         }
     }
 
+    /// Reads until the reader fails; its error's text.
+    fn read_to_error<R: Read>(r: &mut ItchFileReader<R>, what: &str) -> String {
+        loop {
+            match r.next_record() {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("{what}: read to the end"),
+                Err(e) => break e.to_string(),
+            }
+        }
+    }
+
+    /// A `Read` of `bytes` whose reads never run past byte `cut` in one go: one of them ends
+    /// exactly there.
+    struct EndsAt<'a> {
+        bytes: &'a [u8],
+        at: usize,
+        cut: usize,
+    }
+
+    impl Read for EndsAt<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let stop = if self.at < self.cut { self.cut } else { self.bytes.len() };
+            let n = out.len().min(stop - self.at);
+            out[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
     /// Errors after refills name the same offset and say the same as the in-memory walk's,
     /// whatever the reads' sizes, and a retry gives the same error again: a frame damaged across
-    /// the first buffer's end (file offset 64 KiB), one far past it, and a cut file. A read that
-    /// fails mid-refill loses nothing: the caller retries and every message arrives.
+    /// 64 KiB (the first buffer's end when the input comes 64 KiB at a time), one far past it,
+    /// each also where a read ends one byte into it (so the damage is found after a refill in
+    /// the same call), and a cut file. A read that fails mid-refill loses nothing: the caller
+    /// retries and every message arrives.
     #[test]
     fn errors_after_refills_match_the_walk_and_a_failed_read_loses_nothing() {
         let mut day = Vec::new();
@@ -378,27 +402,28 @@ mod tests {
             .expect("a frame crosses 64 KiB")
             .offset as usize;
         let far = crate::itch::frames(&day).map(|r| r.unwrap().offset as usize).find(|&o| o > 3 * BUF + 1000).unwrap();
-        let mut cases: Vec<Vec<u8>> = [straddling, far]
+        let mut cases: Vec<(Vec<u8>, usize)> = [straddling, far]
             .into_iter()
             .map(|at| {
                 let mut bad = day.clone();
                 bad[at + 1] = bad[at + 1].wrapping_add(1); // the prefix contradicts the type
-                bad
+                (bad, at)
             })
             .collect();
-        cases.push(day[..day.len() - 3].to_vec());
+        // The cut file: its reads end at its end.
+        cases.push((day[..day.len() - 3].to_vec(), day.len() - 4));
+        for (bad, at) in &cases {
+            let walk_err = crate::itch::frames(bad).find_map(|r| r.err()).expect("the walk refuses it").to_string();
+            let mut r = ItchFileReader::new(EndsAt { bytes: bad, at: 0, cut: at + 1 });
+            assert_eq!(read_to_error(&mut r, "a read ending in the frame"), walk_err);
+            assert_eq!(r.next_record().unwrap_err().to_string(), walk_err, "a retry");
+        }
+        let cases: Vec<Vec<u8>> = cases.into_iter().map(|(bad, _)| bad).collect();
         for bad in &cases {
             let walk_err = crate::itch::frames(bad).find_map(|r| r.err()).expect("the walk refuses it").to_string();
             for chunk in [1, 7, 4096, usize::MAX] {
                 let mut r = ItchFileReader::new(Trickle(bad, chunk));
-                let err = loop {
-                    match r.next_record() {
-                        Ok(Some(_)) => {}
-                        Ok(None) => panic!("chunk {chunk}: read to the end"),
-                        Err(e) => break e.to_string(),
-                    }
-                };
-                assert_eq!(err, walk_err, "chunk {chunk}");
+                assert_eq!(read_to_error(&mut r, &format!("chunk {chunk}")), walk_err, "chunk {chunk}");
                 assert_eq!(r.next_record().unwrap_err().to_string(), walk_err, "chunk {chunk}: a retry");
             }
         }

@@ -351,7 +351,7 @@ fn rounds_on(
         most_spilled: Some(spilled as u64),
         floor_bytes_per_order: per_order(r2.saturating_sub(r1)),
         timer_ns,
-        fenced: fenced::FENCED,
+        fenced: Some(fenced::FENCED),
         floor_is: FLOOR_IS.into(),
         rounds: out,
         by_type,

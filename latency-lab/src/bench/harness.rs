@@ -66,9 +66,10 @@ pub fn spin_until(tsc: &Tsc, due: u64) -> u64 {
 
 /// TSC reads that hold the work between them, for per-message costs: each is LFENCE, RDTSC,
 /// LFENCE, so a read waits for every earlier instruction to finish (loads included) and no
-/// later one begins before it. (On Intel LFENCE always does so; on AMD when the kernel has set
-/// it to, which Linux does on every CPU that has the setting, since the Spectre mitigations.
-/// RDTSCP would do for the end, but some virtual CPU models lack it.) Why: a plain RDTSC waits
+/// later one begins before it. (On Intel LFENCE always does so; on AMD only once the kernel has
+/// set it to, which Linux asks for since the Spectre mitigations, and which a hypervisor may
+/// not let a guest do: there the figures are less fenced than the report says. RDTSCP would do
+/// for the end, but some virtual CPU models lack it.) Why: a plain RDTSC waits
 /// for nothing, so the end stamp of a short piece of work is taken as soon as the core has
 /// issued its instructions, and the cache misses it waits on land in a later message's figure
 /// or in none. Timed that way, the book's floor showed a p99 of 23-37 ns on partial cancels,

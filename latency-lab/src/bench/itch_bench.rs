@@ -179,7 +179,7 @@ fn book_cost(bytes: &[u8], ticks_per_ns: f64) -> Result<BookResult, Box<dyn Erro
         p999_ns: c.p999_ns,
         max_ns: c.max_ns,
         timer_ns,
-        fenced: crate::bench::harness::fenced::FENCED,
+        fenced: Some(crate::bench::harness::fenced::FENCED),
         resting_orders_at_close: book.resting_orders(),
     })
 }

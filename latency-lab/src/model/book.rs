@@ -86,10 +86,11 @@ pub struct BookScale {
     pub most_spilled: Option<u64>,
     /// The empty timing pair's cost, inside every per-message figure.
     pub timer_ns: u64,
-    /// Whether each message was timed between fenced TSC reads (`bench::harness::fenced`);
-    /// false in a report from before the fences, whose figures do not compare.
+    /// Whether each message was timed between fenced TSC reads (`bench::harness::fenced`):
+    /// false where the lab cannot fence (not x86_64); None in a report that does not say
+    /// (fenced if made at or after commit 702c100, plain reads before it).
     #[serde(default)]
-    pub fenced: bool,
+    pub fenced: Option<bool>,
     /// What the floor does per message.
     pub floor_is: String,
     pub rounds: Vec<BookRound>,
@@ -160,7 +161,7 @@ pub(crate) mod tests {
             book_bytes_per_order: 1.0,
             floor_bytes_per_order: 1.0,
             timer_ns: 0,
-            fenced: true,
+            fenced: Some(true),
             floor_is: "x".into(),
             rounds: rounds
                 .iter()

@@ -22,9 +22,10 @@ pub struct BookResult {
     pub max_ns: u64,
     /// Cost of the empty timing pair, included in every per-message sample above.
     pub timer_ns: u64,
-    /// Whether each message was timed between fenced TSC reads (false in an older report).
+    /// Whether each message was timed between fenced TSC reads (as [`super::book::BookScale`]'s:
+    /// None in a report that does not say).
     #[serde(default)]
-    pub fenced: bool,
+    pub fenced: Option<bool>,
     pub resting_orders_at_close: usize,
 }
 

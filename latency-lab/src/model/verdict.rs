@@ -853,7 +853,7 @@ mod tests {
                 p999_ns: 0,
                 max_ns: 0,
                 timer_ns: 0,
-                fenced: true,
+                fenced: Some(true),
                 resting_orders_at_close: 0,
             };
             ItchReport { file_bytes: 0, messages: 0, seed: 0, stocks: 0, passes: 5, decode: vec![], book, paired_ns }

@@ -597,11 +597,11 @@ impl ItchReport {
 }
 
 /// How a book figure was timed, for its line.
-fn timing(fenced: bool) -> &'static str {
-    if fenced {
-        "timed between fenced TSC reads, so each holds its message's misses; the mean is the day's time per message, the fences' included"
-    } else {
-        "timed between plain TSC reads, before the fences: not comparable with fenced figures"
+fn timing(fenced: Option<bool>) -> &'static str {
+    match fenced {
+        Some(true) => "timed between fenced TSC reads, so each holds its message's misses; the mean is the day's time per message, the fences' included",
+        Some(false) => "timed between plain TSC reads (the lab fences only on x86_64): not comparable with fenced figures",
+        None => "timing not recorded: fenced if the report was made at or after commit 702c100, plain TSC reads (not comparable) before it",
     }
 }
 
@@ -732,6 +732,21 @@ mod tests {
         assert!(t.contains(": met (1 noisy rounds left out)") && t.contains("100/500 (noisy)"), "{t}");
         let t = scale(&[(100, 20), (100, 100), (100, 500)]).table();
         assert!(t.contains("no verdict: half the rounds or more were noisy (2 noisy rounds left out)"), "{t}");
+    }
+
+    /// The book's line says how it was timed, and a report that does not say (made before the
+    /// field) says that, not "plain".
+    #[test]
+    fn the_book_table_says_how_it_was_timed() {
+        let mut b = crate::model::book::tests::scale(&[(160, 100)]);
+        assert!(b.table().contains("timed between fenced TSC reads"), "{}", b.table());
+        b.fenced = Some(false);
+        assert!(b.table().contains("timed between plain TSC reads (the lab fences only on x86_64)"), "{}", b.table());
+        let mut json = serde_json::to_value(&b).unwrap();
+        json.as_object_mut().unwrap().remove("fenced");
+        let old: crate::model::book::BookScale = serde_json::from_value(json).unwrap();
+        assert_eq!(old.fenced, None);
+        assert!(old.table().contains("timing not recorded: fenced if the report was made at or after commit 702c100"));
     }
 
     #[test]
