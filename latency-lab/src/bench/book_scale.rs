@@ -197,9 +197,9 @@ pub(crate) fn pass(
     let start = Instant::now();
     for rec in frames(bytes) {
         let m = rec?.message;
-        let t0 = fenced::start(tsc);
+        let t0 = fenced::now(tsc);
         let r = black_box(apply(&m));
-        let t1 = fenced::end(tsc);
+        let t1 = fenced::now(tsc);
         r.map_err(|e| format!("message {k}: {e}"))?;
         let ns = scale.delta_ns(t0, t1).max(1);
         h.saturating_record(ns);

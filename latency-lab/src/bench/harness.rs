@@ -77,13 +77,14 @@ pub fn spin_until(tsc: &Tsc, due: u64) -> u64 {
 /// book, with more instructions behind its misses, likely filled the core's window and paid for
 /// them where the floor did not.
 pub mod fenced {
-    /// Whether [`start`] and [`end`] fence: elsewhere than x86_64 they are plain reads
-    /// (`Tsc::now`), and the report says so.
+    /// Whether [`now`] fences: elsewhere than x86_64 it is a plain read (`Tsc::now`), and the
+    /// report says so.
     pub const FENCED: bool = cfg!(target_arch = "x86_64");
 
-    /// A TSC read once every earlier instruction has finished, before any later one begins.
+    /// A TSC read once every earlier instruction has finished, before any later one begins:
+    /// the start and the end of a timed piece of work alike.
     #[inline(always)]
-    fn read(tsc: &tickbus::time::Tsc) -> u64 {
+    pub fn now(tsc: &tickbus::time::Tsc) -> u64 {
         #[cfg(target_arch = "x86_64")]
         {
             let _ = tsc;
@@ -102,18 +103,6 @@ pub mod fenced {
         }
     }
 
-    /// The start of a timed piece of work (TSC ticks).
-    #[inline(always)]
-    pub fn start(tsc: &tickbus::time::Tsc) -> u64 {
-        read(tsc)
-    }
-
-    /// The end of a timed piece of work (TSC ticks), once all of it has finished.
-    #[inline(always)]
-    pub fn end(tsc: &tickbus::time::Tsc) -> u64 {
-        read(tsc)
-    }
-
     /// The median cost of an empty fenced pair (ns): what every figure timed between the two
     /// carries on top of the work.
     pub fn pair_ns(
@@ -122,8 +111,8 @@ pub mod fenced {
     ) -> Result<u64, Box<dyn std::error::Error>> {
         let mut timer = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1_000_000_000, 3)?;
         for _ in 0..100_000 {
-            let t0 = start(tsc);
-            let t1 = end(tsc);
+            let t0 = now(tsc);
+            let t1 = now(tsc);
             timer.saturating_record(scale.delta_ns(t0, t1).max(1));
         }
         Ok(timer.value_at_quantile(0.5))
