@@ -68,7 +68,9 @@ RDMA_TESTS=(verbs_smoke rdma_transport rdma_hostile mcast_transport mcast_hostil
 # `cargo test --workspace --no-run` (a cache hit), not one per binary. A `cargo test -p X` per
 # binary resolved features for X alone and rebuilt tickbus four more times (about two minutes of
 # a cold CI run).
-built=$(cargo test --workspace --all-features --no-run --message-format=json 2>/dev/null | python3 -c '
+# cargo's own messages go to a file, shown if the listing fails (a cache hit prints nothing new).
+list_err=$(mktemp)
+built=$(cargo test --workspace --all-features --no-run --message-format=json 2>"$list_err" | python3 -c '
 import json, subprocess, sys
 meta = json.loads(subprocess.run(["cargo", "metadata", "--no-deps", "--format-version", "1"],
                                  check=True, capture_output=True, text=True).stdout)
@@ -77,7 +79,9 @@ for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print(name[m["manifest_path"]], m["target"]["kind"][0], m["target"]["name"], m["executable"], sep="\t")') \
-  || { echo "test.sh: listing the workspace's test binaries failed (cargo test --workspace --all-features --no-run)" >&2; exit 1; }
+  || { cat "$list_err" >&2; rm -f "$list_err"
+       echo "test.sh: listing the workspace's test binaries failed (cargo test --workspace --all-features --no-run; its messages above)" >&2; exit 1; }
+rm -f "$list_err"
 test_bin() { # package, kind (test or bin), target: the path of its test binary
   awk -F '\t' -v p="$1" -v k="$2" -v t="$3" '$1 == p && $2 == k && $3 == t { print $4 }' <<<"$built"
 }
