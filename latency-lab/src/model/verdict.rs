@@ -571,12 +571,19 @@ impl super::pipeline::RdmaRun {
             .filter_map(|x| x.alone.map(|(u, c)| x.ttt_p50 as f64 / (u + c + self.book_p50).max(1) as f64))
             .collect();
         let backlogged = self.rounds.iter().filter(|x| x.backlog.is_some()).count();
+        // Said first when it is why there is no verdict: a backlogged round's ratio is no
+        // latency, whatever its floor did.
+        let behind = if backlogged > 0 {
+            format!("{backlogged} of {n} rounds backlogged (the venue fell behind its schedule: no verdict); ")
+        } else {
+            String::new()
+        };
         if !enough_kept(kept.len(), n) {
             let a = Spread::of(alone);
             return target(
                 what,
                 format!(
-                    "no steady same-load floor: perftest's UD and RC at once came out over {NOISY_FLOOR_MOVE}x perftest one at a time in {} of {n} rounds (the guest's CPUs oversubscribed by four busy pollers); against perftest one at a time: {}",
+                    "{behind}no steady same-load floor: perftest's UD and RC at once came out over {NOISY_FLOOR_MOVE}x perftest one at a time in {} of {n} rounds (the guest's CPUs oversubscribed by four busy pollers); against perftest one at a time: {}",
                     n - kept.len(),
                     a.as_ratio()
                 ),
@@ -592,7 +599,7 @@ impl super::pipeline::RdmaRun {
         target(
             what,
             format!(
-                "p50 {from} {} of perftest UD + RC one-way run at once (the same-load floor) + the book (median of {} rounds, {} noisy left out)",
+                "{behind}p50 {from} {} of perftest UD + RC one-way run at once (the same-load floor) + the book (median of {} rounds, {} noisy left out)",
                 k.as_ratio(),
                 kept.len(),
                 n - kept.len()
@@ -1120,11 +1127,30 @@ mod tests {
         assert!(t.figure.contains("in 3 of 3 rounds") && t.figure.ends_with("5.31x [5.31-5.31]"), "{t:?}");
         // A floor the load moved 1.3x is steady: judged on it (80 / (40 + 39 + 1) = 1.0x).
         let steady = round(80_000, (40_000, 39_000), (30_000, 30_000));
-        let t = run(vec![steady.clone(), round(340_000, (6_500_000, 8_000_000), (35_000, 28_000)), steady]).target();
+        let t = run(vec![steady.clone(), round(340_000, (6_500_000, 8_000_000), (35_000, 28_000)), steady.clone()])
+            .target();
         assert_eq!(t.status, Status::Met, "{t:?}");
         assert!(
             t.figure.starts_with("p50 from the tick's due time 1.00x [1.00-1.00] of perftest")
                 && t.figure.contains("2 rounds, 1 noisy"),
+            "{t:?}"
+        );
+        // A round that fell behind its schedule: no verdict, and the figure says why first,
+        // with a steady floor and without one.
+        let late = RdmaRound { backlog: Some("the replay fell behind".into()), ..steady.clone() };
+        let t = run(vec![late.clone(), steady.clone(), steady]).target();
+        assert_eq!(t.status, Status::Backlogged, "{t:?}");
+        assert!(t.figure.starts_with("1 of 3 rounds backlogged (the venue fell behind"), "{t:?}");
+        let noisy_late = RdmaRound {
+            backlog: Some("the replay fell behind".into()),
+            ..round(340_000, (6_500_000, 8_000_000), (35_000, 28_000))
+        };
+        let t = run(vec![noisy_late.clone(), noisy_late, late]).target();
+        assert_eq!(t.status, Status::Backlogged, "{t:?}");
+        assert!(
+            t.figure.starts_with(
+                "3 of 3 rounds backlogged (the venue fell behind its schedule: no verdict); no steady same-load floor"
+            ),
             "{t:?}"
         );
     }
