@@ -68,20 +68,21 @@ RDMA_TESTS=(verbs_smoke rdma_transport rdma_hostile mcast_transport mcast_hostil
 # `cargo test --workspace --no-run` (a cache hit), not one per binary. A `cargo test -p X` per
 # binary resolved features for X alone and rebuilt tickbus four more times (about two minutes of
 # a cold CI run).
-# cargo's own messages go to a file, shown if the listing fails (a cache hit prints nothing new).
+# cargo's own messages (a compile error's too: json-render-diagnostics renders them there) go to
+# a file, shown if the listing fails; a cache hit prints nothing new.
 list_err=$(mktemp)
-built=$(cargo test --workspace --all-features --no-run --message-format=json 2>"$list_err" | python3 -c '
+trap 'rm -f "$list_err"' EXIT
+built=$(cargo test --workspace --all-features --no-run --message-format=json-render-diagnostics 2>"$list_err" | python3 -c '
 import json, subprocess, sys
 meta = json.loads(subprocess.run(["cargo", "metadata", "--no-deps", "--format-version", "1"],
-                                 check=True, capture_output=True, text=True).stdout)
+                                 check=True, stdout=subprocess.PIPE, text=True).stdout)
 name = {p["manifest_path"]: p["name"] for p in meta["packages"]}
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print(name[m["manifest_path"]], m["target"]["kind"][0], m["target"]["name"], m["executable"], sep="\t")') \
-  || { cat "$list_err" >&2; rm -f "$list_err"
-       echo "test.sh: listing the workspace's test binaries failed (cargo test --workspace --all-features --no-run; its messages above)" >&2; exit 1; }
-rm -f "$list_err"
+  || { cat "$list_err" >&2
+       echo "test.sh: listing the workspace's test binaries failed (cargo test --workspace --all-features --no-run, or the python filter after it); cargo's messages above" >&2; exit 1; }
 test_bin() { # package, kind (test or bin), target: the path of its test binary
   awk -F '\t' -v p="$1" -v k="$2" -v t="$3" '$1 == p && $2 == k && $3 == t { print $4 }' <<<"$built"
 }
