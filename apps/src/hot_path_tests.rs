@@ -54,6 +54,10 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
     let ticks = msgs.len() as u64;
     assert!(ticks < 1 << 16, "the whole day fits the ring: nobody is lapped");
     let tsc = Tsc::new();
+    // The trader reads this day from the ring's oldest message, published before it started:
+    // its stamps are this run's clock, timed as `run` would time ticks published after it
+    // began opening its streams.
+    let day_from = tsc.now();
     let mut publish = move |m: &mut Vec<u8>| {
         let (mut h, _) = Header::read_from_prefix(m).unwrap();
         h.stamp(1, md.position(), tsc.now());
@@ -115,6 +119,7 @@ fn the_trader_and_gateway_loops_make_no_syscall_and_no_allocation() {
             let md = shm::open_observer("md", StartAt::Oldest, &opts).unwrap();
             let execs = shm::open_consumer("execs", &opts).unwrap();
             let mut t = Trader::new(In::shm(md), Out::shm(orders), In::shm(execs), Strategy::new(100, 64));
+            t.stamps_from = day_from;
             // As with `--snapshots`: recovery armed (a snapshot stream open, the hold allocated),
             // not recovering: its checks are on the measured path.
             let snap_cfg = RingConfig::for_payload(Mode::Lossy, 5, 512, 64);
@@ -191,6 +196,7 @@ fn started_exchange(
 #[test]
 fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
     let _one = one_spinning_test();
+    let day_from = tickbus::time::Tsc::new().now();
     let tag = format!("tickbus-apps-hot-x-{}", std::process::id());
     let opts = ShmOptions::new(format!("/dev/hugepages/{tag}"), format!("/dev/shm/{tag}"), HugepagePolicy::Preferred);
     let dir = std::env::temp_dir().join(&tag);
@@ -265,7 +271,11 @@ fn the_exchange_loop_makes_no_syscall_and_no_allocation() {
             let execs = shm::open_consumer("execs", &opts).unwrap();
             let mut strategy = Strategy::new(100, 64);
             strategy.pre_touch();
-            Trader::new(In::shm(md), Out::shm(orders), In::shm(execs), strategy)
+            let mut t = Trader::new(In::shm(md), Out::shm(orders), In::shm(execs), strategy);
+            // The venue began before this trader, which reads from the ring's oldest message:
+            // timed from the test's start, as `run` times from when it began opening its streams.
+            t.stamps_from = day_from;
+            t
         },
         move |t| {
             let mut budget = 4_000_000_000u64;

@@ -190,8 +190,14 @@ pub struct GatewaySummary {
     /// less the trader's own work. None from an older gateway, or with no such order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crossings_ns: Option<HopStats>,
-    /// Traces whose stamps were out of order (a clock or a bug; recorded as 1 ns).
+    /// Traces whose stamps went backwards by over a millisecond (another host's clock, or a
+    /// bad trace): not timed.
     pub unordered_traces: u64,
+    /// Traces without a tick stamp (the tick had none, or the trader did not time it: a stamp
+    /// its clock cannot have made): not timed. 0 in an older summary, which counted them in
+    /// `unordered_traces`.
+    #[serde(default)]
+    pub unstamped_traces: u64,
     /// Traces whose stamps crossed cores with skewed TSCs.
     pub skewed_traces: u64,
 }
@@ -208,6 +214,11 @@ pub struct TraderCounts {
     pub feed_gaps: u64,
     /// Market-data messages that were not tickbus messages.
     pub md_undecodable: u64,
+    /// Ticks whose stamp this run's clock cannot have made (before the trader opened its
+    /// streams: a replayed journal's recorded stamps, a late joiner's catch-up, history on a
+    /// ring; or over 1 ms after their receive: another boot's clock): not timed.
+    #[serde(default)]
+    pub md_stale_stamps: u64,
     /// Orders sent.
     pub orders: u64,
     /// Reports taken.

@@ -30,9 +30,12 @@ pub struct Hops {
     /// The two process crossings of the same orders, summed per order: what a floor of the
     /// crossings alone (the lab's chain through a bare relay) must not be slower than.
     crossings: Histogram<u64>,
-    /// Orders whose stamps were missing or went backwards by more than a millisecond (a trace
-    /// from another host's TSC, or a bad one): not timed.
+    /// Orders whose stamps went backwards by more than a millisecond (a trace from another
+    /// host's TSC, or a bad one): not timed.
     pub unordered: u64,
+    /// Orders whose trace carries no tick stamp: the tick had none, or the trader did not time
+    /// it (a stamp its clock cannot have made, such as a replayed recording's): not timed.
+    pub unstamped: u64,
     /// Orders timed with a hop whose two cores' stamps were slightly out of order (TSC skew).
     pub skewed: u64,
 }
@@ -47,6 +50,7 @@ impl Hops {
             from_publish: h(),
             crossings: h(),
             unordered: 0,
+            unstamped: 0,
             skewed: 0,
         }
     }
@@ -60,8 +64,12 @@ impl Hops {
         // Stamps from two cores may be a few ns apart in the wrong order (TSC offsets between
         // cores, notably on VMs): such a hop is recorded as 1 ns and counted as skewed. A stamp
         // missing or far out of order is no trace at all.
+        if t.ingress_tsc == 0 {
+            self.unstamped += 1;
+            return;
+        }
         let far = (self.scale.ticks_per_ns * 1e6) as u64; // 1 ms of ticks
-        if t.ingress_tsc == 0 || points.windows(2).any(|w| w[0].saturating_sub(w[1]) > far) {
+        if points.windows(2).any(|w| w[0].saturating_sub(w[1]) > far) {
             self.unordered += 1;
             return;
         }
@@ -128,10 +136,11 @@ mod tests {
         let p50: Vec<u64> = s.iter().map(|r| r.p50).collect();
         assert_eq!(p50, [400, 100, 100, 100, 300, 1000]);
         h.record(&traced([1000, 990, 1500, 1600, 1700]), 1690); // two hops 10 ns backwards
-        assert_eq!((h.timed(), h.skewed, h.unordered), (2, 1, 0));
+        assert_eq!((h.timed(), h.skewed, h.unordered, h.unstamped), (2, 1, 0, 0));
         h.record(&traced([5_000_000, 1400, 1500, 1600, 1700]), 2000); // 5 ms backwards
+        assert_eq!((h.timed(), h.skewed, h.unordered, h.unstamped), (2, 1, 1, 0));
         h.record(&traced([0, 1400, 1500, 1600, 1700]), 2000); // no ingress stamp
-        assert_eq!((h.timed(), h.skewed, h.unordered), (2, 1, 2));
+        assert_eq!((h.timed(), h.skewed, h.unordered, h.unstamped), (2, 1, 1, 1));
         assert!(h.ttt_from_publish().is_none(), "no trace said when its tick's publish began");
         assert!(h.crossings().is_none(), "nor its crossings");
     }

@@ -360,6 +360,7 @@ pub fn summary(g: &Gateway) -> GatewaySummary {
         ttt_from_publish_ns: g.hops.ttt_from_publish(),
         crossings_ns: g.hops.crossings(),
         unordered_traces: g.hops.unordered,
+        unstamped_traces: g.hops.unstamped,
         skewed_traces: g.hops.skewed,
     }
 }

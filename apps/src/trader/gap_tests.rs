@@ -2,7 +2,9 @@
 //! sending orders for the rest of the run (its book may be wrong from the gap on; with
 //! `--snapshots` it recovers instead: `recovery_tests.rs`), goes on reading the market data
 //! and settling the reports of orders already out, and says so in its summary. The real trading
-//! loop over shm rings in this process: the test plays the feed and the gateway.
+//! loop over shm rings in this process: the test plays the feed and the gateway. The loop's
+//! other small cases share the rig: reports that never come, looks per idle cycle, and ticks
+//! whose stamps this run's clock cannot have made.
 use std::sync::atomic::AtomicBool;
 
 use tickbus::shm::{self, HugepagePolicy, ShmOptions};
@@ -139,4 +141,48 @@ fn an_idle_duty_cycle_looks_at_the_market_data_twice() {
         assert_eq!(t.duty(&stop), 0);
     }
     assert_eq!(t.md_looks_per_idle_cycle(), 2);
+}
+
+/// A tick's stamp is timed only where this run's clock could have made it. The smallest stale
+/// stamps: one tick before the trader began (a replayed recording's, a catch-up's) and one far
+/// after its receive (another boot's clock). Each still trades, its order's trace without the
+/// stamp (so the gateway does not time it either), and is counted; a stamp taken now is timed.
+#[test]
+fn ticks_stamped_before_the_trader_or_by_another_clock_are_counted_not_timed() {
+    let Rig { gone: _gone, mut md, mut gateway_in, mut t, .. } = Rig::new("stamps", 8);
+    let stop = AtomicBool::new(false);
+    let run = |t: &mut Trader| while t.duty(&stop) > 0 {};
+    let tsc = tickbus::time::Tsc::new();
+    let mut order_trace = || {
+        let Some(Recv::Message(m)) = gateway_in.try_recv() else { panic!("no order on the ring") };
+        TracedOrder::parse(m.payload).unwrap().trace
+    };
+    // Each a new best bid: an order each.
+    let stamped = |id: u64, at: u64| {
+        let mut a = add(id, Side::Buy, 10 + id as i64);
+        a.header.publish_tsc = at;
+        a
+    };
+    md.publish(stamped(1, t.stamps_from - 1).as_bytes()).unwrap();
+    run(&mut t);
+    assert_eq!((t.counts.ticks, t.counts.orders, t.counts.md_stale_stamps, t.tick_hop.len()), (1, 1, 1, 0));
+    let trace = order_trace();
+    assert_eq!((trace.ingress_tsc, trace.md_publish_tsc), (0, 0), "{trace:?}");
+    // An hour ahead of this clock: no skew between cores comes near.
+    let hour = (t.scale.ticks_per_ns * 3.6e12) as u64;
+    md.publish(stamped(2, tsc.now() + hour).as_bytes()).unwrap();
+    run(&mut t);
+    assert_eq!((t.counts.ticks, t.counts.orders, t.counts.md_stale_stamps, t.tick_hop.len()), (2, 2, 2, 0));
+    assert_eq!(order_trace().ingress_tsc, 0);
+    // This run's: timed, and its trace carries it.
+    let now = tsc.now();
+    md.publish(stamped(3, now).as_bytes()).unwrap();
+    run(&mut t);
+    assert_eq!((t.counts.ticks, t.counts.orders, t.counts.md_stale_stamps, t.tick_hop.len()), (3, 3, 2, 1));
+    let trace = order_trace();
+    assert_eq!((trace.ingress_tsc, trace.md_publish_tsc), (now, now), "{trace:?}");
+    // The stamp the trader began at is its own clock's: timed.
+    md.publish(stamped(4, t.stamps_from).as_bytes()).unwrap();
+    run(&mut t);
+    assert_eq!((t.counts.md_stale_stamps, t.tick_hop.len()), (2, 2));
 }

@@ -158,6 +158,15 @@ pub struct Trader {
     /// When the trader started, and (a late joiner) when it went live: TSC.
     started_tsc: u64,
     live_tsc: u64,
+    /// A tick's stamp is timed only from this TSC on (when the trader began opening its
+    /// streams) and up to [`Trader::skew_ticks`] after its receive: a stamp from before (a
+    /// replayed journal's recorded stamps, a late joiner's catch-up, history on a ring read from
+    /// its oldest message) or far after (another boot's clock) would time the recording or
+    /// another clock, not the hop. Such ticks are counted (`md_stale_stamps`), not timed.
+    pub(crate) stamps_from: u64,
+    /// 1 ms of TSC ticks: how far a stamp may lie after its receive (cores' TSC offsets on a VM
+    /// are ns; the gateway allows the same).
+    skew_ticks: u64,
     /// `--snapshots`: recovery from lost market data (None: a loss halts trading for good).
     pub recovery: Option<recovery::Recovery>,
 }
@@ -195,6 +204,8 @@ impl Trader {
             order,
             started_tsc: tsc.now(),
             live_tsc: 0,
+            stamps_from: tsc.now(),
+            skew_ticks: (scale.ticks_per_ns * 1e6) as u64,
             tsc,
             id_base,
             matcher: reports::Reports::new(id_base),
@@ -263,6 +274,8 @@ impl Trader {
             scale,
             recovery,
             live_tsc,
+            stamps_from,
+            skew_ticks,
             ..
         } = self;
         let mut work = 0;
@@ -287,8 +300,13 @@ impl Trader {
                             }
                         }
                         Ok(msg) => {
-                            // The feed's ingress TSC (FLAG_INGRESS_TSC), else the publisher's commit.
+                            // The feed's ingress TSC (FLAG_INGRESS_TSC), else the publisher's
+                            // commit; 0 (not timed) unless this run's clock could have made it.
                             let head = tickbus_codecs::Header::peek(m.payload);
+                            let stamp = head.map_or(0, |h| h.publish_tsc);
+                            let fresh = stamp >= *stamps_from && stamp <= receive_tsc.saturating_add(*skew_ticks);
+                            c.md_stale_stamps += u64::from(stamp != 0 && !fresh);
+                            let head = head.filter(|_| fresh);
                             let ingress_tsc = head.map_or(0, |h| h.publish_tsc);
                             // Converted before the book's work, which it overlaps, not between
                             // the decision and the order's publish, which it would lengthen.
@@ -490,9 +508,11 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         None => made(),
     };
     let (mut snapshot, mut refused) = (None, None);
+    // Before the streams open: a publisher that starts once it sees this trader stamps after it.
+    let opening_tsc = Tsc::new().now();
     let (orders, md, execs, recovery) = open(&a, &stop, &mut strategy, &mut snapshot, &mut refused)?;
     let mut t = Trader::new(md, orders, execs, strategy);
-    t.recovery = recovery;
+    (t.recovery, t.stamps_from) = (recovery, opening_tsc);
     let mut agent = TraderAgent::new(t, &a, stop.clone());
     tickbus::agent::run_until(&mut agent, a.idle.strategy(), &stop);
     let t = agent.t;
@@ -549,7 +569,7 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
         println!("{}", serde_json::to_string(&summary).map_err(|e| e.to_string())?);
     } else {
         println!(
-            "trader: {} ticks, {} orders, {} reports ({} filled, {} unfilled, {} rejected; {} never came, {} repeated), {} awaiting; {} md lost, {} feed gaps{}",
+            "trader: {} ticks, {} orders, {} reports ({} filled, {} unfilled, {} rejected; {} never came, {} repeated), {} awaiting; {} md lost, {} feed gaps{}{}",
             c.ticks,
             c.orders,
             c.reports,
@@ -561,10 +581,21 @@ pub fn run(a: TraderArgs) -> Result<(), String> {
             strategy.in_flight(),
             c.md_missed,
             c.feed_gaps,
+            stale_note(c.md_stale_stamps),
             strategy.halted().map(|h| format!("; {h}")).unwrap_or_default()
         );
     }
     Ok(())
+}
+
+/// The summary's word on ticks not timed for their stamps (nothing when there were none).
+fn stale_note(n: u64) -> String {
+    if n == 0 {
+        return String::new();
+    }
+    format!(
+        "; {n} ticks not timed: stamped before this trader started (a replayed recording, a catch-up) or by another clock"
+    )
 }
 
 /// How a late joiner caught up, for the summary.
