@@ -214,9 +214,9 @@ pub struct TraderCounts {
     pub feed_gaps: u64,
     /// Market-data messages that were not tickbus messages.
     pub md_undecodable: u64,
-    /// Ticks whose stamp this run's clock cannot have made (before the trader opened its
-    /// streams: a replayed journal's recorded stamps, a late joiner's catch-up, history on a
-    /// ring; or over 1 ms after their receive: another boot's clock): not timed.
+    /// Ticks whose stamp this run's clock cannot have made (before the trader began opening
+    /// its streams: a replayed journal's recorded stamps; or over 1 ms after their receive: a
+    /// clock ahead of this one): not timed. 0 in an older summary.
     #[serde(default)]
     pub md_stale_stamps: u64,
     /// Orders sent.
@@ -420,6 +420,21 @@ mod tests {
         assert_eq!(serde_json::from_value::<TraderSummary>(v.clone()).unwrap().md_looks_per_pass, 2);
         v.as_object_mut().unwrap().remove("md_looks_per_pass");
         assert_eq!(serde_json::from_value::<TraderSummary>(v).unwrap().md_looks_per_pass, 1);
+    }
+
+    /// Summaries from before the stale-stamp and unstamped-trace counts read them as 0.
+    #[test]
+    fn older_summaries_without_the_stamp_counts_read_them_as_zero() {
+        let mut t = serde_json::to_value(TraderSummary::default()).unwrap();
+        t["counts"]["md_stale_stamps"] = 3.into();
+        assert_eq!(serde_json::from_value::<TraderSummary>(t.clone()).unwrap().counts.md_stale_stamps, 3);
+        t["counts"].as_object_mut().unwrap().remove("md_stale_stamps");
+        assert_eq!(serde_json::from_value::<TraderSummary>(t).unwrap().counts.md_stale_stamps, 0);
+        let mut g = serde_json::to_value(GatewaySummary::default()).unwrap();
+        g["unstamped_traces"] = 2.into();
+        assert_eq!(serde_json::from_value::<GatewaySummary>(g.clone()).unwrap().unstamped_traces, 2);
+        g.as_object_mut().unwrap().remove("unstamped_traces");
+        assert_eq!(serde_json::from_value::<GatewaySummary>(g).unwrap().unstamped_traces, 0);
     }
 
     /// A reader refuses a summary with a field it does not know (another version's), instead of

@@ -144,9 +144,10 @@ fn an_idle_duty_cycle_looks_at_the_market_data_twice() {
 }
 
 /// A tick's stamp is timed only where this run's clock could have made it. The smallest stale
-/// stamps: one tick before the trader began (a replayed recording's, a catch-up's) and one far
-/// after its receive (another boot's clock). Each still trades, its order's trace without the
-/// stamp (so the gateway does not time it either), and is counted; a stamp taken now is timed.
+/// stamp before: one tick before the trader began (a replayed recording's); after its receive:
+/// past the 1 ms cores' skew allowance (a clock ahead of this one). Each still trades, its
+/// order's trace without the stamp (so the gateway does not time it either), and is counted;
+/// a stamp taken now, or within the allowance ahead, is timed; a tick stamped 0 is neither.
 #[test]
 fn ticks_stamped_before_the_trader_or_by_another_clock_are_counted_not_timed() {
     let Rig { gone: _gone, mut md, mut gateway_in, mut t, .. } = Rig::new("stamps", 8);
@@ -168,12 +169,14 @@ fn ticks_stamped_before_the_trader_or_by_another_clock_are_counted_not_timed() {
     assert_eq!((t.counts.ticks, t.counts.orders, t.counts.md_stale_stamps, t.tick_hop.len()), (1, 1, 1, 0));
     let trace = order_trace();
     assert_eq!((trace.ingress_tsc, trace.md_publish_tsc), (0, 0), "{trace:?}");
-    // An hour ahead of this clock: no skew between cores comes near.
-    let hour = (t.scale.ticks_per_ns * 3.6e12) as u64;
-    md.publish(stamped(2, tsc.now() + hour).as_bytes()).unwrap();
+    // 100 ms ahead of this clock, 100 times the allowance (a host's stall between the publish
+    // and the receive shortens it by its length: tens of ms here would not fool the test).
+    let ms = t.skew_ticks;
+    md.publish(stamped(2, tsc.now() + 100 * ms).as_bytes()).unwrap();
     run(&mut t);
     assert_eq!((t.counts.ticks, t.counts.orders, t.counts.md_stale_stamps, t.tick_hop.len()), (2, 2, 2, 0));
     assert_eq!(order_trace().ingress_tsc, 0);
+    assert_eq!(ms, (t.scale.ticks_per_ns * 1e6) as u64, "the allowance is 1 ms of ticks");
     // This run's: timed, and its trace carries it.
     let now = tsc.now();
     md.publish(stamped(3, now).as_bytes()).unwrap();
@@ -185,4 +188,13 @@ fn ticks_stamped_before_the_trader_or_by_another_clock_are_counted_not_timed() {
     md.publish(stamped(4, t.stamps_from).as_bytes()).unwrap();
     run(&mut t);
     assert_eq!((t.counts.md_stale_stamps, t.tick_hop.len()), (2, 2));
+    // Half the allowance ahead (another core's skew): timed (as 1 ns, unless the receive came
+    // that much later).
+    md.publish(stamped(5, tsc.now() + ms / 2).as_bytes()).unwrap();
+    run(&mut t);
+    assert_eq!((t.counts.md_stale_stamps, t.tick_hop.len()), (2, 3));
+    // No stamp at all: neither timed nor stale.
+    md.publish(stamped(6, 0).as_bytes()).unwrap();
+    run(&mut t);
+    assert_eq!((t.counts.ticks, t.counts.md_stale_stamps, t.tick_hop.len()), (6, 2, 3));
 }

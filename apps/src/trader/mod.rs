@@ -160,9 +160,10 @@ pub struct Trader {
     live_tsc: u64,
     /// A tick's stamp is timed only from this TSC on (when the trader began opening its
     /// streams) and up to [`Trader::skew_ticks`] after its receive: a stamp from before (a
-    /// replayed journal's recorded stamps, a late joiner's catch-up, history on a ring read from
-    /// its oldest message) or far after (another boot's clock) would time the recording or
-    /// another clock, not the hop. Such ticks are counted (`md_stale_stamps`), not timed.
+    /// replayed journal's recorded stamps) or far after (a clock ahead of this one: another
+    /// boot's, say) would time the recording or another clock, not the hop. Such ticks are
+    /// counted (`md_stale_stamps`), not timed. A stamp of another clock that falls inside this
+    /// run's span cannot be told from a true one.
     pub(crate) stamps_from: u64,
     /// 1 ms of TSC ticks: how far a stamp may lie after its receive (cores' TSC offsets on a VM
     /// are ns; the gateway allows the same).
@@ -302,7 +303,9 @@ impl Trader {
                         Ok(msg) => {
                             // The feed's ingress TSC (FLAG_INGRESS_TSC), else the publisher's
                             // commit; 0 (not timed) unless this run's clock could have made it.
-                            let head = tickbus_codecs::Header::peek(m.payload);
+                            // A late joiner's catch-up is never timed (nor traded): its wait
+                            // is the journal's age, counted by the merge, not a stale stamp.
+                            let head = tickbus_codecs::Header::peek(m.payload).filter(|_| !catching_up);
                             let stamp = head.map_or(0, |h| h.publish_tsc);
                             let fresh = stamp >= *stamps_from && stamp <= receive_tsc.saturating_add(*skew_ticks);
                             c.md_stale_stamps += u64::from(stamp != 0 && !fresh);
@@ -594,7 +597,7 @@ fn stale_note(n: u64) -> String {
         return String::new();
     }
     format!(
-        "; {n} ticks not timed: stamped before this trader started (a replayed recording, a catch-up) or by another clock"
+        "; {n} ticks not timed: stamped before this trader began opening its streams (a replayed recording) or ahead of its clock"
     )
 }
 
