@@ -197,15 +197,16 @@ impl Trader {
         let tick_hop = hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
         let publish_hop = tick_hop.clone();
         let tsc = Tsc::new();
+        let started_tsc = tsc.now();
         Trader {
             md,
             orders,
             execs,
             strategy,
             order,
-            started_tsc: tsc.now(),
+            started_tsc,
             live_tsc: 0,
-            stamps_from: tsc.now(),
+            stamps_from: started_tsc,
             skew_ticks: (scale.ticks_per_ns * 1e6) as u64,
             tsc,
             id_base,

@@ -1122,13 +1122,13 @@ mod tests {
         // Two perftests at once 200x slower than one at a time: the floor measures the
         // scheduler; tickbus "beating" it is no verdict, and the figure gives the ratio to
         // perftest one at a time.
-        let t = run(vec![round(340_000, (6_500_000, 8_000_000), (35_000, 28_000)); 3]).target();
+        let oversubscribed = round(340_000, (6_500_000, 8_000_000), (35_000, 28_000));
+        let t = run(vec![oversubscribed.clone(); 3]).target();
         assert_eq!(t.status, Status::Noisy, "{t:?}");
         assert!(t.figure.contains("in 3 of 3 rounds") && t.figure.ends_with("5.31x [5.31-5.31]"), "{t:?}");
         // A floor the load moved 1.3x is steady: judged on it (80 / (40 + 39 + 1) = 1.0x).
         let steady = round(80_000, (40_000, 39_000), (30_000, 30_000));
-        let t = run(vec![steady.clone(), round(340_000, (6_500_000, 8_000_000), (35_000, 28_000)), steady.clone()])
-            .target();
+        let t = run(vec![steady.clone(), oversubscribed.clone(), steady.clone()]).target();
         assert_eq!(t.status, Status::Met, "{t:?}");
         assert!(
             t.figure.starts_with("p50 from the tick's due time 1.00x [1.00-1.00] of perftest")
@@ -1146,10 +1146,7 @@ mod tests {
              [1.00-1.00] of perftest UD + RC one-way run at once (the same-load floor) + the book (median of 3 rounds, \
              0 noisy left out)"
         );
-        let noisy_late = RdmaRound {
-            backlog: Some("the replay fell behind".into()),
-            ..round(340_000, (6_500_000, 8_000_000), (35_000, 28_000))
-        };
+        let noisy_late = RdmaRound { backlog: Some("the replay fell behind".into()), ..oversubscribed };
         let t = run(vec![noisy_late.clone(), noisy_late, late]).target();
         assert_eq!(t.status, Status::Backlogged, "{t:?}");
         assert_eq!(
